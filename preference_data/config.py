@@ -133,9 +133,12 @@ def _build(cls: type[C], data: dict[str, Any], where: str, problems: list[str]) 
             problems.append(f"{here}: unknown key{did_you_mean(str(key), list(fields))}; "
                             f"{cls.__name__} has: {', '.join(fields)}")
             continue
-        kwargs[key] = _convert(hints[key], value, here, problems)
+        n = len(problems)
+        converted = _convert(hints[key], value, here, problems)
+        if len(problems) == n:  # a field with a problem keeps its default, so cross-field checks still run
+            kwargs[key] = converted
     for name, f in fields.items():
-        if name not in kwargs and f.default is _MISSING and f.default_factory is _MISSING:  # type: ignore[misc]
+        if name not in data and f.default is _MISSING and f.default_factory is _MISSING:  # type: ignore[misc]
             here = f"{where}.{name}" if where else name
             problems.append(f"{here}: required field is missing ({f.metadata.get('doc', '')})")
     try:

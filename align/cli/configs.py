@@ -1,0 +1,29 @@
+"""Which typed config each YAML `kind:` means, for `align validate` and the shipped-config test."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from preference_data.config import load, read_yaml
+from preference_data.errors import ConfigError, did_you_mean
+
+# kind -> (module, class); imported lazily
+KINDS: dict[str, tuple[str, str]] = {
+    "quickstart": ("align.quickstart", "QuickstartConfig"),
+}
+
+
+def config_class(kind: str) -> type:
+    module, cls = KINDS[kind]
+    return getattr(importlib.import_module(module), cls)
+
+
+def validate_file(path: str, overrides: list[str] | None = None) -> tuple[str, Any]:
+    """Build the typed config a YAML file describes; raise ConfigError listing every problem."""
+    data = read_yaml(path)
+    kind = data.get("kind") if isinstance(data, dict) else None
+    if kind not in KINDS:
+        raise ConfigError([f"kind: {kind!r} is not a known config kind{did_you_mean(str(kind), list(KINDS))}; "
+                           f"use one of {', '.join(KINDS)}"], path)
+    return kind, load(config_class(kind), path, overrides)

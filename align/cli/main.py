@@ -1,0 +1,154 @@
+"""The `align` command. Verbs import their heavy dependencies only when they run, so `align --help` is fast.
+
+    align quickstart                       the main job on the embedded default model and data
+    align data doctor SOURCE               what a data source contains (counts, drops, lengths, boundaries)
+    align data suite --out DIR             write the verifiable preference suite as JSONL
+    align validate FILE                    check a config without running it
+    align ls [losses|scorers|benchmarks|sources|formats|pairing|families|models]   component tables
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable
+
+EXAMPLES = {
+    "quickstart": "align quickstart\n  align quickstart --out runs/qs quickstart.doctor_max_length=512",
+    "doctor": ("align data doctor ../shared/data/hh-rlhf/helpful-base/test.decontaminated.jsonl.gz\n"
+               "  align data doctor suite --out runs/doctor-suite\n"
+               "  align data doctor my_pairs.jsonl --format trl --max-length 512 --policy drop"),
+    "suite": "align data suite --out data/suite --per-family 200 --seed 0",
+    "validate": "align validate configs/quickstart.yaml",
+    "ls": "align ls\n  align ls losses",
+}
+
+
+def _examples(verb: str) -> str:
+    return "examples:\n  " + EXAMPLES[verb]
+
+
+# --- verbs -------------------------------------------------------------------------------------------
+
+def cmd_ls(args: argparse.Namespace) -> int:
+    from .tables import TABLES, print_table
+
+    names = [args.table] if args.table else list(TABLES)
+    if args.table and args.table not in TABLES:
+        from preference_data.errors import UserError, did_you_mean
+        raise UserError(f"unknown table '{args.table}'{did_you_mean(args.table, list(TABLES))}; "
+                        f"choose one of {', '.join(TABLES)}")
+    for name in names:
+        print_table(name, TABLES[name]())
+    return 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from .configs import validate_file
+
+    for path in args.files:
+        kind, _ = validate_file(path, args.overrides)
+        print(f"{path}: ok ({kind})")
+    return 0
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from preference_data.config import build
+    from preference_data.doctor import run_doctor
+    from preference_data.sources import DataConfig
+
+    data = build(DataConfig, {"source": args.source, "format": args.format, "split": args.split},
+                 "align data doctor")
+    out = args.out or os.path.join("runs", "doctor")
+    report = run_doctor(data, args.model, args.max_length, args.policy, out)
+    print("\n".join(report["text"]))
+    for p in report.get("written", []):
+        print(f"wrote {p}")
+    return 0
+
+
+def cmd_suite(args: argparse.Namespace) -> int:
+    from preference_data.suite import build_suite, write_suite
+
+    suite = build_suite(n_per_family=args.per_family, seed=args.seed)
+    write_suite(suite, args.out)
+    print(f"wrote the suite ({len(suite.train_pairs)} train / {len(suite.test_pairs)} test pairs, "
+          f"{len(suite.train_prompts)} / {len(suite.test_prompts)} prompts) to {args.out}")
+    return 0
+
+
+def cmd_quickstart(args: argparse.Namespace) -> int:
+    from align.quickstart import run_quickstart
+
+    return run_quickstart(args.config, args.out, args.overrides)
+
+
+# --- parser ------------------------------------------------------------------------------------------
+
+def _add(sub: argparse._SubParsersAction, name: str, fn: Callable[[argparse.Namespace], int], help_: str,
+         example: str) -> argparse.ArgumentParser:
+    p = sub.add_parser(name, help=help_, description=help_, epilog=_examples(example),
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.set_defaults(fn=fn)
+    return p
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="align", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="verb", metavar="VERB")
+
+    p = _add(sub, "quickstart", cmd_quickstart, "run the main job on the embedded default model and data",
+             "quickstart")
+    p.add_argument("--config", default=None, help="a quickstart YAML (default: the built-in settings)")
+    p.add_argument("--out", default=None, help="output directory (default: runs/quickstart)")
+    p.add_argument("overrides", nargs="*", help="dotted overrides, e.g. doctor_max_length=512")
+
+    p = _add(sub, "validate", cmd_validate, "check config files without running them", "validate")
+    p.add_argument("files", nargs="+", help="YAML config files")
+    p.add_argument("--set", dest="overrides", action="append", default=[], help="dotted override to check too")
+
+    p = _add(sub, "ls", cmd_ls, "print the component tables", "ls")
+    p.add_argument("table", nargs="?", default=None, help="one table (default: all)")
+
+    data = sub.add_parser("data", help="inspect and generate data")
+    dsub = data.add_subparsers(dest="data_verb", metavar="VERB")
+    p = _add(dsub, "doctor", cmd_doctor, "report what a data source contains and what would be dropped", "doctor")
+    p.add_argument("source", help="'suite', a file or directory, or a hub id")
+    p.add_argument("--format", default="auto", help="row format (default: detect; see `align ls formats`)")
+    p.add_argument("--split", default="all", choices=["train", "dev", "test", "all"])
+    p.add_argument("--model", default="builtin:smollm2-135m-instruct", help="tokenizer to check against")
+    p.add_argument("--max-length", type=int, default=1024, help="token budget per sequence")
+    p.add_argument("--policy", default="drop", choices=["drop", "truncate_prompt_left", "raise"],
+                   help="what to do with pairs longer than --max-length")
+    p.add_argument("--out", default=None, help="where to write doctor.json/doctor.txt (default: runs/doctor)")
+    p = _add(dsub, "suite", cmd_suite, "generate the verifiable preference suite as JSONL files", "suite")
+    p.add_argument("--out", required=True)
+    p.add_argument("--per-family", type=int, default=200)
+    p.add_argument("--seed", type=int, default=0)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    from preference_data.errors import UserError
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    fn = getattr(args, "fn", None)
+    if fn is None:
+        # `align` or `align data` alone: show the relevant help
+        (parser if args.verb is None else parser._subparsers._group_actions[0].choices[args.verb]).print_help()
+        return 0 if args.verb is None else 2
+    try:
+        return int(fn(args) or 0)
+    except UserError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

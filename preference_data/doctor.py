@@ -1,0 +1,48 @@
+"""`align data doctor`: what a data source really contains, before any training.
+
+Reads the source with the same adapters training uses, tokenizes with the same code, and reports rows
+read and kept, every dropped or repaired row by reason (with the first row numbers), token-length
+percentiles for prompt / chosen / rejected, the chat-template boundary and BOS/EOS checks, and one
+rendered example with the prompt/response boundary marked.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from .hub import load_tokenizer
+from .sources import DataConfig, load
+from .tokenize import tokenize_pairs
+
+
+def run_doctor(data: DataConfig, model: str, max_length: int, policy: str, out_dir: str | None) -> dict[str, Any]:
+    """Build the report (a dict), write it as JSON and text under `out_dir`, and return it."""
+    loaded = load(data)
+    report: dict[str, Any] = {"data": loaded.report.to_dict(), "pairs": len(loaded.pairs),
+                              "rated_prompts": len(loaded.rated), "prompt_only": len(loaded.prompts)}
+    lines = loaded.report.lines()
+    lines.insert(3, f"pairs: {len(loaded.pairs)} (from rated prompts: {len(loaded.rated)}), prompt-only: "
+                    f"{len(loaded.prompts)}")
+    if loaded.pairs:
+        tok = load_tokenizer(model)
+        tokenized, treport = tokenize_pairs(loaded.pairs, tok, max_length, policy)
+        report["tokenization"] = treport.to_dict()
+        lines.append(f"tokenization ({model}, max_length={max_length}, policy={policy}):")
+        lines.extend("  " + ln for ln in treport.lines())
+        if tokenized:
+            ex = tokenized[0]
+            rendered = {"id": ex.id, "prompt": tok.decode(ex.prompt_ids), "chosen": tok.decode(ex.chosen_ids),
+                        "rejected": tok.decode(ex.rejected_ids)}
+            report["example"] = rendered
+            lines.append(f"example (id {ex.id}); the response starts after '⟦':")
+            lines.append(rendered["prompt"] + "⟦" + rendered["chosen"])
+    report["text"] = lines
+    if out_dir:
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "doctor.json").write_text(json.dumps(report, indent=2, ensure_ascii=False), encoding="utf-8")
+        (out / "doctor.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+        report["written"] = [str(out / "doctor.json"), str(out / "doctor.txt")]
+    return report

@@ -1,0 +1,380 @@
+"""Adapters: every common preference-data format -> the records of `records.py`.
+
+Each adapter takes the row stream from `io.iter_rows` and yields records; a row it cannot use is
+counted in the `DataReport` under a named reason (with its row number), never silently lost.
+
+| format         | rows look like                                                          | yields          |
+|----------------|-------------------------------------------------------------------------|-----------------|
+| trl            | {prompt?, chosen, rejected, margin?}: strings or lists of {role,content} | PreferencePair  |
+| hh             | {chosen, rejected}: "\\n\\nHuman: ...\\n\\nAssistant: ..." transcripts    | PreferencePair  |
+| ultrafeedback  | {instruction, completions: [{response, annotations, overall_score}]}     | RatedResponses  |
+| helpsteer      | {prompt, response, helpfulness, correctness, ...}, one response per row  | RatedResponses  |
+| finegrained    | FineGrainedRLHF qa-feedback {question, passages, prediction 1..4, preference} | PreferencePair |
+| rated          | {prompt, responses, scores} (RatedResponses.to_dict)                     | RatedResponses  |
+| prompts        | {prompt, meta?, grader?} (PromptOnly.to_dict, or a plain prompt string)  | PromptOnly      |
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import UserError
+from .records import Message, PreferencePair, PromptOnly, RatedResponses, conversation
+from .registry import Table
+from .report import DataReport
+
+Rows = Iterator[tuple[int, dict[str, Any]]]
+Record = PreferencePair | RatedResponses | PromptOnly
+
+
+class Skip(Exception):
+    """Raised by a row converter: the row is dropped and counted under `reason`."""
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.detail = detail
+
+
+def _field(row: dict[str, Any], name: str) -> Any:
+    if name not in row or row[name] is None:
+        raise Skip("missing_field", f"field '{name}' is missing (present: {', '.join(map(str, row)) or 'none'})")
+    return row[name]
+
+
+def _messages(value: Any, name: str) -> list[Message]:
+    """A string (one message, role assigned later) or a list of {role, content} dicts."""
+    if isinstance(value, str):
+        return [Message("", value)]
+    if isinstance(value, dict) and "role" in value and "content" in value:
+        value = [value]
+    if not isinstance(value, list):
+        raise Skip("wrong_type", f"field '{name}' must be a string or a list of {{role, content}}, got "
+                                 f"{type(value).__name__}")
+    out = []
+    for i, m in enumerate(value):
+        if not isinstance(m, dict) or "role" not in m or "content" not in m:
+            raise Skip("wrong_type", f"field '{name}[{i}]' must be {{role, content}}, got {str(m)[:60]!r}")
+        if m["role"] not in ("system", "user", "assistant"):
+            raise Skip("bad_role", f"field '{name}[{i}].role' is {m['role']!r}; use system, user or assistant")
+        if not isinstance(m["content"], str):
+            raise Skip("wrong_type", f"field '{name}[{i}].content' must be a string")
+        out.append(Message(m["role"], m["content"]))
+    return out
+
+
+def _check_pair(prompt: list[Message], chosen: list[Message], rejected: list[Message]) -> None:
+    if not chosen or not "".join(m.content for m in chosen).strip():
+        raise Skip("empty_field", "'chosen' is empty")
+    if not rejected or not "".join(m.content for m in rejected).strip():
+        raise Skip("empty_field", "'rejected' is empty")
+    if [m.content.strip() for m in chosen] == [m.content.strip() for m in rejected]:
+        raise Skip("identical_pair", "'chosen' and 'rejected' are identical; the pair carries no preference")
+    if not prompt:
+        raise Skip("missing_field", "no prompt: give a 'prompt' field or conversations that share a prefix")
+
+
+def _common_prefix(a: list[Message], b: list[Message]) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def _margin(row: dict[str, Any]) -> float | None:
+    m = row.get("margin")
+    if m is None:
+        return None
+    if isinstance(m, bool) or not isinstance(m, (int, float)):
+        raise Skip("wrong_type", f"field 'margin' must be a number, got {m!r}")
+    return float(m)
+
+
+def _trl_row(row: dict[str, Any]) -> PreferencePair:
+    chosen = _messages(_field(row, "chosen"), "chosen")
+    rejected = _messages(_field(row, "rejected"), "rejected")
+    if "prompt" in row and row["prompt"] is not None:
+        prompt = _messages(row["prompt"], "prompt")
+        prompt = [Message(m.role or "user", m.content) for m in prompt]
+        chosen = [Message(m.role or "assistant", m.content) for m in chosen]
+        rejected = [Message(m.role or "assistant", m.content) for m in rejected]
+    elif chosen[0].role == "" and rejected[0].role == "":
+        # Standard text with an implicit prompt: the longest common prefix, cut back to a word boundary
+        # (as TRL's extract_prompt does); it becomes one user turn.
+        c, r = chosen[0].content, rejected[0].content
+        i = 0
+        while i < min(len(c), len(r)) and c[i] == r[i]:
+            i += 1
+        while i > 0 and not c[i - 1].isspace() and i < len(c):
+            i -= 1
+        prompt = [Message("user", c[:i].strip())]
+        chosen, rejected = [Message("assistant", c[i:].strip())], [Message("assistant", r[i:].strip())]
+    else:
+        # Conversational with an implicit prompt: the shared message prefix is the prompt.
+        n = _common_prefix(chosen, rejected)
+        while n > 0 and chosen[n - 1].role == "assistant" and n == min(len(chosen), len(rejected)):
+            n -= 1
+        prompt, chosen, rejected = chosen[:n], chosen[n:], rejected[n:]
+    _check_pair(prompt, chosen, rejected)
+    return PreferencePair(prompt, chosen, rejected, margin=_margin(row))
+
+
+_HH_TURN = re.compile(r"\n\n(Human|Assistant): ?")
+
+
+def parse_hh(transcript: str, name: str) -> list[Message]:
+    """'\\n\\nHuman: a\\n\\nAssistant: b' -> [user a, assistant b]. Text before the first marker is an error."""
+    if not isinstance(transcript, str):
+        raise Skip("wrong_type", f"field '{name}' must be an HH transcript string")
+    parts = _HH_TURN.split(transcript)
+    if parts[0].strip():
+        raise Skip("not_hh_format", f"field '{name}' does not start with '\\n\\nHuman:'")
+    msgs = []
+    for role, text in zip(parts[1::2], parts[2::2], strict=True):
+        msgs.append(Message("user" if role == "Human" else "assistant", text.strip()))
+    if not msgs:
+        raise Skip("not_hh_format", f"field '{name}' has no 'Human:'/'Assistant:' turns")
+    return msgs
+
+
+def _hh_row(row: dict[str, Any]) -> PreferencePair:
+    chosen = parse_hh(_field(row, "chosen"), "chosen")
+    rejected = parse_hh(_field(row, "rejected"), "rejected")
+    if chosen[-1].role != "assistant" or rejected[-1].role != "assistant":
+        raise Skip("no_final_assistant_turn", "a transcript does not end with an Assistant turn")
+    prompt_c, prompt_r = chosen[:-1], rejected[:-1]
+    if prompt_c != prompt_r:
+        raise Skip("no_shared_prompt", "chosen and rejected differ before their final Assistant turn")
+    _check_pair(prompt_c, chosen[-1:], rejected[-1:])
+    return PreferencePair(prompt_c, chosen[-1:], rejected[-1:])
+
+
+def _pairs(converter: Callable[[dict[str, Any]], PreferencePair], source: str) -> Callable[[Rows, DataReport], Iterator[Record]]:
+    def adapt(rows: Rows, report: DataReport) -> Iterator[Record]:
+        for row_no, row in rows:
+            try:
+                pair = converter(row)
+            except Skip as s:
+                report.drop(s.reason, row_no, s.detail)
+                continue
+            pair.source = pair.source or source
+            pair.attributes.setdefault("row", row_no)
+            yield pair
+    return adapt
+
+
+def _rating(v: Any) -> float | None:
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, (int, float)):
+        return float(v)
+    if isinstance(v, str):
+        try:
+            return float(v.strip())
+        except ValueError:
+            return None  # "N/A"
+    return None
+
+
+def _ultrafeedback(rows: Rows, report: DataReport) -> Iterator[Record]:
+    for row_no, row in rows:
+        try:
+            instruction = row.get("instruction", row.get("prompt"))
+            if not isinstance(instruction, str) or not instruction.strip():
+                raise Skip("missing_field", "field 'instruction' (or 'prompt') is missing or empty")
+            comps = _field(row, "completions")
+            if not isinstance(comps, list):
+                raise Skip("wrong_type", "field 'completions' must be a list")
+            responses, scores = [], []
+            for j, c in enumerate(comps):
+                text = c.get("response", c.get("text")) if isinstance(c, dict) else None
+                if not isinstance(text, str) or not text.strip():
+                    report.drop("empty_completion", f"{row_no}.completions[{j}]", "a completion has no text")
+                    continue
+                s: dict[str, float] = {}
+                for key in ("overall_score", "fine-grained_score"):
+                    if _rating(c.get(key)) is not None:
+                        s[key] = _rating(c.get(key))  # type: ignore[assignment]
+                for aspect, ann in (c.get("annotations") or {}).items():
+                    val = ann.get("Rating") if isinstance(ann, dict) else ann
+                    if _rating(val) is not None:
+                        s[aspect] = _rating(val)  # type: ignore[assignment]
+                responses.append([Message("assistant", text)])
+                scores.append(s)
+            if len(responses) < 2:
+                raise Skip("fewer_than_two_responses", "needs at least two rated completions")
+        except Skip as s:
+            report.drop(s.reason, row_no, s.detail)
+            continue
+        yield RatedResponses([Message("user", instruction)], responses, scores, {"row": row_no},
+                             source=str(row.get("source", "")))
+
+
+HELPSTEER_ATTRIBUTES = ("helpfulness", "correctness", "coherence", "complexity", "verbosity")
+
+
+def _helpsteer(rows: Rows, report: DataReport) -> Iterator[Record]:
+    """One response per row; consecutive rows with the same prompt form one RatedResponses."""
+    def keyed() -> Iterator[tuple[str, int, dict[str, Any]]]:
+        for row_no, row in rows:
+            p, r = row.get("prompt"), row.get("response")
+            if not isinstance(p, str) or not p.strip() or not isinstance(r, str) or not r.strip():
+                report.drop("missing_field", row_no, "fields 'prompt' and 'response' must be non-empty strings")
+                continue
+            yield p, row_no, row
+
+    for prompt, group in itertools.groupby(keyed(), key=lambda t: t[0]):
+        items = list(group)
+        responses, scores = [], []
+        for _, row_no, row in items:
+            s = {a: _rating(row[a]) for a in HELPSTEER_ATTRIBUTES if _rating(row.get(a)) is not None}
+            if not s:
+                report.drop("missing_field", row_no, f"no attribute score ({', '.join(HELPSTEER_ATTRIBUTES)})")
+                continue
+            responses.append([Message("assistant", row["response"])])
+            scores.append(s)
+        if len(responses) < 2:
+            report.drop("fewer_than_two_responses", items[0][1], "a prompt with a single rated response")
+            continue
+        yield RatedResponses([Message("user", prompt)], responses, scores, {"row": items[0][1]})  # type: ignore[arg-type]
+
+
+FG_ORDER = ((1, 2), (1, 3), (1, 4), (2, 3), (2, 4), (3, 4))  # order of the 6 preference labels
+
+
+def finegrained_prompt(question: str, passages: list[Any]) -> str:
+    """The qa-feedback prompt: the question followed by its passages (title, then text)."""
+    blocks = []
+    for p in passages:
+        if isinstance(p, list) and p:
+            title, texts = str(p[0]), [str(t) for t in p[1:]]
+            body = " ".join(t.split("\n\n", 1)[-1] if t.startswith(title) else t for t in texts)
+            blocks.append(f"{title}: {body}")
+        elif isinstance(p, str):
+            blocks.append(p)
+    return f"Answer the question using the passages.\n\nQuestion: {question}\n\nPassages:\n" + "\n".join(blocks)
+
+
+def _finegrained(rows: Rows, report: DataReport) -> Iterator[Record]:
+    for row_no, row in rows:
+        try:
+            question = _field(row, "question")
+            prefs = _field(row, "preference")
+            if not isinstance(prefs, list) or len(prefs) != 6:
+                raise Skip("wrong_type", "field 'preference' must be a list of 6 labels (0 tie, 1 first, 2 second)")
+            preds = [_field(row, f"prediction {i}") for i in range(1, 5)]
+            prompt = [Message("user", finegrained_prompt(question, row.get("passages") or []))]
+        except Skip as s:
+            report.drop(s.reason, row_no, s.detail)
+            continue
+        for (a, b), label in zip(FG_ORDER, prefs, strict=True):
+            where = f"{row_no}.preference[{a}v{b}]"
+            if label == 0:
+                report.drop("tie", where, "label 0 (tie) carries no preference")
+                continue
+            if label not in (1, 2):
+                report.drop("wrong_type", where, f"preference label must be 0, 1 or 2, got {label!r}")
+                continue
+            win, lose = (a, b) if label == 1 else (b, a)
+            try:
+                chosen, rejected = [Message("assistant", preds[win - 1])], [Message("assistant", preds[lose - 1])]
+                _check_pair(prompt, chosen, rejected)
+            except Skip as s:
+                report.drop(s.reason, where, s.detail)
+                continue
+            yield PreferencePair(prompt, chosen, rejected, attributes={"row": row_no, "compared": f"{win}>{lose}"},
+                                 source="finegrained-qa")
+
+
+def _rated(rows: Rows, report: DataReport) -> Iterator[Record]:
+    for row_no, row in rows:
+        try:
+            prompt = _messages(_field(row, "prompt"), "prompt")
+            responses = [_messages(r, f"responses[{i}]") for i, r in enumerate(_field(row, "responses"))]
+            scores = _field(row, "scores")
+            if not isinstance(scores, list) or len(scores) != len(responses):
+                raise Skip("wrong_type", "field 'scores' must be a list with one mapping per response")
+        except Skip as s:
+            report.drop(s.reason, row_no, s.detail)
+            continue
+        yield RatedResponses([Message(m.role or "user", m.content) for m in prompt],
+                             [[Message(m.role or "assistant", m.content) for m in r] for r in responses],
+                             scores, dict(row.get("attributes") or {}), row.get("source", ""), row.get("id", ""))
+
+
+def _prompts(rows: Rows, report: DataReport) -> Iterator[Record]:
+    for row_no, row in rows:
+        try:
+            prompt = _messages(_field(row, "prompt"), "prompt")
+            if not "".join(m.content for m in prompt).strip():
+                raise Skip("empty_field", "'prompt' is empty")
+        except Skip as s:
+            report.drop(s.reason, row_no, s.detail)
+            continue
+        yield PromptOnly([Message(m.role or "user", m.content) for m in prompt], dict(row.get("meta") or {}),
+                         row.get("grader"), row.get("source", ""), row.get("id", ""))
+
+
+def _trl(rows: Rows, report: DataReport) -> Iterator[Record]:
+    for pair in _pairs(_trl_row, "")(rows, report):
+        yield pair
+
+
+def _suite_pairs(rows: Rows, report: DataReport) -> Iterator[Record]:
+    """Our own dumps (PreferencePair.to_dict) keep their id, source and attributes."""
+    for row_no, row in rows:
+        try:
+            pair = _trl_row(row)
+        except Skip as s:
+            report.drop(s.reason, row_no, s.detail)
+            continue
+        pair.attributes = dict(row.get("attributes") or {})
+        pair.source = str(row.get("source") or "")
+        pair.id = str(row.get("id") or pair.id)
+        yield pair
+
+
+@dataclass(frozen=True)
+class Format:
+    adapt: Callable[[Rows, DataReport], Iterator[Record]]
+    summary: str
+    yields: str
+    detect: Callable[[dict[str, Any]], bool]
+
+
+def _is_hh(row: dict[str, Any]) -> bool:
+    c = row.get("chosen")
+    return "prompt" not in row and isinstance(c, str) and c.lstrip(" ").startswith("\n\nHuman:")
+
+
+FORMATS: Table[Format] = Table("data format", {
+    "hh": Format(_pairs(_hh_row, "hh-rlhf"), "Anthropic HH-RLHF transcripts {chosen, rejected}", "pairs", _is_hh),
+    "records": Format(_suite_pairs, "this toolkit's own pair dumps (PreferencePair.to_dict)", "pairs",
+                      lambda r: {"id", "prompt", "chosen", "rejected", "attributes"} <= set(r)),
+    "trl": Format(_trl, "TRL preference data, standard or conversational, implicit or explicit prompt", "pairs",
+                  lambda r: "chosen" in r and "rejected" in r),
+    "finegrained": Format(_finegrained, "FineGrainedRLHF qa-feedback (4 predictions, 6 pairwise labels)", "pairs",
+                          lambda r: "question" in r and "prediction 1" in r),
+    "ultrafeedback": Format(_ultrafeedback, "UltraFeedback multi-completion ratings", "rated",
+                            lambda r: "completions" in r),
+    "helpsteer": Format(_helpsteer, "HelpSteer-style attribute scores, one response per row", "rated",
+                        lambda r: "response" in r and "helpfulness" in r),
+    "rated": Format(_rated, "rated responses {prompt, responses, scores}", "rated",
+                    lambda r: "responses" in r and "scores" in r),
+    "prompts": Format(_prompts, "prompt-only rows {prompt, meta?, grader?} for online training", "prompts",
+                      lambda r: "prompt" in r and "chosen" not in r),
+}, columns=("summary", "yields"))
+
+
+def detect_format(row: dict[str, Any], where: str) -> str:
+    for name in FORMATS:
+        if FORMATS[name].detect(row):
+            return name
+    raise UserError(f"{where}: cannot tell the data format from the fields {sorted(row)}; set `format` to one of "
+                    f"{', '.join(FORMATS.names())} (see `align ls sources`)")

@@ -1,0 +1,152 @@
+"""Data sources: one config section (`data:`) names where records come from and how to cut them.
+
+`source` is `suite` (the built-in verifiable preference suite), a local file or directory (JSON, JSONL,
+.gz, parquet), or a hub dataset id (`org/name`, optionally `org/name:config`). The format is detected
+from the first readable row unless `format` is set. Rated data becomes pairs through `pairing`.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Literal
+
+from .config import option
+from .errors import UserError
+from .formats import FORMATS, Record, detect_format
+from .io import iter_rows
+from .pairing import PAIRING, build_pairs
+from .records import PreferencePair, PromptOnly, RatedResponses, text_of
+from .registry import Table
+from .report import DataReport
+from .splits import split_of
+
+
+@dataclass
+class DataConfig:
+    source: str = option("suite", "'suite', a local file/dir (json, jsonl, .gz, parquet), or a hub id org/name[:config]")
+    format: str = option("auto", "row format: auto, or one of `align ls sources`")
+    split: Literal["train", "dev", "test", "all"] = option("train", "which deterministic split to use")
+    split_fractions: list[float] = option(factory=lambda: [0.9, 0.05, 0.05], doc="train/dev/test fractions (sum 1)")
+    split_seed: int = option(0, "seed of the hash split")
+    split_key: Literal["prompt", "pair"] = option("prompt", "hash the prompt (no prompt in two splits) or the pair")
+    hub_split: str = option("train", "split name passed to datasets.load_dataset for hub ids")
+    pairing: str = option("max_min", "pair builder for rated data (see `align ls pairing`)")
+    objective: str = option("overall_score", "score dimension the pair builder ranks by (rated data)")
+    length_alpha: float = option(0.0, "length_penalized: score penalty per 100 words")
+    limit: int | None = option(None, "keep only the first N records of the split (after splitting)")
+    suite_per_family: int = option(200, "suite: tasks generated per family")
+    suite_seed: int = option(0, "suite: generator seed")
+
+    def check(self) -> list[str]:
+        problems = []
+        if self.format != "auto" and self.format not in FORMATS:
+            from .errors import did_you_mean
+            problems.append(f"format: unknown format '{self.format}'{did_you_mean(self.format, FORMATS.names())}; "
+                            f"choose auto or one of {', '.join(FORMATS.names())}")
+        if self.pairing not in PAIRING:
+            from .errors import did_you_mean
+            problems.append(f"pairing: unknown pair builder '{self.pairing}'"
+                            f"{did_you_mean(self.pairing, PAIRING.names())}; choose one of {', '.join(PAIRING.names())}")
+        if len(self.split_fractions) != 3 or abs(sum(self.split_fractions) - 1) > 1e-6 or min(self.split_fractions) < 0:
+            problems.append(f"split_fractions: need three non-negative numbers summing to 1, got {self.split_fractions}")
+        if self.limit is not None and self.limit <= 0:
+            problems.append(f"limit: must be positive, got {self.limit}")
+        return problems
+
+
+@dataclass
+class Loaded:
+    pairs: list[PreferencePair] = field(default_factory=list)
+    rated: list[RatedResponses] = field(default_factory=list)
+    prompts: list[PromptOnly] = field(default_factory=list)
+    report: DataReport = field(default_factory=DataReport)
+
+
+@dataclass(frozen=True)
+class SourceKind:
+    summary: str
+    example: str
+
+
+SOURCES: Table[SourceKind] = Table("data source", {
+    "suite": SourceKind("the built-in verifiable preference suite (generated, graded by code)", "source: suite"),
+    "file": SourceKind("a local JSON / JSONL (.gz) / parquet file or a directory of them",
+                       "source: ../shared/data/hh-rlhf/helpful-base/test.decontaminated.jsonl.gz"),
+    "hub": SourceKind("a hub dataset id, optionally with a config name", "source: trl-lib/ultrafeedback_binarized"),
+}, columns=("summary", "example"))
+
+
+def read_records(source: str, fmt: str = "auto", hub_split: str = "train",
+                 report: DataReport | None = None) -> tuple[list[Record], DataReport]:
+    """All records of a file or hub dataset, with every dropped row counted in the report."""
+    report = report or DataReport(source=source)
+    rows = iter_rows(source, report, hub_split)
+    if fmt == "auto":
+        first = next(rows, None)
+        if first is None:
+            return [], report
+        fmt = detect_format(first[1], f"{source} ({report.row_unit} {first[0]})")
+
+        rows = itertools.chain([first], rows)
+    records = list(FORMATS[fmt].adapt(rows, report))
+    report.details.setdefault("format", fmt)
+    return records, report
+
+
+def _suite(cfg: DataConfig) -> Loaded:
+    from .suite import build_suite
+
+    suite = build_suite(n_per_family=cfg.suite_per_family, seed=cfg.suite_seed)
+    report = DataReport(source=f"suite(per_family={cfg.suite_per_family}, seed={cfg.suite_seed})", row_unit="record")
+    if cfg.split == "test":
+        pairs, prompts = list(suite.test_pairs), list(suite.test_prompts)
+    elif cfg.split == "all":
+        pairs, prompts = suite.train_pairs + suite.test_pairs, suite.train_prompts + suite.test_prompts
+    else:
+        # the suite has its own train/test split; dev is a hash slice of its train prompts
+        dev_frac = cfg.split_fractions[1] / max(cfg.split_fractions[0] + cfg.split_fractions[1], 1e-9)
+        want = "dev" if cfg.split == "dev" else "train"
+        pick = lambda conv: split_of(text_of(conv), (1 - dev_frac, dev_frac, 0.0), cfg.split_seed) == want  # noqa: E731
+        pairs = [p for p in suite.train_pairs if pick(p.prompt)]
+        prompts = [p for p in suite.train_prompts if pick(p.prompt)]
+    report.rows_read = len(pairs) + len(prompts)
+    return Loaded(pairs=pairs, prompts=prompts, report=report)
+
+
+def load(cfg: DataConfig) -> Loaded:
+    """Load, adapt, pair and split one source as `cfg` says."""
+    if cfg.source == "suite":
+        out = _suite(cfg)
+    else:
+        records, report = read_records(cfg.source, cfg.format, cfg.hub_split)
+        out = Loaded(report=report)
+        for r in records:
+            if isinstance(r, PreferencePair):
+                out.pairs.append(r)
+            elif isinstance(r, RatedResponses):
+                out.rated.append(r)
+            else:
+                out.prompts.append(r)
+        if out.rated:
+            out.pairs.extend(build_pairs(out.rated, cfg.pairing, cfg.objective, cfg.length_alpha, cfg.split_seed,
+                                         report))
+        if cfg.split != "all":
+            fr = tuple(cfg.split_fractions)
+            key = (lambda p: text_of(p.prompt)) if cfg.split_key == "prompt" else (lambda p: p.id)
+            out.pairs = [p for p in out.pairs if split_of(key(p), fr, cfg.split_seed) == cfg.split]  # type: ignore[arg-type]
+            out.prompts = [p for p in out.prompts if split_of(text_of(p.prompt), fr, cfg.split_seed) == cfg.split]  # type: ignore[arg-type]
+    if cfg.limit is not None:
+        out.pairs, out.prompts = out.pairs[: cfg.limit], out.prompts[: cfg.limit]
+    out.report.records_kept = len(out.pairs) + len(out.prompts)
+    return out
+
+
+def load_pairs(cfg: DataConfig, what: str = "training") -> tuple[list[PreferencePair], DataReport]:
+    """Pairs of one split; an error that says why when none are usable."""
+    loaded = load(cfg)
+    if not loaded.pairs:
+        lines = "\n  ".join(loaded.report.lines())
+        raise UserError(f"data.source {cfg.source} (split {cfg.split}) gave no usable preference pairs for {what}.\n  "
+                        f"{lines}\nRun `align data doctor {cfg.source}` for details.")
+    return loaded.pairs, loaded.report
