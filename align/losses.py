@@ -3,8 +3,9 @@
 Every loss has the same shape of call, `fn(logps: PairLogps, *, <params>) -> LossOutput`, so the
 trainer never branches on the loss name:
 
-    logps  = PairLogps(policy_chosen_logps, policy_rejected_logps, chosen_lengths, rejected_lengths,
-                       reference_chosen_logps, reference_rejected_logps)      # every tensor (B,)
+    logps  = PairLogps(policy_chosen_logps, policy_rejected_logps,
+                       reference_chosen_logps, reference_rejected_logps,
+                       chosen_lengths, rejected_lengths)                      # every tensor (B,)
     out    = compute_loss("sigmoid", {"beta": 0.1}, logps)                    # validates params
     loss   = out.losses.mean()                                               # () scalar to backprop
 
@@ -53,20 +54,20 @@ class PairLogps(NamedTuple):
     None; a loss that needs a missing field raises a ValueError naming it.
     """
 
-    policy_chosen_logps: Tensor                  # (B,) Σ_t log π_θ(y_w,t | x, y_w,<t)
-    policy_rejected_logps: Tensor                # (B,) Σ_t log π_θ(y_l,t | x, y_l,<t)
-    chosen_lengths: Tensor | None = None         # (B,) completion tokens |y_w|
-    rejected_lengths: Tensor | None = None       # (B,) completion tokens |y_l|
+    policy_chosen_logps: Tensor                      # (B,) Σ_t log π_θ(y_w,t | x, y_w,<t)
+    policy_rejected_logps: Tensor                    # (B,) Σ_t log π_θ(y_l,t | x, y_l,<t)
     reference_chosen_logps: Tensor | None = None     # (B,) log π_ref(y_w|x)
     reference_rejected_logps: Tensor | None = None   # (B,) log π_ref(y_l|x)
+    chosen_lengths: Tensor | None = None             # (B,) completion tokens |y_w|
+    rejected_lengths: Tensor | None = None           # (B,) completion tokens |y_l|
     previous_chosen_logps: Tensor | None = None      # (B,) log π_t(y_w|x), INPO's previous iterate
     previous_rejected_logps: Tensor | None = None    # (B,) log π_t(y_l|x)
 
     def swapped(self) -> PairLogps:
         """The same pairs with chosen and rejected exchanged (for symmetry checks and label flips)."""
         return PairLogps(self.policy_rejected_logps, self.policy_chosen_logps,
-                         self.rejected_lengths, self.chosen_lengths,
                          self.reference_rejected_logps, self.reference_chosen_logps,
+                         self.rejected_lengths, self.chosen_lengths,
                          self.previous_rejected_logps, self.previous_chosen_logps)
 
 
@@ -143,8 +144,8 @@ def cdpo_loss(logps: PairLogps, *, beta: float = 0.1, label_smoothing: float = 0
 def robust_loss(logps: PairLogps, *, beta: float = 0.1, label_smoothing: float = 0.1) -> LossOutput:
     """Robust DPO: L = [(1−ε)(−log σ(β h)) − ε(−log σ(−β h))] / (1 − 2ε).
 
-    Chowdhury et al. 2024, "Provably Robust DPO", Eq. 5 (unbiased estimate of the clean DPO loss
-    under symmetric label flips with rate ε); TRL `loss_type="robust"` with `label_smoothing=ε`.
+    Chowdhury et al. 2024, "Provably Robust DPO", the rDPO loss (an unbiased estimate of the clean
+    DPO loss under symmetric label flips with rate ε); TRL `loss_type="robust"`, `label_smoothing=ε`.
     ε ∈ [0, 0.5) (the denominator vanishes at 0.5); ε = 0 is `sigmoid`; default 0.1 is the paper's
     suggestion quoted in TRL's config docs. Inputs (B,) as `sigmoid`; returns losses (B,).
     """
@@ -174,8 +175,9 @@ def ipo_loss(logps: PairLogps, *, beta: float = 0.1) -> LossOutput:
 def hinge_loss(logps: PairLogps, *, beta: float = 0.1) -> LossOutput:
     """SLiC-HF hinge: L = max(0, 1 − β h) on summed log-ratios.
 
-    Zhao et al. 2023, "SLiC-HF", Eq. 1 (calibration loss with margin δ = 1/β, applied to policy vs
-    reference log-ratios as in TRL `loss_type="hinge"`). Inputs (B,) as `sigmoid`; returns losses (B,).
+    Zhao et al. 2023, "SLiC-HF", the rank-calibration loss max(0, δ − log π(y_w) + log π(y_l)) with
+    δ = 1/β after scaling by β, applied to policy-vs-reference log-ratios as TRL `loss_type="hinge"`.
+    Inputs (B,) as `sigmoid`; returns losses (B,).
     """
     rho_w, rho_l = _log_ratios(logps, "hinge")
     return _output(torch.relu(1 - beta * (rho_w - rho_l)), beta * rho_w, beta * rho_l)
@@ -195,7 +197,7 @@ def _simpo_logits(logps: PairLogps, beta: float, loss: str) -> tuple[Tensor, Ten
 
 def simpo_loss(logps: PairLogps, *, beta: float = 2.0, gamma_beta_ratio: float = 0.25,
                label_smoothing: float = 0.0) -> LossOutput:
-    """SimPO: L = −(1−ε) log σ(β(avg_w − avg_l) − γ) − ε log σ(−(β(avg_w − avg_l) − γ)), γ = β·γ/β.
+    """SimPO: L = −(1−ε) log σ(z) − ε log σ(−z), z = β(avg_w − avg_l) − γ, γ = β·gamma_beta_ratio.
 
     Meng et al. 2024, "SimPO: Simple Preference Optimization with a Reference-Free Reward", Eq. 6;
     avg = summed log-prob / completion tokens. Reference-free: reference inputs are ignored.
@@ -233,7 +235,7 @@ def inpo_loss(logps: PairLogps, *, ref_mix: float = 1 / 3, target_margin: float 
     """INPO step: h = Δπ − a·Δref − (1−a)·Δπ_t, L = (h − c)².
 
     Zhang et al. 2024, "Iterative Nash Policy Optimization" (arXiv 2407.00617), the per-iteration loss
-    L_t; formula checked against the MNPO code with history weights [1, 0] (no authors' code exists).
+    L_t; formula checked against the MNPO code with history weights [1, 0] (no authors' code was found).
     Δπ = log π_θ(y_w|x) − log π_θ(y_l|x), and likewise Δref for π_ref and Δπ_t for the frozen previous
     iterate π_t (the policy that generated this iteration's pairs).
 
@@ -251,8 +253,8 @@ def inpo_loss(logps: PairLogps, *, ref_mix: float = 1 / 3, target_margin: float 
     a = 0 gives online IPO with π_t as the reference.
 
     Inputs (B,): policy, reference and previous-iterate logps; lengths when "mean". Returns losses
-    (B,); rewards are η·(log π_θ − a·log π_ref − (1−a)·log π_t) on *summed* log-probs (η = 1/(2c)), so
-    that with a = 1 they equal the `ipo` entry's β·ρ.
+    (B,); rewards are η·(log π_θ − a·log π_ref − (1−a)·log π_t) on *summed* log-probs, η = 1/(2c),
+    so that with a = 1 they equal the `ipo` entry's β·ρ.
     """
     loss = "inpo"
     a = ref_mix
@@ -318,8 +320,7 @@ class Interval:
     def __str__(self) -> str:
         lo = "(" if self.low_open or self.low == -math.inf else "["
         hi = ")" if self.high_open or self.high == math.inf else "]"
-        fmt = lambda v: "inf" if v == math.inf else "-inf" if v == -math.inf else f"{v:g}"  # noqa: E731
-        return f"{lo}{fmt(self.low)}, {fmt(self.high)}{hi}"
+        return f"{lo}{self.low:g}, {self.high:g}{hi}"           # f"{math.inf:g}" is "inf"
 
 
 POSITIVE = Interval(0.0, low_open=True)
@@ -372,35 +373,35 @@ class LossSpec:
 
 LOSSES: Table[LossSpec] = Table("loss", {
     "sigmoid": LossSpec(
-        "sigmoid", sigmoid_loss, "DPO: -log σ(β h) on summed log-ratios (Rafailov et al. 2023, Eq. 7)",
+        "sigmoid", sigmoid_loss, "DPO: -log σ(βh) on summed log-ratios (Rafailov+ 2023, Eq. 7)",
         needs_reference=True, length_normalized=False, needs_previous_iterate=False,
         bounds={"beta": POSITIVE}),
     "cdpo": LossSpec(
-        "cdpo", cdpo_loss, "conservative DPO: DPO likelihood under label flips with rate ε (Mitchell 2023)",
+        "cdpo", cdpo_loss, "conservative DPO: DPO under label flips of rate ε (Mitchell 2023)",
         needs_reference=True, length_normalized=False, needs_previous_iterate=False,
         bounds={"beta": POSITIVE, "label_smoothing": FLIP_RATE}),
     "robust": LossSpec(
-        "robust", robust_loss, "rDPO: unbiased DPO under label flips, ε in [0, 0.5) (Chowdhury et al. 2024)",
+        "robust", robust_loss, "rDPO: unbiased DPO under label flips, ε in [0, 0.5) (Chowdhury+ 2024)",
         needs_reference=True, length_normalized=False, needs_previous_iterate=False,
         bounds={"beta": POSITIVE, "label_smoothing": Interval(0.0, 0.5, high_open=True)}),
     "ipo": LossSpec(
-        "ipo", ipo_loss, "IPO: (h̄ - 1/(2β))² on length-averaged log-ratios, as TRL (Azar et al. 2023, Eq. 17)",
+        "ipo", ipo_loss, "IPO: (h̄ - 1/(2β))², length-averaged log-ratios (Azar+ 2023, Eq. 17)",
         needs_reference=True, length_normalized=True, needs_previous_iterate=False,
         bounds={"beta": POSITIVE}),
     "hinge": LossSpec(
-        "hinge", hinge_loss, "SLiC-HF hinge: max(0, 1 - β h) on summed log-ratios (Zhao et al. 2023)",
+        "hinge", hinge_loss, "SLiC-HF hinge: max(0, 1 - βh) on summed log-ratios (Zhao+ 2023)",
         needs_reference=True, length_normalized=False, needs_previous_iterate=False,
         bounds={"beta": POSITIVE}),
     "simpo": LossSpec(
-        "simpo", simpo_loss, "SimPO: reference-free -log σ(β Δavg log π - γ) (Meng et al. 2024, Eq. 6)",
+        "simpo", simpo_loss, "SimPO: reference-free -log σ(βΔavg logπ - γ) (Meng+ 2024, Eq. 6)",
         needs_reference=False, length_normalized=True, needs_previous_iterate=False,
         bounds={"beta": POSITIVE, "gamma_beta_ratio": NON_NEGATIVE, "label_smoothing": FLIP_RATE}),
     "simpo_hinge": LossSpec(
-        "simpo_hinge", simpo_hinge_loss, "SimPO hinge variant: max(0, 1 - β(Δavg log π - γ/β)) (SimPO code)",
+        "simpo_hinge", simpo_hinge_loss, "SimPO hinge: max(0, 1 - β(Δavg logπ - γ/β)), reference-free",
         needs_reference=False, length_normalized=True, needs_previous_iterate=False,
         bounds={"beta": POSITIVE, "gamma_beta_ratio": NON_NEGATIVE}),
     "inpo": LossSpec(
-        "inpo", inpo_loss, "INPO step: (Δπ - aΔref - (1-a)Δπ_t - c)², a=τ/η, c=1/(2η) (Zhang et al. 2024)",
+        "inpo", inpo_loss, "INPO: (Δπ - aΔref - (1-a)Δπ_t - c)², a=τ/η, c=1/(2η) (Zhang+ 2024)",
         needs_reference=True, length_normalized=False, needs_previous_iterate=True,
         bounds={"ref_mix": UNIT, "target_margin": POSITIVE}),
 }, columns=("summary", "needs_reference", "length_normalized", "needs_previous_iterate", "params"))
@@ -422,8 +423,8 @@ def _param_problems(spec: LossSpec, params: Mapping[str, Any], where: str) -> li
         choices = spec.choices(key)
         if choices is not None:
             if value not in choices:
-                problems.append(f"{at}: {value!r} is not allowed; choose one of "
-                                f"{', '.join(map(repr, choices))}{did_you_mean(str(value), [str(c) for c in choices])}")
+                hint = did_you_mean(str(value), [str(c) for c in choices])
+                problems.append(f"{at}: {value!r} is not allowed; choose one of {', '.join(map(repr, choices))}{hint}")
             continue
         if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
             problems.append(f"{at}: expected a number, got {value!r}")
@@ -471,9 +472,8 @@ def compute_loss(name: str, params: Mapping[str, Any], logps: PairLogps) -> Loss
     problems = _param_problems(spec, params, "loss.params")
     if problems:
         raise ConfigError(problems, source=f"loss '{name}'")
-    own = {k: v for k, v in params.items() if k not in COMMON_PARAMS}
-    out = spec.fn(logps, **own)
-    sft_weight = params.get("sft_weight", COMMON_PARAMS["sft_weight"][0])
-    if sft_weight:
-        out = combine(out, sft_nll(logps), sft_weight)
+    resolved = spec.defaults | dict(params)
+    out = spec.fn(logps, **{k: v for k, v in resolved.items() if k not in COMMON_PARAMS})
+    if resolved["sft_weight"]:
+        out = combine(out, sft_nll(logps), resolved["sft_weight"])
     return out

@@ -11,9 +11,11 @@ How a pair becomes token ids (`render_pair`, `tokenize_pairs`):
    and never adds a second BOS.
 3. Find the boundary by comparing tokens, never by stripping strings: the prompt ids must be a token
    prefix of both full renderings. Some templates render the prompt differently alone than in context
-   (a generation prompt that opens a `<think>` block, a system prompt that depends on the last turn);
-   then the boundary is the longest common token prefix of the three renderings, counted as
-   `boundary_mismatch`. Both responses always share the same prompt ids.
+   (a generation prompt that opens a `<think>` block, a system prompt that depends on the last turn),
+   and BPE can merge across the boundary (SmolLM2 tokenizes "assistant\\n" + "  No" as
+   [..., "\\n ", " No"], so a response starting with two spaces breaks the prefix); then the boundary
+   is the longest common token prefix of the three renderings, counted as `boundary_mismatch`.
+   Both responses always share the same prompt ids.
 4. Each response ends with the EOS token that closes the last assistant turn (`<|im_end|>` for ChatML):
    that is the token generation stops at, so training scores it and scores nothing after it. Tokens the
    template writes after that EOS (ChatML's trailing "\\n") are dropped. If the response does not end
@@ -113,7 +115,7 @@ class TokenizeReport:
     token-length percentiles of the renderings *before* the length policy (use them to pick max_length).
     """
 
-    policy: str = "drop"
+    policy: str = ""
     max_length: int | None = None
     n_in: int = 0
     n_out: int = 0
@@ -122,6 +124,7 @@ class TokenizeReport:
     lengths: dict[str, dict[str, int | None]] = field(default_factory=dict)
 
     def add(self, reason: str, record: str) -> None:
+        """Count one occurrence of `reason` (a key of `REASONS`) for the record named `record`."""
         assert reason in REASONS, reason
         self.counts[reason] = self.counts.get(reason, 0) + 1
         ex = self.examples.setdefault(reason, [])
@@ -145,11 +148,30 @@ class TokenizeReport:
                 "examples": {k: list(v) for k, v in self.examples.items()},
                 "reasons": {k: REASONS[k] for k in self.counts}, "lengths": self.lengths}
 
+    def lines(self) -> list[str]:
+        """Human-readable report: records in/kept, dropped and changed records by reason, length percentiles."""
+        out = [f"records in: {self.n_in}, kept: {self.n_out} (policy {self.policy or 'none'}, "
+               f"max_length {self.max_length})"]
+        groups = (("dropped", [r for r in REASONS if r in DROP_REASONS]),
+                  ("kept with changes", [r for r in REASONS if r not in DROP_REASONS]))
+        for title, reasons in groups:
+            found = [r for r in reasons if self.counts.get(r)]
+            # a dropped record has one reason; a kept record may be counted under several
+            total = sum(self.counts[r] for r in found) if title == "dropped" else ""
+            out.append(f"{title}: {total}" if found else f"{title}: none")
+            for r in found:
+                out.append(f"  {r}: {self.counts[r]} (ids {', '.join(self.examples.get(r, []))}) - {REASONS[r]}")
+        if self.lengths:
+            out.append("token lengths before the length policy (p50 / p90 / p99 / max):")
+            for name, q in self.lengths.items():
+                out.append(f"  {name}: {q['p50']} / {q['p90']} / {q['p99']} / {q['max']}")
+        return out
+
     def summary(self) -> str:
-        """One line for logs, e.g. 'tokenized 998/1000 pairs (policy drop, max_length 512); too_long=2'."""
+        """One line for logs, e.g. 'tokenized 998/1000 records (policy drop, max_length 512); too_long=2'."""
         parts = ", ".join(f"{k}={v}" for k, v in sorted(self.counts.items()))
-        return (f"tokenized {self.n_out}/{self.n_in} pairs (policy {self.policy}, max_length {self.max_length})"
-                + (f"; {parts}" if parts else ""))
+        return (f"tokenized {self.n_out}/{self.n_in} records (policy {self.policy or 'none'}, "
+                f"max_length {self.max_length})" + (f"; {parts}" if parts else ""))
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -202,11 +224,17 @@ class _Renderer:
         return self.plain_bos + self._plain(list(prompt) + list(response)) + self.tokenizer.eos_token
 
     def encode(self, texts: list[str]) -> list[list[int]]:
-        """Batched tokenization without added special tokens (the text already holds them)."""
-        out: list[list[int]] = []
-        for i in range(0, len(texts), _ENCODE_BATCH):
-            out.extend(self.tokenizer(texts[i:i + _ENCODE_BATCH], add_special_tokens=False)["input_ids"])
-        return [list(ids) for ids in out]
+        """Batched tokenization without added special tokens (the text already holds them).
+
+        Each distinct text is tokenized once (pairs built from one rated prompt repeat the prompt and
+        often a response); every returned list is a fresh copy, safe to edit in place.
+        """
+        unique = list(dict.fromkeys(texts))
+        encoded: list[list[int]] = []
+        for i in range(0, len(unique), _ENCODE_BATCH):
+            encoded.extend(self.tokenizer(unique[i:i + _ENCODE_BATCH], add_special_tokens=False)["input_ids"])
+        by_text = dict(zip(unique, encoded))
+        return [list(by_text[t]) for t in texts]
 
     def strip_double_bos(self, ids: list[int]) -> bool:
         """Remove a repeated BOS at the start, in place; True when there was one."""
@@ -309,10 +337,11 @@ def render_pair(tokenizer: Any, pair: PreferencePair,
 
 
 def tokenize_pairs(pairs: Sequence[PreferencePair], tokenizer: Any, max_length: int | None,
-                   policy: LengthPolicy = "drop") -> tuple[list[TokenizedPair], TokenizeReport]:
+                   policy: LengthPolicy) -> tuple[list[TokenizedPair], TokenizeReport]:
     """Tokenize pairs and apply the length policy to P + max(C, R) against `max_length`.
 
     pairs: B records. Returns (kept pairs in input order, report). `max_length=None` means no limit.
+    The policy has no default on purpose: what happens to long pairs is always the caller's choice.
     Policies (`LENGTH_POLICIES`): 'drop' removes a pair that does not fit (`too_long`);
     'truncate_prompt_left' removes the oldest prompt tokens so that the longer side fits
     (`prompt_truncated`), keeping at least one prompt token, and drops the pair when the longest

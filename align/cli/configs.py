@@ -10,7 +10,7 @@ from preference_data.errors import ConfigError, did_you_mean
 
 # kind -> (module, class); imported lazily
 KINDS: dict[str, tuple[str, str]] = {
-    "quickstart": ("align.quickstart", "QuickstartConfig"),
+    "quickstart": ("align.cli.quickstart", "QuickstartConfig"),
 }
 
 

@@ -79,7 +79,7 @@ def cmd_suite(args: argparse.Namespace) -> int:
 
 
 def cmd_quickstart(args: argparse.Namespace) -> int:
-    from align.quickstart import run_quickstart
+    from .quickstart import run_quickstart
 
     return run_quickstart(args.config, args.out, args.overrides)
 

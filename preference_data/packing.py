@@ -1,0 +1,141 @@
+"""Packed, prefix-shared batches: no padding waste and the shared prompt encoded once.
+
+A pair becomes one segment `prompt + chosen + rejected`. Position ids restart at len(prompt) for the
+rejected part, and a 4D boolean attention mask lets rejected tokens see the prompt and themselves but
+never the chosen tokens, so every token sees exactly what it would see in its own sequence
+`prompt + response` (tests check the log-probs match separate encoding). Segments are packed into rows
+of at most `row_tokens` tokens, in order, with a block-diagonal mask between segments; only the end of
+the last row of a batch is padded.
+
+Shapes (B pairs in the batch, S = 2B sequences with chosen first then rejected, R rows, L row length,
+N response tokens in all):
+  input_ids      (R, L)        token ids, pad at the end of rows
+  position_ids   (R, L)
+  attention_mask (R, 1, L, L)  bool, True = may attend
+  target_row/target_pos (N,)   where the logits predicting each response token are (position of token - 1)
+  target_ids     (N,)          the response tokens
+  target_seq     (N,)          which sequence (0..S-1) each response token belongs to
+  last_row/last_pos (S,)       the last token of each response (reward models read their score there)
+  lengths        (S,)          response token counts
+
+The same layout with an empty `rejected` part serves single (prompt, response) sequences for scoring
+and SFT; then S = B and `pairs` is False.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass
+class PackedBatch:
+    input_ids: torch.Tensor
+    position_ids: torch.Tensor
+    attention_mask: torch.Tensor
+    target_row: torch.Tensor
+    target_pos: torch.Tensor
+    target_ids: torch.Tensor
+    target_seq: torch.Tensor
+    last_row: torch.Tensor
+    last_pos: torch.Tensor
+    lengths: torch.Tensor
+    num_sequences: int
+    pairs: bool
+    real_tokens: int
+
+    @property
+    def num_pairs(self) -> int:
+        return self.num_sequences // 2 if self.pairs else self.num_sequences
+
+
+def _segments_fit(lengths: Sequence[int], row_tokens: int) -> list[list[int]]:
+    """Greedy in-order packing of segment indices into rows of at most `row_tokens` (a longer segment gets its own row)."""
+    rows: list[list[int]] = []
+    used = 0
+    for i, n in enumerate(lengths):
+        if rows and used + n <= row_tokens:
+            rows[-1].append(i)
+            used += n
+        else:
+            rows.append([i])
+            used = n
+    return rows
+
+
+def pack(prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[Sequence[int]]], pad_id: int,
+         row_tokens: int = 2048) -> PackedBatch:
+    """Pack B prompts, each with K responses (K = 2 for pairs: chosen, rejected; K = 1 for single sequences).
+
+    Sequence numbering: response k of prompt i is sequence k*B + i (all chosen first, then all rejected).
+    """
+    B = len(prompts)
+    K = len(responses[0]) if B else 1
+    seg_len = [len(p) + sum(len(r) for r in rs) for p, rs in zip(prompts, responses, strict=True)]
+    rows = _segments_fit(seg_len, row_tokens)
+    L = max(sum(seg_len[i] for i in row) for row in rows)
+    R = len(rows)
+    input_ids = torch.full((R, L), pad_id, dtype=torch.long)
+    position_ids = torch.zeros((R, L), dtype=torch.long)
+    mask = torch.zeros((R, 1, L, L), dtype=torch.bool)
+    t_row, t_pos, t_ids, t_seq = [], [], [], []
+    last_row = torch.zeros(K * B, dtype=torch.long)
+    last_pos = torch.zeros(K * B, dtype=torch.long)
+    lengths = torch.zeros(K * B, dtype=torch.long)
+    for r, row in enumerate(rows):
+        off = 0
+        for i in row:
+            p = list(prompts[i])
+            P = len(p)
+            input_ids[r, off:off + P] = torch.tensor(p, dtype=torch.long)
+            position_ids[r, off:off + P] = torch.arange(P)
+            mask[r, 0, off:off + P, off:off + P] = torch.ones(P, P, dtype=torch.bool).tril()
+            cur = off + P
+            for k, resp in enumerate(responses[i]):
+                n = len(resp)
+                s = k * B + i
+                input_ids[r, cur:cur + n] = torch.tensor(list(resp), dtype=torch.long)
+                position_ids[r, cur:cur + n] = torch.arange(P, P + n)
+                mask[r, 0, cur:cur + n, off:off + P] = True  # sees the prompt ...
+                mask[r, 0, cur:cur + n, cur:cur + n] = torch.ones(n, n, dtype=torch.bool).tril()  # ... and itself
+                # logits at (token position - 1) predict each response token; the first one is predicted
+                # by the last prompt token, which every response shares
+                pred = [off + P - 1] + list(range(cur, cur + n - 1))
+                t_row.extend([r] * n)
+                t_pos.extend(pred)
+                t_ids.extend(resp)
+                t_seq.extend([s] * n)
+                last_row[s], last_pos[s], lengths[s] = r, cur + n - 1, n
+                cur += n
+            off = cur
+    # padding positions attend to themselves only, so no row of the mask is empty (avoids NaN in softmax)
+    for r in range(R):
+        used = sum(seg_len[i] for i in rows[r])
+        idx = torch.arange(used, L)
+        mask[r, 0, idx, idx] = True
+    return PackedBatch(input_ids, position_ids, mask, torch.tensor(t_row), torch.tensor(t_pos),
+                       torch.tensor(t_ids), torch.tensor(t_seq), last_row, last_pos, lengths, K * B, K == 2,
+                       real_tokens=sum(seg_len))
+
+
+def pack_pairs(pairs: Sequence, pad_id: int, row_tokens: int = 2048) -> PackedBatch:
+    """Pack tokenized pairs (objects with prompt_ids, chosen_ids, rejected_ids)."""
+    return pack([p.prompt_ids for p in pairs], [(p.chosen_ids, p.rejected_ids) for p in pairs], pad_id, row_tokens)
+
+
+def pack_single(prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[int]], pad_id: int,
+                row_tokens: int = 2048) -> PackedBatch:
+    """Pack (prompt, response) sequences, e.g. for scoring."""
+    return pack(prompts, [(r,) for r in responses], pad_id, row_tokens)
+
+
+def padded_tokens(pairs: Sequence, batch_size: int) -> int:
+    """Tokens a conventional collator would process: 2B sequences per batch, each padded to the batch's longest."""
+    total = 0
+    for s in range(0, len(pairs), batch_size):
+        chunk = pairs[s:s + batch_size]
+        longest = max(len(p.prompt_ids) + max(len(p.chosen_ids), len(p.rejected_ids)) for p in chunk)
+        total += 2 * len(chunk) * longest
+    return total
