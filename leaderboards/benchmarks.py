@@ -1,0 +1,289 @@
+"""Benchmarks as declarative tasks: what to load, how to judge one example, how to aggregate.
+
+A `Benchmark` names its loader (official file format -> `Example`s), its per-example rule, its aggregation
+and the scorer kinds it accepts; `BENCHMARKS` is the table `align ls benchmarks` prints and the runner
+looks names up in. The arithmetic lives in `rules.py`; this module only wires examples to it.
+
+A scorer's answers for one example arrive as a `Judgement`: one score per response (pointwise and
+reference-conditioned scorers) or P(i preferred to j) for the ordered response pairs the benchmark asks a
+pairwise judge about (`comparisons`, always in both orders).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from preference_data.registry import Table
+from reward_models.base import ScorerKind
+
+from . import rules
+from .loaders import (
+    Example,
+    Parser,
+    parse_judgebench,
+    parse_pairs,
+    parse_rewardbench,
+    parse_rewardbench2,
+    parse_rmbench,
+)
+from .rules import TiePolicy
+
+ALL_KINDS: tuple[ScorerKind, ...] = ("pointwise", "pairwise", "reference")
+
+
+@dataclass
+class Judgement:
+    """A scorer's output for one example.
+
+    scores: pointwise / reference scorers, one per response (in the example's order).
+    prefs: pairwise judges, prefs[(i, j)] = P(response i preferred | i shown as A, j as B).
+    """
+
+    scores: list[float] | None = None
+    prefs: dict[tuple[int, int], float] | None = None
+
+    def outcome(self, i: int, j: int) -> int:
+        """+1 if response i beats j, -1 if it loses, 0 on a tie (pairwise: both orders averaged)."""
+        if self.scores is not None:
+            return rules.outcome(self.scores[i], self.scores[j])
+        assert self.prefs is not None
+        return rules.preference_outcome(self.prefs[(i, j)], self.prefs[(j, i)])
+
+    def ranking_scores(self, n: int) -> list[float]:
+        """One number per response to rank them: the scores, or for a pairwise judge each response's mean
+        order-averaged win probability against all others (a round robin; needs every ordered pair)."""
+        if self.scores is not None:
+            return list(self.scores)
+        assert self.prefs is not None
+        return [sum((self.prefs[(i, j)] + 1.0 - self.prefs[(j, i)]) / 2 for j in range(n) if j != i) / (n - 1)
+                for i in range(n)]
+
+
+@dataclass
+class Scores:
+    """Aggregated result of a run.
+
+    headline: the benchmark's single number (None when a part it averages over is missing).
+    sections: the leaderboard's columns besides the headline (sections, domains, categories).
+    subsets: per-subset table: name -> {"score", "n", ...}.
+    extra: everything else worth keeping (unweighted accuracy, Ties terms, RM-Bench matrices, ...).
+    """
+
+    headline: float | None
+    sections: dict[str, float | None]
+    subsets: dict[str, dict[str, Any]]
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The `scores` block of a record."""
+        return {"headline": self.headline, "sections": self.sections, "subsets": self.subsets, "extra": self.extra}
+
+
+Rule = Callable[[Example, Judgement, TiePolicy], dict[str, Any]]
+Aggregate = Callable[[list[tuple[Example, dict[str, Any]]]], Scores]
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    name: str
+    version: str
+    """Bumped whenever the loader, rule or aggregation changes what a record means."""
+    summary: str
+    loader: Parser
+    """Official rows -> examples (see loaders.py); a local file or `hub` goes through the same parser."""
+    rule: Rule
+    """One example's judgement -> its per-example result (e.g. {"correct": 1.0})."""
+    aggregate: Aggregate
+    """All (example, result) pairs -> `Scores`."""
+    scorer_kinds: tuple[ScorerKind, ...]
+    """Scorer kinds this benchmark can call correctly."""
+    comparisons: Callable[[Example], list[tuple[int, int]]]
+    """Response pairs (i, j) a pairwise judge is asked about, each in both orders."""
+    hub: str | None = None
+    """Default data: a hub dataset id (used when no data path is given)."""
+    split: str | None = None
+    """Split of `hub` (and of any hub id given instead)."""
+    headline: str = "Score"
+    """Name of the headline number."""
+    uses_tie_policy: bool = True
+    """False where the benchmark fixes its own tie handling (best-of-4 fractions, JudgeBench games)."""
+
+
+def _chosen_vs_rejected(ex: Example) -> list[tuple[int, int]]:
+    return [(0, 1)]
+
+
+def _round_robin(ex: Example) -> list[tuple[int, int]]:
+    n = len(ex.responses)
+    return [(i, j) for i in range(n) for j in range(i + 1, n)]
+
+
+def _rmbench_cells(ex: Example) -> list[tuple[int, int]]:
+    return [(i, 3 + k) for i in range(3) for k in range(3)]  # chosen style i vs rejected style k
+
+
+def _group_mean(results: list[tuple[Example, dict[str, Any]]], key: str,
+                group: Callable[[Example], str | None]) -> dict[str, dict[str, Any]]:
+    groups: dict[str, list[float]] = defaultdict(list)
+    for ex, res in results:
+        g = group(ex)
+        if g is not None:
+            groups[g].append(res[key])
+    return {g: {"score": rules.mean(v), "n": len(v)} for g, v in sorted(groups.items())}
+
+
+# --- RewardBench v1 -------------------------------------------------------------------------------------
+
+def rewardbench_rule(ex: Example, j: Judgement, tie_policy: TiePolicy) -> dict[str, Any]:
+    """correct = 1 if chosen beats rejected; a tie earns TIE_CREDIT[tie_policy] (reference §7.1)."""
+    return {"correct": rules.pair_credit(j.outcome(0, 1), tie_policy)}
+
+
+def rewardbench_aggregate(results: list[tuple[Example, dict[str, Any]]]) -> Scores:
+    """Per-subset accuracy -> count-weighted sections (math-prm at 984) -> mean of the four sections."""
+    order = list(rules.REWARDBENCH_EXAMPLE_COUNTS)
+    subsets = _group_mean(results, "correct", lambda ex: ex.group)
+    subsets = {s: subsets[s] for s in order if s in subsets}
+    sections = rules.weighted_sections({s: v["score"] for s, v in subsets.items()},
+                                       rules.REWARDBENCH_EXAMPLE_COUNTS, rules.REWARDBENCH_SECTIONS)
+    # The `rewardbench` CLI's own "accuracy": the unweighted mean over all examples.
+    extra = {"accuracy": rules.mean(r["correct"] for _, r in results)}
+    return Scores(rules.rewardbench_score(sections), sections, subsets, extra)
+
+
+# --- RewardBench 2 --------------------------------------------------------------------------------------
+
+def rewardbench2_rule(ex: Example, j: Judgement, tie_policy: TiePolicy) -> dict[str, Any]:
+    """Best-of-N credit (chosen first), or the Ties prompt statistics for Ties rows (reference §7.2)."""
+    scores = j.ranking_scores(len(ex.responses))
+    if ex.group == "Ties":
+        return {"ties": rules.ties_prompt_stats(scores, ex.meta["num_correct"])}
+    return {"result": rules.best_of_n(scores)}
+
+
+def rewardbench2_aggregate(results: list[tuple[Example, dict[str, Any]]]) -> Scores:
+    """Mean best-of-4 credit per subset; the Ties formula for Ties; the unweighted mean of the six."""
+    subsets = _group_mean([(ex, r) for ex, r in results if ex.group != "Ties"], "result", lambda ex: ex.group)
+    ties_rows = [(ex, r) for ex, r in results if ex.group == "Ties"]
+    extra: dict[str, Any] = {}
+    if ties_rows:
+        ref = {ex.meta["ties_prompt"]: r["ties"] for ex, r in ties_rows if ex.meta["ties_kind"] == "ref"}
+        tied = {ex.meta["ties_prompt"]: r["ties"] for ex, r in ties_rows if ex.meta["ties_kind"] == "tied"}
+        t = rules.ties_score(ref, tied)
+        subsets["Ties"] = {"score": t.score, "n": len(ties_rows)}
+        extra["ties"] = t._asdict()
+    subsets = {s: subsets[s] for s in rules.REWARDBENCH2_SUBSETS if s in subsets}
+    sections = {s: subsets[s]["score"] if s in subsets else None for s in rules.REWARDBENCH2_SUBSETS}
+    return Scores(rules.rewardbench2_score(sections), sections, subsets, extra)
+
+
+# --- RM-Bench -------------------------------------------------------------------------------------------
+
+def rmbench_rule(ex: Example, j: Judgement, tie_policy: TiePolicy) -> dict[str, Any]:
+    """The item's 3x3 matrix: rows chosen style, columns rejected style (reference §7.3)."""
+    return {"matrix": rules.rmbench_item_matrix([[j.outcome(i, 3 + k) for k in range(3)] for i in range(3)],
+                                                tie_policy)}
+
+
+def rmbench_aggregate(results: list[tuple[Example, dict[str, Any]]]) -> Scores:
+    """Per domain (safety files merged): mean matrix -> hard/normal/easy -> their mean; overall = domain mean."""
+    by_domain: dict[str, list[list[list[float]]]] = defaultdict(list)
+    for ex, r in results:
+        by_domain[ex.group].append(r["matrix"])
+    subsets: dict[str, dict[str, Any]] = {}
+    for d in rules.RMBENCH_DOMAINS:
+        if d in by_domain:
+            m = rules.mean_matrix(by_domain[d])
+            diff = rules.rmbench_difficulty(m)
+            subsets[d] = {"score": rules.mean(diff), "n": len(by_domain[d]), **diff._asdict(), "matrix": m}
+    domain_scores = {d: subsets[d]["score"] if d in subsets else None for d in rules.RMBENCH_DOMAINS}
+    headline = rules.rmbench_score(domain_scores)
+    sections: dict[str, float | None] = {d.capitalize(): v for d, v in domain_scores.items()}
+    for level in ("hard", "normal", "easy"):  # Hard/Normal/Easy totals: means over the four domains
+        vals = [subsets[d][level] for d in rules.RMBENCH_DOMAINS if d in subsets]
+        sections[level.capitalize()] = rules.mean(vals) if len(vals) == len(rules.RMBENCH_DOMAINS) else None
+    return Scores(headline, sections, subsets)
+
+
+# --- JudgeBench -----------------------------------------------------------------------------------------
+
+def judgebench_rule(ex: Example, j: Judgement, tie_policy: TiePolicy) -> dict[str, Any]:
+    """Scores: single game, tie -> B>A. Pairwise judge: double game, (A,B) and (B,A) combined by counter."""
+    label = ex.meta["label"]
+    if j.scores is not None:
+        decision = rules.judgebench_single_decision(j.scores[0], j.scores[1])
+        return {"correct": float(decision == label), "decisions": [decision]}
+    assert j.prefs is not None
+    d_ab = rules.judge_decision(j.prefs[(0, 1)])
+    d_ba = rules.judge_decision(j.prefs[(1, 0)])  # judged with B shown first; flipped inside the rule
+    return {"correct": float(rules.judgebench_double_correct(d_ab, d_ba, label)), "decisions": [d_ab, d_ba]}
+
+
+def judgebench_aggregate(results: list[tuple[Example, dict[str, Any]]]) -> Scores:
+    """Overall accuracy over all pairs, and per category (source prefix)."""
+    subsets = _group_mean(results, "correct", lambda ex: ex.group)
+    subsets = {c: subsets[c] for c in rules.JUDGEBENCH_CATEGORIES if c in subsets}
+    sections = {c: subsets[c]["score"] if c in subsets else None for c in rules.JUDGEBENCH_CATEGORIES}
+    return Scores(rules.mean(r["correct"] for _, r in results), sections, subsets)
+
+
+# --- Preference pairs and the verifiable suite ----------------------------------------------------------
+
+def pairs_rule(ex: Example, j: Judgement, tie_policy: TiePolicy) -> dict[str, Any]:
+    """correct = 1 if chosen beats rejected; a tie earns TIE_CREDIT[tie_policy]."""
+    return {"correct": rules.pair_credit(j.outcome(0, 1), tie_policy)}
+
+
+def _pairs_tables(results: list[tuple[Example, dict[str, Any]]]) -> dict[str, dict[str, dict[str, Any]]]:
+    return {"by_source": _group_mean(results, "correct", lambda ex: ex.group),
+            "by_family": _group_mean(results, "correct", lambda ex: ex.meta.get("family")),
+            "by_corruption": _group_mean(results, "correct", lambda ex: ex.meta.get("corruption"))}
+
+
+def pairs_aggregate(results: list[tuple[Example, dict[str, Any]]]) -> Scores:
+    """Accuracy overall; per source as sections; per family and corruption kind when pairs carry them."""
+    t = _pairs_tables(results)
+    return Scores(rules.mean(r["correct"] for _, r in results), {k: v["score"] for k, v in t["by_source"].items()},
+                  t["by_source"], {"by_family": t["by_family"], "by_corruption": t["by_corruption"]})
+
+
+def suite_aggregate(results: list[tuple[Example, dict[str, Any]]]) -> Scores:
+    """Accuracy overall; per task family as sections; per corruption kind and source as extra tables."""
+    t = _pairs_tables(results)
+    return Scores(rules.mean(r["correct"] for _, r in results), {k: v["score"] for k, v in t["by_family"].items()},
+                  t["by_family"], {"by_corruption": t["by_corruption"], "by_source": t["by_source"]})
+
+
+BENCHMARKS: Table[Benchmark] = Table("benchmark", {
+    "rewardbench": Benchmark(
+        "rewardbench", "1.0",
+        "RewardBench v1: 2,985 chosen/rejected pairs, 23 subsets, 4 count-weighted sections; score = mean of sections",
+        parse_rewardbench, rewardbench_rule, rewardbench_aggregate, ("pointwise", "pairwise"), _chosen_vs_rejected,
+        hub="allenai/reward-bench", split="filtered"),
+    "rewardbench2": Benchmark(
+        "rewardbench2", "1.0",
+        "RewardBench 2: best-of-4 accuracy (1/k on a k-way tie at the top), Ties formula; mean of 6 subsets",
+        parse_rewardbench2, rewardbench2_rule, rewardbench2_aggregate, ("pointwise", "pairwise"), _round_robin,
+        hub="allenai/reward-bench-2", split="test", uses_tie_policy=False),
+    "rm-bench": Benchmark(
+        "rm-bench", "1.0",
+        "RM-Bench: 3x3 chosen-style x rejected-style accuracy per domain; hard/normal/easy; mean of 4 domains",
+        parse_rmbench, rmbench_rule, rmbench_aggregate, ("pointwise", "pairwise"), _rmbench_cells,
+        hub="THU-KEG/RM-Bench", split="train"),
+    "judgebench": Benchmark(
+        "judgebench", "1.0",
+        "JudgeBench: A/B label accuracy; single game for scorers (tie -> B>A), double game for pairwise judges",
+        parse_judgebench, judgebench_rule, judgebench_aggregate, ("pointwise", "pairwise"), _chosen_vs_rejected,
+        hub="ScalerLab/JudgeBench", split="gpt", headline="Overall", uses_tie_policy=False),
+    "pairs": Benchmark(
+        "pairs", "1.0",
+        "any preference pairs (TRL, HH-RLHF, PreferencePair dumps): accuracy overall, per source/family/corruption",
+        parse_pairs, pairs_rule, pairs_aggregate, ALL_KINDS, _chosen_vs_rejected, headline="Accuracy"),
+    "suite": Benchmark(
+        "suite", "1.0",
+        "the verifiable preference suite's pairs: accuracy overall, per task family and per corruption kind",
+        parse_pairs, pairs_rule, suite_aggregate, ALL_KINDS, _chosen_vs_rejected, headline="Accuracy"),
+}, columns=("version", "scorer_kinds", "summary"))

@@ -1,0 +1,184 @@
+"""Result records: one JSON file per benchmark run, with everything needed to reproduce it.
+
+A record holds the benchmark (name, version, data source and content hash), the scores (headline, sections,
+per-subset table), example counts (scored, invalid rows, failed scores), the scorer's own description
+(`scorer.describe()`), the settings of the run (tie policy, limit), package versions, the git commit of the
+code, the date, and whether it is partial. The leaderboard is rendered from these files only.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from preference_data.errors import UserError
+
+SCHEMA = 1
+DEFAULT_RECORDS_DIR = Path("leaderboards") / "records"
+"""Where records go when no directory is given (relative to the working directory)."""
+
+
+@dataclass
+class Record:
+    benchmark: str
+    version: str
+    model: str
+    """The leaderboard row this record belongs to (the scorer's model, or its name)."""
+    scores: dict[str, Any]
+    """{"headline", "headline_name", "sections", "subsets", "extra"} (see benchmarks.Scores)."""
+    counts: dict[str, int]
+    """examples, rows_read, invalid_rows, failed_examples, items, unique_items, scored_now, nan_items."""
+    scorer: dict[str, Any]
+    """{"kind", "name", "settings": scorer.describe()}."""
+    settings: dict[str, Any]
+    """How the run was done: data source and hash, split, limit, tie policy, batch size."""
+    versions: dict[str, str | None] = field(default_factory=dict)
+    git: str | None = None
+    date: str = ""
+    partial: bool = False
+    problems: list[str] = field(default_factory=list)
+    """Why the record is partial: invalid rows and failed items, one line each (first ones only)."""
+    schema: int = SCHEMA
+    path: str | None = field(default=None, compare=False)
+    """Where the record was saved (not stored in the file)."""
+
+    @property
+    def headline(self) -> float | None:
+        """The benchmark's single number (a fraction in [0, 1]), or None."""
+        return self.scores.get("headline")
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: non-finite floats (e.g. a NaN in a scorer's settings) become null."""
+        d = asdict(self)
+        d.pop("path")
+        return _finite(d)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any], path: str | None = None) -> Record:
+        """Inverse of `to_dict`; unknown keys (from newer schemas) are ignored, missing core keys are an error."""
+        names = set(cls.__dataclass_fields__) - {"path"}
+        missing = {"benchmark", "version", "model", "scores", "counts", "scorer", "settings"} - set(d)
+        if missing:
+            raise UserError(f"{path or 'record'}: not a benchmark record (missing {', '.join(sorted(missing))}); "
+                            "remove it from the records directory or re-run the benchmark")
+        return cls(**{k: v for k, v in d.items() if k in names}, path=path)
+
+    def save(self, records_dir: str | Path | None = None) -> Path:
+        """Write the record as `<benchmark>__<model>__<date>.json` (atomically) and return the path."""
+        out = Path(records_dir) if records_dir is not None else DEFAULT_RECORDS_DIR
+        out.mkdir(parents=True, exist_ok=True)
+        stamp = re.sub(r"[^0-9TZ]", "", self.date) or "undated"
+        base = f"{self.benchmark}__{_slug(self.model)}__{stamp}"
+        path = out / f"{base}.json"
+        n = 1
+        while path.exists():
+            n += 1
+            path = out / f"{base}-{n}.json"
+        tmp = path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(self.to_dict(), indent=2, ensure_ascii=False, allow_nan=False) + "\n",
+                       encoding="utf-8")
+        os.replace(tmp, path)
+        self.path = str(path)
+        return path
+
+
+def _finite(obj: Any) -> Any:
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_")[:80] or "model"
+
+
+def load_record(path: str | Path) -> Record:
+    """Read one record file."""
+    try:
+        d = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as e:
+        raise UserError(f"{path}: cannot read record ({e}); fix or delete the file") from None
+    if not isinstance(d, dict):
+        raise UserError(f"{path}: a record must be a JSON object; fix or delete the file")
+    return Record.from_dict(d, str(path))
+
+
+def load_records(records_dir: str | Path | None = None) -> list[Record]:
+    """All records in a directory (`*.json`, not recursive), oldest first."""
+    d = Path(records_dir) if records_dir is not None else DEFAULT_RECORDS_DIR
+    if not d.is_dir():
+        raise UserError(f"records directory {d} does not exist; run a benchmark first or pass the right directory")
+    recs = [load_record(p) for p in sorted(d.glob("*.json"))]
+    return sorted(recs, key=lambda r: r.date)
+
+
+def package_versions() -> dict[str, str | None]:
+    """Versions of what decides a score (read from package metadata; nothing heavy is imported)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    out: dict[str, str | None] = {"python": sys.version.split()[0]}
+    for pkg in ("prefalign", "torch", "transformers", "datasets"):
+        try:
+            out[pkg] = version(pkg)
+        except PackageNotFoundError:
+            out[pkg] = None
+    return out
+
+
+def git_commit(where: str | Path | None = None) -> str | None:
+    """The commit of the code that produced a record (with '-dirty' if tracked files changed); None outside git."""
+    cwd = str(where or Path(__file__).resolve().parent)
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=10)
+        if head.returncode != 0:
+            return None
+        # --no-optional-locks: a read-only look that never refreshes (writes) the index
+        dirty = subprocess.run(["git", "--no-optional-locks", "status", "--porcelain", "--untracked-files=no"], cwd=cwd,
+                               capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return head.stdout.strip() + ("-dirty" if dirty.returncode == 0 and dirty.stdout.strip() else "")
+
+
+def now() -> str:
+    """UTC timestamp used for record dates (sortable ISO 8601)."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def fmt_score(v: float | None) -> str:
+    """A score as shown on leaderboards: percent with one decimal, or an en dash when absent."""
+    return "\u2013" if v is None else f"{100 * v:.1f}"
+
+
+def summarize(record: Record) -> str:
+    """A short plain-text report of one record (what the CLI prints after a run)."""
+    s = record.scores
+    lines = [f"{record.benchmark} v{record.version}  model: {record.model}"
+             + ("  [PARTIAL]" if record.partial else ""),
+             f"  {s.get('headline_name', 'Score')}: {fmt_score(s.get('headline'))}"]
+    for name, v in (s.get("sections") or {}).items():
+        lines.append(f"    {name:<24} {fmt_score(v):>6}")
+    subsets = s.get("subsets") or {}
+    if subsets and list(subsets) != list(s.get("sections") or {}):
+        lines.append("  subsets:")
+        for name, row in subsets.items():
+            lines.append(f"    {name:<24} {fmt_score(row.get('score')):>6}  (n={row.get('n')})")
+    c = record.counts
+    lines.append(f"  examples {c.get('examples')}, responses scored {c.get('scored_now')} "
+                 f"(unique {c.get('unique_items')} of {c.get('items')}), invalid rows {c.get('invalid_rows')}, "
+                 f"failed examples {c.get('failed_examples')}")
+    if record.path:
+        lines.append(f"  record: {record.path}")
+    return "\n".join(lines)

@@ -1,0 +1,302 @@
+"""Run a benchmark with any scorer and write its record.
+
+    record = run_benchmark("rewardbench", scorer)                       # the hub dataset
+    record = run_benchmark("rm-bench", scorer, "total_dataset.json")   # a local copy, same format
+    record = run_benchmark("suite", scorer, pairs=build_pairs)          # pairs built in memory
+
+The scorer is called by its kind (reward_models/base.py): pointwise `score(prompts, responses)`, pairwise
+`compare(prompts, a, b)` in both orders for every response pair the benchmark asks about, reference
+`score_with_reference(...)` where the data has reference answers.
+
+Each distinct input is scored once: RM-Bench and RewardBench 2 repeat responses, and a pairwise pair asked
+in both orders is two inputs. Inputs are keyed by a hash of their conversations, scored in batches sorted by
+length (scorers receive lists), and mapped back to examples. Finite scores are cached on disk per (scorer
+description, benchmark, data hash), so a rerun (another tie policy, a fixed aggregation, after a crash) only
+scores what is missing. NaN scores are counted; a run with NaN scores or invalid rows writes no record
+unless `allow_partial=True`, and then the record says `partial: true` with the counts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from preference_data.errors import UserError
+from preference_data.records import Conversation, PreferencePair
+from reward_models.base import Scorer
+
+from .benchmarks import BENCHMARKS, Benchmark, Judgement
+from .loaders import Example, Parsed, examples_from_pairs, parse_pairs, read
+from .records import Record, git_commit, now, package_versions
+from .rules import TIE_CREDIT, TiePolicy
+
+# Default tie policy per scorer kind (reference §9.1): a scalar score tie is wrong (strict `>`, RewardBench
+# classifier/DPO, RM-Bench, TRL); a pairwise judge's "no preference" earns half (RewardBench generative).
+DEFAULT_TIE_POLICY: dict[str, TiePolicy] = {"pointwise": "wrong", "reference": "wrong", "pairwise": "half"}
+METHOD = {"pointwise": "score", "pairwise": "compare", "reference": "score_with_reference"}
+MAX_LISTED = 20  # problem lines shown in an error or kept in a record
+
+
+def default_cache_dir() -> Path:
+    """`<prefalign cache>/bench-scores` (PREFALIGN_CACHE, default ~/.cache/prefalign)."""
+    from preference_data.hub import cache_dir
+
+    return cache_dir() / "bench-scores"
+
+
+def run_benchmark(bench_name: str, scorer: Scorer, data_path: str | Path | None = None, limit: int | None = None,
+                  allow_partial: bool = False, cache_dir: str | Path | None = None, progress: bool = True, *,
+                  pairs: list[PreferencePair] | Callable[[], list[PreferencePair]] | None = None,
+                  split: str | None = None, tie_policy: TiePolicy | None = None, batch_size: int = 32,
+                  records_dir: str | Path | None = None, save: bool = True, use_cache: bool = True,
+                  model_name: str | None = None) -> Record:
+    """Score `scorer` on a benchmark and return (and by default save) its record.
+
+    bench_name: a `BENCHMARKS` entry (rewardbench, rewardbench2, rm-bench, judgebench, pairs, suite).
+    data_path: a local file in the official format (JSON, JSONL, parquet) or a hub id; default: the
+        benchmark's hub dataset. `split` picks the hub split (default: the benchmark's).
+    pairs: for `pairs` / `suite`, preference pairs (or a callable returning them) instead of a file.
+    limit: score only the first `limit` valid examples (recorded in the settings).
+    allow_partial: skip invalid rows and examples with NaN scores and write a record marked partial;
+        without it either raises `UserError` and writes no record.
+    tie_policy: "wrong" or "half" for a chosen/rejected tie; default by scorer kind (`DEFAULT_TIE_POLICY`).
+        RewardBench 2 and JudgeBench fix their own tie handling and ignore it.
+    cache_dir / use_cache: where per-input scores are cached (default `default_cache_dir()`).
+    records_dir / save: where the record is written (default `leaderboards/records/`).
+    model_name: the leaderboard row; default `scorer.describe()["model"]`, else `scorer.name`.
+    """
+    bench = BENCHMARKS[bench_name]
+    kind = _check_scorer(bench, scorer)
+    tie = tie_policy or DEFAULT_TIE_POLICY[kind]
+    if tie not in TIE_CREDIT:
+        raise UserError(f"tie_policy '{tie}' is unknown; use one of {', '.join(TIE_CREDIT)}")
+    if limit is not None and limit < 1:
+        raise UserError(f"limit must be a positive number of examples, got {limit}")
+    if batch_size < 1:
+        raise UserError(f"batch_size must be at least 1, got {batch_size}")
+
+    parsed, source, split = _load(bench, data_path, split, pairs)
+    examples, problems = parsed.examples, list(parsed.problems)
+    if kind == "reference":
+        missing = [ex for ex in examples if ex.reference is None]
+        problems += [f"{ex.row}: no reference answer (attributes.reference); a reference scorer needs one, so add "
+                     "it to the data or use a pointwise scorer" for ex in missing]
+        examples = [ex for ex in examples if ex.reference is not None]
+    if problems and not allow_partial:
+        raise UserError(_problem_message(f"{source}: {len(problems)} problem(s) in the data; nothing was scored",
+                                         problems, "correct those rows, or pass allow_partial=True to skip them "
+                                         "(the record is then marked partial)"))
+    data_hash = _hash([_example_key(ex) for ex in examples])
+    invalid_rows = parsed.rows_read - len(examples)
+    if limit is not None:
+        examples = examples[:limit]
+    if not examples:
+        raise UserError(f"{source}: no valid examples to score")
+
+    # Every input each example needs, keyed by content; the scorer sees each distinct key once.
+    needs = [_inputs(bench, kind, ex) for ex in examples]
+    unique: dict[str, tuple[Conversation, ...]] = {}
+    for ex_needs in needs:
+        for key, item in ex_needs.values():
+            unique.setdefault(key, item)
+
+    cache_path = None
+    if use_cache:
+        ident = {"kind": kind, "name": getattr(scorer, "name", ""), "settings": _describe(scorer)}
+        cache_path = (Path(cache_dir) if cache_dir is not None else default_cache_dir()) / (
+            f"{bench.name}-{_hash(ident)[:16]}-{data_hash[:16]}.json")
+    cache = _read_cache(cache_path)
+    values = {k: cache[k] for k in unique if k in cache}
+    todo = [k for k in unique if k not in values]
+    try:
+        _score(scorer, kind, todo, unique, values, batch_size, progress, f"{bench.name}: {type(scorer).__name__}")
+    finally:
+        if cache_path is not None and todo:
+            cache.update({k: v for k, v in values.items() if math.isfinite(v)})
+            _write_cache(cache_path, cache)
+
+    results, failed = [], []
+    for ex, ex_needs in zip(examples, needs, strict=True):
+        got = {slot: values[key] for slot, (key, _) in ex_needs.items()}
+        if any(math.isnan(v) for v in got.values()):
+            failed.append(ex)
+            continue
+        results.append((ex, bench.rule(ex, _judgement(kind, got), tie)))
+    nan_items = sum(1 for k in unique if math.isnan(values[k]))
+    if failed:
+        problems += [f"{ex.row}: NaN score for example {ex.id}" for ex in failed]
+        if not allow_partial:
+            raise UserError(_problem_message(
+                f"{len(failed)} of {len(examples)} examples got NaN scores ({nan_items} distinct inputs); "
+                "no record was written", [f"{ex.row}: example {ex.id}" for ex in failed],
+                "pass allow_partial=True to write a partial record without them"
+                + ("; finite scores are cached, so a rerun only scores the failed inputs" if cache_path else "")))
+    if not results:
+        raise UserError(f"{source}: every example failed to score; no record was written")
+
+    scores = bench.aggregate(results).to_dict()
+    scores["headline_name"] = bench.headline
+    record = Record(
+        benchmark=bench.name, version=bench.version, model=model_name or _model_name(scorer),
+        scores=scores,
+        counts={"examples": len(results), "rows_read": parsed.rows_read, "invalid_rows": invalid_rows,
+                "failed_examples": len(failed), "items": sum(len(n) for n in needs), "unique_items": len(unique),
+                "scored_now": len(todo), "nan_items": nan_items},
+        scorer={"kind": kind, "name": getattr(scorer, "name", ""), "settings": _describe(scorer)},
+        settings={"data": source, "split": split, "data_hash": data_hash, "limit": limit,
+                  "tie_policy": tie if bench.uses_tie_policy else None, "batch_size": batch_size},
+        versions=package_versions(), git=git_commit(), date=now(),
+        partial=bool(problems), problems=problems[:MAX_LISTED])
+    if save:
+        record.save(records_dir)
+    return record
+
+
+# ---------------------------------------------------------------------------------------------------------
+
+def _check_scorer(bench: Benchmark, scorer: Scorer) -> str:
+    kind = getattr(scorer, "kind", None)
+    if kind not in METHOD:
+        raise UserError(f"{type(scorer).__name__} has no valid `kind` ({kind!r}); a scorer states one of "
+                        f"{', '.join(METHOD)} (see reward_models/base.py)")
+    if kind not in bench.scorer_kinds:
+        raise UserError(f"benchmark '{bench.name}' cannot use a {kind} scorer; it accepts "
+                        f"{', '.join(bench.scorer_kinds)} scorers (a reference scorer needs reference answers, "
+                        "which only the pairs/suite data carry)")
+    if not callable(getattr(scorer, METHOD[kind], None)):
+        raise UserError(f"{type(scorer).__name__} says kind='{kind}' but has no `{METHOD[kind]}` method")
+    return kind
+
+
+def _load(bench: Benchmark, data_path: str | Path | None, split: str | None,
+          pairs: list[PreferencePair] | Callable[[], list[PreferencePair]] | None) -> tuple[Parsed, str, str | None]:
+    """Examples, a label of where they came from, and the hub split used (None for files and pairs)."""
+    if pairs is not None:
+        if bench.loader is not parse_pairs:
+            raise UserError(f"benchmark '{bench.name}' reads its official data; `pairs` only works with the "
+                            "pairs and suite benchmarks")
+        if data_path is not None:
+            raise UserError("give either data_path or pairs, not both")
+        items = pairs() if callable(pairs) else pairs
+        return examples_from_pairs(list(items), "pairs"), "pairs (in memory)", None
+    source = str(data_path) if data_path is not None else bench.hub
+    if source is None:
+        raise UserError(f"benchmark '{bench.name}' has no default data: pass data_path (a JSONL of "
+                        "PreferencePair.to_dict() rows, or TRL/HH-RLHF pairs) or pairs=<list or callable>")
+    from preference_data.io import is_hub_id
+
+    split = (split or bench.split) if is_hub_id(source) else None
+    return read(bench.loader, source, split), source, split
+
+
+def _problem_message(head: str, lines: list[str], fix: str) -> str:
+    shown = "\n".join(f"  - {p}" for p in lines[:MAX_LISTED])
+    more = f"\n  ... and {len(lines) - MAX_LISTED} more" if len(lines) > MAX_LISTED else ""
+    return f"{head}:\n{shown}{more}\nHow to fix: {fix}."
+
+
+def _conv(conv: Conversation | None) -> list[list[str]] | None:
+    return None if conv is None else [[m.role, m.content] for m in conv]
+
+
+def _hash(obj: Any) -> str:
+    return hashlib.sha1(json.dumps(obj, sort_keys=True, ensure_ascii=False, default=str).encode("utf-8")).hexdigest()
+
+
+def _example_key(ex: Example) -> Any:
+    return [ex.id, ex.group, _conv(ex.prompt), [_conv(r) for r in ex.responses], ex.meta, _conv(ex.reference)]
+
+
+Slot = int | tuple[int, int]
+
+
+def _inputs(bench: Benchmark, kind: str, ex: Example) -> dict[Slot, tuple[str, tuple[Conversation, ...]]]:
+    """What the scorer must say about one example: slot -> (content key, input tuple).
+
+    pointwise: slot i -> (prompt, response i); reference: (prompt, response i, reference);
+    pairwise: slot (i, j) -> (prompt, response i as A, response j as B), for both orders of each comparison.
+    """
+    out: dict[Slot, tuple[str, tuple[Conversation, ...]]] = {}
+    if kind == "pairwise":
+        for i, j in bench.comparisons(ex):
+            for a, b in ((i, j), (j, i)):
+                item = (ex.prompt, ex.responses[a], ex.responses[b])
+                out[(a, b)] = (_hash(["pairwise", *map(_conv, item)]), item)
+    else:
+        for i, resp in enumerate(ex.responses):
+            item = (ex.prompt, resp) if kind == "pointwise" else (ex.prompt, resp, ex.reference)
+            out[i] = (_hash([kind, *map(_conv, item)]), item)
+    return out
+
+
+def _judgement(kind: str, got: dict[Slot, float]) -> Judgement:
+    if kind == "pairwise":
+        return Judgement(prefs=got)  # type: ignore[arg-type]
+    return Judgement(scores=[got[i] for i in range(len(got))])  # type: ignore[index]
+
+
+def _length(item: tuple[Conversation, ...]) -> int:
+    return sum(len(m.content) for conv in item for m in conv)
+
+
+def _score(scorer: Scorer, kind: str, todo: list[str], unique: dict[str, tuple[Conversation, ...]],
+           values: dict[str, float], batch_size: int, progress: bool, desc: str) -> None:
+    """Score the `todo` keys in batches, longest first, filling `values` (None or non-numbers -> NaN)."""
+    if not todo:
+        return
+    from tqdm.auto import tqdm
+
+    method = getattr(scorer, METHOD[kind])
+    order = sorted(todo, key=lambda k: _length(unique[k]), reverse=True)  # similar lengths share a batch
+    unit = "pair" if kind == "pairwise" else "resp"
+    with tqdm(total=len(order), desc=desc, unit=unit, disable=not progress, dynamic_ncols=True) as bar:
+        for start in range(0, len(order), batch_size):
+            keys = order[start:start + batch_size]
+            columns = list(zip(*(unique[k] for k in keys), strict=True))  # prompts, responses[, refs or bs]
+            out = list(method(*[list(c) for c in columns]))
+            if len(out) != len(keys):
+                raise UserError(f"{type(scorer).__name__}.{METHOD[kind]} returned {len(out)} scores for a batch "
+                                f"of {len(keys)}; a scorer must return one score per input")
+            for k, v in zip(keys, out, strict=True):
+                values[k] = _as_float(v)
+            bar.update(len(keys))
+
+
+def _as_float(v: Any) -> float:
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def _describe(scorer: Scorer) -> dict[str, Any]:
+    describe = getattr(scorer, "describe", None)
+    d = describe() if callable(describe) else {}
+    return json.loads(json.dumps(d if isinstance(d, dict) else {"describe": d}, default=str))
+
+
+def _model_name(scorer: Scorer) -> str:
+    d = _describe(scorer)
+    return str(d.get("model") or getattr(scorer, "name", "") or type(scorer).__name__)
+
+
+def _read_cache(path: Path | None) -> dict[str, float]:
+    if path is None or not path.exists():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return {str(k): float(v) for k, v in data.get("scores", {}).items()}
+    except (OSError, ValueError, AttributeError, TypeError):
+        return {}  # a damaged cache is only a lost speed-up; it is rewritten after scoring
+
+
+def _write_cache(path: Path, cache: dict[str, float]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps({"scores": cache}), encoding="utf-8")
+    os.replace(tmp, path)
