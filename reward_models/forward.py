@@ -60,3 +60,34 @@ def last_token_rewards(model: torch.nn.Module, batch: PackedBatch) -> torch.Tens
     inner = unwrap(model)
     head = getattr(inner, "score", None) or getattr(inner, "classifier")
     return head(h).float()
+
+
+class PackedForward(torch.nn.Module):
+    """Wraps a model so that its `forward` takes a packed batch (as a dict) and returns what a trainer needs.
+
+    Trainers hand this wrapper to `transformers.Trainer`, so accelerate's autocast, DDP gradient hooks and
+    FSDP wrapping all see a normal `forward` call. `what` is "rewards" ((S, K) last-token head outputs) or
+    "logps" ((S,) summed response log-probs).
+    """
+
+    def __init__(self, model: torch.nn.Module, what: str) -> None:
+        super().__init__()
+        if what not in ("rewards", "logps"):
+            raise ValueError(f"what must be 'rewards' or 'logps', got {what!r}")
+        self.model = model
+        self.what = what
+        self.config = getattr(unwrap(model), "config", None)
+
+    def forward(self, **inputs: torch.Tensor) -> torch.Tensor:
+        batch = PackedBatch(**{f: inputs[f] for f in PACKED_FIELDS}, num_sequences=int(inputs["num_sequences"]),
+                            pairs=bool(inputs.get("pairs", True)), real_tokens=int(inputs.get("real_tokens", 0)))
+        return last_token_rewards(self.model, batch) if self.what == "rewards" else sequence_logps(self.model, batch)
+
+    def gradient_checkpointing_enable(self, gradient_checkpointing_kwargs: dict | None = None) -> None:
+        unwrap(self.model).gradient_checkpointing_enable(gradient_checkpointing_kwargs=gradient_checkpointing_kwargs)
+        if hasattr(self.model, "enable_input_require_grads"):
+            self.model.enable_input_require_grads()
+
+
+PACKED_FIELDS = ("input_ids", "position_ids", "attention_mask", "target_row", "target_pos", "target_ids",
+                 "target_seq", "last_row", "last_pos", "lengths")

@@ -11,6 +11,7 @@ from preference_data.errors import ConfigError, did_you_mean
 # kind -> (module, class); imported lazily
 KINDS: dict[str, tuple[str, str]] = {
     "quickstart": ("align.cli.quickstart", "QuickstartConfig"),
+    "rm_train": ("reward_models.rm_train", "RMTrainConfig"),
 }
 
 

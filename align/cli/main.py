@@ -29,6 +29,10 @@ def _examples(verb: str) -> str:
     return "examples:\n  " + EXAMPLES[verb]
 
 
+# modules with `register(subparsers, add)` adding more verbs (kept light: heavy imports inside commands)
+VERB_GROUPS: list[str] = ["align.cli.rm"]
+
+
 # --- verbs -------------------------------------------------------------------------------------------
 
 def cmd_ls(args: argparse.Namespace) -> int:
@@ -88,7 +92,9 @@ def cmd_quickstart(args: argparse.Namespace) -> int:
 
 def _add(sub: argparse._SubParsersAction, name: str, fn: Callable[[argparse.Namespace], int], help_: str,
          example: str) -> argparse.ArgumentParser:
-    p = sub.add_parser(name, help=help_, description=help_, epilog=_examples(example),
+    """Add a verb whose help ends with examples (`example` is a key of EXAMPLES or the example text itself)."""
+    p = sub.add_parser(name, help=help_, description=help_,
+                       epilog=_examples(example) if example in EXAMPLES else "examples:\n  " + example,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.set_defaults(fn=fn)
     return p
@@ -127,6 +133,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True)
     p.add_argument("--per-family", type=int, default=200)
     p.add_argument("--seed", type=int, default=0)
+
+    # verb groups of later stages register themselves; their modules import only argparse at load time
+    import importlib
+    for module in VERB_GROUPS:
+        importlib.import_module(module).register(sub, _add)
     return parser
 
 
