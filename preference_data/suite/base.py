@@ -1,0 +1,133 @@
+"""What a task family is made of, and the writing helpers the families share.
+
+A family is a seeded generator of prompts (`Draft`), a gold scorer, a writer of good answers in a
+few natural phrasings, and a set of corruptions, each a realistic failure mode that turns the good
+answer into a worse one and says why (`Corrupted`).
+
+Writers take `rng: random.Random | None`: None gives the canonical phrasing (the task's reference
+answer); a seeded generator picks one of several phrasings. A corruption that must keep the chosen
+answer's phrasing (a wrong number written the same way) re-seeds the writer with the same
+`phrasing` seed, which makes the same choices.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple, TypeVar
+
+from .text import first_mention, word_count
+
+T = TypeVar("T")
+
+Params = dict[str, Any]
+
+
+@dataclass
+class Draft:
+    """A generated task before it gets an id: the user turn, an optional system turn, and the
+    JSON-serialisable params its grader and writers need."""
+
+    user: str
+    params: Params
+    system: str | None = None
+
+
+class Corrupted(NamedTuple):
+    """A rejected answer: its text and a human-readable reason it is worse than the good one."""
+
+    text: str
+    reason: str
+
+
+# (params, phrasing seed of the chosen answer, rng) -> a corrupted answer, or None if this kind does
+# not apply to this task (e.g. truncating an answer that is only three words long).
+Corruptor = Callable[[Params, int, random.Random], "Corrupted | None"]
+
+
+@dataclass(frozen=True)
+class Family:
+    """One task family: generator, gold scorer, good-answer writer and corruptions.
+
+    name: the grader name stored in `PromptOnly.grader`.
+    summary: one line for `align ls`.
+    objectives: the objectives this family can grade (a task may grade a subset, e.g. list tasks
+        without a format instruction have no instruction_following score).
+    generate: rng -> Draft.
+    score: (params, response) -> raw objective scores, before the refusal policy.
+    answer: (params, rng or None) -> a good answer; None gives the reference phrasing.
+    corruptions: kind -> (sampling weight, corruptor).
+    """
+
+    name: str
+    summary: str
+    objectives: tuple[str, ...]
+    generate: Callable[[random.Random], Draft]
+    score: Callable[[Params, str], dict[str, float]]
+    answer: Callable[[Params, "random.Random | None"], str]
+    corruptions: dict[str, tuple[float, Corruptor]] = field(default_factory=dict)
+
+    @property
+    def corruption_kinds(self) -> tuple[str, ...]:
+        """The corruption kinds this family can produce (for `align ls`)."""
+        return tuple(self.corruptions)
+
+
+# Shared system turns: most prompts have none, some carry a common generic one.
+SYSTEM_PROMPTS: tuple[str, ...] = (
+    "You are a helpful assistant.",
+    "You are a friendly assistant. Answer clearly.",
+)
+
+
+def maybe_system(rng: random.Random, p: float = 0.3) -> str | None:
+    """A generic system turn with probability `p`, else None."""
+    return rng.choice(SYSTEM_PROMPTS) if rng.random() < p else None
+
+
+def choose(rng: random.Random | None, options: Sequence[T]) -> T:
+    """`options[0]` for the canonical phrasing (rng None), else a seeded choice."""
+    return options[0] if rng is None else rng.choice(options)
+
+
+def cap(s: str) -> str:
+    """Upper-case the first character only ("paris is ..." -> "Paris is ...")."""
+    return s[:1].upper() + s[1:]
+
+
+def article(word: str) -> str:
+    """'an' before a vowel, else 'a'."""
+    return "an" if word[:1].lower() in "aeiou" else "a"
+
+
+def truncate_before(text: str, key: str, min_words: int = 3) -> str | None:
+    """`text` cut off right before the first mention of `key`, as a generation that hit its token
+    limit would be; None when the key is absent or fewer than `min_words` words would remain."""
+    pos = first_mention(text, key)
+    if pos <= 0:
+        return None
+    cut = text[:pos].rstrip()
+    cut = re.sub(r"[\s*_(\"']+$", "", cut)
+    return cut if word_count(cut) >= min_words else None
+
+
+def pad(text: str, fillers: Sequence[str], budget: int, rng: random.Random,
+        openers: Sequence[str] = (), closers: Sequence[str] = (), ratio: float = 1.3) -> str | None:
+    """`text` with needless sentences added until it is over `ratio` x `budget` words.
+
+    One opener (restating the question) goes in front with probability 1/2 when given; fillers
+    (repetition of the answer, generic remarks) go after, drawn without replacement; one closer
+    (an offer of more help) may end it. None when the pool runs out before the length is reached.
+    """
+    pool = list(fillers)
+    rng.shuffle(pool)
+    head = rng.choice(list(openers)) + " " if openers and rng.random() < 0.5 else ""
+    tail = " " + rng.choice(list(closers)) if closers and rng.random() < 0.5 else ""
+    out = head + text
+    while word_count(out + tail) <= ratio * budget or out == head + text:
+        if not pool:
+            return None
+        out = out + " " + pool.pop()
+    return out + tail

@@ -1,0 +1,227 @@
+"""Building the suite: tasks, offline pairs, online prompts, the train/test split, files on disk.
+
+    suite = build_suite(n_per_family=200, seed=0)     # train/test pairs and prompts
+    write_suite(suite, "data/suite")                  # four JSONL files + summary.json
+    grade_prompt_only(suite.test_prompts[0], text)    # gold grade of a policy's answer
+
+A task's id is a hash of its family and user message, so the same prompt always has the same id;
+the split is a hash of the id, so it does not depend on the seed and a prompt never lands in both
+splits (or in train under one seed and test under another).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import UserError
+from ..records import Conversation, Message, PreferencePair, PromptOnly, conversation, stable_id, write_jsonl
+from .base import Corrupted
+from .families import FAMILIES, grade
+from .scoring import Grade
+from .text import word_count
+
+SOURCE = "verifiable_suite"
+SUITE_VERSION = 1
+FILES = ("train_pairs.jsonl", "test_pairs.jsonl", "train_prompts.jsonl", "test_prompts.jsonl", "summary.json")
+
+
+@dataclass
+class Task:
+    """One generated prompt with everything needed to grade answers to it.
+
+    id: hash of family and user message. prompt: optional system turn + one user turn.
+    reference: the canonical good answer. params: what the family's grader reads (JSON-ready).
+    split: 'train' or 'test'.
+    """
+
+    id: str
+    family: str
+    prompt: Conversation
+    reference: str
+    params: dict[str, Any]
+    split: str = "train"
+
+    def grade(self, response: str) -> Grade:
+        """Gold grade of `response` to this task (see `families.grade`)."""
+        return grade(self.family, self.params, response)
+
+    def to_prompt_only(self) -> PromptOnly:
+        """The online-training record: `grader` is the family, `meta` carries the params."""
+        meta = {"family": self.family, "task_id": self.id, "split": self.split,
+                "params": self.params, "reference": self.reference}
+        return PromptOnly(list(self.prompt), meta, grader=self.family, source=SOURCE, id=self.id)
+
+
+@dataclass
+class Suite:
+    """A built suite: tasks plus train/test pairs and prompts, and how it was made."""
+
+    seed: int
+    n_per_family: int
+    test_fraction: float
+    tasks: list[Task] = field(default_factory=list)
+    train_pairs: list[PreferencePair] = field(default_factory=list)
+    test_pairs: list[PreferencePair] = field(default_factory=list)
+    train_prompts: list[PromptOnly] = field(default_factory=list)
+    test_prompts: list[PromptOnly] = field(default_factory=list)
+
+    @property
+    def pairs(self) -> list[PreferencePair]:
+        """Train pairs followed by test pairs."""
+        return self.train_pairs + self.test_pairs
+
+    def summary(self) -> dict[str, Any]:
+        """Counts per family, split and corruption kind, and mean words of chosen vs rejected."""
+        fams: dict[str, Any] = {}
+        for name in FAMILIES:
+            tasks = [t for t in self.tasks if t.family == name]
+            pairs = [p for p in self.pairs if p.attributes["family"] == name]
+            fams[name] = {
+                "tasks": len(tasks),
+                "train_prompts": sum(t.split == "train" for t in tasks),
+                "test_prompts": sum(t.split == "test" for t in tasks),
+                "train_pairs": sum(p.attributes["split"] == "train" for p in pairs),
+                "test_pairs": sum(p.attributes["split"] == "test" for p in pairs),
+                "corruptions": dict(sorted(Counter(p.attributes["corruption"] for p in pairs).items())),
+            }
+        kinds: dict[str, Any] = {}
+        for kind in sorted({p.attributes["corruption"] for p in self.pairs}):
+            ps = [p for p in self.pairs if p.attributes["corruption"] == kind]
+            kinds[kind] = {"pairs": len(ps),
+                           "mean_words_chosen": round(sum(word_count(p.chosen[0].content) for p in ps) / len(ps), 2),
+                           "mean_words_rejected": round(sum(word_count(p.rejected[0].content) for p in ps) / len(ps), 2)}
+        longer = sum(word_count(p.chosen[0].content) > word_count(p.rejected[0].content) for p in self.pairs)
+        return {
+            "source": SOURCE, "version": SUITE_VERSION, "seed": self.seed,
+            "n_per_family": self.n_per_family, "test_fraction": self.test_fraction,
+            "counts": {"train_pairs": len(self.train_pairs), "test_pairs": len(self.test_pairs),
+                       "train_prompts": len(self.train_prompts), "test_prompts": len(self.test_prompts)},
+            "families": fams,
+            "corruptions": kinds,
+            "chosen_longer_fraction": round(longer / max(1, len(self.pairs)), 4),
+        }
+
+
+def split_of(task_id: str, test_fraction: float) -> str:
+    """'test' for a `test_fraction` share of ids (by a hash of the id), else 'train'."""
+    h = int(hashlib.sha1(f"split:{task_id}".encode()).hexdigest()[:8], 16) / 16**8
+    return "test" if h < test_fraction else "train"
+
+
+def generate_tasks(family: str, n: int, seed: int = 0, test_fraction: float = 0.2) -> list[Task]:
+    """`n` distinct tasks of `family` (distinct user messages), generated from `seed`.
+
+    A family with fewer distinct prompts than `n` in reach yields as many as it finds in 50 x `n`
+    draws (every shipped family has well over a thousand).
+    """
+    fam = FAMILIES[family]
+    rng = random.Random(f"suite:{seed}:{family}")
+    tasks: list[Task] = []
+    seen: set[str] = set()
+    for _ in range(50 * n + 100):
+        if len(tasks) >= n:
+            break
+        draft = fam.generate(rng)
+        tid = stable_id(SOURCE, family, draft.user)
+        if tid in seen:
+            continue
+        seen.add(tid)
+        prompt = ([Message("system", draft.system)] if draft.system else []) + [Message("user", draft.user)]
+        tasks.append(Task(tid, family, prompt, fam.answer(draft.params, None), draft.params,
+                          split_of(tid, test_fraction)))
+    return tasks
+
+
+def make_pair(task: Task, seed: int = 0) -> PreferencePair | None:
+    """Chosen = a good answer in a seeded phrasing; rejected = one corruption of it.
+
+    The corruption kind is drawn, by the family's weights, among the kinds that apply to the task
+    (e.g. a violated format needs a format instruction). None if no kind applies.
+    """
+    fam = FAMILIES[task.family]
+    rng = random.Random(f"pair:{seed}:{task.id}")
+    phrasing = rng.randrange(2**31)
+    chosen = fam.answer(task.params, random.Random(phrasing))
+    candidates: dict[str, Corrupted] = {}
+    for kind, (_, corrupt) in fam.corruptions.items():
+        bad = corrupt(task.params, phrasing, random.Random(f"{kind}:{seed}:{task.id}"))
+        if bad is not None and bad.text != chosen:
+            candidates[kind] = bad
+    if not candidates:
+        return None
+    kinds = list(candidates)
+    kind = rng.choices(kinds, weights=[fam.corruptions[k][0] for k in kinds])[0]
+    bad = candidates[kind]
+    attributes = {"family": task.family, "split": task.split, "task_id": task.id, "corruption": kind,
+                  "reason": bad.reason, "gold_chosen": task.grade(chosen).to_dict(),
+                  "gold_rejected": task.grade(bad.text).to_dict()}
+    return PreferencePair(list(task.prompt), [Message("assistant", chosen)], [Message("assistant", bad.text)],
+                          attributes=attributes, source=SOURCE)
+
+
+def build_suite(n_per_family: int = 200, seed: int = 0, test_fraction: float = 0.2,
+                families: list[str] | None = None) -> Suite:
+    """Generate `n_per_family` tasks of every family (or of `families`), one pair per task, and
+    split tasks, pairs and prompts into train and test by task id."""
+    problems = []
+    if n_per_family < 1:
+        problems.append(f"n_per_family must be at least 1, got {n_per_family}")
+    if not 0.0 <= test_fraction < 1.0:
+        problems.append(f"test_fraction must be in [0, 1), got {test_fraction}")
+    if problems:
+        raise UserError("; ".join(problems))
+    names = list(FAMILIES) if families is None else [FAMILIES[f].name for f in families]
+    suite = Suite(seed, n_per_family, test_fraction)
+    for name in names:
+        for task in generate_tasks(name, n_per_family, seed, test_fraction):
+            suite.tasks.append(task)
+            (suite.test_prompts if task.split == "test" else suite.train_prompts).append(task.to_prompt_only())
+            pair = make_pair(task, seed)
+            if pair is not None:
+                (suite.test_pairs if task.split == "test" else suite.train_pairs).append(pair)
+    return suite
+
+
+def write_suite(suite: Suite, out_dir: str) -> dict[str, str]:
+    """Write the four JSONL files (one `to_dict()` per line) and `summary.json` into `out_dir`.
+    The same suite always gives byte-identical files. Returns {file name: path}."""
+    os.makedirs(out_dir, exist_ok=True)
+    rows = {"train_pairs.jsonl": suite.train_pairs, "test_pairs.jsonl": suite.test_pairs,
+            "train_prompts.jsonl": suite.train_prompts, "test_prompts.jsonl": suite.test_prompts}
+    paths = {}
+    for name, records in rows.items():
+        paths[name] = os.path.join(out_dir, name)
+        write_jsonl(paths[name], [r.to_dict() for r in records])
+    paths["summary.json"] = os.path.join(out_dir, "summary.json")
+    tmp = paths["summary.json"] + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(json.dumps(suite.summary(), indent=2, sort_keys=True) + "\n")
+    os.replace(tmp, paths["summary.json"])
+    return paths
+
+
+def prompt_only_from_dict(d: Mapping[str, Any]) -> PromptOnly:
+    """Inverse of `PromptOnly.to_dict`."""
+    return PromptOnly(conversation(d["prompt"]), dict(d.get("meta") or {}), d.get("grader"),
+                      d.get("source", ""), d.get("id", ""))
+
+
+def grade_prompt_only(record: PromptOnly | Mapping[str, Any], response: str) -> Grade:
+    """Gold grade of `response` to a suite prompt, from the record alone (also its `to_dict()`
+    form): the grader is `record.grader`, its params are `record.meta['params']`."""
+    if isinstance(record, Mapping):
+        record = prompt_only_from_dict(record)
+    if not record.grader:
+        raise UserError(f"prompt {record.id or '?'} has no gold grader; only suite prompts "
+                        f"(grader one of: {', '.join(FAMILIES.names())}) can be graded")
+    params = record.meta.get("params")
+    if not isinstance(params, Mapping):
+        raise UserError(f"prompt {record.id or '?'} (grader '{record.grader}') has no meta['params'] to grade with")
+    return grade(record.grader, params, response)
