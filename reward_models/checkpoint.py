@@ -42,7 +42,9 @@ def save_rm(model: Any, tokenizer: Any, out_dir: str | Path, stats: RewardStats,
     if hasattr(model, "merge_and_unload") and merge:
         import copy
 
-        model = copy.deepcopy(model).merge_and_unload()
+        # merge in fp32: a small LoRA delta added to bf16 weights would be partly rounded away
+        model = copy.deepcopy(model).float().merge_and_unload()
+        model.config.dtype = "float32"
     model.save_pretrained(str(out), safe_serialization=True)
     tokenizer.save_pretrained(str(out))
     (out / STATS_FILE).write_text(json.dumps(asdict(stats), indent=2), encoding="utf-8")

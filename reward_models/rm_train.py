@@ -293,6 +293,7 @@ def run(cfg: RMTrainConfig, resume: bool = False) -> dict[str, Any]:
     rc, rr = pair_rewards(model, sample, pad_id, cfg.train.batch_size, cfg.train.row_tokens,
                           cfg.train.precision == "bf16")
     allr = torch.cat([rc, rr])
+    sample_rewards = {"ids": [p.id for p in sample[:4]], "chosen": rc[:4].tolist(), "rejected": rr[:4].tolist()}
     stats = RewardStats(mean=allr.mean().item(), std=allr.std(correction=0).item(), n=len(allr), num_labels=1,
                         computed_on=f"{len(sample)} training pairs of {cfg.data.source}")
     model_dir = save_rm(model, tokenizer, run_dir / "model", stats)
@@ -306,6 +307,7 @@ def run(cfg: RMTrainConfig, resume: bool = False) -> dict[str, Any]:
         "eval": eval_report, "data": data_report.to_dict(), "tokenization": tok_report.to_dict(),
         "eval_tokenization": eval_tok, "strength": strength_report, "reward_stats": stats.__dict__,
         "plots": [str(p) for p in plots], "seconds": round(time.time() - t0, 1),
+        "sample_rewards": sample_rewards,
     }
     (run_dir / "report.json").write_text(json.dumps(report, indent=2, default=str), encoding="utf-8")
     return report

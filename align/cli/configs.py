@@ -12,6 +12,8 @@ from preference_data.errors import ConfigError, did_you_mean
 KINDS: dict[str, tuple[str, str]] = {
     "quickstart": ("align.cli.quickstart", "QuickstartConfig"),
     "rm_train": ("reward_models.rm_train", "RMTrainConfig"),
+    "train": ("align.train", "TrainConfig"),
+    "rm_strength": ("reward_models.strength", "StrengthConfig"),
 }
 
 

@@ -30,7 +30,7 @@ def _examples(verb: str) -> str:
 
 
 # modules with `register(subparsers, add)` adding more verbs (kept light: heavy imports inside commands)
-VERB_GROUPS: list[str] = ["align.cli.rm"]
+VERB_GROUPS: list[str] = ["align.cli.rm", "align.cli.bench", "align.cli.train"]
 
 
 # --- verbs -------------------------------------------------------------------------------------------

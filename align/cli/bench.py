@@ -1,0 +1,215 @@
+"""`align bench run` and `align bench show`: score a model on a benchmark, render the leaderboard.
+
+    align bench run rewardbench --model runs/rm                     # a trained RM on the hub data
+    align bench run rm-bench --model runs/rm --data total_dataset.json
+    align bench run suite --model runs/dpo --reference builtin:smollm2-135m-instruct
+    align bench show                                                 # leaderboard.md, index.html, leaderboard.png
+
+At load time this module imports only argparse; `register` reads the scorer and benchmark tables (plain data,
+no torch) for the help text; the commands import the rest when they run.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+RUN_EXAMPLES = """align bench run rewardbench --model runs/rm
+  align bench run rewardbench --model runs/rm --data filtered.parquet --limit 200
+  align bench run rm-bench --model runs/rm --data total_dataset.json --dtype float32 --option normalize=true
+  align bench run suite --model runs/dpo-lora                       (a peft adapter: implicit reward vs its base)
+  align bench run suite --model runs/dpo --reference builtin:smollm2-135m-instruct --option beta=0.05
+  align bench run pairs --data pairs.jsonl --model runs/simpo --scorer implicit \\
+      --option reference_free=true --option normalization=mean
+  align bench run judgebench --model builtin:smollm2-135m-instruct --scorer judge --data gpt.jsonl
+  align bench run suite --scorer grader                              (the gold graders: the suite's ceiling)
+
+--scorer (default: scalar for a model with a score head; implicit for a peft adapter or with --reference;
+each takes the options of its dataclass in reward_models/scorers.py, e.g. ScalarOptions):"""
+
+SHOW_EXAMPLES = """align bench show
+  align bench show --records leaderboards/records --site leaderboards/site"""
+
+
+def register(sub: argparse._SubParsersAction, add: Callable[..., argparse.ArgumentParser]) -> None:
+    """Add the `bench` verb group (`run`, `show`) to the `align` parser."""
+    bench = sub.add_parser("bench", help="score models on reward-model benchmarks and render the leaderboard",
+                           description="score models on reward-model benchmarks and render the leaderboard")
+    bsub = bench.add_subparsers(dest="bench_verb", metavar="VERB")
+
+    # the tables are plain data (no torch): listing their names keeps help and table in step
+    from leaderboards.benchmarks import BENCHMARKS
+    from reward_models.scorers import SCORERS
+
+    scorers = "\n".join(f"  {r['name']:<9} {r['kind']:<10} {r['summary']}" for r in SCORERS.rows())
+    p = add(bsub, "run", cmd_run, "score a model on a benchmark and write its record", RUN_EXAMPLES + "\n" + scorers)
+    p.add_argument("bench", metavar="BENCH", help=f"benchmark: {', '.join(BENCHMARKS.names())} (`align ls benchmarks`)")
+    p.add_argument("--model", default=None,
+                   help="the model to score: a directory, builtin:<name> or a hub id (not used by --scorer grader)")
+    p.add_argument("--scorer", default=None, choices=SCORERS.names(),
+                   help="how to turn the model into scores (default: from the model, see below)")
+    p.add_argument("--reference", default=None, help="reference model of --scorer implicit")
+    p.add_argument("--data", default=None,
+                   help="a local file in the benchmark's official format (JSON, JSONL, parquet) or a hub id "
+                        "(default: the benchmark's hub dataset; for suite: the default suite's test pairs)")
+    p.add_argument("--limit", type=int, default=None, help="score only the first N valid examples")
+    p.add_argument("--allow-partial", action="store_true",
+                   help="skip invalid rows and examples that score NaN; the record is marked partial")
+    p.add_argument("--records", default=None, help="where to write the record (default: leaderboards/records)")
+    p.add_argument("--dtype", default=None, choices=["bfloat16", "float32"], help="model dtype (default bfloat16)")
+    p.add_argument("--batch-tokens", type=int, default=None,
+                   help="token budget of one forward pass (default 8192)")
+    p.add_argument("--option", dest="options", action="append", default=[], metavar="KEY=VALUE",
+                   help="any other scorer option, e.g. normalize=true, beta=0.05, max_length=2048 (repeatable; a wrong "
+                        "key lists the scorer's options)")
+    p.add_argument("--name", default=None, help="the leaderboard row (default: the model reference)")
+    p.add_argument("--no-cache", action="store_true",
+                   help="score everything again instead of reusing cached scores of an identical earlier run")
+
+    p = add(bsub, "show", cmd_show, "render the leaderboard (Markdown, HTML, PNG) from the records", SHOW_EXAMPLES)
+    p.add_argument("--records", default=None, help="records directory (default: leaderboards/records)")
+    p.add_argument("--site", default=None, help="where to write the rendered files (default: leaderboards/site)")
+
+
+# --- run -------------------------------------------------------------------------------------------------
+
+def _check_data(data: str) -> None:
+    """A path that does not exist is an error here, before any model loads (a hub id passes through)."""
+    from preference_data.errors import UserError
+    from preference_data.io import SUFFIXES, is_hub_id
+
+    if Path(data).expanduser().exists():
+        return
+    if is_hub_id(data) and not data.endswith(SUFFIXES):
+        return
+    raise UserError(f"--data {data}: no such file; give a local file in the benchmark's official format "
+                    f"({', '.join(SUFFIXES)}) or a hub id like org/name")
+
+
+def default_scorer(model: str | None, reference: str | None) -> str:
+    """The scorer for a model when --scorer is not given.
+
+    scalar: a reward model (a saved `reward_stats.json`, a config whose architecture ends with
+    ForSequenceClassification, or a peft adapter of task type SEQ_CLS); implicit: a peft adapter of a causal LM
+    (its base is the reference), or any model when --reference is given.
+    """
+    import json
+
+    from preference_data.errors import UserError
+    from preference_data.hub import resolve
+
+    if model is None:
+        raise UserError("--model is required (or --scorer grader, which needs no model)")
+    path = Path(resolve(model))
+    what = "a hub id"
+    if path.is_dir():
+        if (path / "reward_stats.json").exists():
+            return "scalar"
+        adapter, config = path / "adapter_config.json", path / "config.json"
+        if adapter.exists() and not config.exists():
+            task = json.loads(adapter.read_text(encoding="utf-8")).get("task_type")
+            return "scalar" if task == "SEQ_CLS" else "implicit"
+        archs = json.loads(config.read_text(encoding="utf-8")).get("architectures") or []
+        if any(a.endswith("ForSequenceClassification") for a in archs):
+            return "scalar"
+        what = f"a model with architectures {archs or 'unknown'}"
+    else:
+        archs = _hub_architectures(str(path))
+        if any(a.endswith("ForSequenceClassification") for a in archs):
+            return "scalar"
+    if reference is not None:
+        return "implicit"
+    raise UserError(
+        f"cannot tell how to score {model} ({what}: no score head, not a peft adapter, no --reference). Choose:\n"
+        f"  --scorer implicit --reference REF   DPO implicit reward against REF (the model {model} was trained from)\n"
+        "  --scorer implicit --option reference_free=true --option normalization=mean   SimPO-style, no reference\n"
+        "  --scorer judge                       ask the model which of two responses is better (pairwise)\n"
+        "  --scorer scalar                      only for a sequence-classification reward model")
+
+
+def _hub_architectures(ref: str) -> list[str]:
+    try:
+        from transformers import AutoConfig
+
+        return list(getattr(AutoConfig.from_pretrained(ref), "architectures", None) or [])
+    except (OSError, ValueError):
+        return []
+
+
+def _scorer_options(name: str, args: argparse.Namespace) -> dict[str, Any]:
+    """Scorer options from the flags and --option KEY=VALUE; a flag the scorer does not take is an error."""
+    import dataclasses
+
+    from preference_data.config import parse_override
+    from preference_data.errors import UserError
+    from reward_models.scorers import SCORERS
+
+    fields = [f.name for f in dataclasses.fields(SCORERS[name].options)]
+    flags = {"--model": ("model", args.model), "--reference": ("reference", args.reference),
+             "--dtype": ("dtype", args.dtype), "--batch-tokens": ("batch_tokens", args.batch_tokens)}
+    opts: dict[str, Any] = {}
+    problems = []
+    for flag, (key, value) in flags.items():
+        if value is None:
+            continue
+        if key not in fields:
+            problems.append(f"{flag} does not apply to --scorer {name} (its options: {', '.join(fields)})")
+        opts[key] = value
+    for text in args.options:
+        keys, value = parse_override(text)
+        opts[".".join(keys)] = value  # a dotted or unknown key is reported by the options check, with did-you-mean
+    if problems:
+        raise UserError("; ".join(problems))
+    return opts
+
+
+def _default_suite_pairs() -> list[Any]:
+    """The test pairs of the default suite (`align data suite` with its defaults), built in memory."""
+    from preference_data.suite import build_suite
+
+    return build_suite().test_pairs
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from leaderboards.benchmarks import BENCHMARKS
+    from leaderboards.records import summarize
+    from leaderboards.runner import run_benchmark
+    from preference_data.errors import UserError
+    from reward_models.scorers import SCORERS, load_scorer
+
+    bench = BENCHMARKS[args.bench]  # unknown names: UserError with did-you-mean, before anything loads
+    if args.data is not None:
+        _check_data(args.data)
+    if args.limit is not None and args.limit < 1:
+        raise UserError(f"--limit must be a positive number of examples, got {args.limit}")
+    name = args.scorer or default_scorer(args.model, args.reference)
+    kind = SCORERS[name].kind
+    if kind not in bench.scorer_kinds:
+        raise UserError(f"benchmark '{bench.name}' cannot use the {kind} scorer '{name}'; it accepts "
+                        f"{', '.join(bench.scorer_kinds)} scorers")
+    if name != "grader" and args.model is None:
+        raise UserError(f"--scorer {name} needs --model")
+    options = _scorer_options(name, args)
+
+    pairs = _default_suite_pairs if bench.name == "suite" and args.data is None else None
+    scorer = load_scorer(name, **options)
+    record = run_benchmark(bench.name, scorer, args.data, limit=args.limit, allow_partial=args.allow_partial,
+                           pairs=pairs, records_dir=args.records, use_cache=not args.no_cache,
+                           model_name=args.name)
+    print(summarize(record))
+    return 0
+
+
+# --- show ------------------------------------------------------------------------------------------------
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from leaderboards.render import render
+
+    paths = render(args.records, args.site)
+    for what in ("markdown", "html", "png"):
+        print(f"{what:<8} {paths[what]}")
+    print()
+    print(paths["markdown"].read_text(encoding="utf-8"))
+    return 0

@@ -1,0 +1,269 @@
+"""Bradley-Terry reward models: reward position, TRL parity, save/reload, strength, resume, DDP, bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from align.cli.main import main
+from preference_data.config import build
+from preference_data.packing import pack_pairs, pack_single
+from preference_data.records import Message, PreferencePair
+from preference_data.tokenize import tokenize_pairs
+from reward_models.forward import last_token_rewards
+from reward_models.rm_train import RMTrainConfig, pair_rewards, run
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def suite_like_pairs(n: int) -> list[PreferencePair]:
+    out = []
+    for i in range(n):
+        a, b = i % 7 + 2, i % 5 + 3
+        out.append(PreferencePair(
+            [Message("user", f"What is {a} + {b}? Reply with the number only.")],
+            [Message("assistant", f"{a + b}")],
+            [Message("assistant", f"The sum of {a} and {b} is {a + b + 1}, I think, but I am not sure.")],
+            source="toy", attributes={"family": "sum", "corruption": "wrong_value" if i % 2 else "padding"}))
+    return out
+
+
+def write_pairs(path: Path, pairs: list[PreferencePair]) -> str:
+    path.write_text("".join(json.dumps(p.to_dict()) + "\n" for p in pairs), encoding="utf-8")
+    return str(path)
+
+
+def tiny_cfg(tmp_path: Path, data: str, **over) -> RMTrainConfig:
+    d = {"model": "builtin:tiny-llama", "output_dir": str(tmp_path / "run"),
+         "data": {"source": data, "split": "all"}, "eval": {"split": "none", "stats_pairs": 8},
+         "train": {"max_steps": 3, "batch_size": 4, "lr": 1e-3, "max_length": 128, "row_tokens": 512,
+                   "precision": "fp32", "seed": 0}}
+    for k, v in over.items():
+        d[k] = {**d.get(k, {}), **v} if isinstance(v, dict) else v
+    return build(RMTrainConfig, d)
+
+
+@pytest.fixture(scope="module")
+def tiny_rm():
+    from preference_data.hub import load_seq_cls
+
+    torch.manual_seed(0)
+    model = load_seq_cls("builtin:tiny-llama", dtype="float32")
+    torch.nn.init.normal_(model.score.weight, std=0.5)
+    return model
+
+
+# --- where the reward is read ------------------------------------------------------------------------
+
+def test_reward_is_read_at_the_last_real_token_with_any_padding(tiny_rm, smollm2_tokenizer):
+    tok = smollm2_tokenizer
+    assert tok.pad_token_id == tok.eos_token_id  # the pitfall: pad == EOS
+    pairs, _ = tokenize_pairs(suite_like_pairs(3), tok, 128, "drop")
+    seqs = [p.prompt_ids + p.chosen_ids for p in pairs] + [p.prompt_ids + p.rejected_ids for p in pairs]
+    assert all(s[-1] == tok.eos_token_id for s in seqs)
+
+    def expected(ids: list[int]) -> float:
+        h = tiny_rm.model(input_ids=torch.tensor([ids])).last_hidden_state[0, -1]
+        return tiny_rm.score(h).item()
+
+    with torch.no_grad():
+        want = torch.tensor([expected(s) for s in seqs])
+        packed = last_token_rewards(tiny_rm, pack_pairs(pairs, tok.pad_token_id, 512))[:, 0]
+        assert torch.allclose(packed, want, atol=1e-4)
+        L = max(map(len, seqs))
+        # right padding: the last real token is found from the attention mask, not from the pad id
+        ids = torch.tensor([s + [tok.pad_token_id] * (L - len(s)) for s in seqs])
+        mask = torch.tensor([[1] * len(s) + [0] * (L - len(s)) for s in seqs])
+        h = tiny_rm.model(input_ids=ids, attention_mask=mask).last_hidden_state
+        right = tiny_rm.score(h[torch.arange(len(seqs)), mask.sum(1) - 1])[:, 0]
+        assert torch.allclose(right, want, atol=1e-4)
+        # left padding: the last real token is always the final position
+        ids = torch.tensor([[tok.pad_token_id] * (L - len(s)) + s for s in seqs])
+        mask = torch.tensor([[0] * (L - len(s)) + [1] * len(s) for s in seqs])
+        pos = (mask.cumsum(1) - 1).clamp(min=0)
+        h = tiny_rm.model(input_ids=ids, attention_mask=mask, position_ids=pos).last_hidden_state
+        assert torch.allclose(tiny_rm.score(h[:, -1])[:, 0], want, atol=1e-4)
+        # transformers' own pooling ("last token that is not pad") reads the token before EOS when pad == EOS
+        hf = tiny_rm(input_ids=torch.tensor([seqs[0]])).logits[0, 0]
+        assert not torch.isclose(hf, want[0], atol=1e-4)
+
+
+def test_single_sequence_packing_matches_pairs(tiny_rm, smollm2_tokenizer):
+    pairs, _ = tokenize_pairs(suite_like_pairs(2), smollm2_tokenizer, 128, "drop")
+    with torch.no_grad():
+        a = last_token_rewards(tiny_rm, pack_pairs(pairs, 2, 512))[:, 0]
+        b = last_token_rewards(tiny_rm, pack_single([p.prompt_ids for p in pairs] * 2,
+                                                    [p.chosen_ids for p in pairs] + [p.rejected_ids for p in pairs],
+                                                    2, 64))[:, 0]
+    assert torch.allclose(a, b, atol=1e-4)
+
+
+# --- TRL parity ---------------------------------------------------------------------------------------
+
+def test_first_batch_loss_matches_trl_reward_trainer(tiny_rm, smollm2_tokenizer, tmp_path):
+    """TRL's RewardTrainer on the same model and the same token sequences gives the same BT loss.
+
+    TRL pools with transformers' "last non-pad token", which with pad == EOS reads the token before the
+    final EOS. To compare the loss itself we feed both sides sequences without the final EOS token.
+    """
+    from datasets import Dataset
+    from trl import RewardConfig, RewardTrainer
+
+    from reward_models.losses import compute_rm_loss
+
+    pairs, _ = tokenize_pairs(suite_like_pairs(4), smollm2_tokenizer, 128, "drop")
+    for p in pairs:
+        p.chosen_ids, p.rejected_ids = p.chosen_ids[:-1], p.rejected_ids[:-1]
+    ds = Dataset.from_list([{"chosen_ids": p.prompt_ids + p.chosen_ids, "rejected_ids": p.prompt_ids + p.rejected_ids}
+                            for p in pairs])
+    args = RewardConfig(output_dir=str(tmp_path / "trl"), per_device_train_batch_size=4, report_to="none",
+                        bf16=False, use_cpu=True, gradient_checkpointing=False, max_length=None,
+                        center_rewards_coefficient=0.01)
+    trainer = RewardTrainer(model=tiny_rm, args=args, train_dataset=ds, processing_class=smollm2_tokenizer)
+    batch = next(iter(trainer.get_train_dataloader()))
+    with torch.no_grad():
+        trl_loss = trainer.compute_loss(tiny_rm, batch).item()
+        r = last_token_rewards(tiny_rm, pack_pairs(pairs, 2, 512))[:, 0]
+        ours = compute_rm_loss("bradley_terry", {"center_rewards_coefficient": 0.01}, r[:4], r[4:]).losses.mean()
+    assert abs(ours.item() - trl_loss) < 1e-4
+
+
+# --- end to end: train, save, reload ------------------------------------------------------------------
+
+@pytest.mark.parametrize("method", ["lora", "full"])
+def test_train_save_reload_scores_identically(tmp_path, method):
+    from reward_models.checkpoint import load_rm
+
+    data = write_pairs(tmp_path / "pairs.jsonl", suite_like_pairs(16))
+    cfg = tiny_cfg(tmp_path, data, train={"method": method})
+    report = run(cfg)
+    run_dir = Path(cfg.output_dir)
+    for f in ("config.yaml", "metrics.jsonl", "report.json", "model/config.json", "model/reward_stats.json",
+              "model/chat_template.jinja", "plots/loss.png", "plots/accuracy.png"):
+        assert (run_dir / f).exists(), f
+    assert report["steps"] == 3
+    model, tok, stats = load_rm(report["model_dir"], dtype="float32")
+    assert stats.n == 16 and stats.std > 0
+    pairs, _ = tokenize_pairs(suite_like_pairs(16), tok, 128, "drop")
+    byid = {p.id: p for p in pairs}
+    sample = [byid[i] for i in report["sample_rewards"]["ids"]]
+    rc, rr = pair_rewards(model, sample, tok.pad_token_id, 4, 512, autocast=False)
+    assert torch.allclose(rc, torch.tensor(report["sample_rewards"]["chosen"]), atol=1e-5)
+    assert torch.allclose(rr, torch.tensor(report["sample_rewards"]["rejected"]), atol=1e-5)
+    # the saved directory is a plain transformers sequence-classification model
+    from transformers import AutoModelForSequenceClassification
+
+    hf = AutoModelForSequenceClassification.from_pretrained(report["model_dir"])
+    assert hf.config.num_labels == 1
+
+
+def test_resume_reaches_the_same_weights(tmp_path):
+    from safetensors.torch import load_file
+
+    data = write_pairs(tmp_path / "pairs.jsonl", suite_like_pairs(24))
+    full = tiny_cfg(tmp_path / "a", data, train={"max_steps": 4, "save_every": 2, "method": "full"})
+    run(full)
+    part = tiny_cfg(tmp_path / "b", data, train={"max_steps": 4, "save_every": 2, "method": "full"})
+    run(part)
+    ckpts = Path(part.output_dir) / "checkpoints"
+    import shutil
+
+    shutil.rmtree(ckpts / "checkpoint-4")  # as if interrupted after step 2
+    shutil.rmtree(Path(part.output_dir) / "model")
+    run(part, resume=True)
+    a = load_file(str(Path(full.output_dir) / "model" / "model.safetensors"))
+    b = load_file(str(Path(part.output_dir) / "model" / "model.safetensors"))
+    assert a.keys() == b.keys() and all(torch.allclose(a[k], b[k], atol=1e-6) for k in a)
+
+
+def test_strength_ensemble_and_strength_aware_training(tmp_path):
+    from reward_models.strength import StrengthConfig, run_strength
+
+    data = write_pairs(tmp_path / "pairs.jsonl", suite_like_pairs(12))
+    base = tiny_cfg(tmp_path, data)
+    from preference_data.config import to_dict
+
+    cfg = build(StrengthConfig, {"members": 2, "output_dir": str(tmp_path / "strength"), "base": to_dict(base)})
+    rep = run_strength(cfg)
+    rows = [json.loads(x) for x in Path(rep["file"]).read_text().splitlines()]
+    assert len(rows) == 12 and all(len(r["diffs"]) == 2 for r in rows)
+    r0 = rows[0]
+    assert abs(r0["mean"] - sum(r0["diffs"]) / 2) < 1e-5
+    assert abs(r0["std"] - abs(r0["diffs"][0] - r0["diffs"][1]) / 2) < 1e-5
+    flipped = tiny_cfg(tmp_path / "f", data, strength={"file": rep["file"], "flip_fraction": 0.25,
+                                                        "soften_fraction": 0.25, "adaptive_margin": True})
+    report = run(flipped)
+    assert report["strength"] == {"with_strength": 12, "flipped": 3, "softened": 3, "without_strength": 0}
+
+
+# --- bad input ------------------------------------------------------------------------------------------
+
+def _cli(tmp_path: Path, yaml_text: str, capsys) -> tuple[int, str]:
+    f = tmp_path / "c.yaml"
+    f.write_text(yaml_text)
+    code = main(["rm", "train", "--config", str(f)])
+    return code, capsys.readouterr().err
+
+
+def test_bad_input_gives_clear_errors(tmp_path, capsys):
+    code, err = _cli(tmp_path, "kind: rm_train\nmodel: /no/such/model\ndata:\n  source: suite\n", capsys)
+    assert code == 2 and "neither a builtin" in err
+    code, err = _cli(tmp_path, "kind: rm_train\nmodel: builtin:tiny-llama\ndata:\n  source: /no/such.jsonl\n", capsys)
+    assert code == 2 and "/no/such.jsonl" in err
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text('{"prompt": "q", "chosen": "same", "rejected": "same"}\n')
+    code, err = _cli(tmp_path, f"kind: rm_train\nmodel: builtin:tiny-llama\ndata:\n  source: {empty}\n  split: all\n",
+                     capsys)
+    assert code == 2 and "no usable preference pairs" in err and "identical_pair: 1" in err
+    code, err = _cli(tmp_path, "kind: rm_train\nloss:\n  name: bradly_terry\n", capsys)
+    assert code == 2 and "did you mean 'bradley_terry'" in err
+
+
+def test_length_policies_never_lose_pairs_silently(tmp_path, smollm2_tokenizer, capsys):
+    long = PreferencePair([Message("user", "word " * 300)], [Message("assistant", "ok")],
+                          [Message("assistant", "no")], source="toy")
+    pairs = suite_like_pairs(4) + [long]
+    kept, rep = tokenize_pairs(pairs, smollm2_tokenizer, 100, "drop")
+    assert len(kept) == 4 and rep.counts["too_long"] == 1
+    kept, rep = tokenize_pairs(pairs, smollm2_tokenizer, 100, "truncate_prompt_left")
+    assert len(kept) == 5 and rep.counts["prompt_truncated"] == 1 and kept[-1].total_length <= 100
+    data = write_pairs(tmp_path / "p.jsonl", pairs)
+    code, err = _cli(tmp_path, f"kind: rm_train\nmodel: builtin:tiny-llama\ndata:\n  source: {data}\n  split: all\n"
+                               "train:\n  max_length: 100\n  length_policy: raise\n", capsys)
+    assert code == 2 and long.id in err and "truncate_prompt_left" in err
+
+
+@pytest.mark.slow
+def test_two_process_data_parallel_matches_one_process(tmp_path):
+    """torchrun with 2 CPU processes (gloo) and batch 2 each equals one process with batch 4."""
+    data = write_pairs(tmp_path / "pairs.jsonl", suite_like_pairs(16))
+    common = ("kind: rm_train\nmodel: builtin:tiny-llama\n"
+              f"data:\n  source: {data}\n  split: all\neval:\n  split: none\n  stats_pairs: 4\n"
+              "train:\n  method: full\n  max_steps: 2\n  lr: 1.0e-3\n  max_length: 128\n  row_tokens: 512\n"
+              "  precision: fp32\n  lr_scheduler: constant\n")
+    one = tmp_path / "one.yaml"
+    one.write_text(common + f"  batch_size: 4\noutput_dir: {tmp_path / 'one'}\n")
+    two = tmp_path / "two.yaml"
+    two.write_text(common + f"  batch_size: 2\noutput_dir: {tmp_path / 'two'}\n")
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    subprocess.run([sys.executable, "-m", "align.cli.main", "rm", "train", "--config", str(one)], cwd=ROOT,
+                   check=True, env=env, capture_output=True)
+    subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "-m", "align.cli.main",
+                    "rm", "train", "--config", str(two)], cwd=ROOT, check=True, env=env, capture_output=True)
+
+    def losses(run_dir: Path) -> list[float]:
+        rows = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
+        return [r["loss"] for r in rows if "loss" in r]
+
+    from safetensors.torch import load_file
+
+    assert losses(tmp_path / "one") == pytest.approx(losses(tmp_path / "two"), abs=1e-4)
+    a = load_file(str(tmp_path / "one" / "model" / "model.safetensors"))
+    b = load_file(str(tmp_path / "two" / "model" / "model.safetensors"))
+    assert all(torch.allclose(a[k], b[k], atol=1e-5) for k in a)
