@@ -158,7 +158,7 @@ def training_arguments(train: TrainSection, output_dir: str, **extra: Any):
         logging_steps=train.log_every, save_strategy="steps" if train.save_every > 0 else "no",
         save_steps=train.save_every if train.save_every > 0 else 500, eval_strategy="no",
         report_to=list(train.report_to) or "none", remove_unused_columns=False, dataloader_num_workers=0,
-        gradient_checkpointing=train.gradient_checkpointing, disable_tqdm=os.environ.get("CI") == "true",
+        activation_checkpointing=train.gradient_checkpointing, disable_tqdm=os.environ.get("CI") == "true",
         ddp_backend="gloo" if _distributed() and not torch.cuda.is_available() else None, **extra)
 
 

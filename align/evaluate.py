@@ -1,0 +1,179 @@
+"""`align eval policy`: generate on held-out suite prompts and grade with the gold graders.
+
+Reports the mean gold score per objective and overall for the policy and the baseline (by default the
+starting model), and the win rate of the policy against the baseline on the same prompts (win 1, tie 0.5,
+loss 0) judged by the gold graders or by a reward model. Greedy decoding makes a run repeatable; the
+uncertainty that remains is which prompts were drawn, reported as a paired bootstrap 95% interval of the
+mean overall difference (policy - baseline).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from preference_data.errors import UserError
+from preference_data.records import PromptOnly
+
+
+@dataclass
+class PolicyEvalSettings:
+    max_new_tokens: int = 96
+    batch_size: int = 16
+    temperature: float = 0.0
+    dtype: str = "bfloat16"
+    seed: int = 0
+
+
+def load_prompts(source: str, limit: int | None, seed: int = 0) -> list[PromptOnly]:
+    """Held-out suite prompts: 'suite' (its test prompts) or a JSONL of PromptOnly rows with graders."""
+    if source == "suite":
+        from preference_data.suite import build_suite
+
+        prompts = list(build_suite(seed=seed).test_prompts)
+    else:
+        from preference_data.sources import read_records
+
+        records, _ = read_records(source, "prompts")
+        prompts = [r for r in records if isinstance(r, PromptOnly)]
+    prompts = [p for p in prompts if p.grader]
+    if not prompts:
+        raise UserError(f"{source}: no prompts with a gold grader; use 'suite' or a test_prompts.jsonl written by "
+                        "`align data suite`")
+    if limit is not None and limit < len(prompts):
+        # a family-balanced, seeded subset: interleave families so every family is represented
+        by_family: dict[str, list[PromptOnly]] = {}
+        for p in prompts:
+            by_family.setdefault(p.grader or "", []).append(p)
+        rng = random.Random(seed)
+        for v in by_family.values():
+            rng.shuffle(v)
+        mixed = [p for group in zip(*by_family.values(), strict=False) for p in group]
+        seen = {id(p) for p in mixed}
+        rest = [p for v in by_family.values() for p in v if id(p) not in seen]
+        prompts = (mixed + rest)[:limit]
+    return prompts
+
+
+def grade_all(prompts: list[PromptOnly], responses: list[str]) -> list[dict[str, Any]]:
+    from preference_data.suite import grade_prompt_only
+
+    return [grade_prompt_only(p, r).to_dict() for p, r in zip(prompts, responses, strict=True)]
+
+
+def summarize(grades: list[dict[str, Any]], prompts: list[PromptOnly]) -> dict[str, Any]:
+    objectives = sorted({k for g in grades for k in g if k not in ("refused",)})
+    out: dict[str, Any] = {}
+    for k in objectives:
+        vals = [g[k] for g in grades if k in g]
+        out[k] = sum(vals) / len(vals)
+    fams: dict[str, list[float]] = {}
+    for p, g in zip(prompts, grades, strict=True):
+        fams.setdefault(p.grader or "", []).append(g["overall"])
+    out["by_family"] = {f: sum(v) / len(v) for f, v in sorted(fams.items())}
+    out["refusal_rate"] = sum(1 for g in grades if g.get("refused")) / max(len(grades), 1)
+    return out
+
+
+def paired_bootstrap(a: list[float], b: list[float], reps: int = 2000, seed: int = 0) -> tuple[float, float]:
+    """95% interval of mean(a - b) by resampling prompts."""
+    rng = random.Random(seed)
+    d = [x - y for x, y in zip(a, b, strict=True)]
+    n = len(d)
+    means = sorted(sum(d[rng.randrange(n)] for _ in range(n)) / n for _ in range(reps))
+    return means[int(0.025 * reps)], means[int(0.975 * reps) - 1]
+
+
+def win_rate(policy: list[float], baseline: list[float]) -> float:
+    return sum(1.0 if a > b else 0.5 if a == b else 0.0 for a, b in zip(policy, baseline, strict=True)) / len(policy)
+
+
+def evaluate_policy(model: str, baseline: str | None, prompts_source: str = "suite", limit: int | None = 120,
+                    judge: str = "gold", out_dir: str | None = None,
+                    settings: PolicyEvalSettings | None = None,
+                    baseline_cache: str | None = None) -> dict[str, Any]:
+    """Generate with `model` (and `baseline`), grade, compare; write report.json and generations.jsonl."""
+    from preference_data.hub import load_tokenizer
+
+    from .generate import generate, load_policy
+
+    s = settings or PolicyEvalSettings()
+    prompts = load_prompts(prompts_source, limit, s.seed)
+    t0 = time.time()
+    conv = [p.prompt for p in prompts]
+
+    def run_one(ref: str) -> list[str]:
+        tok = load_tokenizer(ref)
+        m = load_policy(ref, s.dtype)
+        return generate(m, tok, conv, s.max_new_tokens, s.batch_size, s.temperature, seed=s.seed, progress=True)
+
+    responses = run_one(model)
+    grades = grade_all(prompts, responses)
+    report: dict[str, Any] = {"model": model, "prompts": len(prompts), "source": prompts_source,
+                              "settings": s.__dict__, "policy": summarize(grades, prompts)}
+    base_responses: list[str] | None = None
+    if baseline:
+        cache = Path(baseline_cache) if baseline_cache else None
+        key = {"baseline": baseline, "ids": [p.id for p in prompts], "settings": s.__dict__}
+        if cache and cache.exists() and json.loads(cache.read_text()).get("key") == key:
+            base_responses = json.loads(cache.read_text())["responses"]
+        else:
+            base_responses = run_one(baseline)
+            if cache:
+                cache.parent.mkdir(parents=True, exist_ok=True)
+                cache.write_text(json.dumps({"key": key, "responses": base_responses}))
+        base_grades = grade_all(prompts, base_responses)
+        report["baseline_model"] = baseline
+        report["baseline"] = summarize(base_grades, prompts)
+        pa, pb = [g["overall"] for g in grades], [g["overall"] for g in base_grades]
+        report["overall_gain"] = report["policy"]["overall"] - report["baseline"]["overall"]
+        report["overall_gain_ci95"] = paired_bootstrap(pa, pb, seed=s.seed)
+        if judge == "gold":
+            report["win_rate"] = win_rate(pa, pb)
+        else:
+            report["win_rate"] = _rm_win_rate(judge, prompts, responses, base_responses)
+        report["judge"] = judge
+    report["seconds"] = round(time.time() - t0, 1)
+    if out_dir:
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        with open(out / "generations.jsonl", "w", encoding="utf-8") as f:
+            for i, p in enumerate(prompts):
+                row = {"id": p.id, "family": p.grader, "prompt": p.prompt[-1].content, "response": responses[i],
+                       "grade": grades[i]}
+                if base_responses is not None:
+                    row["baseline_response"] = base_responses[i]
+                f.write(json.dumps(row, ensure_ascii=False) + "\n")
+        (out / "report.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
+    return report
+
+
+def _rm_win_rate(judge: str, prompts: list[PromptOnly], a: list[str], b: list[str]) -> float:
+    from preference_data.records import Message
+    from reward_models.scorers import load_scorer
+
+    scorer = load_scorer({"kind": "scalar", "model": judge})
+    conv = [p.prompt for p in prompts]
+    sa = scorer.score(conv, [[Message("assistant", x)] for x in a])
+    sb = scorer.score(conv, [[Message("assistant", x)] for x in b])
+    return win_rate(sa, sb)
+
+
+def report_lines(report: dict[str, Any]) -> list[str]:
+    pol = report["policy"]
+    lines = [f"{report['model']} on {report['prompts']} held-out prompts: gold overall {pol['overall']:.3f}"]
+    objs = [k for k in ("correctness", "instruction_following", "conciseness", "safety") if k in pol]
+    lines.append("  " + ", ".join(f"{k} {pol[k]:.3f}" for k in objs) + f", refusals {pol['refusal_rate']:.1%}")
+    if "baseline" in report:
+        base = report["baseline"]
+        lo, hi = report["overall_gain_ci95"]
+        lines.append(f"baseline {report['baseline_model']}: gold overall {base['overall']:.3f}")
+        lines.append(f"gain {report['overall_gain']:+.3f} (95% CI over prompts {lo:+.3f} .. {hi:+.3f}); "
+                     f"win rate vs baseline {report['win_rate']:.3f} (judge: {report['judge']})")
+        for fam, v in pol["by_family"].items():
+            lines.append(f"  {fam}: {base['by_family'].get(fam, float('nan')):.3f} -> {v:.3f}")
+    return lines
