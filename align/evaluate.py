@@ -156,7 +156,7 @@ def _rm_win_rate(judge: str, prompts: list[PromptOnly], a: list[str], b: list[st
     from preference_data.records import Message
     from reward_models.scorers import load_scorer
 
-    scorer = load_scorer({"kind": "scalar", "model": judge})
+    scorer = load_scorer("scalar", model=judge)
     conv = [p.prompt for p in prompts]
     sa = scorer.score(conv, [[Message("assistant", x)] for x in a])
     sb = scorer.score(conv, [[Message("assistant", x)] for x in b])

@@ -26,8 +26,9 @@ How the model scorers (scalar, implicit, judge) run:
 - A failed item scores NaN and never stops the run: an empty response, a conversation the chat template
   rejects, an item too long, a batch whose forward pass raises (retried item by item first). `scorer.failures`
   counts them by reason; the benchmark runner counts the NaNs and reports them.
-- `describe()` holds what changes a score (model, dtype, normalisation, beta, template, ...), not what does not
-  (batch size, device), so cached benchmark scores stay valid when only those change.
+- `describe()` holds what changes a score (model and a fingerprint of its weight files, dtype, normalisation,
+  beta, template, ...), not what does not (batch size, device), so cached benchmark scores stay valid when only
+  those change and are not reused after a model is retrained into the same directory.
 """
 
 from __future__ import annotations
@@ -156,6 +157,24 @@ def _load_lm(ref: str, dtype: str) -> Any:
     return model
 
 
+def weights_fingerprint(ref: str | None) -> str | None:
+    """A short hash of the weight files' names, sizes and modification times in a local model directory (None for
+    a hub id). It is part of `describe()`, so benchmark scores cached for a model are not reused after the model
+    is retrained into the same directory."""
+    import hashlib
+
+    from preference_data.hub import resolve
+
+    if ref is None:
+        return None
+    p = Path(resolve(ref))
+    if not p.is_dir():
+        return None
+    files = sorted(f for f in p.iterdir() if f.suffix in (".safetensors", ".bin", ".pt", ".json") and f.is_file())
+    stamp = [(f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in files]
+    return hashlib.sha1(repr(stamp).encode("utf-8")).hexdigest()[:12]
+
+
 def _is_empty(conv: Conversation) -> bool:
     return not any(m.content.strip() for m in conv)
 
@@ -163,9 +182,10 @@ def _is_empty(conv: Conversation) -> bool:
 class _BatchedModel:
     """Tokenize, bucket by length, pack and run one no-grad forward per batch (scalar, implicit and judge)."""
 
-    def __init__(self, tokenizer: Any, config: Any, opts: ModelOptions) -> None:
+    def __init__(self, tokenizer: Any, config: Any, opts: ModelOptions, device: Any) -> None:
         self.tokenizer = tokenizer
         self.opts = opts
+        self.device = device
         self.max_length = opts.max_length or getattr(config, "max_position_embeddings", None) or 4096
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         self.failures: Counter[str] = Counter()
@@ -255,6 +275,7 @@ class ScalarScorer(_BatchedModel):
 
         from .checkpoint import STATS_FILE, load_rm
 
+        device = _device(opts.device)
         if opts.normalize and not (Path(resolve(opts.model)) / STATS_FILE).exists():
             raise UserError(f"normalize: true needs the RM's reward statistics, but {opts.model} has no {STATS_FILE} "
                             "(reward_models.checkpoint.save_rm writes it); or use normalize: false")
@@ -263,9 +284,8 @@ class ScalarScorer(_BatchedModel):
         if num_labels != 1:
             raise UserError(f"{opts.model} has {num_labels} score heads; the scalar scorer reads a single reward "
                             "(num_labels = 1)")
-        super().__init__(tokenizer, model.config, opts)
-        self.device = _device(opts.device)
-        self.model = model.to(self.device)
+        super().__init__(tokenizer, model.config, opts, device)
+        self.model = model.to(device)
 
     def score(self, prompts: list[Conversation], responses: list[Conversation]) -> list[float]:
         from .forward import last_token_rewards
@@ -277,8 +297,9 @@ class ScalarScorer(_BatchedModel):
         return [self.stats.normalise(r) for r in raw]
 
     def describe(self) -> dict[str, Any]:
-        return {"model": self.opts.model, "dtype": self.opts.dtype, "normalize": self.opts.normalize,
-                "stats": dataclasses.asdict(self.stats), "max_length": self.max_length}
+        return {"model": self.opts.model, "weights": weights_fingerprint(self.opts.model), "dtype": self.opts.dtype,
+                "normalize": self.opts.normalize, "stats": dataclasses.asdict(self.stats),
+                "max_length": self.max_length}
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -299,6 +320,7 @@ class ImplicitScorer(_BatchedModel):
     def __init__(self, opts: ImplicitOptions) -> None:
         from preference_data.hub import load_tokenizer, resolve
 
+        device = _device(opts.device)
         self.policy = _load_lm(opts.model, opts.dtype)
         self.adapter_reference = False
         self.reference = None
@@ -314,11 +336,10 @@ class ImplicitScorer(_BatchedModel):
                                 "(the model the policy was trained from), point model at a peft adapter directory "
                                 "(its base is the reference), or set reference_free: true")
             self.adapter_reference = True
-        super().__init__(load_tokenizer(opts.model), self.policy.config, opts)
-        self.device = _device(opts.device)
-        self.policy.to(self.device)
+        super().__init__(load_tokenizer(opts.model), self.policy.config, opts, device)
+        self.policy.to(device)
         if self.reference is not None:
-            self.reference.to(self.device)
+            self.reference.to(device)
 
     def _rewards(self, batch: Any) -> Any:
         from .forward import sequence_logps
@@ -342,9 +363,10 @@ class ImplicitScorer(_BatchedModel):
             reference = "adapter base (adapters disabled)"
         else:
             reference = self.opts.reference
-        return {"model": self.opts.model, "reference": reference, "reference_free": self.opts.reference_free,
-                "beta": self.opts.beta, "normalization": self.opts.normalization, "dtype": self.opts.dtype,
-                "max_length": self.max_length}
+        return {"model": self.opts.model, "weights": weights_fingerprint(self.opts.model), "reference": reference,
+                "reference_weights": weights_fingerprint(self.opts.reference),
+                "reference_free": self.opts.reference_free, "beta": self.opts.beta,
+                "normalization": self.opts.normalization, "dtype": self.opts.dtype, "max_length": self.max_length}
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -391,6 +413,7 @@ class JudgeScorer(_BatchedModel):
     def __init__(self, opts: JudgeOptions) -> None:
         from preference_data.hub import load_tokenizer
 
+        device = _device(opts.device)
         self.model = _load_lm(opts.model, opts.dtype)
         tokenizer = load_tokenizer(opts.model)
         ids = [tokenizer.encode(a, add_special_tokens=False) for a in JUDGE_ANSWERS]
@@ -398,9 +421,8 @@ class JudgeScorer(_BatchedModel):
             raise UserError(f"the judge reads the logits of the answers {JUDGE_ANSWERS}, but {opts.model}'s tokenizer "
                             f"splits them into {ids}; use a model whose tokenizer has them as single tokens")
         self.answer_ids = [i[0] for i in ids]
-        super().__init__(tokenizer, self.model.config, opts)
-        self.device = _device(opts.device)
-        self.model.to(self.device)
+        super().__init__(tokenizer, self.model.config, opts, device)
+        self.model.to(device)
 
     def _encode_judge(self, prompt: Conversation, a: Conversation, b: Conversation) -> Item | None:
         from preference_data.records import Message
@@ -436,7 +458,8 @@ class JudgeScorer(_BatchedModel):
         return self._run(items, self._p_a)
 
     def describe(self) -> dict[str, Any]:
-        return {"model": self.opts.model, "dtype": self.opts.dtype, "template": JUDGE_TEMPLATE,
+        return {"model": self.opts.model, "weights": weights_fingerprint(self.opts.model), "dtype": self.opts.dtype,
+                "template": JUDGE_TEMPLATE,
                 "answers": list(JUDGE_ANSWERS), "max_length": self.max_length}
 
 
@@ -585,4 +608,4 @@ def load_scorer(spec: str | dict[str, Any], **options: Any) -> Scorer:
 
 __all__ = ["SCORERS", "ScorerEntry", "load_scorer", "ModelOptions", "ScalarOptions", "ImplicitOptions",
            "JudgeOptions", "GraderOptions", "ScalarScorer", "ImplicitScorer", "JudgeScorer", "GraderScorer",
-           "JUDGE_TEMPLATE", "JUDGE_ANSWERS", "judge_message"]
+           "JUDGE_TEMPLATE", "JUDGE_ANSWERS", "judge_message", "weights_fingerprint"]

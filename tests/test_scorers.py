@@ -1,0 +1,335 @@
+"""Scorers (reward_models/scorers.py) on the tiny test model, each checked against a plain unpacked forward.
+
+Every expected value is computed the obvious way: one sequence at a time, no packing, no batching, the
+reward or log-prob read at hand-picked positions, in fp32.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from pathlib import Path
+
+import pytest
+import torch
+
+from preference_data.errors import ConfigError, UserError
+from preference_data.records import Message
+from preference_data.tokenize import tokenize_single
+from reward_models.scorers import SCORERS, load_scorer
+
+TINY = "builtin:tiny-llama"
+STATS = {"mean": 0.25, "std": 2.0, "n": 10}
+
+
+def _conv(*turns: tuple[str, str]) -> list[Message]:
+    return [Message(role, content) for role, content in turns]
+
+
+PROMPTS = [
+    _conv(("user", "What is 2 + 2?")),
+    _conv(("system", "You answer briefly."), ("user", "Name a colour.")),
+    _conv(("user", "Hi"), ("assistant", "Hello! How can I help?"), ("user", "Tell me a fact about the moon, please.")),
+    _conv(("user", "Write one word.")),
+]
+RESPONSES = [
+    _conv(("assistant", "4")),
+    _conv(("assistant", "Blue, the colour of a clear sky at noon.")),
+    _conv(("assistant", "The Moon has no atmosphere to speak of, so its sky is black even by day.")),
+    _conv(("assistant", "Word")),
+]
+
+
+@pytest.fixture(scope="module")
+def tok(tiny_model_ref):
+    from preference_data.hub import load_tokenizer
+
+    return load_tokenizer(tiny_model_ref)
+
+
+@pytest.fixture(scope="module")
+def rm_dir(tmp_path_factory, tiny_model_ref) -> Path:
+    """A tiny seq-cls RM with a large random head (distinct rewards), saved with its statistics."""
+    from preference_data.hub import load_seq_cls, load_tokenizer
+    from reward_models.checkpoint import RewardStats, save_rm
+
+    model = load_seq_cls(tiny_model_ref, dtype="float32")
+    torch.manual_seed(1)
+    torch.nn.init.normal_(model.score.weight, std=1.0)
+    out = tmp_path_factory.mktemp("rm") / "rm"
+    save_rm(model, load_tokenizer(tiny_model_ref), out, RewardStats(**STATS, computed_on="test"))
+    return out
+
+
+@pytest.fixture(scope="module")
+def ref_dir(tmp_path_factory, tiny_model_ref) -> Path:
+    """A reference causal LM: the tiny model with perturbed weights."""
+    from preference_data.hub import load_causal_lm, load_tokenizer
+
+    model = load_causal_lm(tiny_model_ref, dtype="float32")
+    torch.manual_seed(2)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.02 * torch.randn_like(p))
+    out = tmp_path_factory.mktemp("ref") / "ref"
+    model.save_pretrained(str(out))
+    load_tokenizer(tiny_model_ref).save_pretrained(str(out))
+    return out
+
+
+@pytest.fixture(scope="module")
+def scalar(rm_dir):
+    return load_scorer("scalar", model=str(rm_dir), dtype="float32")
+
+
+def _plain_last_token_reward(model, p: list[int], r: list[int], at: int = -1) -> float:
+    h = model.model(input_ids=torch.tensor([p + r])).last_hidden_state[0]  # (T, H)
+    return model.score(h[at]).item()
+
+
+def _plain_logp(model, p: list[int], r: list[int]) -> float:
+    logp = model(input_ids=torch.tensor([p + r])).logits[0].float().log_softmax(-1)  # (T, V)
+    # the logits at position (P - 1 + i) predict response token i
+    return sum(logp[len(p) - 1 + i, t].item() for i, t in enumerate(r))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# scalar
+# ---------------------------------------------------------------------------------------------------------
+
+def test_table_lists_every_kind_with_its_needs():
+    rows = {r["name"]: r for r in SCORERS.rows()}
+    assert set(rows) == {"scalar", "implicit", "judge", "grader"}
+    assert rows["judge"]["kind"] == "pairwise" and rows["scalar"]["kind"] == "pointwise"
+    assert all(r["summary"] and r["needs"] for r in rows.values())
+
+
+def test_scalar_equals_plain_forward_at_the_last_token(scalar, tok):
+    with torch.no_grad():
+        expected = [_plain_last_token_reward(scalar.model, *tokenize_single(tok, p, r))
+                    for p, r in zip(PROMPTS, RESPONSES)]
+    got = scalar.score(PROMPTS, RESPONSES)
+    assert got == pytest.approx(expected, abs=1e-4)
+    assert len(set(round(g, 3) for g in got)) == len(got)  # distinct rewards: the check is not vacuous
+    d = scalar.describe()
+    assert d["model"] == scalar.opts.model and d["dtype"] == "float32" and d["normalize"] is False
+    assert d["stats"]["mean"] == STATS["mean"] and scalar.kind == "pointwise" and scalar.name == "scalar"
+
+
+def test_pad_equals_eos_reward_is_read_at_the_closing_eos(scalar, tok):
+    """SmolLM2's pad id is its EOS (<|im_end|>), which closes every response. transformers' own pooling picks
+    "the last token that is not pad", i.e. the token before that EOS; the scorer reads the EOS itself."""
+    assert tok.pad_token_id == tok.eos_token_id
+    p, r = tokenize_single(tok, PROMPTS[1], RESPONSES[1])
+    assert r[-1] == tok.eos_token_id
+    with torch.no_grad():
+        at_eos = _plain_last_token_reward(scalar.model, p, r, at=-1)
+        before_eos = _plain_last_token_reward(scalar.model, p, r, at=-2)
+        hf_pooled = scalar.model(input_ids=torch.tensor([p + r])).logits[0, 0].item()
+    assert hf_pooled == pytest.approx(before_eos, abs=1e-4)
+    assert abs(at_eos - before_eos) > 1e-3
+    assert scalar.score([PROMPTS[1]], [RESPONSES[1]])[0] == pytest.approx(at_eos, abs=1e-4)
+
+
+def test_normalize_uses_the_saved_stats(rm_dir, scalar):
+    norm = load_scorer({"type": "scalar", "model": str(rm_dir), "normalize": True}, dtype="float32")
+    raw = scalar.score(PROMPTS, RESPONSES)
+    assert norm.score(PROMPTS, RESPONSES) == pytest.approx([(x - STATS["mean"]) / STATS["std"] for x in raw], abs=1e-5)
+    assert norm.describe()["normalize"] is True
+
+
+def test_weights_fingerprint_changes_when_the_model_is_rewritten(tmp_path, rm_dir):
+    import os
+    import shutil
+
+    from reward_models.scorers import weights_fingerprint
+
+    copy = tmp_path / "rm"
+    shutil.copytree(rm_dir, copy)
+    before = weights_fingerprint(str(copy))
+    assert before is not None and before == weights_fingerprint(str(copy))
+    weights = copy / "model.safetensors"
+    os.utime(weights, ns=(weights.stat().st_atime_ns, weights.stat().st_mtime_ns + 10**9))
+    assert weights_fingerprint(str(copy)) != before
+
+
+def test_batch_size_and_order_do_not_change_scores(rm_dir, scalar):
+    """One batch (a long item makes the rows long enough that the short items share rows) vs one item per
+    forward in shuffled order."""
+    prompts = PROMPTS + [PROMPTS[0]]
+    responses = RESPONSES + [_conv(("assistant", "A much longer answer. " * 12))]
+    ref = scalar.score(prompts, responses)
+    one_by_one = load_scorer("scalar", model=str(rm_dir), dtype="float32", batch_tokens=1)
+    perm = list(range(len(prompts)))
+    random.Random(0).shuffle(perm)
+    shuffled = one_by_one.score([prompts[i] for i in perm], [responses[i] for i in perm])
+    assert [shuffled[perm.index(i)] for i in range(len(prompts))] == pytest.approx(ref, abs=1e-4)
+    assert one_by_one.describe() == scalar.describe()  # batch size is not part of the identity
+
+
+def test_empty_response_is_nan_and_the_rest_still_score(scalar):
+    ref = scalar.score(PROMPTS[:2], RESPONSES[:2])
+    got = scalar.score([PROMPTS[0], PROMPTS[0], PROMPTS[1]], [RESPONSES[0], _conv(("assistant", "  ")), RESPONSES[1]])
+    assert math.isnan(got[1]) and [got[0], got[2]] == pytest.approx(ref, abs=1e-4)
+    assert scalar.failures["empty_response"] >= 1
+
+
+def test_long_prompt_is_cut_from_the_left(rm_dir, tok):
+    s = load_scorer("scalar", model=str(rm_dir), dtype="float32", max_length=24)
+    p, r = tokenize_single(tok, PROMPTS[2], RESPONSES[0])
+    assert len(p) + len(r) > 24
+    with torch.no_grad():
+        expected = _plain_last_token_reward(s.model, p[len(p) + len(r) - 24:], r)
+    assert s.score([PROMPTS[2]], [RESPONSES[0]])[0] == pytest.approx(expected, abs=1e-4)
+    assert math.isnan(s.score([PROMPTS[0]], [_conv(("assistant", "word " * 40))])[0])  # response alone too long
+
+
+def test_bfloat16_default_is_close_to_float32(rm_dir, scalar):
+    bf16 = load_scorer("scalar", model=str(rm_dir))
+    assert bf16.describe()["dtype"] == "bfloat16"
+    got, ref = bf16.score(PROMPTS, RESPONSES), scalar.score(PROMPTS, RESPONSES)
+    assert all(math.isfinite(g) for g in got)
+    assert got == pytest.approx(ref, abs=0.1 * max(abs(x) for x in ref))
+
+
+def test_bad_specs_are_user_errors(rm_dir, tiny_model_ref):
+    with pytest.raises(UserError, match="did you mean 'scalar'"):
+        load_scorer("scalr", model=str(rm_dir))
+    with pytest.raises(ConfigError) as e:
+        load_scorer("scalar", model=str(rm_dir), normalise=True, dtype="fp8")
+    assert "did you mean 'normalize'" in str(e.value) and "dtype" in str(e.value)  # both problems at once
+    with pytest.raises(UserError, match="needs 'type'"):
+        load_scorer({"model": str(rm_dir)})
+    with pytest.raises(UserError, match="needs a reference model"):
+        load_scorer("implicit", model=tiny_model_ref)
+    with pytest.raises(ConfigError, match="reference_free"):
+        load_scorer("implicit", model=tiny_model_ref, reference=tiny_model_ref, reference_free=True)
+
+
+def test_normalize_without_stats_is_a_user_error(tmp_path, tiny_model_ref):
+    from preference_data.hub import load_seq_cls, load_tokenizer
+
+    d = tmp_path / "rm-nostats"
+    load_seq_cls(tiny_model_ref, dtype="float32").save_pretrained(str(d))
+    load_tokenizer(tiny_model_ref).save_pretrained(str(d))
+    with pytest.raises(UserError, match="reward_stats.json"):
+        load_scorer("scalar", model=str(d), normalize=True)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# implicit
+# ---------------------------------------------------------------------------------------------------------
+
+def test_implicit_equals_beta_times_plain_log_ratio(ref_dir, tok, tiny_model_ref):
+    s = load_scorer("implicit", model=tiny_model_ref, reference=str(ref_dir), beta=0.5, dtype="float32")
+    with torch.no_grad():
+        expected = [0.5 * (_plain_logp(s.policy, *ids) - _plain_logp(s.reference, *ids))
+                    for ids in (tokenize_single(tok, p, r) for p, r in zip(PROMPTS, RESPONSES))]
+    got = s.score(PROMPTS, RESPONSES)
+    assert got == pytest.approx(expected, abs=1e-3)
+    assert any(abs(g) > 1e-2 for g in got)
+    assert s.describe()["reference"] == str(ref_dir) and s.describe()["beta"] == 0.5
+
+
+def test_reference_free_mean_is_simpo_reward(tok, tiny_model_ref):
+    """r = beta / |y| * log pi(y|x), |y| counting the response tokens with the closing EOS."""
+    s = load_scorer("implicit", model=tiny_model_ref, reference_free=True, normalization="mean", beta=2.0,
+                    dtype="float32")
+    with torch.no_grad():
+        expected = []
+        for p, r in zip(PROMPTS, RESPONSES):
+            ids = tokenize_single(tok, p, r)
+            expected.append(2.0 * _plain_logp(s.policy, *ids) / len(ids[1]))
+    assert s.score(PROMPTS, RESPONSES) == pytest.approx(expected, abs=1e-3)
+
+
+def test_lora_policy_uses_its_base_as_reference(tmp_path, tok, tiny_model_ref):
+    """A fresh LoRA adapter has B = 0, so policy == base and the reward is 0; perturbed adapters move it."""
+    from peft import LoraConfig, get_peft_model
+
+    from preference_data.hub import load_causal_lm
+
+    lora = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM")
+    peft_model = get_peft_model(load_causal_lm(tiny_model_ref, dtype="float32"), lora)
+    peft_model.save_pretrained(str(tmp_path / "fresh"))
+    fresh = load_scorer("implicit", model=str(tmp_path / "fresh"), dtype="float32")
+    assert fresh.describe()["reference"] == "adapter base (adapters disabled)"
+    assert fresh.score(PROMPTS, RESPONSES) == pytest.approx([0.0] * len(PROMPTS), abs=1e-6)
+
+    torch.manual_seed(3)
+    with torch.no_grad():
+        for name, p in peft_model.named_parameters():
+            if "lora_B" in name:
+                p.normal_(std=0.5)
+    peft_model.save_pretrained(str(tmp_path / "trained"))
+    trained = load_scorer("implicit", model=str(tmp_path / "trained"), dtype="float32", beta=1.0)
+    base = load_causal_lm(tiny_model_ref, dtype="float32")
+    with torch.no_grad():
+        expected = [_plain_logp(trained.policy, *ids) - _plain_logp(base, *ids)
+                    for ids in (tokenize_single(tok, p, r) for p, r in zip(PROMPTS, RESPONSES))]
+    got = trained.score(PROMPTS, RESPONSES)
+    assert got == pytest.approx(expected, abs=1e-3) and all(abs(g) > 1e-3 for g in got)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# judge
+# ---------------------------------------------------------------------------------------------------------
+
+def test_judge_probabilities_shapes_and_order(tiny_model_ref):
+    j = load_scorer("judge", model=tiny_model_ref, dtype="float32")
+    assert j.kind == "pairwise"
+    a, b = RESPONSES, RESPONSES[1:] + RESPONSES[:1]
+    ab = j.compare(PROMPTS, a, b)
+    ba = j.compare(PROMPTS, b, a)
+    assert len(ab) == len(ba) == len(PROMPTS)
+    assert all(0.0 < x < 1.0 for x in ab + ba)
+    assert any(abs(x - y) > 1e-6 for x, y in zip(ab, ba))  # swapping A and B changes the judge's input
+    assert j.compare(PROMPTS[:1], a[:1], b[:1])[0] == pytest.approx(ab[0], abs=1e-5)  # batch-independent
+    out = j.compare(PROMPTS[:2], [a[0], _conv(("assistant", ""))], b[:2])
+    assert out[0] == pytest.approx(ab[0], abs=1e-5) and math.isnan(out[1])
+    assert "[RESPONSE A]" in j.describe()["template"] and j.describe()["answers"] == ["A", "B"]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# grader
+# ---------------------------------------------------------------------------------------------------------
+
+def test_grader_reproduces_the_gold_scores_of_suite_pairs(tmp_path):
+    from preference_data.suite import build_suite, write_suite
+
+    suite = build_suite(n_per_family=3, seed=0)
+    pairs = suite.pairs
+    g = load_scorer("grader")
+    got_c = g.score([p.prompt for p in pairs], [p.chosen for p in pairs])
+    got_r = g.score([p.prompt for p in pairs], [p.rejected for p in pairs])
+    assert got_c == pytest.approx([p.attributes["gold_chosen"]["overall"] for p in pairs], abs=1e-4)
+    assert got_r == pytest.approx([p.attributes["gold_rejected"]["overall"] for p in pairs], abs=1e-4)
+    assert math.isnan(g.score([_conv(("user", "not a suite prompt"))], [RESPONSES[0]])[0])
+
+    write_suite(suite, str(tmp_path / "suite"))
+    from_files = load_scorer("grader", tasks=str(tmp_path / "suite"), objective="correctness")
+    got = from_files.score([pairs[0].prompt], [pairs[0].rejected])
+    assert got[0] == pytest.approx(pairs[0].attributes["gold_rejected"]["correctness"], abs=1e-4)
+    assert from_files.describe()["n_tasks"] == len(suite.tasks)
+    with pytest.raises(UserError, match="did you mean 'safety'"):
+        load_scorer("grader", objective="safty")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the real default model
+# ---------------------------------------------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_real_model_implicit_and_judge_smoke():
+    """SmolLM2-135M-Instruct: a fitting answer is more likely than word salad (reference-free mean log-prob),
+    and the judge returns probabilities for both orders."""
+    real = "builtin:smollm2-135m-instruct"
+    prompts = [_conv(("user", "What is the capital of France?"))] * 2
+    good = _conv(("assistant", "The capital of France is Paris."))
+    salad = _conv(("assistant", "Purple quantum banana sofa."))
+    s = load_scorer("implicit", model=real, reference_free=True, normalization="mean", beta=1.0)
+    r_good, r_salad = s.score(prompts, [good, salad])
+    assert r_good > r_salad
+    j = load_scorer("judge", model=real)
+    p = j.compare(prompts, [good, salad], [salad, good])
+    assert all(0.0 < x < 1.0 for x in p)
