@@ -1,10 +1,17 @@
 """The `align` command. Verbs import their heavy dependencies only when they run, so `align --help` is fast.
 
-    align quickstart                       the main job on the embedded default model and data
-    align data doctor SOURCE               what a data source contains (counts, drops, lengths, boundaries)
-    align data suite --out DIR             write the verifiable preference suite as JSONL
-    align validate FILE                    check a config without running it
-    align ls [losses|scorers|benchmarks|sources|formats|pairing|families|models]   component tables
+    align quickstart                         the main job on the embedded default model and data
+    align rm train --config FILE [k=v ...]   train a Bradley-Terry reward model
+    align rm score | strength                score responses; preference strength from an RM ensemble
+    align train --config FILE [k=v ...]      align a policy (DPO, cDPO, robust, IPO, hinge, SimPO, INPO)
+    align eval policy --model M              gold-graded evaluation on held-out suite prompts
+    align bench run BENCH --model M          score a reward model on an RM benchmark; `bench show` renders
+    align data doctor SOURCE                 what a data source contains (counts, drops, lengths, boundaries)
+    align data suite --out DIR               write the verifiable preference suite as JSONL
+    align validate FILE                      check a config without running it
+    align ls [TABLE]                         component tables (losses, rm-losses, scorers, benchmarks, ...)
+
+Run `align VERB --help` for a verb's options and examples.
 """
 
 from __future__ import annotations
@@ -30,7 +37,7 @@ def _examples(verb: str) -> str:
 
 
 # modules with `register(subparsers, add)` adding more verbs (kept light: heavy imports inside commands)
-VERB_GROUPS: list[str] = ["align.cli.rm", "align.cli.bench", "align.cli.train"]
+VERB_GROUPS: list[str] = ["align.cli.rm", "align.cli.train", "align.cli.evalcmd", "align.cli.bench"]
 
 
 # --- verbs -------------------------------------------------------------------------------------------
