@@ -89,9 +89,23 @@ def read_records(source: str, fmt: str = "auto", hub_split: str = "train",
         fmt = detect_format(first[1], f"{source} ({report.row_unit} {first[0]})")
 
         rows = itertools.chain([first], rows)
-    records = list(FORMATS[fmt].adapt(rows, report))
+    records = _drop_duplicates(list(FORMATS[fmt].adapt(rows, report)), report)
     report.details.setdefault("format", fmt)
     return records, report
+
+
+def _drop_duplicates(records: list[Record], report: DataReport) -> list[Record]:
+    """Keep the first of records with the same content (same id); count the repeats with their rows."""
+    seen: dict[str, object] = {}
+    out = []
+    for r in records:
+        if r.id in seen:
+            report.drop("duplicate", r.attributes.get("row", r.id) if hasattr(r, "attributes") else r.id,
+                        f"same prompt and responses as {report.row_unit} {seen[r.id]}")
+            continue
+        seen[r.id] = r.attributes.get("row", "?") if hasattr(r, "attributes") else "?"
+        out.append(r)
+    return out
 
 
 def _suite(cfg: DataConfig) -> Loaded:
