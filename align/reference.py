@@ -1,0 +1,222 @@
+"""Frozen log-probs: the reference policy's (and INPO's previous iterate's) per-pair log-probs, computed once.
+
+A loss with a reference needs log π_ref(y|x) for every chosen and rejected response. Under LoRA the
+trainer gets them on the fly from the base model with adapters disabled (no second copy). Otherwise
+they are computed here once, before training, and carried into each batch as per-pair columns (the
+`PackCollator` `extra` attributes `ref_chosen_logps`, `ref_rejected_logps`, and `prev_*` for INPO's
+previous iterate π_t), so the frozen model is never in memory during training: a separately loaded
+model is freed right after, and when the frozen model *is* the initial policy its weights are read
+before the first optimizer step.
+
+The pass is batched, without gradients, in the run's precision (bf16 autocast unless `fp32`), packed
+and prefix-shared exactly like training batches. Results are cached on disk:
+
+    <PREFALIGN_CACHE or ~/.cache/prefalign>/logps/<key>.safetensors    tensors "chosen", "rejected" (B,)
+
+`key` hashes everything the numbers depend on (`cache_parts`): the token ids of every pair in order,
+the model reference with a fingerprint of its weights files (name, size, mtime; the snapshot path,
+which holds the commit, for hub models in the local hub cache), the precision and weight dtype, and
+the length settings. A rerun, a `--resume`, or another data-parallel rank reuses the file; a file lock
+makes concurrent ranks compute it once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import gc
+import hashlib
+import json
+import os
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from preference_data.hub import cache_dir, load_causal_lm, resolve
+from preference_data.packing import PackedBatch, pack_pairs
+
+CACHE_VERSION = 1  # bump when the meaning of a cached number changes
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
+COLUMNS = {"reference": "ref", "previous": "prev"}  # role -> column prefix in pair attributes / batches
+
+
+def columns(role: str) -> tuple[str, str]:
+    """The per-pair column names a role's log-probs travel under: (`<p>_chosen_logps`, `<p>_rejected_logps`)."""
+    p = COLUMNS[role]
+    return f"{p}_chosen_logps", f"{p}_rejected_logps"
+
+
+# --- cache keys --------------------------------------------------------------------------------------
+
+def weights_fingerprint(model_ref: str) -> str:
+    """What identifies a model's weights without reading them: each weights file's name, size and mtime.
+
+    Hub ids use their snapshot in the local hub cache (its path holds the commit hash); a hub model not
+    cached yet is identified by its id alone. A LoRA adapter directory includes its base's fingerprint.
+    """
+    path = Path(resolve(model_ref))
+    if not path.exists():
+        try:
+            from huggingface_hub import snapshot_download
+
+            path = Path(snapshot_download(str(path), local_files_only=True))
+        except Exception:  # not in the local hub cache (yet): only the id identifies it
+            return f"hub:{model_ref}"
+    files = []
+    for f in sorted(path.iterdir()):
+        if f.suffix in WEIGHT_SUFFIXES:
+            st = f.stat()
+            files.append([f.name, st.st_size, st.st_mtime_ns])
+    out = {"path": str(path), "files": files}
+    adapter = path / "adapter_config.json"
+    if adapter.exists():
+        base = json.loads(adapter.read_text(encoding="utf-8")).get("base_model_name_or_path")
+        out["base"] = weights_fingerprint(base) if base else None
+    return json.dumps(out, sort_keys=True)
+
+
+def data_fingerprint(pairs: Sequence[Any]) -> str:
+    """sha256 of the token ids of every pair, in order (prompt, chosen, rejected)."""
+    h = hashlib.sha256()
+    for p in pairs:
+        h.update(json.dumps([p.prompt_ids, p.chosen_ids, p.rejected_ids]).encode())
+    return h.hexdigest()
+
+
+def cache_parts(pairs: Sequence[Any], model_ref: str, precision: str, weights_dtype: str,
+                max_length: int, length_policy: str) -> dict[str, Any]:
+    """Everything a cached set of log-probs depends on (hashed into the file name)."""
+    return {"version": CACHE_VERSION, "data": data_fingerprint(pairs), "pairs": len(pairs), "model": model_ref,
+            "weights": weights_fingerprint(model_ref), "precision": precision, "weights_dtype": weights_dtype,
+            "max_length": max_length, "length_policy": length_policy}
+
+
+def cache_file(parts: dict[str, Any]) -> Path:
+    key = hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:40]
+    return cache_dir() / "logps" / f"{key}.safetensors"
+
+
+@contextlib.contextmanager
+def _file_lock(path: Path):
+    """Exclusive lock beside `path`, so concurrent processes (data-parallel ranks) compute a file once."""
+    import fcntl
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(str(path) + ".lock", "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _read(path: Path, n: int) -> tuple[torch.Tensor, torch.Tensor] | None:
+    from safetensors.torch import load_file
+
+    try:
+        t = load_file(str(path))
+    except Exception:  # a damaged file is recomputed
+        return None
+    if t["chosen"].shape != (n,) or t["rejected"].shape != (n,):
+        return None
+    return t["chosen"], t["rejected"]
+
+
+def _write(path: Path, chosen: torch.Tensor, rejected: torch.Tensor, parts: dict[str, Any]) -> None:
+    from safetensors.torch import save_file
+
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    save_file({"chosen": chosen.contiguous(), "rejected": rejected.contiguous()}, str(tmp),
+              metadata={"parts": json.dumps(parts, sort_keys=True)})
+    os.replace(tmp, path)  # atomic: a reader sees the old state or the whole file
+
+
+# --- the computation ---------------------------------------------------------------------------------
+
+def _to(batch: PackedBatch, device: torch.device) -> PackedBatch:
+    return dataclasses.replace(batch, **{f.name: getattr(batch, f.name).to(device)
+                                         for f in dataclasses.fields(batch)
+                                         if isinstance(getattr(batch, f.name), torch.Tensor)})
+
+
+@torch.no_grad()
+def pair_logps(model: torch.nn.Module, pairs: Sequence[Any], pad_id: int, batch_size: int, row_tokens: int,
+               autocast: bool, device: torch.device | str = "cpu",
+               desc: str | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Summed response log-probs of chosen (B,) and rejected (B,) for tokenized pairs, in order, in fp32."""
+    from tqdm.auto import tqdm
+
+    from reward_models.forward import sequence_logps
+
+    device = torch.device(device)
+    was_training = model.training
+    model.eval()
+    chosen, rejected = [], []
+    starts = range(0, len(pairs), batch_size)
+    with torch.autocast(device.type, dtype=torch.bfloat16, enabled=autocast):
+        for s in tqdm(starts, desc=desc, disable=desc is None or os.environ.get("CI") == "true", leave=False):
+            chunk = pairs[s:s + batch_size]
+            logps = sequence_logps(model, _to(pack_pairs(chunk, pad_id, row_tokens), device)).float()  # (2b,)
+            chosen.append(logps[:len(chunk)].cpu())
+            rejected.append(logps[len(chunk):].cpu())
+    model.train(was_training)
+    if not chosen:
+        return torch.zeros(0), torch.zeros(0)
+    return torch.cat(chosen), torch.cat(rejected)
+
+
+def frozen_logps(role: str, model_ref: str, sets: dict[str, Sequence[Any]], *, precision: str, weights_dtype: str,
+                 max_length: int, length_policy: str, pad_id: int, row_tokens: int, batch_size: int,
+                 device: torch.device | str = "cpu", model: torch.nn.Module | None = None) -> dict[str, Any]:
+    """Compute (or read from the cache) `role`'s log-probs for each named pair set and attach them as columns.
+
+    role: "reference" or "previous" (column prefix `ref` / `prev`, see `columns`). model_ref: the frozen
+    model. `model`: those weights already in memory (the initial policy, before any update); otherwise
+    the model is loaded only on a cache miss, and freed before returning. Returns a report:
+    {"role", "model", "cache": {set: "hit"|"miss"}, "files": {set: path}, "seconds"}.
+    """
+    t0 = time.time()
+    report: dict[str, Any] = {"role": role, "model": model_ref, "cache": {}, "files": {}}
+    loaded: torch.nn.Module | None = None
+    try:
+        for name, pairs in sets.items():
+            if not pairs:
+                continue
+            parts = cache_parts(pairs, model_ref, precision, weights_dtype, max_length, length_policy)
+            path = cache_file(parts)
+            with _file_lock(path):
+                got = _read(path, len(pairs)) if path.exists() else None
+                report["cache"][name] = "hit" if got is not None else "miss"
+                if got is None:
+                    if model is None and loaded is None:
+                        loaded = load_causal_lm(model_ref, dtype=weights_dtype)
+                    net = model if model is not None else loaded
+                    net.to(device)
+                    got = pair_logps(net, pairs, pad_id, batch_size, row_tokens, autocast=precision == "bf16",
+                                     device=device, desc=f"{role} log-probs ({name})")
+                    _write(path, got[0], got[1], parts)
+            report["files"][name] = str(path)
+            if int(os.environ.get("RANK", "0")) == 0:
+                print(f"{role} log-probs of {len(pairs)} {name} pairs from {model_ref}: "
+                      f"{'cache hit' if report['cache'][name] == 'hit' else 'computed and cached'} ({path})",
+                      flush=True)
+            attach(pairs, role, *got)
+    finally:
+        if loaded is not None:  # the frozen model is not needed in memory during training
+            del loaded
+            gc.collect()
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+    report["seconds"] = round(time.time() - t0, 1)
+    return report
+
+
+def attach(pairs: Sequence[Any], role: str, chosen: torch.Tensor, rejected: torch.Tensor) -> None:
+    """Store per-pair log-probs in each pair's attributes under `columns(role)` (read by `PackCollator`)."""
+    c_name, r_name = columns(role)
+    for p, c, r in zip(pairs, chosen.tolist(), rejected.tolist(), strict=True):
+        p.attributes[c_name] = c
+        p.attributes[r_name] = r

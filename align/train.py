@@ -1,0 +1,505 @@
+"""`align train`: offline preference optimization (DPO family, IPO, SimPO, an INPO step) on any stage-1 source.
+
+Reads top to bottom: config (validated, loss included, before any model loads) -> data (load, split,
+tokenize with an explicit length policy) -> policy (LoRA or full) -> frozen log-probs (reference and
+previous iterate, precomputed and cached unless the reference is the LoRA base with adapters disabled)
+-> train (transformers.Trainer on packed, prefix-shared pairs; the loss comes only from
+`align.losses.compute_loss`) -> evaluate (implicit-reward accuracy overall and per source / family /
+corruption) -> save (a peft adapter plus a merged copy, or the full model; tokenizer with each) -> report.
+
+Reference handling (`reference.kind`):
+  auto               the loss decides: none for reference-free losses (SimPO); with LoRA and the reference
+                     being the initial policy, `adapters_disabled`; otherwise `precomputed`
+  adapters_disabled  the same packed batch runs through the same model under peft's `disable_adapter()`
+                     and `torch.no_grad()`: the frozen base is the reference, no second copy in memory
+  precomputed        log π_ref computed once before training (`align.reference`), cached on disk and
+                     carried into batches as per-pair columns; the reference model is freed before training
+  none               no reference (reference-free losses only)
+INPO's previous iterate π_t (`previous.model`) is always precomputed the same way.
+
+Logged per optimizer step (averaged over the micro-batches between log steps), TRL's names where TRL
+has them: loss, logps/{chosen,rejected} (summed per sequence), rewards/{chosen,rejected,margins,accuracies}
+(the loss's implicit rewards), lengths/{chosen,rejected} (response tokens), logps/chosen_per_token, and
+kl_estimate: the mean per-token log-ratio log π_θ − log π_ref over all chosen and rejected tokens of the
+batch. On offline data that is an *estimate* only: the tokens come from the data, not from π_θ, so it is
+not KL(π_θ‖π_ref) (which would need samples from π_θ) and can be negative; it shows how far the policy
+has moved on the training responses. An alert fires (printed once, kept in the report) when the mean
+chosen log-prob per token falls more than `alerts.chosen_logp_drop` nats below its first logged value:
+DPO-style losses can raise the margin by pushing both responses down ("likelihood displacement").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+
+from preference_data.config import dump_yaml, option
+from preference_data.errors import UserError
+from preference_data.hub import DEFAULT_MODEL
+from preference_data.sources import DataConfig
+from reward_models.training import LoraSection, TrainSection
+
+from .losses import LOSSES, LossOutput, PairLogps, check_loss_config, compute_loss
+from .reference import columns
+
+ReferenceKind = Literal["auto", "adapters_disabled", "precomputed", "none"]
+
+
+@dataclass
+class LossSection:
+    name: str = option("sigmoid", "preference loss (see `align ls losses`)")
+    params: dict[str, Any] = option(factory=dict, doc="loss parameters, e.g. {beta: 0.1}; every loss also takes "
+                                                      "sft_weight (NLL of the chosen response per token)")
+
+
+@dataclass
+class ReferenceSection:
+    kind: ReferenceKind = option("auto", "auto | adapters_disabled | precomputed | none (see the module docstring)")
+    model: str | None = option(None, "reference model (default: the initial policy `model`)")
+
+
+@dataclass
+class PreviousSection:
+    model: str | None = option(None, "INPO's previous iterate π_t: the policy that generated these pairs "
+                                     "(builtin:<name>, a local directory, or a hub id)")
+
+
+@dataclass
+class EvalSection:
+    source: str | None = option(None, "evaluation source (default: the training source)")
+    split: Literal["dev", "test", "train", "all", "none"] = option("dev", "evaluation split ('none' to skip)")
+    limit: int | None = option(None, "evaluate on at most N pairs")
+
+
+@dataclass
+class AlertsSection:
+    chosen_logp_drop: float = option(0.5, "alert when the mean chosen log-prob per token falls this many nats below "
+                                          "its value at the first logged step (0 = off)")
+
+    def check(self) -> list[str]:
+        return [f"chosen_logp_drop: must be >= 0, got {self.chosen_logp_drop}"] if self.chosen_logp_drop < 0 else []
+
+
+@dataclass
+class TrainConfig:
+    kind: Literal["train"] = option("train", "config kind (fixed)")
+    model: str = option(DEFAULT_MODEL, "initial policy: builtin:<name>, a local directory, or a hub id")
+    output_dir: str = option("runs/dpo", "run directory (config, metrics, plots, checkpoints, adapter/merged/model)")
+    data: DataConfig = option(factory=DataConfig, doc="training pairs")
+    eval: EvalSection = option(factory=EvalSection, doc="held-out implicit-reward accuracy")
+    loss: LossSection = option(factory=LossSection, doc="the preference loss")
+    reference: ReferenceSection = option(factory=ReferenceSection, doc="the reference policy π_ref")
+    previous: PreviousSection = option(factory=PreviousSection, doc="the previous iterate π_t (INPO)")
+    train: TrainSection = option(factory=TrainSection, doc="optimisation settings")
+    lora: LoraSection = option(factory=LoraSection, doc="LoRA settings (train.method: lora)")
+    alerts: AlertsSection = option(factory=AlertsSection, doc="training-health alerts")
+    save_merged: bool = option(True, "with LoRA, also save the adapter merged into the base under output_dir/merged")
+
+    def check(self) -> list[str]:
+        name, ref = self.loss.name, self.reference
+        if name not in LOSSES:
+            return check_loss_config(name, self.loss.params, True, True)
+        spec = LOSSES[name]
+        # name and params through the loss table; reference / previous-iterate needs are reported below
+        # against the fields that provide them
+        problems = check_loss_config(name, self.loss.params, spec.needs_reference, True)
+        if spec.needs_reference and ref.kind == "none":
+            problems.append(f"reference.kind: loss '{name}' needs a reference policy but reference.kind is none; use "
+                            "auto (adapters disabled under LoRA, precomputed otherwise), or a reference-free loss "
+                            "(simpo, simpo_hinge)")
+        if not spec.needs_reference and (ref.kind in ("adapters_disabled", "precomputed") or ref.model is not None):
+            given = f"reference.kind: {ref.kind}" if ref.kind != "auto" else f"reference.model: {ref.model}"
+            problems.append(f"reference: loss '{name}' is reference-free but a reference is configured ({given}); "
+                            "set reference.kind: none and reference.model: null")
+        if spec.needs_reference and ref.kind == "adapters_disabled":
+            if self.train.method != "lora":
+                problems.append("reference.kind: adapters_disabled needs train.method: lora (with full fine-tuning "
+                                "use precomputed or auto)")
+            if ref.model not in (None, self.model):
+                problems.append(f"reference.model: with reference.kind adapters_disabled the reference is the base "
+                                f"model '{self.model}'; set reference.model: null, or reference.kind: precomputed "
+                                f"to use '{ref.model}'")
+        if spec.needs_previous_iterate and self.previous.model is None:
+            problems.append(f"previous.model: loss '{name}' needs the previous iterate π_t (the policy that generated "
+                            "these pairs; the initial policy on the first iteration); set previous.model")
+        if not spec.needs_previous_iterate and self.previous.model is not None:
+            problems.append(f"previous.model: loss '{name}' does not use a previous iterate; set previous.model: null")
+        return problems
+
+
+def reference_mode(cfg: TrainConfig) -> Literal["adapters_disabled", "precomputed", "none"]:
+    """How the run gets log π_ref (resolves `auto`; see the module docstring)."""
+    if not LOSSES[cfg.loss.name].needs_reference:
+        return "none"
+    if cfg.reference.kind != "auto":
+        return cfg.reference.kind  # type: ignore[return-value]
+    if cfg.train.method == "lora" and cfg.reference.model in (None, cfg.model):
+        return "adapters_disabled"
+    return "precomputed"
+
+
+# --- the trainer -------------------------------------------------------------------------------------
+
+PLOT_KEYS = ["loss", "logps/chosen", "logps/rejected", "rewards/chosen", "rewards/rejected", "rewards/margins",
+             "rewards/accuracies", "lengths/chosen", "lengths/rejected", "logps/chosen_per_token", "kl_estimate"]
+
+
+def batch_diagnostics(logps: PairLogps, out: LossOutput) -> dict[str, float]:
+    """Per-batch metrics from the loss inputs (B,) and its `LossOutput` (all detached)."""
+    pc, pr = logps.policy_chosen_logps.detach(), logps.policy_rejected_logps.detach()
+    lc, lr = logps.chosen_lengths.float(), logps.rejected_lengths.float()  # type: ignore[union-attr]
+    d = {"logps/chosen": pc.mean().item(), "logps/rejected": pr.mean().item(),
+         "rewards/chosen": out.chosen_rewards.mean().item(), "rewards/rejected": out.rejected_rewards.mean().item(),
+         "rewards/margins": out.margins.mean().item(), "rewards/accuracies": out.accuracies.mean().item(),
+         "lengths/chosen": lc.mean().item(), "lengths/rejected": lr.mean().item(),
+         "logps/chosen_per_token": (pc.sum() / lc.sum().clamp(min=1)).item()}
+    if logps.reference_chosen_logps is not None:
+        # Σ over sequences of the summed log-ratios / Σ tokens = mean per-token log-ratio (an offline estimate)
+        ratio = (pc - logps.reference_chosen_logps).sum() + (pr - logps.reference_rejected_logps).sum()
+        d["kl_estimate"] = (ratio / (lc.sum() + lr.sum()).clamp(min=1)).item()
+    return d
+
+
+def _make_trainer_class():
+    from transformers import Trainer
+
+    from reward_models.rm_train import accuracy_report
+    from reward_models.training import MetricsMixin
+
+    class PreferenceTrainer(MetricsMixin, Trainer):
+        def __init__(self, *args: Any, loss: LossSection, ref_mode: str, use_previous: bool, eval_pairs: list[Any],
+                     alert_drop: float, metrics_path: Path | None, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.loss_cfg = loss
+            self.ref_mode = ref_mode
+            self.use_previous = use_previous
+            self.eval_pairs = eval_pairs
+            self.alert_drop = alert_drop
+            self.alerts: list[str] = []
+            self.first_chosen_logp: float | None = None
+            self.last_eval_report: dict[str, Any] = {}
+            self._init_metrics(metrics_path)
+
+        def pair_logps(self, model: torch.nn.Module, inputs: dict[str, Any]) -> PairLogps:
+            """Policy log-probs from `model` (the wrapped PackedForward) plus the frozen ones for this batch."""
+            B = int(inputs["num_pairs"])
+            logps = model(**inputs)                        # (2B,) summed response log-probs: chosen, then rejected
+            lengths = inputs["lengths"]                    # (2B,) response tokens
+            ref_c = ref_r = prev_c = prev_r = None
+            if self.ref_mode == "adapters_disabled":
+                # the same batch through the same wrapper with the LoRA adapters off: the base is π_ref
+                with torch.no_grad(), self.model.model.disable_adapter():
+                    ref = self.model(**inputs).detach()    # (2B,)
+                ref_c, ref_r = ref[:B], ref[B:]
+            elif self.ref_mode == "precomputed":
+                c, r = columns("reference")
+                ref_c, ref_r = inputs[c], inputs[r]
+            if self.use_previous:
+                c, r = columns("previous")
+                prev_c, prev_r = inputs[c], inputs[r]
+            return PairLogps(logps[:B], logps[B:], ref_c, ref_r, lengths[:B], lengths[B:], prev_c, prev_r)
+
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+            logps = self.pair_logps(model, inputs)
+            out = compute_loss(self.loss_cfg.name, self.loss_cfg.params, logps)
+            loss = out.losses.mean()
+            self.stash(batch_diagnostics(logps, out))
+            return (loss, {"chosen_rewards": out.chosen_rewards}) if return_outputs else loss
+
+        def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+            super().log(logs, start_time)  # MetricsMixin adds the averaged batch metrics to `logs`
+            now = logs.get("logps/chosen_per_token")
+            if now is None:
+                return
+            if self.first_chosen_logp is None:
+                self.first_chosen_logp = now
+            elif (self.alert_drop > 0 and not self.alerts and self.first_chosen_logp - now > self.alert_drop):
+                msg = (f"step {self.state.global_step}: the mean chosen log-prob per token fell "
+                       f"{self.first_chosen_logp - now:.3f} nats below its first logged value "
+                       f"({self.first_chosen_logp:.3f} -> {now:.3f}; alerts.chosen_logp_drop={self.alert_drop}). "
+                       "The policy is making the preferred responses less likely; consider a lower train.lr, a "
+                       "larger beta, or loss.params.sft_weight > 0")
+                self.alerts.append(msg)
+                if self.is_world_process_zero():
+                    print(f"ALERT: {msg}", flush=True)
+
+        @torch.no_grad()
+        def evaluate(self, eval_dataset=None, ignore_keys=None, metric_key_prefix="eval"):
+            if not self.eval_pairs:
+                return {}
+            model = self.model
+            was_training = model.training
+            model.eval()
+            rc, rr, losses = [], [], []
+            bs = self.args.per_device_eval_batch_size
+            with self.accelerator.autocast():
+                for s in range(0, len(self.eval_pairs), bs):
+                    inputs = self._prepare_inputs(self.data_collator(self.eval_pairs[s:s + bs]))
+                    out = compute_loss(self.loss_cfg.name, self.loss_cfg.params, self.pair_logps(model, inputs))
+                    rc.append(out.chosen_rewards.float().cpu())
+                    rr.append(out.rejected_rewards.float().cpu())
+                    losses.append(out.losses.float().cpu())
+            model.train(was_training)
+            rep = accuracy_report(self.eval_pairs, torch.cat(rc), torch.cat(rr))
+            rep["loss"] = torch.cat(losses).mean().item()
+            pre = metric_key_prefix  # eval_rewards/* share plots with the training curves
+            metrics = {f"{pre}_loss": rep["loss"], f"{pre}_rewards/accuracies": rep["accuracy"],
+                       f"{pre}_rewards/margins": rep["margin"]}
+            self.log(metrics)
+            self.last_eval_report = rep
+            return metrics
+
+        # Checkpoints hold what `save_pretrained` writes for the inner model (a peft adapter, or the full
+        # model with tied weights handled), not the wrapper's raw state dict.
+        def _save(self, output_dir: str | None = None, state_dict: dict | None = None) -> None:
+            output_dir = output_dir or self.args.output_dir
+            inner = self.accelerator.unwrap_model(self.model).model
+            if state_dict is not None:  # FSDP / DeepSpeed gather the wrapper's state dict: drop its prefix
+                state_dict = {k.removeprefix("model."): v for k, v in state_dict.items()}
+            if self.args.should_save:
+                os.makedirs(output_dir, exist_ok=True)
+            inner.save_pretrained(output_dir, state_dict=state_dict, is_main_process=self.args.should_save)
+            if self.args.should_save:
+                torch.save(self.args, os.path.join(output_dir, "training_args.bin"))
+
+        def _load_from_checkpoint(self, resume_from_checkpoint: str, model: torch.nn.Module | None = None) -> None:
+            if self.is_fsdp_enabled or self.is_deepspeed_enabled:
+                return super()._load_from_checkpoint(resume_from_checkpoint, model)
+            load_inner_weights(self.model.model, Path(resume_from_checkpoint))
+
+    return PreferenceTrainer
+
+
+def load_inner_weights(inner: torch.nn.Module, ckpt: Path) -> None:
+    """Load a checkpoint written by `save_pretrained` into `inner` (a peft model, or a transformers model)."""
+    from safetensors.torch import load_file
+
+    if (ckpt / "adapter_model.safetensors").exists():
+        from peft import set_peft_model_state_dict
+
+        result = set_peft_model_state_dict(inner, load_file(str(ckpt / "adapter_model.safetensors")))
+        unexpected = getattr(result, "unexpected_keys", [])
+        if unexpected:
+            raise UserError(f"checkpoint {ckpt} does not match this LoRA setup (unexpected keys {unexpected[:3]}...)")
+        return
+    files = sorted(ckpt.glob("model*.safetensors"))
+    if not files:
+        raise UserError(f"checkpoint {ckpt} has no model or adapter weights; delete it and resume from an earlier one")
+    state: dict[str, torch.Tensor] = {}
+    for f in files:
+        state.update(load_file(str(f)))
+    missing, unexpected = inner.load_state_dict(state, strict=False)
+    tied = set(getattr(inner, "_tied_weights_keys", None) or {})
+    missing = [k for k in missing if k not in tied and not k.endswith("lm_head.weight")]
+    if missing or unexpected:
+        raise UserError(f"checkpoint {ckpt} does not match the model (missing {missing[:3]}, unexpected "
+                        f"{unexpected[:3]})")
+    inner.tie_weights()
+
+
+# --- the recipe --------------------------------------------------------------------------------------
+
+def _initial_policy(ref: str | None, cfg: TrainConfig) -> bool:
+    return ref is None or ref == cfg.model
+
+
+@dataclass
+class Setup:
+    """Everything `run` needs once the data, the policy, the frozen log-probs and the trainer are ready."""
+
+    trainer: Any                 # PreferenceTrainer around PackedForward(policy, "logps")
+    model: Any                   # the policy itself (a peft model under LoRA)
+    tokenizer: Any
+    train_pairs: list[Any]
+    eval_pairs: list[Any]
+    resume_from: str | None      # checkpoint directory `--resume` continues from
+    reports: dict[str, Any]      # data / tokenization / frozen log-prob reports
+
+
+def setup(cfg: TrainConfig, resume: bool = False) -> Setup:
+    """Data, policy, frozen log-probs and trainer for `cfg` (everything before `trainer.train`)."""
+    from transformers import set_seed
+
+    from preference_data.hub import load_causal_lm, load_tokenizer
+    from preference_data.sources import load as load_source
+    from preference_data.sources import load_pairs
+    from preference_data.tokenize import tokenize_pairs
+    from reward_models.forward import PackedForward
+    from reward_models.training import (PackCollator, PairDataset, apply_lora, base_dtype, last_checkpoint,
+                                        set_threads, training_arguments)
+
+    from .reference import frozen_logps
+
+    set_threads(cfg.train)
+    set_seed(cfg.train.seed)
+    run_dir = Path(cfg.output_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    dump_yaml(cfg, run_dir / "config.yaml")
+    spec = LOSSES[cfg.loss.name]
+    ref_mode = reference_mode(cfg)
+
+    # data
+    tokenizer = load_tokenizer(cfg.model)
+    train_raw, data_report = load_pairs(cfg.data)
+    train_pairs, tok_report = tokenize_pairs(train_raw, tokenizer, cfg.train.max_length, cfg.train.length_policy)
+    if not train_pairs:
+        raise UserError(f"no training pairs left after tokenization (max_length={cfg.train.max_length}, "
+                        f"policy={cfg.train.length_policy}): {tok_report.summary()}")
+    eval_pairs: list[Any] = []
+    eval_tok: dict[str, Any] = {}
+    if cfg.eval.split != "none":
+        ecfg = dataclasses.replace(cfg.data, source=cfg.eval.source or cfg.data.source, split=cfg.eval.split,
+                                   limit=cfg.eval.limit)
+        eval_pairs, erep = tokenize_pairs(load_source(ecfg).pairs, tokenizer, cfg.train.max_length,
+                                          cfg.train.length_policy)
+        eval_tok = erep.to_dict()
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+
+    # policy
+    ckpt_dir = run_dir / "checkpoints"
+    args = training_arguments(cfg.train, str(ckpt_dir))  # sets up the device (and the process group under DDP)
+    weights_dtype = base_dtype(cfg.train)
+    model = load_causal_lm(cfg.model, dtype=weights_dtype)
+
+    # frozen log-probs, before any update (the initial policy's weights serve when it is the frozen model)
+    frozen = []
+    if ref_mode == "precomputed":
+        frozen.append(("reference", cfg.reference.model or cfg.model))
+    if spec.needs_previous_iterate:
+        frozen.append(("previous", cfg.previous.model))
+    frozen_reports = {}
+    for role, ref in frozen:
+        frozen_reports[role] = frozen_logps(
+            role, ref, {"train": train_pairs, "eval": eval_pairs}, precision=cfg.train.precision,
+            weights_dtype=weights_dtype, max_length=cfg.train.max_length, length_policy=cfg.train.length_policy,
+            pad_id=pad_id, row_tokens=cfg.train.row_tokens, batch_size=cfg.train.batch_size, device=args.device,
+            model=model if _initial_policy(ref, cfg) else None)
+    extra = tuple(c for role, _ in frozen for c in columns(role))
+
+    if cfg.train.method == "lora":
+        model = apply_lora(model, cfg.lora, "CAUSAL_LM")
+    model.train()
+
+    # trainer
+    metrics_path = run_dir / "metrics.jsonl"
+    if not resume and metrics_path.exists():
+        metrics_path.unlink()
+    trainer_cls = _make_trainer_class()
+    trainer = trainer_cls(model=PackedForward(model, "logps"), args=args, train_dataset=PairDataset(train_pairs),
+                          data_collator=PackCollator(pad_id, cfg.train.row_tokens, extra),
+                          loss=cfg.loss, ref_mode=ref_mode, use_previous=spec.needs_previous_iterate,
+                          eval_pairs=eval_pairs, alert_drop=cfg.alerts.chosen_logp_drop, metrics_path=metrics_path)
+    if cfg.train.eval_every > 0 and eval_pairs:
+        from transformers import TrainerCallback
+
+        class EvalEvery(TrainerCallback):
+            def on_step_end(self, args, state, control, **kw):
+                if state.global_step % cfg.train.eval_every == 0 and state.global_step < state.max_steps:
+                    trainer.evaluate()
+
+        trainer.add_callback(EvalEvery())
+    resume_from = last_checkpoint(str(ckpt_dir)) if resume else None
+    if resume and resume_from is None:
+        print(f"--resume: no checkpoint under {ckpt_dir}; starting from the beginning")
+    if resume_from is not None and metrics_path.exists():  # the alert compares with the run's first logged step
+        for line in metrics_path.read_text(encoding="utf-8").splitlines():
+            row = json.loads(line) if line.strip() else {}
+            if "logps/chosen_per_token" in row:
+                trainer.first_chosen_logp = row["logps/chosen_per_token"]
+                break
+    reports = {"data": data_report.to_dict(), "tokenization": tok_report.to_dict(), "eval_tokenization": eval_tok,
+               "reference": {"mode": ref_mode, "model": (cfg.reference.model or cfg.model) if ref_mode != "none"
+                             else None, **frozen_reports.get("reference", {})},
+               "previous": frozen_reports.get("previous")}
+    return Setup(trainer, model, tokenizer, train_pairs, eval_pairs, resume_from, reports)
+
+
+def run(cfg: TrainConfig, resume: bool = False) -> dict[str, Any]:
+    """Train, evaluate and save a policy as `cfg` says; return the report (also written to report.json)."""
+    from reward_models.training import plot_metrics
+
+    t0 = time.time()
+    s = setup(cfg, resume)
+    trainer, model, tokenizer, run_dir = s.trainer, s.model, s.tokenizer, Path(cfg.output_dir)
+
+    # train
+    t_train = time.time()
+    result = trainer.train(resume_from_checkpoint=s.resume_from)
+    train_seconds = time.time() - t_train
+    if not trainer.is_world_process_zero():
+        return {}
+
+    # evaluate
+    eval_report = {}
+    if s.eval_pairs:
+        trainer.evaluate()
+        eval_report = trainer.last_eval_report
+
+    # save
+    saved: dict[str, str] = {}
+    if cfg.train.method == "lora":
+        model.save_pretrained(str(run_dir / "adapter"))
+        tokenizer.save_pretrained(str(run_dir / "adapter"))
+        saved["adapter_dir"] = str(run_dir / "adapter")
+        if cfg.save_merged:
+            # merge in fp32 (the adapter is saved; the model is not needed after this): a small LoRA delta
+            # added to bf16 base weights would be partly rounded away
+            merged = model.float().merge_and_unload()
+            merged.config.dtype = "float32"
+            merged.save_pretrained(str(run_dir / "merged"))
+            tokenizer.save_pretrained(str(run_dir / "merged"))
+            saved["merged_dir"] = str(run_dir / "merged")
+        saved["policy_dir"] = saved.get("merged_dir", saved["adapter_dir"])
+    else:
+        model.save_pretrained(str(run_dir / "model"))
+        tokenizer.save_pretrained(str(run_dir / "model"))
+        saved["policy_dir"] = str(run_dir / "model")
+    plots = plot_metrics(run_dir / "metrics.jsonl", run_dir / "plots", PLOT_KEYS)
+
+    # report
+    pairs_seen = result.global_step * cfg.train.batch_size * cfg.train.grad_accum * trainer.args.world_size
+    report = {
+        **saved, "base_model": cfg.model, "method": cfg.train.method,
+        "loss": {"name": cfg.loss.name, "params": LOSSES[cfg.loss.name].defaults | dict(cfg.loss.params)},
+        "reference": s.reports["reference"], "previous": s.reports["previous"],
+        "train_pairs": len(s.train_pairs), "steps": result.global_step, "train_loss": result.training_loss,
+        "train_seconds": round(train_seconds, 1), "pairs_per_second": round(pairs_seen / max(train_seconds, 1e-9), 3),
+        "eval": eval_report, "alerts": trainer.alerts, "data": s.reports["data"],
+        "tokenization": s.reports["tokenization"], "eval_tokenization": s.reports["eval_tokenization"],
+        "plots": [str(p) for p in plots], "seconds": round(time.time() - t0, 1),
+    }
+    (run_dir / "report.json").write_text(json.dumps(report, indent=2, default=str), encoding="utf-8")
+    return report
+
+
+def summary_lines(report: dict[str, Any]) -> list[str]:
+    from reward_models.rm_train import GROUP_KEYS
+
+    ev = report.get("eval") or {}
+    ref = report.get("reference") or {}
+    lines = [f"trained a {report['method']} policy with loss '{report['loss']['name']}' on {report['train_pairs']} "
+             f"pairs, {report['steps']} steps, {report['train_seconds']}s ({report['pairs_per_second']} pairs/s)",
+             f"reference: {ref.get('mode')}" + (f" ({', '.join(f'{k}: cache {v}' for k, v in ref['cache'].items())})"
+                                                if ref.get("cache") else ""),
+             f"saved to {report['policy_dir']}"]
+    if report.get("adapter_dir") and report["adapter_dir"] != report["policy_dir"]:
+        lines.append(f"adapter: {report['adapter_dir']}")
+    if ev:
+        lines.append(f"held-out implicit-reward accuracy {ev['accuracy']:.3f} on {ev['pairs']} pairs "
+                     f"(margin {ev['margin']:.3f}, loss {ev['loss']:.4f})")
+        for key in GROUP_KEYS:
+            for name, v in (ev.get(f"by_{key}") or {}).items():
+                lines.append(f"  {key} {name}: {v['accuracy']:.3f} ({v['pairs']} pairs)")
+    lines.extend(f"ALERT: {a}" for a in report.get("alerts", []))
+    return lines
+
+
+__all__ = ["TrainConfig", "Setup", "setup", "run", "summary_lines", "reference_mode", "batch_diagnostics",
+           "load_inner_weights"]

@@ -1,0 +1,357 @@
+"""The offline preference trainer (`align train`) on the tiny model: TRL parity, packing, invariances, resume, CLI.
+
+Every run uses `builtin:tiny-llama` (2 layers, hidden 64, random weights, the SmolLM2 tokenizer and chat
+template) and a handful of short conversational pairs, in fp32 where numbers are compared.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+
+ROWS = [
+    {"prompt": [{"role": "user", "content": f"What is {a} plus {b}?"}],
+     "chosen": [{"role": "assistant", "content": f"{a} + {b} = {a + b}."}],
+     "rejected": [{"role": "assistant", "content": f"I think it is {a + b + 1}, but I am not sure."}]}
+    for a, b in [(2, 3), (7, 5), (10, 4), (6, 6), (9, 1), (3, 8), (12, 7), (4, 4)]
+]
+
+
+def write_rows(path: Path, rows: list[dict]) -> str:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return str(path)
+
+
+@pytest.fixture(autouse=True)
+def private_cache(tmp_path, monkeypatch, tiny_model_ref):
+    """A fresh log-prob cache per test; the converted models are shared through a link."""
+    from preference_data.hub import cache_dir
+
+    models = cache_dir() / "models"
+    root = tmp_path / "cache"
+    root.mkdir()
+    (root / "models").symlink_to(models)
+    monkeypatch.setenv("PREFALIGN_CACHE", str(root))
+    return root
+
+
+@pytest.fixture
+def data(tmp_path) -> str:
+    return write_rows(tmp_path / "pairs.jsonl", ROWS)
+
+
+def config(tmp_path: Path, data: str, *overrides: str, out: str = "run"):
+    """A tiny-model `kind: train` config (LoRA, fp32, all 8 pairs, no eval) with dotted overrides."""
+    from align.train import TrainConfig
+    from preference_data.config import apply_overrides, build
+
+    base = {"kind": "train", "model": "builtin:tiny-llama", "output_dir": str(tmp_path / out),
+            "data": {"source": data, "split": "all"}, "eval": {"split": "none"}, "loss": {"name": "sigmoid"},
+            "train": {"method": "lora", "lr": 1e-2, "max_steps": 2, "batch_size": 8, "precision": "fp32",
+                      "max_length": 128, "row_tokens": 256, "seed": 0, "num_threads": 2},
+            "lora": {"r": 4, "alpha": 8}}
+    return build(TrainConfig, apply_overrides(base, list(overrides)), "test config")
+
+
+def weights(path: Path) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    return load_file(str(path))
+
+
+def assert_same_weights(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor], atol: float) -> None:
+    assert a.keys() == b.keys()
+    worst = max((a[k].float() - b[k].float()).abs().max().item() for k in a)
+    assert worst <= atol, f"largest weight difference {worst:.3g} > {atol:g}"
+
+
+# --- (a) parity with TRL 1.16's DPOTrainer --------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def perturbed_policy(tmp_path_factory, tiny_model_ref) -> str:
+    """The tiny model with its weights moved a little, so the policy differs from the reference."""
+    from transformers import AutoModelForCausalLM
+
+    from preference_data.hub import load_tokenizer, resolve
+
+    model = AutoModelForCausalLM.from_pretrained(resolve(tiny_model_ref), dtype=torch.float32)
+    g = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.05 * torch.randn(p.shape, generator=g))
+    out = tmp_path_factory.mktemp("policy")
+    model.save_pretrained(str(out))
+    load_tokenizer(tiny_model_ref).save_pretrained(str(out))
+    return str(out)
+
+
+@pytest.mark.parametrize("loss_type,params", [("sigmoid", {"beta": 0.1}), ("ipo", {"beta": 0.1}),
+                                              ("robust", {"beta": 0.1, "label_smoothing": 0.2}),
+                                              ("hinge", {"beta": 0.5})])
+def test_first_batch_loss_matches_trl_dpo_trainer(tmp_path, perturbed_policy, loss_type, params):
+    """Our first-batch loss equals TRL's `DPOTrainer.compute_loss` on the same weights and token sequences.
+
+    Tokenization: TRL renders the same conversations with the same chat template, but keeps the "\\n" the
+    SmolLM2 template writes after <|im_end|> as a completion token; we end each response at <|im_end|>
+    (the token generation stops at). The test checks that this is the only difference, then feeds TRL
+    our token ids so both sides score identical sequences. The policy is a perturbed copy of the
+    reference (the tiny model), so the log-ratios are not zero.
+    """
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM
+    from trl import DPOConfig, DPOTrainer
+
+    from align.train import setup
+    from preference_data.hub import load_tokenizer, resolve
+
+    rows = ROWS[:4]
+    cfg = config(tmp_path, write_rows(tmp_path / "four.jsonl", rows), f"model={perturbed_policy}",
+                 "reference.model=builtin:tiny-llama", "reference.kind=precomputed", "train.method=full",
+                 "train.batch_size=4", f"loss.name={loss_type}", *(f"loss.params.{k}={v}" for k, v in params.items()))
+    ours = setup(cfg)
+    batch = ours.trainer._prepare_inputs(next(iter(ours.trainer.get_train_dataloader())))
+    with torch.no_grad():
+        our_loss = ours.trainer.compute_loss(ours.trainer.model, batch).item()
+
+    tok = load_tokenizer("builtin:tiny-llama")
+    policy = AutoModelForCausalLM.from_pretrained(perturbed_policy, dtype=torch.float32)
+    reference = AutoModelForCausalLM.from_pretrained(resolve("builtin:tiny-llama"), dtype=torch.float32)
+    args = DPOConfig(output_dir=str(tmp_path / "trl"), loss_type=[loss_type], beta=params["beta"],
+                     label_smoothing=params.get("label_smoothing", 0.0), bf16=False, use_cpu=True,
+                     per_device_train_batch_size=4, report_to="none", gradient_checkpointing=False,
+                     disable_tqdm=True, seed=0)
+    trl = DPOTrainer(model=policy, ref_model=reference, args=args, train_dataset=Dataset.from_list(rows),
+                     processing_class=tok)
+    newline = tok("\n", add_special_tokens=False)["input_ids"]
+    by_prompt = {tuple(p.prompt_ids): p for p in ours.train_pairs}
+    for ex in trl.train_dataset:
+        mine = by_prompt[tuple(ex["prompt_ids"])]
+        assert ex["chosen_ids"] == mine.chosen_ids + newline
+        assert ex["rejected_ids"] == mine.rejected_ids + newline
+    trl.train_dataset = Dataset.from_list([{"prompt_ids": p.prompt_ids, "chosen_ids": p.chosen_ids,
+                                            "rejected_ids": p.rejected_ids} for p in ours.train_pairs])
+    trl_batch = trl._prepare_inputs(next(iter(trl.get_train_dataloader())))
+    with torch.no_grad():
+        trl_loss = trl.compute_loss(trl.model, trl_batch).item()
+    print(f"{loss_type}: ours {our_loss:.6f}  TRL {trl_loss:.6f}")
+    assert abs(our_loss - trl_loss) <= 1e-4 * max(1.0, abs(trl_loss))
+    assert abs(our_loss - {"sigmoid": 0.6931, "ipo": 25.0, "robust": 0.6931, "hinge": 1.0}[loss_type]) > 1e-3
+
+
+# --- (b) packed prefix-shared log-probs equal separate encoding ----------------------------------------
+
+def test_packed_logps_equal_separate_encoding(data, tiny_model_ref):
+    from preference_data.hub import load_causal_lm, load_tokenizer
+    from preference_data.packing import pack_pairs
+    from preference_data.sources import read_records
+    from preference_data.tokenize import tokenize_pairs
+    from reward_models.forward import sequence_logps
+
+    tok = load_tokenizer(tiny_model_ref)
+    model = load_causal_lm(tiny_model_ref, dtype="float32")
+    tp, _ = tokenize_pairs(read_records(data)[0][:5], tok, None, "drop")
+    with torch.no_grad():
+        packed = sequence_logps(model, pack_pairs(tp, tok.pad_token_id, row_tokens=150))  # (2B,) several rows
+        separate = []
+        for k in ("chosen_ids", "rejected_ids"):
+            for p in tp:
+                ids = torch.tensor([p.prompt_ids + getattr(p, k)])
+                logits = model(input_ids=ids).logits[0, :-1].float()  # (T-1, V) predicts tokens 1..T-1
+                lp = torch.log_softmax(logits, -1).gather(-1, ids[0, 1:, None])[:, 0]
+                separate.append(lp[len(p.prompt_ids) - 1:].sum())
+    torch.testing.assert_close(packed, torch.stack(separate), atol=1e-4, rtol=0)
+
+
+# --- (c) gradient accumulation: 1 x 8 equals 8 x 1 ----------------------------------------------------
+
+def test_grad_accumulation_invariance(tmp_path, data, perturbed_policy):
+    """One optimizer step on 8 pairs: one micro-batch of 8 equals 8 accumulated micro-batches of 1.
+
+    Full fine-tuning with a precomputed reference; the policy starts away from the reference, so the
+    first loss is not log 2.
+    """
+    from align.train import run
+
+    common = (f"model={perturbed_policy}", "reference.model=builtin:tiny-llama", "train.method=full",
+              "reference.kind=precomputed", "train.max_steps=1", "train.lr=1e-3")
+    r1 = run(config(tmp_path, data, *common, "train.batch_size=8", "train.grad_accum=1", out="b8"))
+    r8 = run(config(tmp_path, data, *common, "train.batch_size=1", "train.grad_accum=8", out="b1"))
+    assert r1["steps"] == r8["steps"] == 1
+    assert abs(r1["train_loss"] - 0.6931) > 1e-3
+    assert r1["train_loss"] == pytest.approx(r8["train_loss"], abs=1e-5)
+    w1 = weights(Path(r1["policy_dir"]) / "model.safetensors")
+    start = weights(Path(perturbed_policy) / "model.safetensors")
+    assert max((w1[k] - start[k]).abs().max().item() for k in w1) > 5e-4  # the step moved the weights (~lr)
+    # Adam's first step moves each weight by about lr * sign(grad): compare at a small fraction of lr
+    assert_same_weights(w1, weights(Path(r8["policy_dir"]) / "model.safetensors"), atol=1e-5)
+
+
+# --- (d) data parallel: 2 processes x 4 pairs equals 1 process x 8 pairs -------------------------------
+
+@pytest.mark.slow
+def test_two_process_data_parallel_matches_one_process(tmp_path, data, private_cache):
+    from align.train import run
+    from preference_data.config import dump_yaml
+
+    one = run(config(tmp_path, data, out="one"))
+    cfg = config(tmp_path, data, "train.batch_size=4", out="two")
+    dump_yaml(cfg, tmp_path / "ddp.yaml")
+    env = {**os.environ, "PREFALIGN_CACHE": str(private_cache), "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1",
+           "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+                           "-m", "align.cli.main", "train", "--config", str(tmp_path / "ddp.yaml"),
+                           "train.num_threads=1"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    def losses(run: str) -> list[float]:
+        rows = [json.loads(x) for x in (tmp_path / run / "metrics.jsonl").read_text().splitlines()]
+        return [r["loss"] for r in rows if "loss" in r]
+
+    assert one["steps"] == 2 and len(losses("two")) == 2
+    assert losses("two") == pytest.approx(losses("one"), abs=1e-5)  # step 2 sees the first update
+    assert_same_weights(weights(tmp_path / "one" / "adapter" / "adapter_model.safetensors"),
+                        weights(tmp_path / "two" / "adapter" / "adapter_model.safetensors"), atol=1e-5)
+
+
+# --- (e) interrupt and --resume reaches the same weights ----------------------------------------------
+
+def test_resume_reaches_the_same_weights(tmp_path, data):
+    import shutil
+
+    from align.train import run
+
+    cfg = config(tmp_path, data, "train.max_steps=4", "train.save_every=2", "train.batch_size=2",
+                 "save_merged=false")
+    full = run(cfg)
+    adapter = Path(full["adapter_dir"]) / "adapter_model.safetensors"
+    uninterrupted = weights(adapter)
+    # as if killed between step 2 and step 4: the final outputs and the last checkpoint are gone
+    shutil.rmtree(full["adapter_dir"])
+    shutil.rmtree(Path(cfg.output_dir) / "checkpoints" / "checkpoint-4")
+    resumed = run(cfg, resume=True)
+    assert resumed["steps"] == 4
+    assert_same_weights(uninterrupted, weights(adapter), atol=1e-6)
+
+
+# --- (f) end to end through the CLI -------------------------------------------------------------------
+
+def test_cli_end_to_end_writes_the_run_directory(tmp_path, data, capsys):
+    from transformers import AutoModelForCausalLM
+
+    from align.cli.main import main
+    from preference_data.config import dump_yaml
+
+    cfg = config(tmp_path, data, "train.batch_size=4", "eval.split=all", "eval.limit=4")
+    dump_yaml(cfg, tmp_path / "cfg.yaml")
+    assert main(["train", "--config", str(tmp_path / "cfg.yaml"), "train.max_steps=2"]) == 0
+    out = capsys.readouterr().out
+    assert "held-out implicit-reward accuracy" in out
+    run_dir = Path(cfg.output_dir)
+    for name in ("config.yaml", "metrics.jsonl", "report.json", "adapter/adapter_model.safetensors",
+                 "adapter/adapter_config.json", "adapter/tokenizer_config.json", "merged/model.safetensors"):
+        assert (run_dir / name).exists(), name
+    plots = {p.name for p in (run_dir / "plots").glob("*.png")}
+    assert {"loss.png", "rewards_margins.png", "kl_estimate.png", "logps_chosen.png"} <= plots
+    lora_b = [v for k, v in weights(run_dir / "adapter" / "adapter_model.safetensors").items() if "lora_B" in k]
+    assert lora_b and any(v.abs().max() > 0 for v in lora_b)  # LoRA B starts at zero: it moved
+    rows = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    for key in ("loss", "logps/chosen", "logps/rejected", "rewards/chosen", "rewards/rejected", "rewards/margins",
+                "rewards/accuracies", "lengths/chosen", "lengths/rejected", "kl_estimate"):
+        assert key in rows[0], key
+    assert rows[0]["kl_estimate"] == pytest.approx(0.0, abs=1e-6)  # adapters start at zero: policy == reference
+    report = json.loads((run_dir / "report.json").read_text())
+    assert report["reference"]["mode"] == "adapters_disabled" and report["steps"] == 2
+    assert report["eval"]["pairs"] == 4 and 0 <= report["eval"]["accuracy"] <= 1
+    # the merged copy computes what base + adapter compute
+    from peft import PeftModel
+
+    from preference_data.hub import resolve
+
+    merged = AutoModelForCausalLM.from_pretrained(str(run_dir / "merged"), dtype=torch.float32)
+    base = AutoModelForCausalLM.from_pretrained(resolve("builtin:tiny-llama"), dtype=torch.float32)
+    adapted = PeftModel.from_pretrained(base, str(run_dir / "adapter"))
+    ids = torch.tensor([[1, 9690, 198, 2683, 359, 253, 5356, 30]])
+    with torch.no_grad():
+        torch.testing.assert_close(merged(input_ids=ids).logits, adapted(input_ids=ids).logits, atol=1e-4, rtol=0)
+
+
+# --- (g) bad configs fail before any model loads ------------------------------------------------------
+
+@pytest.mark.parametrize("overrides,expect", [
+    (["loss.name=sigmod"], "did you mean 'sigmoid'"),
+    (["reference.kind=none"], "reference.kind: loss 'sigmoid' needs a reference"),
+    (["loss.name=simpo", "reference.kind=precomputed"], "reference-free"),
+    (["loss.name=simpo", "reference.model=builtin:tiny-llama"], "reference-free"),
+    (["loss.name=inpo"], "previous.model: loss 'inpo' needs the previous iterate"),
+])
+def test_bad_loss_configs_fail_before_loading(tmp_path, data, capsys, monkeypatch, overrides, expect):
+    import preference_data.hub as hub
+    from align.cli.main import main
+    from preference_data.config import dump_yaml
+
+    def no_loading(*a, **k):
+        raise AssertionError("a model was loaded before the config was checked")
+
+    monkeypatch.setattr(hub, "load_causal_lm", no_loading)
+    monkeypatch.setattr(hub, "load_tokenizer", no_loading)
+    dump_yaml(config(tmp_path, data), tmp_path / "cfg.yaml")
+    assert main(["train", "--config", str(tmp_path / "cfg.yaml"), *overrides]) == 2
+    err = capsys.readouterr().err
+    assert expect in err, err
+
+
+# --- (h) the frozen log-prob cache --------------------------------------------------------------------
+
+def test_reference_logps_are_cached_and_reused(tmp_path, data, private_cache):
+    from align.train import run
+
+    common = ("train.method=full", "reference.kind=precomputed", "train.max_steps=1", "train.batch_size=4")
+    first = run(config(tmp_path, data, *common, out="a"))
+    second = run(config(tmp_path, data, *common, out="b"))
+    assert first["reference"]["cache"] == {"train": "miss"}
+    assert second["reference"]["cache"] == {"train": "hit"}
+    assert first["reference"]["files"] == second["reference"]["files"]
+    assert Path(first["reference"]["files"]["train"]).parent == private_cache / "logps"
+    # a different max_length is another key
+    third = run(config(tmp_path, data, *common, "train.max_length=100", out="c"))
+    assert third["reference"]["cache"] == {"train": "miss"}
+
+
+# --- the other recipes: SimPO (no reference), IPO, an INPO step with a precomputed previous iterate ----
+
+@pytest.mark.parametrize("overrides,first_loss", [
+    # LoRA starts at the base, so every log-ratio is 0 at step 1: IPO gives (1/(2β))², INPO gives c²
+    (["loss.name=ipo", "loss.params.beta=0.25"], 4.0),
+    (["loss.name=inpo", "loss.params.target_margin=3.0", "previous.model=builtin:tiny-llama"], 9.0),
+    (["loss.name=simpo", "reference.kind=none"], None),
+])
+def test_other_losses_train(tmp_path, data, overrides, first_loss):
+    from align.train import run
+
+    report = run(config(tmp_path, data, "train.max_steps=1", *overrides))
+    rows = [json.loads(x) for x in (Path(report["adapter_dir"]).parent / "metrics.jsonl").read_text().splitlines()]
+    if first_loss is not None:
+        assert rows[0]["loss"] == pytest.approx(first_loss, rel=1e-5)
+    if "loss.name=inpo" in overrides:
+        assert report["previous"]["cache"] == {"train": "miss"}  # π_t precomputed (here: the initial policy)
+        assert report["reference"]["mode"] == "adapters_disabled"
+    if "loss.name=simpo" in overrides:
+        assert report["reference"]["mode"] == "none" and "kl_estimate" not in rows[0]
+
+
+def test_chosen_logp_drop_alert_fires_once(tmp_path, data, capsys):
+    from align.train import setup
+
+    trainer = setup(config(tmp_path, data, "alerts.chosen_logp_drop=0.5")).trainer
+    for value in (-1.0, -1.4, -1.6, -2.0):  # per-token chosen log-probs at successive log steps
+        trainer.stash({"logps/chosen_per_token": value})
+        trainer.log({"loss": 1.0})
+    assert len(trainer.alerts) == 1 and "fell 0.600 nats" in trainer.alerts[0]
+    assert capsys.readouterr().out.count("ALERT") == 1
