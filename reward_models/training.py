@@ -35,9 +35,14 @@ class LoraSection:
     target_modules: list[str] = option(
         factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
         doc="module names that get adapters")
+    layers: list[int] = option(factory=list, doc="transformer layer indices that get adapters (empty = all); "
+                                                 "adapters only in the top layers also stop the backward pass there")
 
     def check(self) -> list[str]:
-        return [f"r: must be positive, got {self.r}"] if self.r <= 0 else []
+        problems = [f"r: must be positive, got {self.r}"] if self.r <= 0 else []
+        if any(i < 0 for i in self.layers):
+            problems.append(f"layers: indices must be non-negative, got {self.layers}")
+        return problems
 
 
 @dataclass
@@ -126,7 +131,7 @@ def apply_lora(model: torch.nn.Module, lora: LoraSection, task_type: str, module
 
     cfg = LoraConfig(r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
                      target_modules=list(lora.target_modules), task_type=task_type,
-                     modules_to_save=modules_to_save)
+                     modules_to_save=modules_to_save, layers_to_transform=list(lora.layers) or None)
     model = get_peft_model(model, cfg)
     for p in model.parameters():
         if p.requires_grad:

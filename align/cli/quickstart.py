@@ -7,6 +7,13 @@ so an interrupted quickstart resumes at the stage where it stopped):
   3. doctor  - the data report for the suite's training pairs with the model's tokenizer
   4. rm      - a LoRA Bradley-Terry reward model on the suite's training pairs, evaluated on its held-out
                pairs (accuracy per task family and per corruption kind)
+  5. dpo     - LoRA DPO of the model on the suite's training pairs (reference: the base, adapters disabled)
+  6. eval    - greedy generations of the model before and after DPO on held-out suite prompts, graded by the
+               gold graders: mean score per objective, win rate, and a paired bootstrap 95% interval of the
+               gain over prompts (greedy decoding is deterministic, so prompt sampling is the noise)
+
+LoRA adapters go into the top half of the layers by default: the backward pass then stops there, which
+makes each step about a third cheaper on this CPU with little loss in quality.
 """
 
 from __future__ import annotations
@@ -17,9 +24,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from align.train import TrainConfig
 from preference_data.config import dump_yaml, load, option
 from preference_data.hub import DEFAULT_MODEL
 from reward_models.rm_train import RMTrainConfig
+
+TOP_HALF = list(range(15, 30))  # SmolLM2-135M has 30 layers
 
 
 def _default_rm() -> RMTrainConfig:
@@ -27,10 +37,31 @@ def _default_rm() -> RMTrainConfig:
 
     return build(RMTrainConfig, {
         "loss": {"name": "bradley_terry", "params": {"center_rewards_coefficient": 0.01}},
-        "eval": {"split": "all"},
+        "eval": {"split": "all", "stats_pairs": 128},
         "train": {"method": "lora", "lr": 5e-4, "epochs": 1, "batch_size": 8, "warmup_ratio": 0.05,
                   "max_length": 256, "row_tokens": 512, "log_every": 5},
+        "lora": {"layers": TOP_HALF},
     })
+
+
+def _default_dpo():
+    from align.train import TrainConfig
+    from preference_data.config import build
+
+    return build(TrainConfig, {
+        "loss": {"name": "sigmoid", "params": {"beta": 0.1}},
+        "eval": {"split": "none"}, "save_merged": False,
+        "train": {"method": "lora", "lr": 3e-4, "max_steps": 60, "batch_size": 8, "warmup_ratio": 0.1,
+                  "lr_scheduler": "cosine", "max_length": 256, "row_tokens": 512, "log_every": 5},
+        "lora": {"layers": TOP_HALF},
+    })
+
+
+@dataclass
+class EvalSection:
+    prompts: int = option(96, "held-out suite prompts to generate on (family-balanced)")
+    max_new_tokens: int = option(80, "generation budget per answer")
+    batch_size: int = option(16, "prompts per generation batch")
 
 
 @dataclass
@@ -60,10 +91,13 @@ class QuickstartConfig:
     doctor: DoctorSection = option(factory=DoctorSection, doc="the data report")
     rm: RMTrainConfig = option(factory=_default_rm, doc="the reward model (its model, data and output_dir are "
                                                         "set by the quickstart: the model above, the suite, out_dir/rm)")
-    stages: list[str] = option(factory=lambda: ["suite", "doctor", "rm"], doc="stages to run, in order")
+    dpo: TrainConfig = option(factory=_default_dpo, doc="the DPO run (model, data and output_dir set by the quickstart)")
+    eval: EvalSection = option(factory=EvalSection, doc="gold-graded evaluation before and after DPO")
+    stages: list[str] = option(factory=lambda: ["suite", "doctor", "rm", "dpo", "eval"],
+                               doc="stages to run, in order")
 
     def check(self) -> list[str]:
-        known = ["suite", "doctor", "rm"]
+        known = ["suite", "doctor", "rm", "dpo", "eval"]
         from preference_data.errors import did_you_mean
         return [f"stages: unknown stage '{s}'{did_you_mean(s, known)}; choose from {', '.join(known)}"
                 for s in self.stages if s not in known]
@@ -108,6 +142,10 @@ def run_quickstart(config_path: str | None = None, out: str | None = None, overr
 
     if "rm" in cfg.stages:
         summary["rm"] = _rm_stage(cfg, root, t0)
+    if "dpo" in cfg.stages:
+        summary["dpo"] = _dpo_stage(cfg, root, t0)
+    if "eval" in cfg.stages:
+        summary["eval"] = _eval_stage(cfg, root, t0, summary.get("dpo", {}).get("policy_dir"))
 
     summary["seconds"] = round(time.time() - t0, 1)
     (root / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
@@ -119,6 +157,14 @@ def run_quickstart(config_path: str | None = None, out: str | None = None, overr
     if "rm" in summary:
         print(f"  reward model  {summary['rm']['model_dir']}  (held-out accuracy {summary['rm']['accuracy']:.3f})")
         print(f"  RM report     {root / 'rm' / 'report.json'}, plots in {root / 'rm' / 'plots'}")
+    if "dpo" in summary:
+        print(f"  DPO policy    {summary['dpo']['policy_dir']}  (report {root / 'dpo' / 'report.json'})")
+    if "eval" in summary and summary["eval"]:
+        e = summary["eval"]
+        lo, hi = e["gain_ci95"]
+        print(f"  gold score    {e['before']:.3f} before DPO -> {e['after']:.3f} after "
+              f"(gain {e['gain']:+.3f}, 95% CI {lo:+.3f} .. {hi:+.3f}; win rate {e['win_rate']:.3f})")
+        print(f"  generations   {root / 'eval' / 'generations.jsonl'}")
     print(f"  summary       {root / 'summary.json'}")
     return 0
 
@@ -156,3 +202,40 @@ def _rm_stage(cfg: QuickstartConfig, root: Path, t0: float) -> dict:
             "by_family": {k: v["accuracy"] for k, v in report["eval"].get("by_family", {}).items()},
             "by_corruption": {k: v["accuracy"] for k, v in report["eval"].get("by_corruption", {}).items()},
             "train_seconds": report["train_seconds"]}
+
+
+def _dpo_stage(cfg: QuickstartConfig, root: Path, t0: float) -> dict:
+    import dataclasses
+
+    from align.train import run, summary_lines
+
+    dpo = dataclasses.replace(cfg.dpo, model=cfg.model, output_dir=str(root / "dpo"),
+                              data=dataclasses.replace(cfg.dpo.data, source=str(root / "suite" / "train_pairs.jsonl"),
+                                                       split="all"))
+    if _same_config(Path(dpo.output_dir), dpo):
+        report = json.loads((Path(dpo.output_dir) / "report.json").read_text())
+        _say(f"dpo: already trained ({dpo.output_dir}); skipping", t0)
+    else:
+        _say(f"dpo: {dpo.train.method} {dpo.loss.name} on the suite's training pairs", t0)
+        report = run(dpo)
+    for line in summary_lines(report):
+        _say(f"dpo: {line}", t0)
+    return {"policy_dir": report["policy_dir"], "train_seconds": report["train_seconds"], "steps": report["steps"]}
+
+
+def _eval_stage(cfg: QuickstartConfig, root: Path, t0: float, policy: str | None) -> dict:
+    from align.evaluate import PolicyEvalSettings, evaluate_policy, report_lines
+
+    if policy is None:
+        _say("eval: no DPO policy (add the dpo stage); skipping", t0)
+        return {}
+    _say(f"eval: generating on {cfg.eval.prompts} held-out prompts before and after DPO", t0)
+    settings = PolicyEvalSettings(max_new_tokens=cfg.eval.max_new_tokens, batch_size=cfg.eval.batch_size)
+    report = evaluate_policy(policy, cfg.model, str(root / "suite" / "test_prompts.jsonl"), cfg.eval.prompts, "gold",
+                             str(root / "eval"), settings, baseline_cache=str(root / "eval" / "baseline.json"))
+    for line in report_lines(report):
+        _say(f"eval: {line}", t0)
+    return {"before": report["baseline"]["overall"], "after": report["policy"]["overall"],
+            "gain": report["overall_gain"], "gain_ci95": report["overall_gain_ci95"], "win_rate": report["win_rate"],
+            "before_by_objective": {k: v for k, v in report["baseline"].items() if isinstance(v, float)},
+            "after_by_objective": {k: v for k, v in report["policy"].items() if isinstance(v, float)}}
