@@ -22,7 +22,6 @@ makes concurrent ranks compute it once.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import gc
 import hashlib
@@ -35,7 +34,7 @@ from typing import Any
 
 import torch
 
-from preference_data.hub import cache_dir, load_causal_lm, resolve
+from preference_data.hub import cache_dir, file_lock, load_causal_lm, resolve
 from preference_data.packing import PackedBatch, pack_pairs
 
 CACHE_VERSION = 1  # bump when the meaning of a cached number changes
@@ -97,20 +96,6 @@ def cache_parts(pairs: Sequence[Any], model_ref: str, precision: str, weights_dt
 def cache_file(parts: dict[str, Any]) -> Path:
     key = hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:40]
     return cache_dir() / "logps" / f"{key}.safetensors"
-
-
-@contextlib.contextmanager
-def _file_lock(path: Path):
-    """Exclusive lock beside `path`, so concurrent processes (data-parallel ranks) compute a file once."""
-    import fcntl
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(str(path) + ".lock", "w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def _read(path: Path, n: int) -> tuple[torch.Tensor, torch.Tensor] | None:
@@ -187,7 +172,7 @@ def frozen_logps(role: str, model_ref: str, sets: dict[str, Sequence[Any]], *, p
                 continue
             parts = cache_parts(pairs, model_ref, precision, weights_dtype, max_length, length_policy)
             path = cache_file(parts)
-            with _file_lock(path):
+            with file_lock(path):
                 got = _read(path, len(pairs)) if path.exists() else None
                 report["cache"][name] = "hit" if got is not None else "miss"
                 if got is None:

@@ -128,7 +128,7 @@ def main() -> None:
         args.side = args.child
         child(args)
         return
-    from benchmarks.common import bf16_matmul_peak, model_dims  # noqa: F401
+    from benchmarks.common import bf16_matmul_peak
 
     peak = bf16_matmul_peak()
     print(f"bf16 matmul peak on this machine: {peak:.0f} GFLOP/s")

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import UserError
-from .records import Message, PreferencePair, PromptOnly, RatedResponses, conversation
+from .records import Message, PreferencePair, PromptOnly, RatedResponses
 from .registry import Table
 from .report import DataReport
 

@@ -39,8 +39,8 @@ def cache_dir() -> Path:
 
 
 @contextlib.contextmanager
-def _lock(path: Path):
-    """An exclusive file lock so parallel processes (tests, DDP ranks) convert a builtin only once."""
+def file_lock(path: Path):
+    """An exclusive lock beside `path`, so parallel processes (tests, DDP ranks) build a file only once."""
     import fcntl
 
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -125,7 +125,7 @@ def resolve(ref: str) -> str:
         dest = cache_dir() / "models" / name
         if (dest / "config.json").exists() and (dest / "model.safetensors").exists():
             return str(dest)
-        with _lock(dest):
+        with file_lock(dest):
             if not (dest / "model.safetensors").exists():
                 tmp = dest.with_name(dest.name + ".partial")
                 shutil.rmtree(tmp, ignore_errors=True)

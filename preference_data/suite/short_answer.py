@@ -144,7 +144,7 @@ def _write(params: Params, value: str, rng: random.Random | None) -> str:
         frames = _A[cat]
     else:
         sentence = _SENTENCE[s]
-        frames = [sentence, f"{{A}}.", sentence]
+        frames = [sentence, "{A}.", sentence]
     text = choose(rng, frames).format(s=s, a=value, A=cap(value))
     return choose(rng, ["", "", "", "Sure! "]) + text
 
