@@ -72,7 +72,7 @@ def side_ours(steps: int, lora: bool, out: str) -> dict:
         "data": {"source": str(HH_HELPFUL), "split": "all", "limit": 256},
         "eval": {"split": "none"}, "loss": {"name": "sigmoid", "params": {"beta": 0.1}},
         "train": {"method": "lora" if lora else "full", "max_steps": steps, "batch_size": 8, "max_length": 512,
-                  "row_tokens": 1024, "lr": 1e-6, "precision": "bf16", "log_every": steps},
+                  "row_tokens": 512, "lr": 1e-6, "precision": "bf16", "log_every": steps},
     })
     report = run(cfg)
     ref_seconds = float(report["reference"].get("seconds", 0.0) or 0.0)

@@ -71,7 +71,7 @@ def run_ours(pairs, steps: int, lora: bool, out: str) -> dict:
         "data": {"source": str(HH_HELPFUL), "split": "all", "limit": len(pairs)},
         "eval": {"split": "none", "stats_pairs": 8},
         "train": {"method": "lora" if lora else "full", "max_steps": steps, "batch_size": 8, "max_length": 512,
-                  "row_tokens": 1024, "lr": 1e-5, "precision": "bf16", "log_every": steps},
+                  "row_tokens": 512, "lr": 1e-5, "precision": "bf16", "log_every": steps},
     })
     report = run(cfg)
     tok = load_tokenizer(MODEL)

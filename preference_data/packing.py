@@ -4,8 +4,8 @@ A pair becomes one segment `prompt + chosen + rejected`. Position ids restart at
 rejected part, and a 4D boolean attention mask lets rejected tokens see the prompt and themselves but
 never the chosen tokens, so every token sees exactly what it would see in its own sequence
 `prompt + response` (tests check the log-probs match separate encoding). Segments are packed into rows
-of at most `row_tokens` tokens, in order, with a block-diagonal mask between segments; only the end of
-the last row of a batch is padded.
+of at most `row_tokens` tokens (or the longest segment, if longer) by first-fit-decreasing, with a
+block-diagonal mask between segments; rows are padded at the end to the longest row.
 
 Shapes (B pairs in the batch, S = 2B sequences with chosen first then rejected, R rows, L row length,
 N response tokens in all):
@@ -52,16 +52,23 @@ class PackedBatch:
 
 
 def _segments_fit(lengths: Sequence[int], row_tokens: int) -> list[list[int]]:
-    """Greedy in-order packing of segment indices into rows of at most `row_tokens` (a longer segment gets its own row)."""
+    """First-fit-decreasing packing of segment indices into rows of at most max(row_tokens, longest) tokens.
+
+    Every row is later padded to the longest row, so balanced rows waste least; the order of segments inside
+    a batch does not matter (each sequence keeps its index).
+    """
+    cap = max([row_tokens, *lengths])
     rows: list[list[int]] = []
-    used = 0
-    for i, n in enumerate(lengths):
-        if rows and used + n <= row_tokens:
-            rows[-1].append(i)
-            used += n
+    used: list[int] = []
+    for i in sorted(range(len(lengths)), key=lambda i: -lengths[i]):
+        for r, u in enumerate(used):
+            if u + lengths[i] <= cap:
+                rows[r].append(i)
+                used[r] += lengths[i]
+                break
         else:
             rows.append([i])
-            used = n
+            used.append(lengths[i])
     return rows
 
 
