@@ -332,8 +332,8 @@ def setup(cfg: TrainConfig, resume: bool = False) -> Setup:
     from preference_data.sources import load_pairs
     from preference_data.tokenize import tokenize_pairs
     from reward_models.forward import PackedForward
-    from reward_models.training import (PackCollator, PairDataset, apply_lora, base_dtype, last_checkpoint,
-                                        set_threads, training_arguments)
+    from reward_models.training import (PackCollator, PairDataset, apply_lora, base_dtype, evaluate_every,
+                                        resume_point, set_threads, training_arguments)
 
     from .reference import frozen_logps
 
@@ -397,17 +397,8 @@ def setup(cfg: TrainConfig, resume: bool = False) -> Setup:
                           loss=cfg.loss, ref_mode=ref_mode, use_previous=spec.needs_previous_iterate,
                           eval_pairs=eval_pairs, alert_drop=cfg.alerts.chosen_logp_drop, metrics_path=metrics_path)
     if cfg.train.eval_every > 0 and eval_pairs:
-        from transformers import TrainerCallback
-
-        class EvalEvery(TrainerCallback):
-            def on_step_end(self, args, state, control, **kw):
-                if state.global_step % cfg.train.eval_every == 0 and state.global_step < state.max_steps:
-                    trainer.evaluate()
-
-        trainer.add_callback(EvalEvery())
-    resume_from = last_checkpoint(str(ckpt_dir)) if resume else None
-    if resume and resume_from is None:
-        print(f"--resume: no checkpoint under {ckpt_dir}; starting from the beginning")
+        evaluate_every(trainer, cfg.train.eval_every)
+    resume_from = resume_point(str(ckpt_dir), resume)
     if resume_from is not None and metrics_path.exists():  # the alert compares with the run's first logged step
         for line in metrics_path.read_text(encoding="utf-8").splitlines():
             row = json.loads(line) if line.strip() else {}

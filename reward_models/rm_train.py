@@ -213,8 +213,8 @@ def run(cfg: RMTrainConfig, resume: bool = False) -> dict[str, Any]:
 
     from .checkpoint import RewardStats, save_rm
     from .forward import PackedForward
-    from .training import (PackCollator, PairDataset, apply_lora, base_dtype, last_checkpoint, plot_metrics,
-                           set_threads, training_arguments)
+    from .training import (PackCollator, PairDataset, apply_lora, base_dtype, evaluate_every, plot_metrics,
+                           resume_point, set_threads, training_arguments)
 
     t0 = time.time()
     set_threads(cfg.train)
@@ -265,17 +265,8 @@ def run(cfg: RMTrainConfig, resume: bool = False) -> dict[str, Any]:
                           loss=cfg.loss, soft_alpha=bool(extra), eval_pairs=eval_pairs, pad_id=pad_id,
                           row_tokens=cfg.train.row_tokens, metrics_path=metrics_path)
     if cfg.train.eval_every > 0 and eval_pairs:
-        from transformers import TrainerCallback
-
-        class EvalEvery(TrainerCallback):
-            def on_step_end(self, args, state, control, **kw):
-                if state.global_step % cfg.train.eval_every == 0 and state.global_step < state.max_steps:
-                    trainer.evaluate()
-
-        trainer.add_callback(EvalEvery())
-    resume_from = last_checkpoint(str(ckpt_dir)) if resume else None
-    if resume and resume_from is None:
-        print(f"--resume: no checkpoint under {ckpt_dir}; starting from the beginning")
+        evaluate_every(trainer, cfg.train.eval_every)
+    resume_from = resume_point(str(ckpt_dir), resume)
     t_train = time.time()
     result = trainer.train(resume_from_checkpoint=resume_from)
     train_seconds = time.time() - t_train

@@ -232,3 +232,23 @@ def last_checkpoint(output_dir: str) -> str | None:
     from transformers.trainer_utils import get_last_checkpoint
 
     return get_last_checkpoint(output_dir) if Path(output_dir).is_dir() else None
+
+
+def evaluate_every(trainer: Any, every: int) -> None:
+    """Run `trainer.evaluate()` every `every` optimizer steps (the final evaluation is the recipe's own)."""
+    from transformers import TrainerCallback
+
+    class EvalEvery(TrainerCallback):
+        def on_step_end(self, args, state, control, **kw):
+            if state.global_step % every == 0 and state.global_step < state.max_steps:
+                trainer.evaluate()
+
+    trainer.add_callback(EvalEvery())
+
+
+def resume_point(output_dir: str, resume: bool) -> str | None:
+    """The last checkpoint under `output_dir` when resuming (None, with a message, when there is none)."""
+    found = last_checkpoint(output_dir) if resume else None
+    if resume and found is None:
+        print(f"--resume: no checkpoint under {output_dir}; starting from the beginning")
+    return found
