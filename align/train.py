@@ -44,6 +44,7 @@ from preference_data.config import dump_yaml, option
 from preference_data.errors import UserError
 from preference_data.hub import DEFAULT_MODEL
 from preference_data.sources import DataConfig
+from reward_models.training import HeldOutSection as EvalSection
 from reward_models.training import LoraSection, TrainSection
 
 from .losses import LOSSES, LossOutput, PairLogps, check_loss_config, compute_loss
@@ -69,13 +70,6 @@ class ReferenceSection:
 class PreviousSection:
     model: str | None = option(None, "INPO's previous iterate π_t: the policy that generated these pairs "
                                      "(builtin:<name>, a local directory, or a hub id)")
-
-
-@dataclass
-class EvalSection:
-    source: str | None = option(None, "evaluation source (default: the training source)")
-    split: Literal["dev", "test", "train", "all", "none"] = option("dev", "evaluation split ('none' to skip)")
-    limit: int | None = option(None, "evaluate on at most N pairs")
 
 
 @dataclass

@@ -26,7 +26,7 @@ from preference_data.hub import DEFAULT_MODEL
 from preference_data.sources import DataConfig
 
 from .losses import RM_LOSSES, check_rm_loss_config, compute_rm_loss, label_smoothed_loss
-from .training import LoraSection, TrainSection
+from .training import HeldOutSection, LoraSection, TrainSection
 
 
 @dataclass
@@ -59,10 +59,7 @@ class StrengthSection:
 
 
 @dataclass
-class EvalSection:
-    source: str | None = option(None, "evaluation source (default: the training source)")
-    split: Literal["dev", "test", "train", "all", "none"] = option("dev", "evaluation split ('none' to skip)")
-    limit: int | None = option(None, "evaluate on at most N pairs")
+class EvalSection(HeldOutSection):
     stats_pairs: int = option(256, "training pairs used to compute the saved reward mean/std")
 
 

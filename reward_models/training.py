@@ -83,6 +83,15 @@ class TrainSection:
         return problems
 
 
+@dataclass
+class HeldOutSection:
+    """Held-out pairs evaluated at the end of training (and every `train.eval_every` steps)."""
+
+    source: str | None = option(None, "evaluation source (default: the training source)")
+    split: Literal["dev", "test", "train", "all", "none"] = option("dev", "evaluation split ('none' to skip)")
+    limit: int | None = option(None, "evaluate on at most N pairs")
+
+
 class PairDataset(Dataset):
     """Tokenized pairs (objects with prompt_ids / chosen_ids / rejected_ids) for a DataLoader."""
 
