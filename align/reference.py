@@ -130,7 +130,7 @@ def _to(batch: PackedBatch, device: torch.device) -> PackedBatch:
 @torch.no_grad()
 def pair_logps(model: torch.nn.Module, pairs: Sequence[Any], pad_id: int, batch_size: int, row_tokens: int,
                autocast: bool, device: torch.device | str = "cpu",
-               desc: str | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+               desc: str | None = None, layout: str = "segments") -> tuple[torch.Tensor, torch.Tensor]:
     """Summed response log-probs of chosen (B,) and rejected (B,) for tokenized pairs, in order, in fp32."""
     from tqdm.auto import tqdm
 
@@ -144,7 +144,7 @@ def pair_logps(model: torch.nn.Module, pairs: Sequence[Any], pad_id: int, batch_
     with torch.autocast(device.type, dtype=torch.bfloat16, enabled=autocast):
         for s in tqdm(starts, desc=desc, disable=desc is None or os.environ.get("CI") == "true", leave=False):
             chunk = pairs[s:s + batch_size]
-            logps = sequence_logps(model, _to(pack_pairs(chunk, pad_id, row_tokens), device)).float()  # (2b,)
+            logps = sequence_logps(model, _to(pack_pairs(chunk, pad_id, row_tokens, layout), device)).float()  # (2b,)
             chosen.append(logps[:len(chunk)].cpu())
             rejected.append(logps[len(chunk):].cpu())
     model.train(was_training)
@@ -155,6 +155,7 @@ def pair_logps(model: torch.nn.Module, pairs: Sequence[Any], pad_id: int, batch_
 
 def frozen_logps(role: str, model_ref: str, sets: dict[str, Sequence[Any]], *, precision: str, weights_dtype: str,
                  max_length: int, length_policy: str, pad_id: int, row_tokens: int, batch_size: int,
+                 layout: str = "segments",
                  device: torch.device | str = "cpu", model: torch.nn.Module | None = None) -> dict[str, Any]:
     """Compute (or read from the cache) `role`'s log-probs for each named pair set and attach them as columns.
 
@@ -180,7 +181,7 @@ def frozen_logps(role: str, model_ref: str, sets: dict[str, Sequence[Any]], *, p
                         loaded = load_causal_lm(model_ref, dtype=weights_dtype)
                     net = model if model is not None else loaded
                     net.to(device)
-                    got = pair_logps(net, pairs, pad_id, batch_size, row_tokens, autocast=precision == "bf16",
+                    got = pair_logps(net, pairs, pad_id, batch_size, row_tokens, autocast=precision == "bf16", layout=layout,
                                      device=device, desc=f"{role} log-probs ({name})")
                     _write(path, got[0], got[1], parts)
             report["files"][name] = str(path)

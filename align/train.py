@@ -326,8 +326,8 @@ def setup(cfg: TrainConfig, resume: bool = False) -> Setup:
     from preference_data.sources import load_pairs
     from preference_data.tokenize import tokenize_pairs
     from reward_models.forward import PackedForward
-    from reward_models.training import (PackCollator, PairDataset, apply_lora, base_dtype, evaluate_every,
-                                        resume_point, set_threads, training_arguments)
+    from reward_models.training import (PackCollator, PairDataset, apply_lora, base_dtype, compile_layers,
+                                        evaluate_every, resume_point, set_threads, training_arguments)
 
     from .reference import frozen_logps
 
@@ -373,13 +373,15 @@ def setup(cfg: TrainConfig, resume: bool = False) -> Setup:
         frozen_reports[role] = frozen_logps(
             role, ref, {"train": train_pairs, "eval": eval_pairs}, precision=cfg.train.precision,
             weights_dtype=weights_dtype, max_length=cfg.train.max_length, length_policy=cfg.train.length_policy,
-            pad_id=pad_id, row_tokens=cfg.train.row_tokens, batch_size=cfg.train.batch_size, device=args.device,
+            pad_id=pad_id, row_tokens=cfg.train.row_tokens, layout=cfg.train.attention, batch_size=cfg.train.batch_size,
+            device=args.device,
             model=model if _initial_policy(ref, cfg) else None)
     extra = tuple(c for role, _ in frozen for c in columns(role))
 
     if cfg.train.method == "lora":
         model = apply_lora(model, cfg.lora, "CAUSAL_LM")
     model.train()
+    compile_layers(model, cfg.train)
 
     # trainer
     metrics_path = run_dir / "metrics.jsonl"
@@ -387,7 +389,7 @@ def setup(cfg: TrainConfig, resume: bool = False) -> Setup:
         metrics_path.unlink()
     trainer_cls = _make_trainer_class()
     trainer = trainer_cls(model=PackedForward(model, "logps"), args=args, train_dataset=PairDataset(train_pairs),
-                          data_collator=PackCollator(pad_id, cfg.train.row_tokens, extra),
+                          data_collator=PackCollator(pad_id, cfg.train.row_tokens, extra, cfg.train.attention),
                           loss=cfg.loss, ref_mode=ref_mode, use_previous=spec.needs_previous_iterate,
                           eval_pairs=eval_pairs, alert_drop=cfg.alerts.chosen_logp_drop, metrics_path=metrics_path)
     if cfg.train.eval_every > 0 and eval_pairs:

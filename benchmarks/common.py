@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -58,3 +64,50 @@ def train_matmul_flops(dims: dict[str, int], tokens: int, head_tokens: int, lora
     score matmuls are left out (small at these lengths), so the rate is a slight under-estimate."""
     mult = 4 if lora else 6
     return mult * (dims["body"] * tokens + dims["head"] * head_tokens)
+
+
+def spawn(script: str, args: list[str], fresh_logp_cache: bool = False, inductor_cache: str | None = None) -> dict:
+    """Run one benchmark side as `python script --child ... args` in its own process (so its time and peak
+    memory are its own) and return the dict it printed with `report`. The process gets an empty
+    torch.compile (inductor) cache, so compiling is paid and timed as on a first run, unless
+    `inductor_cache` names one to use (e.g. one a previous run filled: a warm start). `fresh_logp_cache`
+    also gives it an empty log-prob cache (the converted models are shared), so precomputation is paid
+    and timed in this run."""
+    env = dict(os.environ)
+    with tempfile.TemporaryDirectory() as cache:
+        env["TORCHINDUCTOR_CACHE_DIR"] = inductor_cache or str(Path(cache) / "inductor")
+        if fresh_logp_cache:
+            models = Path(os.environ.get("PREFALIGN_CACHE", Path.home() / ".cache" / "prefalign")) / "models"
+            env["PREFALIGN_CACHE"] = cache
+            (Path(cache) / "models").symlink_to(models)
+        proc = subprocess.run([sys.executable, script, *args], env=env, capture_output=True, text=True)
+    lines = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
+    if proc.returncode != 0 or not lines:
+        raise SystemExit(f"{' '.join(args)} failed:\n{proc.stderr[-3000:]}")
+    return json.loads(lines[-1][len("RESULT "):])
+
+
+def step_timer() -> list[float]:
+    """Record the time at the end of every optimizer step of any transformers Trainer in this process."""
+    from transformers.trainer_callback import CallbackHandler
+
+    times: list[float] = []
+    original = CallbackHandler.on_step_end
+
+    def on_step_end(self, args, state, control):
+        times.append(time.perf_counter())
+        return original(self, args, state, control)
+
+    CallbackHandler.on_step_end = on_step_end
+    return times
+
+
+def steady_pairs_per_s(times: list[float], pairs_per_step: int) -> float | None:
+    """Pairs/s after the first step (which pays compile and warm-up), from `step_timer` times."""
+    return pairs_per_step * (len(times) - 1) / (times[-1] - times[0]) if len(times) > 1 else None
+
+
+def report(res: dict) -> None:
+    """In a child process: add the peak memory (max RSS) and print the result line `spawn` reads."""
+    res["peak_rss_gb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 ** 2
+    print("RESULT " + json.dumps(res), flush=True)

@@ -16,9 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import resource
-import subprocess
 import sys
 import tempfile
 import time
@@ -91,28 +88,21 @@ def side_ours(steps: int, lora: bool, out: str) -> dict:
 
 
 def child(args: argparse.Namespace) -> None:
+    from benchmarks.common import report
+
     with tempfile.TemporaryDirectory() as tmp:
         if args.side == "trl":
             res = side_trl(args.steps, args.setting, args.mode == "lora", tmp)
         else:
             res = side_ours(args.steps, args.mode == "lora", tmp)
-    res["peak_rss_gb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 ** 2
-    print("RESULT " + json.dumps(res))
+    report(res)
 
 
-def spawn(side: str, mode: str, steps: int, setting: str = "") -> dict:
-    env = dict(os.environ)
-    with tempfile.TemporaryDirectory() as cache:
-        # an empty log-prob cache, so our reference precomputation is paid (and timed) in this run
-        models = Path(os.environ.get("PREFALIGN_CACHE", Path.home() / ".cache" / "prefalign")) / "models"
-        env["PREFALIGN_CACHE"] = cache
-        (Path(cache) / "models").symlink_to(models)
-        proc = subprocess.run([sys.executable, __file__, "--child", side, "--mode", mode, "--steps", str(steps),
-                               "--setting", setting], env=env, capture_output=True, text=True)
-    lines = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
-    if proc.returncode != 0 or not lines:
-        raise SystemExit(f"{side} ({mode}) failed:\n{proc.stderr[-3000:]}")
-    return json.loads(lines[-1][7:])
+def run_side(side: str, mode: str, steps: int, setting: str = "") -> dict:
+    from benchmarks.common import spawn
+
+    return spawn(__file__, ["--child", side, "--mode", mode, "--steps", str(steps), "--setting", setting],
+                 fresh_logp_cache=True)
 
 
 def main() -> None:
@@ -134,8 +124,8 @@ def main() -> None:
     print(f"bf16 matmul peak on this machine: {peak:.0f} GFLOP/s")
     results = {}
     for mode in args.modes.split(","):
-        trl = [spawn("trl", mode, args.steps, s) for s in args.trl_settings.split(",")]
-        ours = spawn("ours", mode, args.steps)
+        trl = [run_side("trl", mode, args.steps, s) for s in args.trl_settings.split(",")]
+        ours = run_side("ours", mode, args.steps)
         best = max(trl, key=lambda r: r["pairs_per_s"])
         rate = ours["matmul_flops"] / ours["seconds"] / 1e9
         print(f"\n[{mode}] {args.steps} steps x 8 pairs, max length 512, DPO sigmoid")

@@ -1,17 +1,23 @@
 """Packed, prefix-shared batches: no padding waste and the shared prompt encoded once.
 
 A pair becomes one segment `prompt + chosen + rejected`. Position ids restart at len(prompt) for the
-rejected part, and a 4D boolean attention mask lets rejected tokens see the prompt and themselves but
-never the chosen tokens, so every token sees exactly what it would see in its own sequence
-`prompt + response` (tests check the log-probs match separate encoding). Segments are packed into rows
-of at most `row_tokens` tokens (or the longest segment, if longer) by first-fit-decreasing, with a
-block-diagonal mask between segments; rows are padded at the end to the longest row.
+rejected part, and rejected tokens see the prompt and themselves but never the chosen tokens, so every
+token sees exactly what it would see in its own sequence `prompt + response` (tests check the log-probs
+match separate encoding). Two layouts (`LAYOUTS`) say how that visibility reaches the model:
+
+  "segments"  all segments back to back in ONE row, no padding at all, no mask; `segments` lists
+              (offset, P, n1, n2) per segment and `reward_models.attention` attends each segment on its
+              own (the work is the sum of the segments' squares). The default.
+  "mask"      segments packed into rows of at most `row_tokens` tokens (or the longest segment, if
+              longer) by first-fit-decreasing, rows padded at the end to the longest row, and a 4D
+              boolean mask (block-diagonal between segments) that any attention kernel accepts.
 
 Shapes (B pairs in the batch, S = 2B sequences with chosen first then rejected, R rows, L row length,
 N response tokens in all):
   input_ids      (R, L)        token ids, pad at the end of rows
   position_ids   (R, L)
-  attention_mask (R, 1, L, L)  bool, True = may attend
+  attention_mask (R, 1, L, L)  bool, True = may attend ("mask" layout; None for "segments")
+  segments       (G, 4)        (offset, P, n1, n2) per segment of the row ("segments" layout; R = 1)
   target_row/target_pos (N,)   where the logits predicting each response token are (position of token - 1)
   target_ids     (N,)          the response tokens
   target_seq     (N,)          which sequence (0..S-1) each response token belongs to
@@ -45,6 +51,7 @@ class PackedBatch:
     num_sequences: int
     pairs: bool
     real_tokens: int
+    segments: torch.Tensor | None = None
 
     @property
     def num_pairs(self) -> int:
@@ -72,21 +79,29 @@ def _segments_fit(lengths: Sequence[int], row_tokens: int) -> list[list[int]]:
     return rows
 
 
+LAYOUTS = ("segments", "mask")
+
+
 def pack(prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[Sequence[int]]], pad_id: int,
-         row_tokens: int = 2048) -> PackedBatch:
+         row_tokens: int = 2048, layout: str = "segments") -> PackedBatch:
     """Pack B prompts, each with K responses (K = 2 for pairs: chosen, rejected; K = 1 for single sequences).
 
     Sequence numbering: response k of prompt i is sequence k*B + i (all chosen first, then all rejected).
+    `row_tokens` only matters for the "mask" layout.
     """
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
     B = len(prompts)
     K = len(responses[0]) if B else 1
     seg_len = [len(p) + sum(len(r) for r in rs) for p, rs in zip(prompts, responses, strict=True)]
-    rows = _segments_fit(seg_len, row_tokens)
+    rows = [list(range(B))] if layout == "segments" else _segments_fit(seg_len, row_tokens)
     L = max(sum(seg_len[i] for i in row) for row in rows)
     R = len(rows)
     input_ids = torch.full((R, L), pad_id, dtype=torch.long)
     position_ids = torch.zeros((R, L), dtype=torch.long)
-    mask = torch.zeros((R, 1, L, L), dtype=torch.bool)
+    use_mask = layout == "mask"
+    mask = torch.zeros((R, 1, L, L), dtype=torch.bool) if use_mask else None
+    segments = torch.zeros((B, 4), dtype=torch.long)
     t_row, t_pos, t_ids, t_seq = [], [], [], []
     last_row = torch.zeros(K * B, dtype=torch.long)
     last_pos = torch.zeros(K * B, dtype=torch.long)
@@ -98,15 +113,18 @@ def pack(prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[Sequence
             P = len(p)
             input_ids[r, off:off + P] = torch.tensor(p, dtype=torch.long)
             position_ids[r, off:off + P] = torch.arange(P)
-            mask[r, 0, off:off + P, off:off + P] = torch.ones(P, P, dtype=torch.bool).tril()
+            segments[i] = torch.tensor([off, P, *[len(x) for x in responses[i]], *([0] * (2 - K))])
+            if use_mask:
+                mask[r, 0, off:off + P, off:off + P] = torch.ones(P, P, dtype=torch.bool).tril()
             cur = off + P
             for k, resp in enumerate(responses[i]):
                 n = len(resp)
                 s = k * B + i
                 input_ids[r, cur:cur + n] = torch.tensor(list(resp), dtype=torch.long)
                 position_ids[r, cur:cur + n] = torch.arange(P, P + n)
-                mask[r, 0, cur:cur + n, off:off + P] = True  # sees the prompt ...
-                mask[r, 0, cur:cur + n, cur:cur + n] = torch.ones(n, n, dtype=torch.bool).tril()  # ... and itself
+                if use_mask:
+                    mask[r, 0, cur:cur + n, off:off + P] = True  # sees the prompt ...
+                    mask[r, 0, cur:cur + n, cur:cur + n] = torch.ones(n, n, dtype=torch.bool).tril()  # ... and itself
                 # logits at (token position - 1) predict each response token; the first one is predicted
                 # by the last prompt token, which every response shares
                 pred = [off + P - 1] + list(range(cur, cur + n - 1))
@@ -117,25 +135,27 @@ def pack(prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[Sequence
                 last_row[s], last_pos[s], lengths[s] = r, cur + n - 1, n
                 cur += n
             off = cur
-    # padding positions attend to themselves only, so no row of the mask is empty (avoids NaN in softmax)
-    for r in range(R):
-        used = sum(seg_len[i] for i in rows[r])
-        idx = torch.arange(used, L)
-        mask[r, 0, idx, idx] = True
+    if use_mask:
+        # padding positions attend to themselves only, so no row of the mask is empty (avoids NaN in softmax)
+        for r in range(R):
+            used = sum(seg_len[i] for i in rows[r])
+            idx = torch.arange(used, L)
+            mask[r, 0, idx, idx] = True
     return PackedBatch(input_ids, position_ids, mask, torch.tensor(t_row), torch.tensor(t_pos),
                        torch.tensor(t_ids), torch.tensor(t_seq), last_row, last_pos, lengths, K * B, K == 2,
-                       real_tokens=sum(seg_len))
+                       real_tokens=sum(seg_len), segments=None if use_mask else segments)
 
 
-def pack_pairs(pairs: Sequence, pad_id: int, row_tokens: int = 2048) -> PackedBatch:
+def pack_pairs(pairs: Sequence, pad_id: int, row_tokens: int = 2048, layout: str = "segments") -> PackedBatch:
     """Pack tokenized pairs (objects with prompt_ids, chosen_ids, rejected_ids)."""
-    return pack([p.prompt_ids for p in pairs], [(p.chosen_ids, p.rejected_ids) for p in pairs], pad_id, row_tokens)
+    return pack([p.prompt_ids for p in pairs], [(p.chosen_ids, p.rejected_ids) for p in pairs], pad_id, row_tokens,
+                layout)
 
 
 def pack_single(prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[int]], pad_id: int,
-                row_tokens: int = 2048) -> PackedBatch:
+                row_tokens: int = 2048, layout: str = "segments") -> PackedBatch:
     """Pack (prompt, response) sequences, e.g. for scoring."""
-    return pack(prompts, [(r,) for r in responses], pad_id, row_tokens)
+    return pack(prompts, [(r,) for r in responses], pad_id, row_tokens, layout)
 
 
 def padded_tokens(pairs: Sequence, batch_size: int) -> int:

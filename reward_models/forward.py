@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import torch
 
+from preference_data.errors import UserError
 from preference_data.packing import PackedBatch
+from reward_models import attention
 
 
 def unwrap(model: torch.nn.Module) -> torch.nn.Module:
@@ -27,10 +29,31 @@ def body(model: torch.nn.Module) -> torch.nn.Module:
     return getattr(inner, prefix)
 
 
+def layout_for(*models: torch.nn.Module | None) -> str:
+    """The packing layout these models can run: "segments" when all route attention through transformers'
+    attention interface, else "mask"."""
+    return "segments" if all(m is None or attention.supported(unwrap(m)) for m in models) else "mask"
+
+
 def hidden_states(model: torch.nn.Module, batch: PackedBatch) -> torch.Tensor:
-    """Last hidden states (R, L, H) of the packed rows."""
-    out = body(model)(input_ids=batch.input_ids, position_ids=batch.position_ids,
-                      attention_mask=batch.attention_mask, use_cache=False)
+    """Last hidden states (R, L, H) of the packed rows (either layout of `preference_data.packing`)."""
+    net = body(model)
+    if batch.segments is None:
+        out = net(input_ids=batch.input_ids, position_ids=batch.position_ids, attention_mask=batch.attention_mask,
+                  use_cache=False)
+        return out.last_hidden_state
+    inner = unwrap(model)
+    if not attention.supported(inner):
+        raise UserError(f"{type(inner).__name__} does not route its attention through transformers' attention "
+                        "interface, so the 'segments' packing layout cannot be used with it; set train.attention: mask "
+                        "(a dense block mask any attention kernel accepts)")
+    attention.enable(inner)
+    plan = attention.make_plan(batch.segments, batch.input_ids.device)
+    out = net(input_ids=batch.input_ids, position_ids=batch.position_ids, attention_mask=attention.no_mask(),
+              use_cache=False, segment_plan=plan)
+    if plan.calls == 0:
+        raise UserError(f"{type(inner).__name__} ignored the segment attention; set train.attention: mask "
+                        "(a dense block mask any attention kernel accepts)")
     return out.last_hidden_state
 
 
@@ -79,7 +102,7 @@ class PackedForward(torch.nn.Module):
         self.config = getattr(unwrap(model), "config", None)
 
     def forward(self, **inputs: torch.Tensor) -> torch.Tensor:
-        batch = PackedBatch(**{f: inputs[f] for f in PACKED_FIELDS}, num_sequences=int(inputs["num_sequences"]),
+        batch = PackedBatch(**{f: inputs.get(f) for f in PACKED_FIELDS}, num_sequences=int(inputs["num_sequences"]),
                             pairs=bool(inputs.get("pairs", True)), real_tokens=int(inputs.get("real_tokens", 0)))
         return last_token_rewards(self.model, batch) if self.what == "rewards" else sequence_logps(self.model, batch)
 
@@ -90,4 +113,4 @@ class PackedForward(torch.nn.Module):
 
 
 PACKED_FIELDS = ("input_ids", "position_ids", "attention_mask", "target_row", "target_pos", "target_ids",
-                 "target_seq", "last_row", "last_pos", "lengths")
+                 "target_seq", "last_row", "last_pos", "lengths", "segments")

@@ -83,7 +83,7 @@ GROUP_KEYS = ("source", "family", "corruption")
 
 @torch.no_grad()
 def pair_rewards(model: torch.nn.Module, pairs: list[Any], pad_id: int, batch_size: int, row_tokens: int,
-                 autocast: bool) -> tuple[torch.Tensor, torch.Tensor]:
+                 autocast: bool, layout: str = "segments") -> tuple[torch.Tensor, torch.Tensor]:
     """Rewards (B,) of chosen and rejected for tokenized pairs, in order."""
     from preference_data.packing import pack_pairs
 
@@ -95,7 +95,7 @@ def pair_rewards(model: torch.nn.Module, pairs: list[Any], pad_id: int, batch_si
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
         for s in range(0, len(pairs), batch_size):
             chunk = pairs[s:s + batch_size]
-            r = last_token_rewards(model, pack_pairs(chunk, pad_id, row_tokens))[:, 0]
+            r = last_token_rewards(model, pack_pairs(chunk, pad_id, row_tokens, layout))[:, 0]
             rc.append(r[:len(chunk)])
             rr.append(r[len(chunk):])
     model.train(was_training)
@@ -130,13 +130,15 @@ def _make_trainer_class():
 
     class RMTrainer(MetricsMixin, Trainer):
         def __init__(self, *args: Any, loss: RMLossSection, soft_alpha: bool, eval_pairs: list[Any],
-                     pad_id: int, row_tokens: int, metrics_path: Path | None, **kwargs: Any) -> None:
+                     pad_id: int, row_tokens: int, metrics_path: Path | None, layout: str = "segments",
+                     **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
             self.loss_cfg = loss
             self.soft_alpha = soft_alpha
             self.eval_pairs = eval_pairs
             self.pad_id = pad_id
             self.row_tokens = row_tokens
+            self.layout = layout
             self._init_metrics(metrics_path)
 
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
@@ -160,7 +162,7 @@ def _make_trainer_class():
             if not self.eval_pairs:
                 return {}
             rc, rr = pair_rewards(self.model.model, self.eval_pairs, self.pad_id, self.args.per_device_eval_batch_size,
-                                  self.row_tokens, self.args.bf16)
+                                  self.row_tokens, self.args.bf16, self.layout)
             rep = accuracy_report(self.eval_pairs, rc, rr)
             losses = compute_rm_loss(self.loss_cfg.name, self.loss_cfg.params, rc, rr).losses
             metrics = {f"{metric_key_prefix}_loss": losses.mean().item(),
@@ -210,8 +212,8 @@ def run(cfg: RMTrainConfig, resume: bool = False) -> dict[str, Any]:
 
     from .checkpoint import RewardStats, save_rm
     from .forward import PackedForward
-    from .training import (PackCollator, PairDataset, apply_lora, base_dtype, evaluate_every, plot_metrics,
-                           resume_point, set_threads, training_arguments)
+    from .training import (PackCollator, PairDataset, apply_lora, base_dtype, compile_layers, evaluate_every,
+                           plot_metrics, resume_point, set_threads, training_arguments)
 
     t0 = time.time()
     set_threads(cfg.train)
@@ -247,6 +249,7 @@ def run(cfg: RMTrainConfig, resume: bool = False) -> dict[str, Any]:
     if cfg.train.method == "lora":
         model = apply_lora(model, cfg.lora, "SEQ_CLS", modules_to_save=["score"])
     model.train()
+    compile_layers(model, cfg.train)
 
     # train
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
@@ -258,9 +261,9 @@ def run(cfg: RMTrainConfig, resume: bool = False) -> dict[str, Any]:
         metrics_path.unlink()
     trainer_cls = _make_trainer_class()
     trainer = trainer_cls(model=PackedForward(model, "rewards"), args=args, train_dataset=PairDataset(train_pairs),
-                          data_collator=PackCollator(pad_id, cfg.train.row_tokens, extra),
+                          data_collator=PackCollator(pad_id, cfg.train.row_tokens, extra, cfg.train.attention),
                           loss=cfg.loss, soft_alpha=bool(extra), eval_pairs=eval_pairs, pad_id=pad_id,
-                          row_tokens=cfg.train.row_tokens, metrics_path=metrics_path)
+                          row_tokens=cfg.train.row_tokens, metrics_path=metrics_path, layout=cfg.train.attention)
     if cfg.train.eval_every > 0 and eval_pairs:
         evaluate_every(trainer, cfg.train.eval_every)
     resume_from = resume_point(str(ckpt_dir), resume)
@@ -279,7 +282,7 @@ def run(cfg: RMTrainConfig, resume: bool = False) -> dict[str, Any]:
     # save, with reward statistics on (a sample of) the training data
     sample = train_pairs[: cfg.eval.stats_pairs]
     rc, rr = pair_rewards(model, sample, pad_id, cfg.train.batch_size, cfg.train.row_tokens,
-                          cfg.train.precision == "bf16")
+                          cfg.train.precision == "bf16", cfg.train.attention)
     allr = torch.cat([rc, rr])
     sample_rewards = {"ids": [p.id for p in sample[:4]], "chosen": rc[:4].tolist(), "rejected": rr[:4].tolist()}
     stats = RewardStats(mean=allr.mean().item(), std=allr.std(correction=0).item(), n=len(allr), num_labels=1,

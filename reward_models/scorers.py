@@ -189,6 +189,12 @@ class _BatchedModel:
         self.max_length = opts.max_length or getattr(config, "max_position_embeddings", None) or 4096
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         self.failures: Counter[str] = Counter()
+        self.layout = "segments"  # packing layout; subclasses pick it from their models (`layout_for`)
+
+    def _pick_layout(self, *models: Any) -> None:
+        from .forward import layout_for
+
+        self.layout = layout_for(*models)
 
     def _fail(self, reason: str, detail: str = "") -> None:
         if not self.failures[reason]:
@@ -238,11 +244,11 @@ class _BatchedModel:
         from preference_data.packing import pack_single
 
         try:
-            # Rows as long as the batch's longest item: attention costs (tokens x row length) under the
-            # block-diagonal mask, and the batch is one length bucket, so rows come out nearly full anyway.
+            # "mask" layout: rows as long as the batch's longest item (attention costs tokens x row length
+            # under the block-diagonal mask, and the batch is one length bucket, so rows come out nearly full)
             longest = max(len(items[i][0]) + len(items[i][1]) for i in idx)
             packed = pack_single([items[i][0] for i in idx], [items[i][1] for i in idx], self.pad_id,
-                                 row_tokens=longest)
+                                 row_tokens=longest, layout=self.layout)
             packed = dataclasses.replace(packed, **{f.name: getattr(packed, f.name).to(self.device)
                                                     for f in dataclasses.fields(packed)
                                                     if isinstance(getattr(packed, f.name), torch.Tensor)})
@@ -286,6 +292,7 @@ class ScalarScorer(_BatchedModel):
                             "(num_labels = 1)")
         super().__init__(tokenizer, model.config, opts, device)
         self.model = model.to(device)
+        self._pick_layout(self.model)
 
     def score(self, prompts: list[Conversation], responses: list[Conversation]) -> list[float]:
         from .forward import last_token_rewards
@@ -340,6 +347,7 @@ class ImplicitScorer(_BatchedModel):
         self.policy.to(device)
         if self.reference is not None:
             self.reference.to(device)
+        self._pick_layout(self.policy, self.reference)
 
     def _rewards(self, batch: Any) -> Any:
         from .forward import sequence_logps
@@ -423,6 +431,7 @@ class JudgeScorer(_BatchedModel):
         self.answer_ids = [i[0] for i in ids]
         super().__init__(tokenizer, self.model.config, opts, device)
         self.model.to(device)
+        self._pick_layout(self.model)
 
     def _encode_judge(self, prompt: Conversation, a: Conversation, b: Conversation) -> Item | None:
         from preference_data.records import Message

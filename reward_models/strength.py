@@ -70,7 +70,7 @@ def run_strength(cfg: StrengthConfig) -> dict[str, Any]:
     for path in models:
         model, _, _ = load_rm(path, dtype="float32" if cfg.base.train.precision == "fp32" else "bfloat16")
         rc, rr = pair_rewards(model, pairs, pad_id, cfg.base.train.batch_size, cfg.base.train.row_tokens,
-                              autocast=False)
+                              autocast=False, layout=cfg.base.train.attention)
         diffs.append(rc - rr)
         del model
     d = torch.stack(diffs)  # (M, B)

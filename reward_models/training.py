@@ -2,13 +2,15 @@
 
 Built on `transformers.Trainer`, so gradient accumulation, checkpoints, `--resume`, `report_to`
 integrations and DDP / FSDP / DeepSpeed through `accelerate launch` or `torchrun` come from there.
-What we add: packed prefix-shared batches (no padding waste, the shared prompt encoded once), bf16 on
-CPU, LoRA set-up, metric averaging for logs, a metrics JSONL and PNG plots in the run directory.
+What we add: packed prefix-shared batches (no padding waste, the shared prompt encoded once, each pair
+attended on its own), bf16 on CPU, compiled layers, LoRA set-up, metric averaging for logs, a metrics
+JSONL and PNG plots in the run directory.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 from collections import defaultdict
@@ -25,7 +27,7 @@ from preference_data.packing import PackedBatch, pack_pairs
 
 from .forward import PACKED_FIELDS
 
-
+log = logging.getLogger(__name__)
 
 @dataclass
 class LoraSection:
@@ -63,8 +65,18 @@ class TrainSection:
     max_length: int = option(1024, "token budget for prompt + the longer response")
     length_policy: Literal["drop", "truncate_prompt_left", "raise"] = option(
         "drop", "what to do with pairs longer than max_length (always counted in the report)")
-    row_tokens: int = option(512, "tokens per packed row; a longer pair gets a row of its own (attention cost grows "
-                                  "with row length, so shorter rows are faster until padding between rows dominates)")
+    attention: Literal["segments", "mask"] = option(
+        "segments", "how prefix-shared packed pairs are attended: segments = each pair attended on its own in one "
+                    "unpadded row (fastest; needs a model using transformers' attention interface, as Llama, "
+                    "Qwen, Mistral, Gemma do); mask = rows of row_tokens with a dense block mask (any model)")
+    compile: bool = option(True, "torch.compile each transformer layer (inductor, dynamic shapes): fuses the "
+                                 "norms, rotary embeddings, activations and dtype casts that dominate a CPU step "
+                                 "(~1.5x faster steps here); the first step pays the compile (~20 s, a few "
+                                 "seconds once inductor's on-disk cache is warm). Skipped with a warning when no "
+                                 "C++ compiler is found")
+    row_tokens: int = option(512, "tokens per packed row for attention: mask; a longer pair gets a row of its own "
+                                  "(attention cost grows with row length, so shorter rows are faster until padding "
+                                  "between rows dominates)")
     eval_every: int = option(0, "evaluate every N optimizer steps (0 = only at the end)")
     save_every: int = option(0, "checkpoint every N optimizer steps (0 = only at the end)")
     log_every: int = option(1, "log metrics every N optimizer steps")
@@ -108,13 +120,14 @@ class PairDataset(Dataset):
 class PackCollator:
     """Packs a list of tokenized pairs into one `PackedBatch`, returned as a dict of tensors plus extras."""
 
-    def __init__(self, pad_id: int, row_tokens: int, extra: Sequence[str] = ()) -> None:
+    def __init__(self, pad_id: int, row_tokens: int, extra: Sequence[str] = (), layout: str = "segments") -> None:
         self.pad_id = pad_id
         self.row_tokens = row_tokens
+        self.layout = layout
         self.extra = extra  # attribute names of per-pair float tensors to carry (e.g. reference log-probs)
 
     def __call__(self, pairs: list[Any]) -> dict[str, Any]:
-        b = pack_pairs(pairs, self.pad_id, self.row_tokens)
+        b = pack_pairs(pairs, self.pad_id, self.row_tokens, self.layout)
         out: dict[str, Any] = {f: getattr(b, f) for f in PACKED_FIELDS}
         out["num_pairs"] = torch.tensor(len(pairs))
         out["num_sequences"] = torch.tensor(2 * len(pairs))
@@ -129,7 +142,7 @@ class PackCollator:
 
 def unpack(inputs: dict[str, Any]) -> PackedBatch:
     n = int(inputs["num_pairs"])
-    return PackedBatch(**{f: inputs[f] for f in PACKED_FIELDS}, num_sequences=2 * n, pairs=True,
+    return PackedBatch(**{f: inputs.get(f) for f in PACKED_FIELDS}, num_sequences=2 * n, pairs=True,
                        real_tokens=int(inputs["real_tokens"]))
 
 
@@ -233,8 +246,41 @@ def plot_metrics(metrics_path: Path, out_dir: Path, keys: Sequence[str]) -> list
 
 
 def set_threads(train: TrainSection) -> None:
+    """Process settings for a training run: torch threads and (on Linux/glibc) the allocator."""
     if train.num_threads > 0:
         torch.set_num_threads(train.num_threads)
+    from preference_data.cpu import tune_allocator
+
+    tune_allocator()
+
+
+def compile_layers(model: torch.nn.Module, train: TrainSection) -> int:
+    """`torch.compile` each transformer layer of `model` (a peft wrapper is fine) when `train.compile` is on.
+
+    Layers compile lazily on their first call, with dynamic shapes so batches of any length reuse one
+    graph; the segment attention inside stays eager (it is excluded from tracing). Parameter names and
+    state dicts are unchanged. Returns the number of layers compiled (0 when off or not possible).
+    """
+    import shutil
+
+    from .forward import body
+
+    if not train.compile:
+        return 0
+    layers = getattr(body(model), "layers", None)
+    if not isinstance(layers, torch.nn.ModuleList) or not len(layers):
+        log.warning("train.compile: %s has no `layers` list to compile; running eager", type(model).__name__)
+        return 0
+    if not any(shutil.which(c) for c in ("g++", "c++", "clang++", "cl")):
+        log.warning("train.compile: no C++ compiler found (torch.compile needs one on CPU); running eager")
+        return 0
+    from preference_data.hub import cache_dir
+
+    # compiled kernels persist beside the converted models, so only the first run on a machine pays in full
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(cache_dir() / "inductor"))
+    for layer in layers:
+        layer.compile(dynamic=True)
+    return len(layers)
 
 
 def last_checkpoint(output_dir: str) -> str | None:

@@ -148,7 +148,13 @@ def test_first_batch_loss_matches_trl_dpo_trainer(tmp_path, perturbed_policy, lo
 
 # --- (b) packed prefix-shared log-probs equal separate encoding ----------------------------------------
 
-def test_packed_logps_equal_separate_encoding(data, tiny_model_ref):
+@pytest.mark.parametrize("layout", ["segments", "mask", "segments-sdpa"])
+def test_packed_logps_equal_separate_encoding(data, tiny_model_ref, layout, monkeypatch):
+    """Both packing layouts (and the segment attention's long-segment SDPA path) give each sequence's own log-probs."""
+    from reward_models import attention
+
+    if layout == "segments-sdpa":
+        monkeypatch.setattr(attention, "MATH_MAX_TOKENS", 8)
     from preference_data.hub import load_causal_lm, load_tokenizer
     from preference_data.packing import pack_pairs
     from preference_data.sources import read_records
@@ -159,7 +165,8 @@ def test_packed_logps_equal_separate_encoding(data, tiny_model_ref):
     model = load_causal_lm(tiny_model_ref, dtype="float32")
     tp, _ = tokenize_pairs(read_records(data)[0][:5], tok, None, "drop")
     with torch.no_grad():
-        packed = sequence_logps(model, pack_pairs(tp, tok.pad_token_id, row_tokens=150))  # (2B,) several rows
+        packed = sequence_logps(model, pack_pairs(tp, tok.pad_token_id, row_tokens=150,  # (2B,) several rows
+                                                  layout=layout.split("-")[0]))
         separate = []
         for k in ("chosen_ids", "rejected_ids"):
             for p in tp:
@@ -168,6 +175,42 @@ def test_packed_logps_equal_separate_encoding(data, tiny_model_ref):
                 lp = torch.log_softmax(logits, -1).gather(-1, ids[0, 1:, None])[:, 0]
                 separate.append(lp[len(p.prompt_ids) - 1:].sum())
     torch.testing.assert_close(packed, torch.stack(separate), atol=1e-4, rtol=0)
+
+
+def test_segment_attention_gradients_equal_mask_layout(data, tiny_model_ref, monkeypatch):
+    """Backward through the segment attention (matmul and SDPA paths) gives the dense-mask gradients, and a model
+    switched to it still runs plain (unpacked) calls exactly as SDPA does."""
+    from preference_data.hub import load_causal_lm, load_tokenizer
+    from preference_data.packing import pack_pairs
+    from preference_data.sources import read_records
+    from preference_data.tokenize import tokenize_pairs
+    from reward_models import attention
+    from reward_models.forward import sequence_logps
+
+    tok = load_tokenizer(tiny_model_ref)
+    model = load_causal_lm(tiny_model_ref, dtype="float32")
+    tp, _ = tokenize_pairs(read_records(data)[0][:4], tok, None, "drop")
+    ids = torch.tensor([tp[0].prompt_ids + tp[0].chosen_ids])
+    with torch.no_grad():
+        plain_before = model(input_ids=ids).logits
+
+    def grads(layout: str) -> dict[str, torch.Tensor]:
+        model.zero_grad()
+        logps = sequence_logps(model, pack_pairs(tp, tok.pad_token_id, 150, layout))
+        (logps * torch.linspace(-1, 1, logps.numel())).sum().backward()
+        return {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+    want = grads("mask")
+    assert model.config._attn_implementation != attention.NAME
+    for math_max in (attention.MATH_MAX_TOKENS, 8):
+        monkeypatch.setattr(attention, "MATH_MAX_TOKENS", math_max)
+        got = grads("segments")
+        assert got.keys() == want.keys()
+        for n in want:
+            torch.testing.assert_close(got[n], want[n], atol=1e-5, rtol=1e-4, msg=n)
+    assert model.config._attn_implementation == attention.NAME
+    with torch.no_grad():
+        torch.testing.assert_close(model(input_ids=ids).logits, plain_before, atol=1e-5, rtol=0)
 
 
 # --- (c) gradient accumulation: 1 x 8 equals 8 x 1 ----------------------------------------------------

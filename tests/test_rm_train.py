@@ -61,7 +61,8 @@ def tiny_rm():
 
 # --- where the reward is read ------------------------------------------------------------------------
 
-def test_reward_is_read_at_the_last_real_token_with_any_padding(tiny_rm, smollm2_tokenizer):
+@pytest.mark.parametrize("layout", ["segments", "mask"])
+def test_reward_is_read_at_the_last_real_token_with_any_padding(tiny_rm, smollm2_tokenizer, layout):
     tok = smollm2_tokenizer
     assert tok.pad_token_id == tok.eos_token_id  # the pitfall: pad == EOS
     pairs, _ = tokenize_pairs(suite_like_pairs(3), tok, 128, "drop")
@@ -74,7 +75,7 @@ def test_reward_is_read_at_the_last_real_token_with_any_padding(tiny_rm, smollm2
 
     with torch.no_grad():
         want = torch.tensor([expected(s) for s in seqs])
-        packed = last_token_rewards(tiny_rm, pack_pairs(pairs, tok.pad_token_id, 512))[:, 0]
+        packed = last_token_rewards(tiny_rm, pack_pairs(pairs, tok.pad_token_id, 512, layout))[:, 0]
         assert torch.allclose(packed, want, atol=1e-4)
         L = max(map(len, seqs))
         # right padding: the last real token is found from the attention mask, not from the pad id
@@ -94,13 +95,14 @@ def test_reward_is_read_at_the_last_real_token_with_any_padding(tiny_rm, smollm2
         assert not torch.isclose(hf, want[0], atol=1e-4)
 
 
-def test_single_sequence_packing_matches_pairs(tiny_rm, smollm2_tokenizer):
+@pytest.mark.parametrize("layout", ["segments", "mask"])
+def test_single_sequence_packing_matches_pairs(tiny_rm, smollm2_tokenizer, layout):
     pairs, _ = tokenize_pairs(suite_like_pairs(2), smollm2_tokenizer, 128, "drop")
     with torch.no_grad():
-        a = last_token_rewards(tiny_rm, pack_pairs(pairs, 2, 512))[:, 0]
+        a = last_token_rewards(tiny_rm, pack_pairs(pairs, 2, 512, layout))[:, 0]
         b = last_token_rewards(tiny_rm, pack_single([p.prompt_ids for p in pairs] * 2,
                                                     [p.chosen_ids for p in pairs] + [p.rejected_ids for p in pairs],
-                                                    2, 64))[:, 0]
+                                                    2, 64, layout))[:, 0]
     assert torch.allclose(a, b, atol=1e-4)
 
 
@@ -180,6 +182,31 @@ def test_resume_reaches_the_same_weights(tmp_path):
     a = load_file(str(Path(full.output_dir) / "model" / "model.safetensors"))
     b = load_file(str(Path(part.output_dir) / "model" / "model.safetensors"))
     assert a.keys() == b.keys() and all(torch.allclose(a[k], b[k], atol=1e-6) for k in a)
+
+
+@pytest.mark.parametrize("method", ["full", "lora"])
+def test_compiled_layers_train_like_eager_ones(tmp_path, method):
+    """train.compile (the default) changes speed only: the same losses and final weights as eager layers."""
+    from safetensors.torch import load_file
+
+    data = write_pairs(tmp_path / "pairs.jsonl", suite_like_pairs(16))
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()  # graphs cached by earlier tests would otherwise be reused without tracing
+    runs, graphs = {}, {}
+    for compiled in (True, False):
+        cfg = tiny_cfg(tmp_path / str(compiled), data, train={"method": method, "compile": compiled, "log_every": 1})
+        before = counters["stats"]["calls_captured"]
+        run(cfg)
+        graphs[compiled] = counters["stats"]["calls_captured"] - before
+        rows = [json.loads(x) for x in (Path(cfg.output_dir) / "metrics.jsonl").read_text().splitlines()]
+        runs[compiled] = ([r["loss"] for r in rows if "loss" in r],
+                          load_file(str(Path(cfg.output_dir) / "model" / "model.safetensors")))
+    (loss_c, w_c), (loss_e, w_e) = runs[True], runs[False]
+    assert len(loss_c) == 3 and loss_c == pytest.approx(loss_e, abs=1e-4)
+    assert w_c.keys() == w_e.keys() and all(torch.allclose(w_c[k], w_e[k], atol=1e-4) for k in w_c)
+    assert len(set(loss_c)) > 1  # the weights moved between steps
+    assert graphs[True] > 0 and graphs[False] == 0  # the compiled run really traced its layers
 
 
 def test_strength_ensemble_and_strength_aware_training(tmp_path):

@@ -149,8 +149,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from preference_data.cpu import tune_allocator
     from preference_data.errors import UserError
 
+    tune_allocator()
     parser = build_parser()
     args = parser.parse_args(argv)
     fn = getattr(args, "fn", None)

@@ -38,7 +38,7 @@ def _default_rm() -> RMTrainConfig:
         "loss": {"name": "bradley_terry", "params": {"center_rewards_coefficient": 0.01}},
         "eval": {"split": "all", "stats_pairs": 128},
         "train": {"method": "lora", "lr": 5e-4, "epochs": 1, "batch_size": 8, "warmup_ratio": 0.05,
-                  "max_length": 256, "row_tokens": 512, "log_every": 5},
+                  "max_length": 256, "log_every": 5},
     })
 
 
@@ -50,7 +50,7 @@ def _default_dpo():
         "loss": {"name": "sigmoid", "params": {"beta": 0.1}},
         "eval": {"split": "none"}, "save_merged": False,
         "train": {"method": "lora", "lr": 3e-4, "max_steps": 60, "batch_size": 8, "warmup_ratio": 0.1,
-                  "lr_scheduler": "cosine", "max_length": 256, "row_tokens": 512, "log_every": 5},
+                  "lr_scheduler": "cosine", "max_length": 256, "log_every": 5},
     })
 
 
