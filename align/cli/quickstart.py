@@ -37,7 +37,7 @@ def _default_rm() -> RMTrainConfig:
     return build(RMTrainConfig, {
         "loss": {"name": "bradley_terry", "params": {"center_rewards_coefficient": 0.01}},
         "eval": {"split": "all", "stats_pairs": 128},
-        "train": {"method": "lora", "lr": 5e-4, "epochs": 1, "batch_size": 8, "warmup_ratio": 0.05,
+        "train": {"method": "lora", "lr": 5e-4, "epochs": 1.5, "batch_size": 8, "warmup_ratio": 0.05,
                   "max_length": 256, "log_every": 5},
     })
 
