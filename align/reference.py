@@ -181,8 +181,8 @@ def frozen_logps(role: str, model_ref: str, sets: dict[str, Sequence[Any]], *, p
                         loaded = load_causal_lm(model_ref, dtype=weights_dtype)
                     net = model if model is not None else loaded
                     net.to(device)
-                    got = pair_logps(net, pairs, pad_id, batch_size, row_tokens, autocast=precision == "bf16", layout=layout,
-                                     device=device, desc=f"{role} log-probs ({name})")
+                    got = pair_logps(net, pairs, pad_id, batch_size, row_tokens, autocast=precision == "bf16",
+                                     device=device, desc=f"{role} log-probs ({name})", layout=layout)
                     _write(path, got[0], got[1], parts)
             report["files"][name] = str(path)
             if int(os.environ.get("RANK", "0")) == 0:

@@ -373,8 +373,8 @@ def setup(cfg: TrainConfig, resume: bool = False) -> Setup:
         frozen_reports[role] = frozen_logps(
             role, ref, {"train": train_pairs, "eval": eval_pairs}, precision=cfg.train.precision,
             weights_dtype=weights_dtype, max_length=cfg.train.max_length, length_policy=cfg.train.length_policy,
-            pad_id=pad_id, row_tokens=cfg.train.row_tokens, layout=cfg.train.attention, batch_size=cfg.train.batch_size,
-            device=args.device,
+            pad_id=pad_id, row_tokens=cfg.train.row_tokens, layout=cfg.train.attention,
+            batch_size=cfg.train.batch_size, device=args.device,
             model=model if _initial_policy(ref, cfg) else None)
     extra = tuple(c for role, _ in frozen for c in columns(role))
 

@@ -13,8 +13,8 @@ def tune_allocator() -> bool:
     defaults serve blocks above an adaptive threshold with fresh mmaps and return the top of the heap to
     the OS as soon as 128 KiB is free, so the next step page-faults it all back in (zeroed). Serving blocks
     up to 32 MiB from the heap, with a 1 GiB trim threshold and a 256 MiB top pad, keeps that memory mapped;
-    peak memory is unchanged, but the process does not shrink between steps. Set PREFALIGN_MALLOC_TUNING=0 to keep glibc's defaults.
-    Returns whether the settings were applied.
+    peak memory is unchanged, but the process does not shrink between steps. Set PREFALIGN_MALLOC_TUNING=0
+    to keep glibc's defaults. Returns whether the settings were applied.
     """
     import ctypes
 

@@ -28,7 +28,7 @@ NAME = "prefalign_segments"
 MATH_MAX_TOKENS = 1024  # keys per segment above which the memory-light SDPA kernel is used instead
 
 # A 4D attention mask makes transformers skip building its own (L, L) mask; the segment attention ignores it.
-_NO_MASK = torch.ones(1, 1, 1, 1, dtype=torch.bool)
+NO_MASK = torch.ones(1, 1, 1, 1, dtype=torch.bool)
 
 
 @dataclass
@@ -36,9 +36,10 @@ class SegmentPlan:
     """Per-forward description of the segments, shared by all layers.
 
     sizes: split sizes along the token axis, [P, n1, n2] per segment (n2 = 0 for single sequences).
-    segments: (P, n1, n2) per segment. bias_a / bias_b: additive causal biases (0 / -inf) for the matmul
-    path, None where SDPA is used; held in the attention's compute dtype (`cast`). calls: attention calls
-    served (checked after the forward).
+    segments: (P, n1, n2) per segment. bias_a: additive causal bias (0 / -inf) of prompt + response_1 for
+    the matmul path, None where SDPA's own causal mode is used. bias_b: the lower-right causal bias of
+    response_2 (None when there is none), used by either path. Biases are held in the attention's compute
+    dtype (`cast`). calls: attention calls served (checked after the forward).
     """
 
     sizes: list[int]
@@ -69,9 +70,7 @@ def make_plan(segments: torch.Tensor, device: torch.device | str = "cpu") -> Seg
         segs.append((P, n1, n2))
         n = P + n1
         bias_a.append(torch.full((n, n), float("-inf"), device=device).triu(1) if n <= MATH_MAX_TOKENS else None)
-        m = P + n2
-        bias_b.append(torch.full((n2, m), float("-inf"), device=device).triu(P + 1)
-                      if n2 and m <= MATH_MAX_TOKENS else None)
+        bias_b.append(torch.full((n2, P + n2), float("-inf"), device=device).triu(P + 1) if n2 else None)
     return SegmentPlan(sizes, segs, bias_a, bias_b)
 
 
@@ -90,12 +89,13 @@ def _matmul_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: t
     return torch.matmul(p.view(Hkv, rep * n, m), v).view(H, n, d)
 
 
-def _sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
+def _sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor | None,
           dropout: float, training: bool) -> torch.Tensor:
+    """As `_matmul_attention` with SDPA's kernel; bias None means plain causal."""
     rep = q.shape[0] // k.shape[0]
     if rep > 1:
         k, v = k.repeat_interleave(rep, 0), v.repeat_interleave(rep, 0)
-    return F.scaled_dot_product_attention(q[None], k[None], v[None], attn_mask=mask, is_causal=mask is None,
+    return F.scaled_dot_product_attention(q[None], k[None], v[None], attn_mask=bias, is_causal=bias is None,
                                           dropout_p=dropout if training else 0.0, scale=1.0)[0]
 
 
@@ -133,11 +133,8 @@ def segment_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.T
             outs.append(_sdpa(q_a, k_a, v_a, None, dropout, training))
         if n2:
             k_b, v_b = torch.cat([kp, k2], 1), torch.cat([vp, v2], 1)
-            if plan.bias_b[i] is not None:
-                outs.append(_matmul_attention(q2, k_b, v_b, plan.bias_b[i], dropout, training))
-            else:
-                mask = torch.ones(n2, P + n2, dtype=torch.bool, device=q2.device).tril(P)
-                outs.append(_sdpa(q2, k_b, v_b, mask, dropout, training))
+            attend = _matmul_attention if P + n2 <= MATH_MAX_TOKENS else _sdpa
+            outs.append(attend(q2, k_b, v_b, plan.bias_b[i], dropout, training))
     out = torch.cat(outs, 1)  # (H, L, d)
     return out.transpose(0, 1).unsqueeze(0).contiguous(), None
 
@@ -163,6 +160,3 @@ def enable(model: torch.nn.Module) -> None:
     if model.config._attn_implementation != NAME:
         model.config._attn_implementation = NAME
 
-
-def no_mask() -> torch.Tensor:
-    return _NO_MASK

@@ -11,7 +11,10 @@ import torch
 
 from preference_data.errors import UserError
 from preference_data.packing import PackedBatch
-from reward_models import attention
+
+from . import attention
+
+_USE_MASK = "set train.attention: mask (a dense block mask any attention kernel accepts)"
 
 
 def unwrap(model: torch.nn.Module) -> torch.nn.Module:
@@ -45,15 +48,13 @@ def hidden_states(model: torch.nn.Module, batch: PackedBatch) -> torch.Tensor:
     inner = unwrap(model)
     if not attention.supported(inner):
         raise UserError(f"{type(inner).__name__} does not route its attention through transformers' attention "
-                        "interface, so the 'segments' packing layout cannot be used with it; set train.attention: mask "
-                        "(a dense block mask any attention kernel accepts)")
+                        f"interface, so the 'segments' packing layout cannot be used with it; {_USE_MASK}")
     attention.enable(inner)
     plan = attention.make_plan(batch.segments, batch.input_ids.device)
-    out = net(input_ids=batch.input_ids, position_ids=batch.position_ids, attention_mask=attention.no_mask(),
+    out = net(input_ids=batch.input_ids, position_ids=batch.position_ids, attention_mask=attention.NO_MASK,
               use_cache=False, segment_plan=plan)
     if plan.calls == 0:
-        raise UserError(f"{type(inner).__name__} ignored the segment attention; set train.attention: mask "
-                        "(a dense block mask any attention kernel accepts)")
+        raise UserError(f"{type(inner).__name__} ignored the segment attention; {_USE_MASK}")
     return out.last_hidden_state
 
 

@@ -71,7 +71,7 @@ class TrainSection:
                     "Qwen, Mistral, Gemma do); mask = rows of row_tokens with a dense block mask (any model)")
     compile: bool = option(True, "torch.compile each transformer layer (inductor, dynamic shapes): fuses the "
                                  "norms, rotary embeddings, activations and dtype casts that dominate a CPU step "
-                                 "(~1.5x faster steps here); the first step pays the compile (~20 s, a few "
+                                 "(~1.5x faster steps here); the first step pays the compile (~30 s, a few "
                                  "seconds once inductor's on-disk cache is warm). Skipped with a warning when no "
                                  "C++ compiler is found")
     row_tokens: int = option(512, "tokens per packed row for attention: mask; a longer pair gets a row of its own "
