@@ -25,7 +25,7 @@ class PolicyEvalSettings:
     max_new_tokens: int = 96
     batch_size: int = 16
     temperature: float = 0.0
-    dtype: str = "bfloat16"
+    dtype: str = "auto"
     seed: int = 0
 
 
@@ -101,7 +101,10 @@ def evaluate_policy(model: str, baseline: str | None, prompts_source: str = "sui
 
     from .generate import generate, load_policy
 
+    from prefalign.models.precision import decide_dtype
+
     s = settings or PolicyEvalSettings()
+    s = PolicyEvalSettings(**{**s.__dict__, "dtype": decide_dtype(s.dtype, knob="--dtype").value})  # records hold it
     prompts = load_prompts(prompts_source, limit, s.seed)
     t0 = time.time()
     conv = [p.prompt for p in prompts]

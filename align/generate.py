@@ -16,11 +16,18 @@ from preference_data.errors import UserError
 from preference_data.records import Conversation
 
 
-def load_policy(ref: str, dtype: str = "bfloat16") -> Any:
-    """A causal LM from a builtin, a directory, a hub id, or a peft adapter directory (merged on load)."""
+def load_policy(ref: str, dtype: str = "auto") -> Any:
+    """A causal LM from a builtin, a directory, a hub id, or a peft adapter directory (merged on load).
+
+    `dtype: auto` is bfloat16 where the device runs it natively, else float32; the choice is printed."""
     from pathlib import Path
 
+    from prefalign.models.precision import announce, decide_dtype
     from preference_data.hub import base_of_adapter, load_causal_lm, resolve, torch_dtype
+
+    decision = decide_dtype(dtype, knob="--dtype")
+    announce(f"generation with {ref}", decision)
+    dtype = decision.value
 
     path = resolve(ref)
     if (Path(path) / "adapter_config.json").exists() and not (Path(path) / "config.json").exists():

@@ -120,6 +120,11 @@ class TrainConfig:
                 problems.append(f"reference.model: with reference.kind adapters_disabled the reference is the base "
                                 f"model '{self.model}'; set reference.model: null, or reference.kind: precomputed "
                                 f"to use '{ref.model}'")
+        if spec.needs_previous_iterate and spec.needs_reference and ref.model is None:
+            problems.append(f"reference.model: loss '{name}' compares the policy with a reference π_ref and the "
+                            "previous iterate π_t; name the reference explicitly (usually the initial policy, e.g. "
+                            f"reference.model: {self.model}). Left empty it would be `model`, which on later "
+                            "iterations is the previous iterate, not π_ref")
         if spec.needs_previous_iterate and self.previous.model is None:
             problems.append(f"previous.model: loss '{name}' needs the previous iterate π_t (the policy that generated "
                             "these pairs; the initial policy on the first iteration); set previous.model")
@@ -327,10 +332,12 @@ def setup(cfg: TrainConfig, resume: bool = False) -> Setup:
     from preference_data.tokenize import tokenize_pairs
     from reward_models.forward import PackedForward
     from reward_models.training import (PackCollator, PairDataset, apply_lora, base_dtype, compile_layers,
-                                        evaluate_every, resume_point, set_threads, training_arguments)
+                                        disable_dropout, evaluate_every, resolve_precision, resume_point,
+                                        set_threads, training_arguments)
 
     from .reference import frozen_logps
 
+    precision = resolve_precision(cfg.train, "train")
     set_threads(cfg.train)
     set_seed(cfg.train.seed)
     run_dir = Path(cfg.output_dir)
@@ -361,6 +368,8 @@ def setup(cfg: TrainConfig, resume: bool = False) -> Setup:
     args = training_arguments(cfg.train, str(ckpt_dir))  # sets up the device (and the process group under DDP)
     weights_dtype = base_dtype(cfg.train)
     model = load_causal_lm(cfg.model, dtype=weights_dtype)
+    if cfg.train.disable_dropout:
+        disable_dropout(model)  # before LoRA, so lora.dropout stays as configured
 
     # frozen log-probs, before any update (the initial policy's weights serve when it is the frozen model)
     frozen = []
@@ -401,7 +410,7 @@ def setup(cfg: TrainConfig, resume: bool = False) -> Setup:
             if "logps/chosen_per_token" in row:
                 trainer.first_chosen_logp = row["logps/chosen_per_token"]
                 break
-    reports = {"data": data_report.to_dict(), "tokenization": tok_report.to_dict(), "eval_tokenization": eval_tok,
+    reports = {"precision": precision, "data": data_report.to_dict(), "tokenization": tok_report.to_dict(), "eval_tokenization": eval_tok,
                "reference": {"mode": ref_mode, "model": (cfg.reference.model or cfg.model) if ref_mode != "none"
                              else None, **frozen_reports.get("reference", {})},
                "previous": frozen_reports.get("previous")}
@@ -453,7 +462,7 @@ def run(cfg: TrainConfig, resume: bool = False) -> dict[str, Any]:
     # report
     pairs_seen = result.global_step * cfg.train.batch_size * cfg.train.grad_accum * trainer.args.world_size
     report = {
-        **saved, "base_model": cfg.model, "method": cfg.train.method,
+        **saved, "base_model": cfg.model, "method": cfg.train.method, "precision": s.reports["precision"],
         "loss": {"name": cfg.loss.name, "params": LOSSES[cfg.loss.name].defaults | dict(cfg.loss.params)},
         "reference": s.reports["reference"], "previous": s.reports["previous"],
         "train_pairs": len(s.train_pairs), "steps": result.global_step, "train_loss": result.training_loss,

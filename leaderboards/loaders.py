@@ -299,7 +299,9 @@ def parse_pairs(rows: Rows, report: DataReport, source: str) -> Parsed:
     first = next(rows, None)
     if first is None:
         return Parsed([], [], report.rows_read, source)
-    fmt = formats.detect_format(first[1], f"{source} {report.row_unit} {first[0]}")
+    fmt, why = formats.detect_format(first[1], f"{source} {report.row_unit} {first[0]}")
+    report.details.setdefault("format", fmt)
+    report.details.setdefault("format_why", why)
     if formats.FORMATS[fmt].yields != "pairs":
         raise UserError(f"{source}: rows look like '{fmt}' data ({formats.FORMATS[fmt].summary}), not preference "
                         "pairs; this benchmark needs pairs {prompt, chosen, rejected}")

@@ -123,6 +123,22 @@ def _convert(tp: Any, value: Any, where: str, problems: list[str]) -> Any:
     return value
 
 
+def _default_of(f: dataclasses.Field) -> Any:
+    if f.default is not _MISSING:
+        return f.default
+    if f.default_factory is not _MISSING:  # type: ignore[misc]
+        return f.default_factory()  # type: ignore[misc]
+    return _MISSING
+
+
+def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """`over` laid on `base`, recursively for mappings present in both."""
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
 def _build(cls: type[C], data: dict[str, Any], where: str, problems: list[str]) -> C:
     hints = get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
@@ -134,6 +150,11 @@ def _build(cls: type[C], data: dict[str, Any], where: str, problems: list[str]) 
                             f"{cls.__name__} has: {', '.join(fields)}")
             continue
         n = len(problems)
+        default = _default_of(fields[key])
+        if isinstance(value, dict) and dataclasses.is_dataclass(default):
+            # a partial section changes the fields it names and keeps the rest of the field's own default
+            # (which may differ from its class's defaults, as the quickstart's rm and dpo sections do)
+            value = _merge(to_dict(default), value)
         converted = _convert(hints[key], value, here, problems)
         if len(problems) == n:  # a field with a problem keeps its default, so cross-field checks still run
             kwargs[key] = converted

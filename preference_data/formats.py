@@ -5,7 +5,7 @@ counted in the `DataReport` under a named reason (with its row number), never si
 
 | format         | rows look like                                                          | yields          |
 |----------------|-------------------------------------------------------------------------|-----------------|
-| trl            | {prompt?, chosen, rejected, margin?}: strings or lists of {role,content} | PreferencePair  |
+| trl            | {prompt?, chosen, rejected, margin?, score_chosen?, score_rejected?}: strings or {role,content} lists | PreferencePair |
 | hh             | {chosen, rejected}: "\\n\\nHuman: ...\\n\\nAssistant: ..." transcripts    | PreferencePair  |
 | ultrafeedback  | {instruction, completions: [{response, annotations, overall_score}]}     | RatedResponses  |
 | helpsteer      | {prompt, response, helpfulness, correctness, ...}, one response per row  | RatedResponses  |
@@ -122,7 +122,21 @@ def _trl_row(row: dict[str, Any]) -> PreferencePair:
             n -= 1
         prompt, chosen, rejected = chosen[:n], chosen[n:], rejected[n:]
     _check_pair(prompt, chosen, rejected)
-    return PreferencePair(prompt, chosen, rejected, margin=_margin(row))
+    attributes = {}
+    gap = _rating_gap(row)
+    if gap is not None:
+        attributes["rating_gap"] = gap
+    return PreferencePair(prompt, chosen, rejected, margin=_margin(row), attributes=attributes)
+
+
+def _rating_gap(row: dict[str, Any]) -> float | None:
+    """score_chosen - score_rejected (UltraFeedback-binarized and similar TRL data), when both are numbers."""
+    a, b = row.get("score_chosen"), row.get("score_rejected")
+    if a is None and b is None:
+        return None
+    if any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in (a, b)):
+        raise Skip("wrong_type", f"fields 'score_chosen' / 'score_rejected' must both be numbers, got {a!r} / {b!r}")
+    return float(a) - float(b)
 
 
 _HH_TURN = re.compile(r"\n\n(Human|Assistant): ?")
@@ -346,6 +360,8 @@ class Format:
     summary: str
     yields: str
     detect: Callable[[dict[str, Any]], bool]
+    why: str  # the detection rule in words, reported with the choice
+    reads: tuple[str, ...]  # the fields the adapter reads (patterns like "prediction *" match a numbered family)
 
 
 def _is_hh(row: dict[str, Any]) -> bool:
@@ -354,27 +370,67 @@ def _is_hh(row: dict[str, Any]) -> bool:
 
 
 FORMATS: Table[Format] = Table("data format", {
-    "hh": Format(_pairs(_hh_row, "hh-rlhf"), "Anthropic HH-RLHF transcripts {chosen, rejected}", "pairs", _is_hh),
+    "hh": Format(_pairs(_hh_row, "hh-rlhf"), "Anthropic HH-RLHF transcripts {chosen, rejected}", "pairs", _is_hh,
+                 "'chosen' is a transcript starting with '\\n\\nHuman:' and there is no 'prompt'",
+                 ("chosen", "rejected")),
     "records": Format(_suite_pairs, "this toolkit's own pair dumps (PreferencePair.to_dict)", "pairs",
-                      lambda r: {"id", "prompt", "chosen", "rejected", "attributes"} <= set(r)),
+                      lambda r: {"id", "prompt", "chosen", "rejected", "attributes"} <= set(r),
+                      "rows have id, prompt, chosen, rejected and attributes",
+                      ("id", "prompt", "chosen", "rejected", "attributes", "margin", "source")),
     "trl": Format(_trl, "TRL preference data, standard or conversational, implicit or explicit prompt", "pairs",
-                  lambda r: "chosen" in r and "rejected" in r),
+                  lambda r: "chosen" in r and "rejected" in r, "rows have 'chosen' and 'rejected'",
+                  ("prompt", "chosen", "rejected", "margin", "score_chosen", "score_rejected")),
     "finegrained": Format(_finegrained, "FineGrainedRLHF qa-feedback (4 predictions, 6 pairwise labels)", "pairs",
-                          lambda r: "question" in r and "prediction 1" in r),
+                          lambda r: "question" in r and "prediction 1" in r, "rows have 'question' and 'prediction 1'",
+                          ("question", "passages", "prediction *", "preference")),
     "ultrafeedback": Format(_ultrafeedback, "UltraFeedback multi-completion ratings", "rated",
-                            lambda r: "completions" in r),
+                            lambda r: "completions" in r, "rows have 'completions'",
+                            ("instruction", "prompt", "completions", "source")),
     "helpsteer": Format(_helpsteer, "HelpSteer-style attribute scores, one response per row", "rated",
-                        lambda r: "response" in r and "helpfulness" in r),
+                        lambda r: "response" in r and "helpfulness" in r, "rows have 'response' and 'helpfulness'",
+                        ("prompt", "response", *HELPSTEER_ATTRIBUTES)),
     "rated": Format(_rated, "rated responses {prompt, responses, scores}", "rated",
-                    lambda r: "responses" in r and "scores" in r),
+                    lambda r: "responses" in r and "scores" in r, "rows have 'responses' and 'scores'",
+                    ("prompt", "responses", "scores", "attributes", "source", "id")),
     "prompts": Format(_prompts, "prompt-only rows {prompt, meta?, grader?} for online training", "prompts",
-                      lambda r: "prompt" in r and "chosen" not in r),
+                      lambda r: "prompt" in r and "chosen" not in r, "rows have 'prompt' and no 'chosen'",
+                      ("prompt", "meta", "grader", "source", "id")),
 }, columns=("summary", "yields"))
 
+# Field names that carry a response, a rating or a preference label. A detected format that would ignore
+# one of these is refused: a file of comparisons read as prompt-only rows would silently lose every label.
+_RESPONSE_LIKE = re.compile(r"response|completion|answer|output|chosen|rejected|prediction|label|preference|"
+                            r"winner|score|rating|generation", re.IGNORECASE)
 
-def detect_format(row: dict[str, Any], where: str) -> str:
+
+def _reads(fmt: Format, key: str) -> bool:
+    return any(key == f or (f.endswith(" *") and key.startswith(f[:-1])) for f in fmt.reads)
+
+
+def unused_response_fields(name: str, row: dict[str, Any]) -> list[str]:
+    """Fields of `row` that look like responses, ratings or labels but format `name` does not read."""
+    fmt = FORMATS[name]
+    return [k for k in row if isinstance(k, str) and not _reads(fmt, k) and _RESPONSE_LIKE.search(k)]
+
+
+def detect_format(row: dict[str, Any], where: str) -> tuple[str, str]:
+    """(format name, why it was chosen) for a data source whose first row is `row`.
+
+    Refuses, naming the fields, when the detected format would ignore fields that look like responses,
+    ratings or labels (e.g. Auto-J's {prompt, response 1, response 2, label} would otherwise be read as
+    prompt-only rows and lose every comparison).
+    """
     for name in FORMATS:
-        if FORMATS[name].detect(row):
-            return name
+        fmt = FORMATS[name]
+        if not fmt.detect(row):
+            continue
+        unused = unused_response_fields(name, row)
+        if unused:
+            raise UserError(
+                f"{where}: the fields look like format '{name}' ({fmt.why}), but that format would ignore "
+                f"{', '.join(repr(k) for k in unused)}, which look like responses or labels; nothing was read. "
+                f"Rename the fields to a supported layout (e.g. TRL's prompt / chosen / rejected; see `align ls "
+                f"formats`), or set `format: {name}` explicitly to read the file as {fmt.yields} and ignore them")
+        return name, f"detected: {fmt.why}"
     raise UserError(f"{where}: cannot tell the data format from the fields {sorted(row)}; set `format` to one of "
                     f"{', '.join(FORMATS.names())} (see `align ls sources`)")

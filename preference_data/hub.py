@@ -172,16 +172,22 @@ def base_of_adapter(path: str) -> str:
 
 
 def torch_dtype(name: str):
+    """A torch dtype from its name; `auto` is bf16 where this device runs it natively, else fp32
+    (`prefalign.models.precision`)."""
     import torch
 
+    if name == "auto":
+        from prefalign.models.precision import decide_dtype
+
+        name = decide_dtype("auto").value
     table = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
              "float16": torch.float16, "fp16": torch.float16}
     if name not in table:
-        raise UserError(f"unknown dtype '{name}'{did_you_mean(name, list(table))}; use float32 or bfloat16")
+        raise UserError(f"unknown dtype '{name}'{did_you_mean(name, list(table))}; use auto, float32 or bfloat16")
     return table[name]
 
 
-def load_causal_lm(ref: str, dtype: str = "bfloat16"):
+def load_causal_lm(ref: str, dtype: str = "auto"):
     """A causal LM in the given dtype, in eval mode (callers switch to train mode)."""
     from transformers import AutoModelForCausalLM
 
@@ -191,7 +197,7 @@ def load_causal_lm(ref: str, dtype: str = "bfloat16"):
     return model
 
 
-def load_seq_cls(ref: str, num_labels: int = 1, dtype: str = "bfloat16"):
+def load_seq_cls(ref: str, num_labels: int = 1, dtype: str = "auto"):
     """A sequence-classification model (scalar head, or K heads) on top of any causal LM checkpoint."""
     import logging
 

@@ -1,7 +1,10 @@
 """Pair builders: rated responses (several responses per prompt, scored) -> preference pairs.
 
 Every builder works on one score dimension (`objective`), never pairs two responses with equal scores
-(ties carry no preference; they are counted), and records the score gap as the pair's `margin`.
+(ties carry no preference; they are counted), and records the score gap as the pair's attribute
+`rating_gap`. The gap is not the pair's `margin`: a rating gap of 6 (UltraFeedback-style scales) used as a
+BT margin would train on -log sigmoid(Δ - 6). Reward-model training uses it only when asked
+(`loss.margin: rating_gap`, scaled by `loss.margin_scale`).
 
 | builder          | chosen                    | rejected                                  |
 |------------------|---------------------------|-------------------------------------------|
@@ -81,7 +84,8 @@ def build_pairs(rated: list[RatedResponses], builder: str = "max_min", objective
             continue
         a, b = idx[picked[0]], idx[picked[1]]
         gap = rr.scores[a][objective] - rr.scores[b][objective]
-        out.append(PreferencePair(rr.prompt, rr.responses[a], rr.responses[b], margin=gap,
-                                  attributes={**rr.attributes, "pairing": builder, "objective": objective},
+        out.append(PreferencePair(rr.prompt, rr.responses[a], rr.responses[b],
+                                  attributes={**rr.attributes, "pairing": builder, "objective": objective,
+                                              "rating_gap": gap},
                                   source=rr.source, id=stable_id(rr.id, a, b)))
     return out

@@ -53,6 +53,8 @@ class DataReport:
 
     def lines(self) -> list[str]:
         out = [f"source: {self.source}", f"rows read: {self.rows_read}", f"records kept: {self.records_kept}"]
+        if "format" in self.details:
+            out.insert(1, f"format: {self.details['format']} ({self.details.get('format_why', '')})")
         for title, counter in (("dropped", self.dropped), ("repaired", self.repaired)):
             if not counter:
                 out.append(f"{title}: none")

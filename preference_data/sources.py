@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
-from typing import Literal
+from collections.abc import Iterator
+from typing import Any, Literal
 
 from .config import option
 from .errors import UserError
@@ -86,24 +87,49 @@ def read_records(source: str, fmt: str = "auto", hub_split: str = "train",
         first = next(rows, None)
         if first is None:
             return [], report
-        fmt = detect_format(first[1], f"{source} ({report.row_unit} {first[0]})")
-
+        fmt, why = detect_format(first[1], f"{source} ({report.row_unit} {first[0]})")
         rows = itertools.chain([first], rows)
-    records = _drop_duplicates(list(FORMATS[fmt].adapt(rows, report)), report)
+    else:
+        why = "as configured"
     report.details.setdefault("format", fmt)
-    return records, report
+    report.details.setdefault("format_why", why)
+    tracked = _RowTracker(rows)
+    records = [(rec, _row_of(rec, tracked.last)) for rec in FORMATS[fmt].adapt(tracked, report)]
+    return _drop_duplicates(records, report), report
 
 
-def _drop_duplicates(records: list[Record], report: DataReport) -> list[Record]:
-    """Keep the first of records with the same content (same id); count the repeats with their rows."""
-    seen: dict[str, object] = {}
+class _RowTracker:
+    """Passes (row number, row) pairs through and remembers the last row number handed out, so a record an
+    adapter yields right after reading its row can be traced to it."""
+
+    def __init__(self, rows: Iterator[tuple[int, dict[str, Any]]]) -> None:
+        self.rows = rows
+        self.last: int | str = "?"
+
+    def __iter__(self) -> _RowTracker:
+        return self
+
+    def __next__(self) -> tuple[int, dict[str, Any]]:
+        row_no, row = next(self.rows)
+        self.last = row_no
+        return row_no, row
+
+
+def _row_of(record: Record, last: int | str) -> int | str:
+    attributes = getattr(record, "attributes", None) or {}
+    return attributes.get("row", last)
+
+
+def _drop_duplicates(records: list[tuple[Record, int | str]], report: DataReport) -> list[Record]:
+    """Keep the first of records with the same content (same id); count each repeat as 'ROW (same as ROW)'."""
+    seen: dict[str, int | str] = {}
     out = []
-    for r in records:
+    for r, row in records:
         if r.id in seen:
-            report.drop("duplicate", r.attributes.get("row", r.id) if hasattr(r, "attributes") else r.id,
-                        f"same prompt and responses as {report.row_unit} {seen[r.id]}")
+            report.drop("duplicate", f"{row} (same as {report.row_unit} {seen[r.id]})",
+                        "same prompt and responses as an earlier row")
             continue
-        seen[r.id] = r.attributes.get("row", "?") if hasattr(r, "attributes") else "?"
+        seen[r.id] = row
         out.append(r)
     return out
 

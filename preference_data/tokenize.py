@@ -17,9 +17,13 @@ How a pair becomes token ids (`render_pair`, `tokenize_pairs`):
    is the longest common token prefix of the three renderings, counted as `boundary_mismatch`.
    Both responses always share the same prompt ids.
 4. Each response ends with the EOS token that closes the last assistant turn (`<|im_end|>` for ChatML):
-   that is the token generation stops at, so training scores it and scores nothing after it. Tokens the
-   template writes after that EOS (ChatML's trailing "\\n") are dropped. If the response does not end
-   with EOS up to such whitespace, EOS is appended and counted as `missing_eos`.
+   that is the token generation stops at, so policy training scores it and scores nothing after it
+   (`response_end="eos"`): whitespace the template writes after that EOS (ChatML's trailing "\\n") is
+   dropped. Reward models read their score at the last token of the full template rendering instead
+   (`response_end="template"`, the trailing "\\n" kept): that is the token transformers'
+   sequence-classification head reads for `apply_chat_template(conversation)`, as TRL's RewardTrainer,
+   reward-bench and RM model cards do, so a saved RM scores the same in any of those tools. If the
+   response does not end with EOS up to such whitespace, EOS is appended and counted as `missing_eos`.
 5. If a rendering starts with two BOS tokens (a template that writes `bos_token` before a turn marker
    that is the same token), one is removed and counted as `double_bos`.
 6. The length policy is applied to prompt + longest response (both sequences share the prompt):
@@ -52,6 +56,7 @@ from .errors import UserError, did_you_mean
 from .records import Conversation, Message, PreferencePair
 
 LengthPolicy = Literal["drop", "truncate_prompt_left", "raise"]
+ResponseEnd = Literal["eos", "template"]  # where a response's ids end (module docstring, step 4)
 
 LENGTH_POLICIES: dict[str, str] = {
     "drop": "remove pairs whose prompt + longest response exceeds max_length (counted as too_long)",
@@ -181,7 +186,10 @@ class TokenizeReport:
 class _Renderer:
     """Text renderings for one tokenizer: its chat template, or the plain fallback (module docstring)."""
 
-    def __init__(self, tokenizer: Any) -> None:
+    def __init__(self, tokenizer: Any, response_end: ResponseEnd = "eos") -> None:
+        if response_end not in ("eos", "template"):
+            raise ValueError(f"response_end must be 'eos' or 'template', got {response_end!r}")
+        self.response_end = response_end
         self.tokenizer = tokenizer
         self.eos_id: int | None = tokenizer.eos_token_id
         self.bos_id: int | None = tokenizer.bos_token_id
@@ -246,9 +254,11 @@ class _Renderer:
         return True
 
     def finish_response(self, resp: list[int]) -> tuple[list[int], bool]:
-        """Cut the response after its closing EOS (dropping trailing template whitespace) or append EOS.
+        """Cut the response after its closing EOS (dropping trailing template whitespace unless `response_end`
+        is 'template') or append EOS.
 
-        Returns (response ids ending with EOS, whether EOS had to be appended).
+        Returns (response ids ending with EOS and, for 'template', the template's whitespace after it;
+        whether EOS had to be appended).
         """
         eos = self.eos_id
         for j in range(len(resp) - 1, -1, -1):
@@ -259,7 +269,7 @@ class _Renderer:
                 if tail not in self._tail_is_space:
                     self._tail_is_space[tail] = self.tokenizer.decode(list(tail)).strip() == ""
                 if self._tail_is_space[tail]:
-                    return resp[:j + 1], False
+                    return (resp if self.response_end == "template" else resp[:j + 1]), False
                 break  # text after the last EOS: the final turn was not closed with EOS
         return resp + [eos], True
 
@@ -337,7 +347,7 @@ def render_pair(tokenizer: Any, pair: PreferencePair,
 
 
 def tokenize_pairs(pairs: Sequence[PreferencePair], tokenizer: Any, max_length: int | None,
-                   policy: LengthPolicy) -> tuple[list[TokenizedPair], TokenizeReport]:
+                   policy: LengthPolicy, response_end: ResponseEnd = "eos") -> tuple[list[TokenizedPair], TokenizeReport]:
     """Tokenize pairs and apply the length policy to P + max(C, R) against `max_length`.
 
     pairs: B records. Returns (kept pairs in input order, report). `max_length=None` means no limit.
@@ -346,10 +356,11 @@ def tokenize_pairs(pairs: Sequence[PreferencePair], tokenizer: Any, max_length: 
     'truncate_prompt_left' removes the oldest prompt tokens so that the longer side fits
     (`prompt_truncated`), keeping at least one prompt token, and drops the pair when the longest
     response alone leaves no room (`response_too_long`); 'raise' raises `UserError` naming the record.
+    `response_end`: 'eos' for policies, 'template' for reward models (module docstring, step 4).
     """
     _check_policy(policy, max_length)
     report = TokenizeReport(policy=policy, max_length=max_length, n_in=len(pairs))
-    renderer = _Renderer(tokenizer)
+    renderer = _Renderer(tokenizer, response_end)
     records = [_record_name(p, i) for i, p in enumerate(pairs)]
     split = _split(renderer, [p.prompt for p in pairs], [[p.chosen, p.rejected] for p in pairs], records, report)
     report.set_lengths([len(p) for p, _ in split], [len(r[0]) for _, r in split], [len(r[1]) for _, r in split])
@@ -409,14 +420,16 @@ def tokenize_prompts(prompts: Sequence[Conversation], tokenizer: Any, max_prompt
 
 
 def tokenize_single(tokenizer: Any, prompt: Conversation, response: Conversation | str,
-                    report: TokenizeReport | None = None) -> tuple[list[int], list[int]]:
+                    report: TokenizeReport | None = None,
+                    response_end: ResponseEnd = "eos") -> tuple[list[int], list[int]]:
     """(prompt_ids (P,), response_ids (T,)) for scoring one response, with the same boundary and EOS
     rules as `render_pair`. A string response is one assistant message.
     """
     resp = [Message("assistant", response)] if isinstance(response, str) else list(response)
-    ((p_ids, (r_ids,)),) = _split(_Renderer(tokenizer), [list(prompt)], [[resp]], ["single#0"], report)
+    ((p_ids, (r_ids,)),) = _split(_Renderer(tokenizer, response_end), [list(prompt)], [[resp]], ["single#0"],
+                                  report)
     return p_ids, r_ids
 
 
-__all__ = ["LengthPolicy", "LENGTH_POLICIES", "REASONS", "DROP_REASONS", "TokenizedPair", "TokenizeReport",
+__all__ = ["LengthPolicy", "ResponseEnd", "LENGTH_POLICIES", "REASONS", "DROP_REASONS", "TokenizedPair", "TokenizeReport",
            "render_pair", "tokenize_pairs", "tokenize_prompts", "tokenize_single"]

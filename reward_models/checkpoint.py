@@ -5,9 +5,22 @@ Layout of a saved RM directory:
   adapter_config.json, adapter_model.safetensors   a peft adapter whose `modules_to_save` holds the score head
   tokenizer files, chat_template.jinja the tokenizer and chat template the RM was trained with
   reward_stats.json                    normalisation statistics of the rewards on the training data:
-                                       {"mean", "std", "n", "num_labels", "computed_on"}
+                                       {"mean", "std", "n", "num_labels", "computed_on", "response_end"}
+  README.md                            a model card: how to score with plain transformers, the statistics
 
 Scores are reported raw or normalised as (r - mean) / std, so a reward model's scale travels with it.
+
+The reward is read where plain transformers reads it: `AutoModelForSequenceClassification` pools the last
+token that is not the pad token, so an RM trained here reads the last token of the chat template's
+rendering of the whole conversation (`response_end: template` in reward_stats.json; see
+`preference_data.tokenize`), and the saved tokenizer's pad token is never the EOS token (with pad == EOS,
+text that ends in EOS would be read one token early). The standard recipe
+
+    inputs = tokenizer.apply_chat_template(messages, return_tensors="pt", return_dict=True)
+    reward = model(**inputs).logits[0][0]
+
+then gives exactly `align rm score --raw`. RMs saved before this convention say `response_end: eos`
+(or nothing) and are scored at the EOS token by this toolkit's scorers.
 """
 
 from __future__ import annotations
@@ -30,32 +43,106 @@ class RewardStats:
     n: int = 0
     num_labels: int = 1
     computed_on: str = ""
+    response_end: str = "template"  # where the reward is read: "template" (last template token) or "eos"
 
     def normalise(self, r: float) -> float:
         return (r - self.mean) / (self.std if self.std > 1e-8 else 1.0)
 
 
-def save_rm(model: Any, tokenizer: Any, out_dir: str | Path, stats: RewardStats, merge: bool = True) -> Path:
-    """Write `model` (plain or peft) so that it reloads and scores identically."""
+def save_rm(model: Any, tokenizer: Any, out_dir: str | Path, stats: RewardStats, merge: bool = True,
+            card: dict[str, Any] | None = None) -> Path:
+    """Write `model` (plain or peft) so that it reloads and scores identically, here and in plain transformers.
+
+    The saved tokenizer and config get a pad token distinct from EOS (`distinct_pad`); `card` (base model,
+    data, accuracy, ...) goes into the README.md model card.
+    """
+    import copy
+
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     if hasattr(model, "merge_and_unload") and merge:
-        import copy
-
         # merge in fp32: a small LoRA delta added to bf16 weights would be partly rounded away
         model = copy.deepcopy(model).float().merge_and_unload()
         model.config.dtype = "float32"
+    tokenizer = copy.deepcopy(tokenizer)
+    distinct_pad(tokenizer, model)
     model.save_pretrained(str(out), safe_serialization=True)
     tokenizer.save_pretrained(str(out))
     (out / STATS_FILE).write_text(json.dumps(asdict(stats), indent=2), encoding="utf-8")
+    (out / "README.md").write_text(model_card(out, stats, card or {}, tokenizer.pad_token), encoding="utf-8")
     return out
 
 
+def distinct_pad(tokenizer: Any, model: Any) -> None:
+    """Give `tokenizer` (and `model.config`) a pad token that is not EOS, in place.
+
+    transformers' sequence-classification heads read the last token that is not the pad token; with
+    pad == EOS a text ending in EOS is read one token early. The unknown token serves when it is distinct
+    (SmolLM2: `<|endoftext|>`); otherwise a `<|pad|>` token is added and the embeddings resized.
+    """
+    eos = tokenizer.eos_token_id
+    if tokenizer.pad_token_id is None or tokenizer.pad_token_id == eos:
+        unk = tokenizer.unk_token
+        if unk is not None and tokenizer.unk_token_id not in (eos, None):
+            tokenizer.pad_token = unk
+        else:
+            tokenizer.add_special_tokens({"pad_token": "<|pad|>"})
+            model.resize_token_embeddings(len(tokenizer))
+    inner = model.get_base_model() if hasattr(model, "get_base_model") else model
+    for m in {id(model): model, id(inner): inner}.values():
+        m.config.pad_token_id = tokenizer.pad_token_id
+
+
+def model_card(out: Path, stats: RewardStats, card: dict[str, Any], pad_token: str) -> str:
+    """README.md for a saved RM: what it is and how to score with plain transformers (the numbers match
+    `align rm score --raw`)."""
+    facts = "\n".join(f"- {k}: {v}" for k, v in card.items())
+    return f"""---
+library_name: transformers
+pipeline_tag: text-classification
+tags: [reward-model, prefalign]
+---
+# Reward model
+
+A Bradley-Terry reward model (one scalar per conversation) trained with prefalign.
+
+{facts}
+
+## Score with plain transformers
+
+```python
+import torch
+from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+path = "{out}"
+tokenizer = AutoTokenizer.from_pretrained(path)
+model = AutoModelForSequenceClassification.from_pretrained(path, dtype=torch.float32)
+messages = [{{"role": "user", "content": "What is 2 + 2?"}}, {{"role": "assistant", "content": "4"}}]
+inputs = tokenizer.apply_chat_template(messages, return_tensors="pt", return_dict=True)
+with torch.no_grad():
+    reward = model(**inputs).logits[0][0].item()
+normalised = (reward - {stats.mean!r}) / {stats.std!r}  # optional: mean 0, std 1 on the training data
+```
+
+The reward is read at the last token of the chat template's rendering (the template's own ending, as
+`apply_chat_template` writes it); the pad token is `{pad_token}`, distinct from EOS. This is
+the recipe TRL reward functions, OpenRLHF and reward-bench use, and it gives exactly what
+`align rm score --model {out} --raw` reports. Batches: pad on the right or the left; the head reads the
+last non-pad token of each row.
+
+## Normalisation
+
+`reward_stats.json`: mean {stats.mean:.6g}, std {stats.std:.6g} over {stats.n} rewards ({stats.computed_on}).
+"""
+
+
 def read_stats(path: str | Path) -> RewardStats:
+    """The statistics saved beside an RM; an RM from elsewhere is read at the template's last token, as
+    transformers reads it, and one saved here before `response_end` was recorded at its EOS token."""
     f = Path(path) / STATS_FILE
     if not f.exists():
         return RewardStats(computed_on="none (no reward_stats.json; scores are raw)")
-    return RewardStats(**json.loads(f.read_text(encoding="utf-8")))
+    return RewardStats(**{"response_end": "eos", **json.loads(f.read_text(encoding="utf-8"))})
 
 
 def load_rm(ref: str, dtype: str = "bfloat16") -> tuple[Any, Any, RewardStats]:

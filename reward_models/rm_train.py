@@ -11,6 +11,7 @@ never at "the last non-pad token", which is wrong when pad == EOS (as in SmolLM2
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections import defaultdict
@@ -33,10 +34,17 @@ from .training import HeldOutSection, LoraSection, TrainSection
 class RMLossSection:
     name: str = option("bradley_terry", "reward-model loss (see `align ls rm-losses`)")
     params: dict[str, float] = option(factory=dict, doc="loss parameters, e.g. {center_rewards_coefficient: 0.01}")
-    use_margin_column: bool = option(True, "subtract the data's per-pair margin (when the source has one)")
+    margin: Literal["none", "column", "rating_gap"] = option(
+        "none", "per-pair margin m subtracted from r_c - r_r (Llama 2, eq. 2): none; column = the data's own "
+                "`margin` field (TRL-format data); rating_gap = the score gap a pair builder recorded for rated "
+                "data (UltraFeedback-style), times margin_scale. `align data doctor` shows which pairs carry which")
+    margin_scale: float = option(1.0, "factor applied to the per-pair margin (e.g. 0.25 for 1-10 rating gaps)")
 
     def check(self) -> list[str]:
-        return [p.removeprefix("loss.") for p in check_rm_loss_config(self.name, self.params, where="loss")]
+        problems = [p.removeprefix("loss.") for p in check_rm_loss_config(self.name, self.params, where="loss")]
+        if self.margin_scale < 0:
+            problems.append(f"margin_scale: must be >= 0, got {self.margin_scale}")
+        return problems
 
 
 @dataclass
@@ -75,6 +83,12 @@ class RMTrainConfig:
     lora: LoraSection = option(factory=LoraSection, doc="LoRA settings (train.method: lora)")
     strength: StrengthSection = option(factory=StrengthSection, doc="noisy-label handling from preference strength")
 
+    def check(self) -> list[str]:
+        if self.strength.adaptive_margin and self.loss.margin != "none":
+            return [f"strength.adaptive_margin: the ensemble's margin would replace loss.margin: {self.loss.margin}; "
+                    "use one of them (set loss.margin: none, or strength.adaptive_margin: false)"]
+        return []
+
 
 # --- evaluation --------------------------------------------------------------------------------------
 
@@ -92,10 +106,15 @@ def pair_rewards(model: torch.nn.Module, pairs: list[Any], pad_id: int, batch_si
     rc, rr = [], []
     was_training = model.training
     model.eval()
-    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+    device = next(model.parameters()).device
+    with torch.autocast(device.type, dtype=torch.bfloat16, enabled=autocast):
         for s in range(0, len(pairs), batch_size):
             chunk = pairs[s:s + batch_size]
-            r = last_token_rewards(model, pack_pairs(chunk, pad_id, row_tokens, layout))[:, 0]
+            batch = pack_pairs(chunk, pad_id, row_tokens, layout)
+            batch = dataclasses.replace(batch, **{f.name: getattr(batch, f.name).to(device)
+                                                  for f in dataclasses.fields(batch)
+                                                  if isinstance(getattr(batch, f.name), torch.Tensor)})
+            r = last_token_rewards(model, batch)[:, 0].float().cpu()
             rc.append(r[:len(chunk)])
             rr.append(r[len(chunk):])
     model.train(was_training)
@@ -145,7 +164,7 @@ def _make_trainer_class():
             B = int(inputs["num_pairs"])
             rewards = model(**inputs)[:, 0]  # (2B,) last-token rewards: chosen first, then rejected
             rc, rr = rewards[:B], rewards[B:]
-            margins = inputs.get("margins") if self.loss_cfg.use_margin_column else None
+            margins = inputs.get("margins")  # set per pair by `select_margins` (absent when no pair has one)
             out = compute_rm_loss(self.loss_cfg.name, self.loss_cfg.params, rc, rr, margins)
             losses = out.losses
             if self.soft_alpha and "soft_alpha" in inputs:  # ambiguous pairs get soft labels (Secrets of RLHF II)
@@ -172,6 +191,29 @@ def _make_trainer_class():
             return metrics
 
     return RMTrainer
+
+
+def select_margins(pairs: list[Any], loss: RMLossSection) -> dict[str, Any]:
+    """Set each tokenized pair's `margin` to what `loss.margin` asks for (in place) and say what was used.
+
+    none: every margin cleared; column: the data's own margin (pairs without one get none); rating_gap: the
+    pair builder's `rating_gap` attribute. Both scaled by `loss.margin_scale`.
+    """
+    have = 0
+    for p in pairs:
+        if loss.margin == "none":
+            value = None
+        elif loss.margin == "column":
+            value = p.margin
+        else:
+            value = p.attributes.get("rating_gap")
+        p.margin = None if value is None else float(value) * loss.margin_scale
+        have += p.margin is not None
+    if loss.margin != "none" and have == 0:
+        what = "a `margin` field" if loss.margin == "column" else "a rating_gap (pairs built from rated data)"
+        raise UserError(f"loss.margin: {loss.margin}, but none of the {len(pairs)} training pairs has {what}; "
+                        "check the data with `align data doctor`, or set loss.margin: none")
+    return {"margin": loss.margin, "scale": loss.margin_scale, "pairs_with_margin": have, "pairs": len(pairs)}
 
 
 def _apply_strength(pairs: list[Any], cfg: StrengthSection) -> dict[str, int]:
@@ -212,10 +254,12 @@ def run(cfg: RMTrainConfig, resume: bool = False) -> dict[str, Any]:
 
     from .checkpoint import RewardStats, save_rm
     from .forward import PackedForward
-    from .training import (PackCollator, PairDataset, apply_lora, base_dtype, compile_layers, evaluate_every,
-                           plot_metrics, resume_point, set_threads, training_arguments)
+    from .training import (PackCollator, PairDataset, apply_lora, base_dtype, compile_layers, disable_dropout,
+                           evaluate_every, plot_metrics, resolve_precision, resume_point, set_threads,
+                           training_arguments)
 
     t0 = time.time()
+    precision = resolve_precision(cfg.train, "rm train")
     set_threads(cfg.train)
     set_seed(cfg.train.seed)
     run_dir = Path(cfg.output_dir)
@@ -225,27 +269,31 @@ def run(cfg: RMTrainConfig, resume: bool = False) -> dict[str, Any]:
     # data
     tokenizer = load_tokenizer(cfg.model)
     train_raw, data_report = load_pairs(cfg.data)
-    train_pairs, tok_report = tokenize_pairs(train_raw, tokenizer, cfg.train.max_length, cfg.train.length_policy)
+    train_pairs, tok_report = tokenize_pairs(train_raw, tokenizer, cfg.train.max_length, cfg.train.length_policy,
+                                             response_end="template")
     if not train_pairs:
         raise UserError(f"no training pairs left after tokenization (max_length={cfg.train.max_length}, "
                         f"policy={cfg.train.length_policy}): {tok_report.summary()}")
     eval_pairs: list[Any] = []
     eval_tok: dict[str, Any] = {}
     if cfg.eval.split != "none":
-        import dataclasses
 
         from preference_data.sources import load as load_source
 
         ecfg = dataclasses.replace(cfg.data, source=cfg.eval.source or cfg.data.source, split=cfg.eval.split,
                                    limit=cfg.eval.limit)
         eraw = load_source(ecfg).pairs
-        eval_pairs, erep = tokenize_pairs(eraw, tokenizer, cfg.train.max_length, cfg.train.length_policy)
+        eval_pairs, erep = tokenize_pairs(eraw, tokenizer, cfg.train.max_length, cfg.train.length_policy,
+                                            response_end="template")
         eval_tok = erep.to_dict()
+    margin_report = select_margins(train_pairs, cfg.loss)
     strength_report = _apply_strength(train_pairs, cfg.strength) if cfg.strength.file else None
 
     # model
     model = load_seq_cls(cfg.model, num_labels=1, dtype=base_dtype(cfg.train))
     model.config.pad_token_id = tokenizer.pad_token_id
+    if cfg.train.disable_dropout:
+        disable_dropout(model)
     if cfg.train.method == "lora":
         model = apply_lora(model, cfg.lora, "SEQ_CLS", modules_to_save=["score"])
     model.train()
@@ -287,16 +335,20 @@ def run(cfg: RMTrainConfig, resume: bool = False) -> dict[str, Any]:
     sample_rewards = {"ids": [p.id for p in sample[:4]], "chosen": rc[:4].tolist(), "rejected": rr[:4].tolist()}
     stats = RewardStats(mean=allr.mean().item(), std=allr.std(correction=0).item(), n=len(allr), num_labels=1,
                         computed_on=f"{len(sample)} training pairs of {cfg.data.source}")
-    model_dir = save_rm(model, tokenizer, run_dir / "model", stats)
+    card = {"base model": cfg.model, "method": cfg.train.method, "loss": cfg.loss.name,
+            "training data": f"{cfg.data.source} ({len(train_pairs)} pairs)", "precision": precision}
+    if eval_report:
+        card["held-out accuracy"] = f"{eval_report['accuracy']:.3f} on {eval_report['pairs']} pairs"
+    model_dir = save_rm(model, tokenizer, run_dir / "model", stats, card=card)
     plots = plot_metrics(metrics_path, run_dir / "plots", ["loss", "accuracy", "margin", "reward_mean", "reward_std"])
 
     report = {
-        "model_dir": str(model_dir), "base_model": cfg.model, "method": cfg.train.method,
+        "model_dir": str(model_dir), "base_model": cfg.model, "method": cfg.train.method, "precision": precision,
         "train_pairs": len(train_pairs), "steps": result.global_step, "train_loss": result.training_loss,
         "train_seconds": round(train_seconds, 1), "pairs_per_second": round(
             result.global_step * cfg.train.batch_size * cfg.train.grad_accum / max(train_seconds, 1e-9), 3),
         "eval": eval_report, "data": data_report.to_dict(), "tokenization": tok_report.to_dict(),
-        "eval_tokenization": eval_tok, "strength": strength_report, "reward_stats": stats.__dict__,
+        "eval_tokenization": eval_tok, "margins": margin_report, "strength": strength_report, "reward_stats": stats.__dict__,
         "plots": [str(p) for p in plots], "seconds": round(time.time() - t0, 1),
         "sample_rewards": sample_rewards,
     }

@@ -64,8 +64,10 @@ class ModelOptions:
 
     model: str = option(doc="model reference: a local directory written by save_pretrained (or a peft adapter "
                             "directory), a builtin (builtin:smollm2-135m-instruct), or a hub id")
-    dtype: Literal["bfloat16", "float32"] = option(
-        "bfloat16", "weights and activations; bfloat16 is about 4x faster on CPUs with AVX-512 BF16 and halves memory")
+    dtype: Literal["auto", "bfloat16", "float32"] = option(
+        "auto", "weights and activations; auto: bfloat16 where the device runs it natively (CUDA with bf16, CPUs with "
+                "AVX-512 BF16 or AMX: about 4x faster and half the memory), float32 otherwise. Records hold the "
+                "resolved dtype")
     batch_tokens: int = option(8192, "token budget of one forward pass (prompt + response tokens of its items)")
     max_length: int | None = option(None, "longest prompt + response in tokens (default: the model's "
                                           "max_position_embeddings); longer prompts are cut from the left")
@@ -137,6 +139,15 @@ def _device(name: str) -> Any:
         raise UserError(f"device '{name}' is not a torch device ({e}); use auto, cpu, cuda or cuda:N") from None
 
 
+def _resolve_dtype(opts: Any, device: Any, scorer: str) -> Any:
+    """`opts` with `dtype: auto` replaced by what `device` runs natively (printed), so records hold the real dtype."""
+    from prefalign.models.precision import announce, decide_dtype
+
+    decision = decide_dtype(opts.dtype, device, knob="the scorer's dtype (--dtype)")
+    announce(f"scorer {scorer}", decision)
+    return dataclasses.replace(opts, dtype=decision.value)
+
+
 def _is_adapter(path: str) -> bool:
     p = Path(path)
     return (p / "adapter_config.json").exists() and not (p / "config.json").exists()
@@ -201,6 +212,8 @@ class _BatchedModel:
             log.warning("%s: an item scores NaN (%s)%s", type(self).__name__, reason, f": {detail}" if detail else "")
         self.failures[reason] += 1
 
+    response_end = "eos"  # where response ids end (preference_data.tokenize); scalar RMs read their own setting
+
     def _encode(self, prompt: Conversation, response: Conversation) -> Item | None:
         """Token ids of one (prompt, response), the prompt cut from the left to fit; None (and counted) on failure."""
         from preference_data.tokenize import tokenize_single
@@ -209,7 +222,7 @@ class _BatchedModel:
             self._fail("empty_response")
             return None
         try:
-            p_ids, r_ids = tokenize_single(self.tokenizer, prompt, response)
+            p_ids, r_ids = tokenize_single(self.tokenizer, prompt, response, response_end=self.response_end)
         except UserError as e:  # the chat template rejected the conversation
             self._fail("template_error", str(e))
             return None
@@ -282,6 +295,7 @@ class ScalarScorer(_BatchedModel):
         from .checkpoint import STATS_FILE, load_rm
 
         device = _device(opts.device)
+        opts = _resolve_dtype(opts, device, self.name)
         if opts.normalize and not (Path(resolve(opts.model)) / STATS_FILE).exists():
             raise UserError(f"normalize: true needs the RM's reward statistics, but {opts.model} has no {STATS_FILE} "
                             "(reward_models.checkpoint.save_rm writes it); or use normalize: false")
@@ -291,6 +305,7 @@ class ScalarScorer(_BatchedModel):
             raise UserError(f"{opts.model} has {num_labels} score heads; the scalar scorer reads a single reward "
                             "(num_labels = 1)")
         super().__init__(tokenizer, model.config, opts, device)
+        self.response_end = self.stats.response_end  # where the RM was trained to read its reward
         self.model = model.to(device)
         self._pick_layout(self.model)
 
@@ -306,6 +321,7 @@ class ScalarScorer(_BatchedModel):
     def describe(self) -> dict[str, Any]:
         return {"model": self.opts.model, "weights": weights_fingerprint(self.opts.model), "dtype": self.opts.dtype,
                 "normalize": self.opts.normalize, "stats": dataclasses.asdict(self.stats),
+                "response_end": self.response_end,
                 "max_length": self.max_length}
 
 
@@ -328,6 +344,7 @@ class ImplicitScorer(_BatchedModel):
         from preference_data.hub import load_tokenizer, resolve
 
         device = _device(opts.device)
+        opts = _resolve_dtype(opts, device, self.name)
         self.policy = _load_lm(opts.model, opts.dtype)
         self.adapter_reference = False
         self.reference = None
@@ -422,6 +439,7 @@ class JudgeScorer(_BatchedModel):
         from preference_data.hub import load_tokenizer
 
         device = _device(opts.device)
+        opts = _resolve_dtype(opts, device, self.name)
         self.model = _load_lm(opts.model, opts.dtype)
         tokenizer = load_tokenizer(opts.model)
         ids = [tokenizer.encode(a, add_special_tokens=False) for a in JUDGE_ANSWERS]

@@ -49,7 +49,9 @@ def run_strength(cfg: StrengthConfig) -> dict[str, Any]:
 
     from .checkpoint import load_rm
     from .rm_train import pair_rewards, run
+    from .training import resolve_precision
 
+    resolve_precision(cfg.base.train, "rm strength")
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     dump_yaml(cfg, out / "config.yaml")
@@ -64,7 +66,8 @@ def run_strength(cfg: StrengthConfig) -> dict[str, Any]:
 
     tokenizer = load_tokenizer(cfg.base.model)
     raw, _ = load_pairs(cfg.base.data)
-    pairs, _ = tokenize_pairs(raw, tokenizer, cfg.base.train.max_length, cfg.base.train.length_policy)
+    pairs, _ = tokenize_pairs(raw, tokenizer, cfg.base.train.max_length, cfg.base.train.length_policy,
+                              response_end="template")
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     diffs = []
     for path in models:

@@ -55,13 +55,18 @@ class TrainSection:
     max_steps: int = option(-1, "optimizer steps; -1 means use epochs")
     batch_size: int = option(8, "pairs per micro-batch per process")
     grad_accum: int = option(1, "micro-batches per optimizer step")
-    warmup_ratio: float = option(0.0, "fraction of steps with linear warm-up")
+    warmup_ratio: float = option(0.0, "fraction of the optimizer steps spent in linear warm-up, in [0, 1)")
     lr_scheduler: Literal["linear", "cosine", "constant", "constant_with_warmup"] = option("linear", "schedule")
     weight_decay: float = option(0.0, "AdamW weight decay")
     max_grad_norm: float = option(1.0, "gradient clipping norm (0 = off)")
-    precision: Literal["bf16", "bf16-pure", "fp32"] = option(
-        "bf16", "bf16: fp32 trainable weights under bf16 autocast (frozen LoRA base stored in bf16); "
-                "bf16-pure: all weights bf16 (fastest, least precise); fp32: no autocast")
+    precision: Literal["auto", "bf16", "bf16-pure", "fp32"] = option(
+        "auto", "auto: bf16 where the device multiplies bf16 natively (CUDA with bf16; CPUs with AVX-512 BF16 or "
+                "AMX), fp32 otherwise (see prefalign.models.precision); bf16: fp32 trainable weights under bf16 "
+                "autocast (frozen LoRA base stored in bf16); bf16-pure: all weights bf16 (fastest, least precise); "
+                "fp32: no autocast. The run prints and saves the precision it resolved to")
+    disable_dropout: bool = option(True, "set every dropout probability of the model to 0 before training (as TRL "
+                                         "does), so the policy, its adapters-disabled reference and the reward "
+                                         "are deterministic; LoRA dropout (lora.dropout) is kept")
     max_length: int = option(1024, "token budget for prompt + the longer response")
     length_policy: Literal["drop", "truncate_prompt_left", "raise"] = option(
         "drop", "what to do with pairs longer than max_length (always counted in the report)")
@@ -92,6 +97,9 @@ class TrainSection:
                 problems.append(f"{name}: must be positive, got {getattr(self, name)}")
         if self.max_steps <= 0 and self.epochs <= 0:
             problems.append("epochs: must be positive when max_steps is -1")
+        if not 0 <= self.warmup_ratio < 1:
+            problems.append(f"warmup_ratio: must lie in [0, 1) (a fraction of the optimizer steps), got "
+                            f"{self.warmup_ratio}")
         return problems
 
 
@@ -160,11 +168,51 @@ def apply_lora(model: torch.nn.Module, lora: LoraSection, task_type: str, module
     return model
 
 
+def resolve_precision(train: TrainSection, what: str) -> str:
+    """Replace `train.precision: auto` by what this device runs natively (bf16 or fp32), print the decision
+    (with a warning when an explicit bf16 would be emulated) and return its one-line description.
+
+    Called at the start of every training recipe, before the config is saved, so the run's config.yaml
+    and report hold the precision that was really used.
+    """
+    from prefalign.models.precision import announce, decide_precision, default_device
+
+    decision = decide_precision(train.precision, default_device())
+    train.precision = decision.value  # type: ignore[assignment]
+    announce(what, decision)
+    return decision.line()
+
+
 def base_dtype(train: TrainSection) -> str:
     """Storage dtype of the loaded weights: a frozen LoRA base or bf16-pure training can live in bf16."""
+    if train.precision == "auto":
+        raise ValueError("train.precision is still 'auto': call resolve_precision(train, ...) first")
     if train.precision == "bf16-pure" or (train.precision == "bf16" and train.method == "lora"):
         return "bfloat16"
     return "float32"
+
+
+def disable_dropout(model: torch.nn.Module) -> int:
+    """Set every dropout probability in `model` to 0: `nn.Dropout` modules and the attention dropout that
+    transformers models read from their config (`attention_dropout`, `attn_pdrop`, ...). Returns how many
+    modules or config fields were changed. Apply before adding LoRA adapters to keep `lora.dropout`.
+    """
+    changed = 0
+    for module in model.modules():
+        if isinstance(module, torch.nn.Dropout) and module.p > 0:
+            module.p = 0.0
+            changed += 1
+        config = getattr(module, "config", None)
+        for key in ("attention_dropout", "attn_pdrop", "resid_pdrop", "embd_pdrop", "hidden_dropout",
+                    "hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout", "dropout"):
+            value = getattr(config, key, None) if config is not None else None
+            if isinstance(value, float) and value > 0:
+                setattr(config, key, 0.0)
+                changed += 1
+        if isinstance(getattr(module, "attention_dropout", None), float) and module.attention_dropout > 0:
+            module.attention_dropout = 0.0  # Llama-style attention modules copy the value at construction
+            changed += 1
+    return changed
 
 
 def _distributed() -> bool:
@@ -177,7 +225,8 @@ def training_arguments(train: TrainSection, output_dir: str, **extra: Any):
     return TrainingArguments(
         output_dir=output_dir, learning_rate=train.lr, num_train_epochs=train.epochs, max_steps=train.max_steps,
         per_device_train_batch_size=train.batch_size, per_device_eval_batch_size=train.batch_size,
-        gradient_accumulation_steps=train.grad_accum, warmup_steps=train.warmup_ratio,
+        # transformers reads a warmup_steps below 1 as a fraction of the total steps (checked: 0 <= ratio < 1)
+        gradient_accumulation_steps=train.grad_accum, warmup_steps=float(train.warmup_ratio),
         lr_scheduler_type=train.lr_scheduler, weight_decay=train.weight_decay,
         max_grad_norm=train.max_grad_norm if train.max_grad_norm > 0 else 0.0,
         bf16=train.precision == "bf16", use_cpu=not torch.cuda.is_available(), seed=train.seed, data_seed=train.seed,
@@ -266,6 +315,12 @@ def compile_layers(model: torch.nn.Module, train: TrainSection) -> int:
     from .forward import body
 
     if not train.compile:
+        return 0
+    import torch._dynamo
+
+    if torch._dynamo.config.disable:
+        log.warning("train.compile: torch.compile is switched off in this process (TORCH_COMPILE_DISABLE=1); "
+                    "running eager")
         return 0
     layers = getattr(body(model), "layers", None)
     if not isinstance(layers, torch.nn.ModuleList) or not len(layers):

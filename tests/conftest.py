@@ -12,6 +12,9 @@ SHARED_DATA = ROOT.parent / "shared" / "data"
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# Tests run eager: compiling layers on a fresh machine's empty cache costs minutes. One test re-enables
+# torch.compile to check compiled training equals eager (tests/test_rm_train.py).
+os.environ.setdefault("TORCH_COMPILE_DISABLE", "1")
 
 
 @pytest.fixture(scope="session")

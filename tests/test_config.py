@@ -71,3 +71,107 @@ def test_cli_validate_reports_problems(tmp_path, capsys):
     wrong_kind.write_text("kind: quikstart\n")
     assert main(["validate", str(wrong_kind)]) == 2
     assert "did you mean 'quickstart'" in capsys.readouterr().err
+
+
+# --- an override changes the field it names and nothing else, in every recipe ------------------------
+
+def _leaves(cls: type, prefix: str = "") -> list[tuple[str, object, object]]:
+    """(dotted name, type, default) of every non-dataclass field, recursing into sections."""
+    import dataclasses
+    import typing
+
+    out = []
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        tp = hints[f.name]
+        if dataclasses.is_dataclass(tp):
+            out.extend(_leaves(tp, f"{prefix}{f.name}."))
+        else:
+            out.append((prefix + f.name, tp, None))
+    return out
+
+
+def _get(d: dict, dotted: str):
+    for k in dotted.split("."):
+        d = d[k]
+    return d
+
+
+def _candidates(tp, value) -> list:
+    """Values of type `tp` different from `value`, the likeliest to pass a config's checks first."""
+    import typing
+
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin is Literal:
+        return [a for a in args if a != value]
+    if value is None or (origin in (typing.Union, __import__("types").UnionType)):
+        inner = [a for a in args if a is not type(None)] or [tp]
+        return [c for a in inner for c in _candidates(a, value if value is not None else _zero(a))] + \
+               ([None] if value is not None and type(None) in args else [])
+    if tp is bool:
+        return [not value]
+    if tp is int:
+        return [value + 1, value * 2 + 3, max(value - 1, 0)]
+    if tp is float:
+        return [value / 2 if value else 0.25, value + 0.5, value * 3 + 1]
+    if tp is str:
+        return [value + "x", "builtin:tiny-llama"]
+    if origin is list:
+        return [value[:-1] if len(value) > 1 else value + value] if value else []
+    return []
+
+
+def _zero(tp):
+    return {int: 0, float: 0.0, str: "", bool: False}.get(tp, None)
+
+
+@pytest.mark.parametrize("kind", ["quickstart", "rm_train", "train", "rm_strength"])
+def test_an_override_changes_exactly_the_field_it_names(kind):
+    """For every leaf field of every recipe (nested defaults included, e.g. the quickstart's rm and dpo
+    sections): `field=value` on the command line changes that field and nothing else."""
+    import yaml
+
+    from align.cli.configs import config_class
+    from preference_data.config import to_dict
+
+    cls = config_class(kind)
+    base = to_dict(load(cls, None, []))
+    changed, refused = 0, []
+    for name, tp, _ in _leaves(cls):
+        value = _get(base, name)
+        if isinstance(value, dict):  # loss params: a mapping field, checked below through one of its keys
+            continue
+        for cand in _candidates(tp, value):
+            try:
+                got = to_dict(load(cls, None, [f"{name}={yaml.safe_dump(cand, default_flow_style=True).strip()}"
+                                               .replace("\n...", "")]))
+            except ConfigError:
+                continue  # this value breaks a cross-field check; try the next one
+            diff = _diff(base, got)
+            assert diff == {name}, f"{kind}: overriding {name} changed {sorted(diff)}"
+            changed += 1
+            break
+        else:
+            refused.append(name)
+    assert changed >= 20 and len(refused) <= changed // 4, (changed, refused)
+
+
+def _diff(a, b, prefix="") -> set[str]:
+    if isinstance(a, dict) and isinstance(b, dict):
+        out = set()
+        for k in set(a) | set(b):
+            out |= _diff(a.get(k), b.get(k), f"{prefix}{k}.") if isinstance(a.get(k), dict) else (
+                {prefix + k} if a.get(k) != b.get(k) else set())
+        return out
+    return {prefix.rstrip(".")} if a != b else set()
+
+
+def test_quickstart_stage_override_keeps_the_stage_defaults():
+    """The reported bug: one field of the quickstart's RM stage used to reset the stage to its class's defaults."""
+    from align.cli.quickstart import QuickstartConfig
+
+    cfg = load(QuickstartConfig, None, ["rm.train.precision=fp32", "dpo.loss.params.beta=0.2"])
+    assert cfg.rm.train.precision == "fp32"
+    assert (cfg.rm.train.lr, cfg.rm.train.epochs, cfg.rm.train.max_length, cfg.rm.train.warmup_ratio) == (5e-4, 1.5, 256, 0.05)
+    assert cfg.rm.loss.params == {"center_rewards_coefficient": 0.01} and cfg.rm.eval.split == "all"
+    assert cfg.dpo.loss.params == {"beta": 0.2} and cfg.dpo.train.max_steps == 60

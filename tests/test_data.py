@@ -118,7 +118,8 @@ def test_ultrafeedback_and_pair_builders(tmp_path):
     assert records[0].scores[1] == {"overall_score": 6.0}  # "N/A" ratings are not scores
     mm = build_pairs(records, "max_min", "overall_score", report=rep)
     assert len(mm) == 1 and mm[0].chosen[0].content == "Red." and mm[0].rejected[0].content == "I don't know."
-    assert mm[0].margin == 6.0 and rep.dropped["tie"] == 1
+    # the rating gap is kept as an attribute, never as the pair's margin (a BT margin of 6 would dominate the loss)
+    assert mm[0].margin is None and mm[0].attributes["rating_gap"] == 6.0 and rep.dropped["tie"] == 1
     second = build_pairs(records[:1], "max_second")
     assert second[0].rejected[0].content.startswith("Blue")
     rnd = build_pairs(records[:1], "max_random", seed=3)
@@ -215,3 +216,48 @@ def test_pair_record_roundtrip(tmp_path):
     (q,), _ = read_records(src)
     assert q.id == p.id and q.attributes == {"family": "f"} and q.source == "s"
     assert p.swapped().chosen == p.rejected
+
+
+def test_format_detection_says_what_it_chose_and_why(tmp_path):
+    src = write_jsonl(tmp_path / "p.jsonl", [{"prompt": "Say hi.", "meta": {"k": 1}}])
+    _, rep = read_records(src)
+    assert rep.details["format"] == "prompts" and "no 'chosen'" in rep.details["format_why"]
+    assert "format: prompts (detected: rows have 'prompt' and no 'chosen')" in rep.lines()
+
+
+def test_labelled_comparisons_are_never_read_as_prompt_only(tmp_path):
+    """Auto-J-style rows {prompt, response 1, response 2, label} used to become prompt-only records with every
+    label lost; detection now refuses and names the fields it would ignore."""
+    from preference_data.errors import UserError
+
+    rows = [{"prompt": "Which is better?", "response 1": "A good answer.", "response 2": "Bad.", "label": 0}]
+    src = write_jsonl(tmp_path / "autoj.jsonl", rows)
+    with pytest.raises(UserError) as e:
+        read_records(src)
+    msg = str(e.value)
+    assert "'response 1', 'response 2', 'label'" in msg and "format: prompts" in msg and "line 1" in msg
+    records, _ = read_records(src, "prompts")  # asked for explicitly: read as prompts
+    assert len(records) == 1
+
+
+def test_trl_score_columns_become_a_rating_gap_not_a_margin(tmp_path):
+    src = write_jsonl(tmp_path / "ufb.jsonl", [{"prompt": "Q?", "chosen": "Yes.", "rejected": "No.",
+                                                "score_chosen": 8.0, "score_rejected": 2.0}])
+    (pair,), rep = read_records(src)
+    assert pair.margin is None and pair.attributes["rating_gap"] == 6.0 and rep.details["format"] == "trl"
+
+
+def test_duplicate_rows_name_both_lines_in_every_format(tmp_path):
+    from preference_data.records import PreferencePair
+
+    p = PreferencePair([Message("user", "Q?")], [Message("assistant", "A.")], [Message("assistant", "B.")],
+                       attributes={"family": "x"}, source="s")
+    q = PreferencePair([Message("user", "Other?")], [Message("assistant", "C.")], [Message("assistant", "D.")],
+                       attributes={"family": "x"}, source="s")
+    src = write_jsonl(tmp_path / "dump.jsonl", [p.to_dict(), q.to_dict(), p.to_dict()])
+    records, rep = read_records(src)
+    assert rep.details["format"] == "records" and len(records) == 2
+    assert rep.examples["duplicate"] == ["3 (same as line 1)"]
+    prompts = write_jsonl(tmp_path / "prompts.jsonl", [{"prompt": "Hi."}, {"prompt": "Yo."}, {"prompt": "Hi."}])
+    _, rep = read_records(prompts)
+    assert rep.examples["duplicate"] == ["3 (same as line 1)"]

@@ -21,7 +21,7 @@ def test_doctor_reports_each_bad_row_with_its_line(tmp_path, capsys):
     assert "rows read: 5" in text and "records kept: 2" in text
     assert "malformed_json: 1 (lines 2)" in text
     assert "empty_field: 1 (lines 3)" in text
-    assert "duplicate: 1 (lines 4)" in text
+    assert "duplicate: 1 (lines 4 (same as line 1))" in text
     assert "⟦" in text  # the rendered example marks the prompt/response boundary
     report = json.loads((out / "doctor.json").read_text())
     assert report["data"]["dropped"] == {"malformed_json": 1, "empty_field": 1, "duplicate": 1}

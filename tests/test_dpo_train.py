@@ -369,17 +369,46 @@ def test_reference_logps_are_cached_and_reused(tmp_path, data, private_cache):
 
 # --- the other recipes: SimPO (no reference), IPO, an INPO step with a precomputed previous iterate ----
 
+def _plain_average_logps(rows: list[dict]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mean log-prob per response token of chosen and rejected (B,), each sequence encoded on its own."""
+    from preference_data.hub import load_causal_lm, load_tokenizer
+    from preference_data.records import Message, PreferencePair
+    from preference_data.tokenize import tokenize_pairs
+
+    tok = load_tokenizer("builtin:tiny-llama")
+    model = load_causal_lm("builtin:tiny-llama", dtype="float32")
+    conv = lambda xs: [Message(x["role"], x["content"]) for x in xs]  # noqa: E731
+    pairs, _ = tokenize_pairs([PreferencePair(conv(r["prompt"]), conv(r["chosen"]), conv(r["rejected"]))
+                               for r in rows], tok, 128, "drop")
+    out: dict[str, list[float]] = {"c": [], "r": []}
+    with torch.no_grad():
+        for p in pairs:
+            for key, resp in (("c", p.chosen_ids), ("r", p.rejected_ids)):
+                logp = model(input_ids=torch.tensor([p.prompt_ids + resp])).logits[0].log_softmax(-1)  # (T, V)
+                P = len(p.prompt_ids)
+                out[key].append(sum(logp[P - 1 + i, t].item() for i, t in enumerate(resp)) / len(resp))
+    return torch.tensor(out["c"]), torch.tensor(out["r"])
+
+
 @pytest.mark.parametrize("overrides,first_loss", [
     # LoRA starts at the base, so every log-ratio is 0 at step 1: IPO gives (1/(2β))², INPO gives c²
     (["loss.name=ipo", "loss.params.beta=0.25"], 4.0),
-    (["loss.name=inpo", "loss.params.target_margin=3.0", "previous.model=builtin:tiny-llama"], 9.0),
-    (["loss.name=simpo", "reference.kind=none"], None),
+    (["loss.name=inpo", "loss.params.target_margin=3.0", "previous.model=builtin:tiny-llama",
+      "reference.model=builtin:tiny-llama"], 9.0),
+    (["loss.name=simpo", "reference.kind=none"], "simpo"),
 ])
 def test_other_losses_train(tmp_path, data, overrides, first_loss):
     from align.train import run
 
     report = run(config(tmp_path, data, "train.max_steps=1", *overrides))
     rows = [json.loads(x) for x in (Path(report["adapter_dir"]).parent / "metrics.jsonl").read_text().splitlines()]
+    if first_loss == "simpo":
+        # step 1 (LoRA starts at the base): mean over pairs of -log σ(β(avg logπ_c - avg logπ_r) - γ), β = 2,
+        # γ = β * 0.25 (the defaults), the average log-probs from plain unpacked forwards of the base model
+        import torch.nn.functional as F
+
+        avg_c, avg_r = _plain_average_logps(ROWS)
+        first_loss = F.softplus(-(2.0 * (avg_c - avg_r) - 0.5)).mean().item()
     if first_loss is not None:
         assert rows[0]["loss"] == pytest.approx(first_loss, rel=1e-5)
     if "loss.name=inpo" in overrides:
@@ -398,3 +427,31 @@ def test_chosen_logp_drop_alert_fires_once(tmp_path, data, capsys):
         trainer.log({"loss": 1.0})
     assert len(trainer.alerts) == 1 and "fell 0.600 nats" in trainer.alerts[0]
     assert capsys.readouterr().out.count("ALERT") == 1
+
+
+# --- dropout ------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("disable", [True, False])
+def test_dropout_is_off_for_the_policy_and_its_reference_forward(tmp_path, data, tiny_model_ref, disable):
+    """A model with attention dropout 0.5: with train.disable_dropout (the default, as TRL) two train-mode
+    forwards of the policy, and of its adapters-disabled reference, give the same log-probs; without it
+    they differ (so the check is not vacuous)."""
+    from align.train import setup
+    from preference_data.hub import load_causal_lm, load_tokenizer
+
+    m = load_causal_lm(tiny_model_ref, dtype="float32")
+    m.config.attention_dropout = 0.5
+    src = tmp_path / "dropout_model"
+    m.save_pretrained(str(src))
+    load_tokenizer(tiny_model_ref).save_pretrained(str(src))
+    s = setup(config(tmp_path, data, f"model={src}", f"train.disable_dropout={str(disable).lower()}",
+                     "reference.kind=adapters_disabled", "train.compile=false"))
+    net = s.trainer.model  # PackedForward(policy, "logps") in train mode
+    net.train()
+    batch = s.trainer.data_collator(s.train_pairs[:4])
+    with torch.no_grad():
+        a, b = net(**batch), net(**batch)
+        with s.model.disable_adapter():
+            ra, rb = net(**batch), net(**batch)
+    same = torch.equal(a, b) and torch.equal(ra, rb)
+    assert same == disable

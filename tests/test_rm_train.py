@@ -153,7 +153,7 @@ def test_train_save_reload_scores_identically(tmp_path, method):
     assert report["steps"] == 3
     model, tok, stats = load_rm(report["model_dir"], dtype="float32")
     assert stats.n == 16 and stats.std > 0
-    pairs, _ = tokenize_pairs(suite_like_pairs(16), tok, 128, "drop")
+    pairs, _ = tokenize_pairs(suite_like_pairs(16), tok, 128, "drop", response_end="template")
     byid = {p.id: p for p in pairs}
     sample = [byid[i] for i in report["sample_rewards"]["ids"]]
     rc, rr = pair_rewards(model, sample, tok.pad_token_id, 4, 512, autocast=False)
@@ -186,11 +186,12 @@ def test_resume_reaches_the_same_weights(tmp_path):
 
 @pytest.mark.skipif(not any(shutil.which(c) for c in ("g++", "c++", "clang++")),
                     reason="torch.compile on CPU needs a C++ compiler")
-@pytest.mark.parametrize("method", ["full", "lora"])
-def test_compiled_layers_train_like_eager_ones(tmp_path, method):
-    """train.compile (the default) changes speed only: the same losses and final weights as eager layers."""
+def test_compiled_layers_train_like_eager_ones(tmp_path):
+    """train.compile (the default) changes speed only: the same losses and final weights as eager layers.
+    The one test that compiles (the others run with TORCH_COMPILE_DISABLE=1, see conftest)."""
     from safetensors.torch import load_file
 
+    method = "lora"
     data = write_pairs(tmp_path / "pairs.jsonl", suite_like_pairs(16))
     from torch._dynamo.utils import counters
 
@@ -199,7 +200,8 @@ def test_compiled_layers_train_like_eager_ones(tmp_path, method):
     for compiled in (True, False):
         cfg = tiny_cfg(tmp_path / str(compiled), data, train={"method": method, "compile": compiled, "log_every": 1})
         before = counters["stats"]["calls_captured"]
-        run(cfg)
+        with torch._dynamo.config.patch(disable=False):
+            run(cfg)
         graphs[compiled] = counters["stats"]["calls_captured"] - before
         rows = [json.loads(x) for x in (Path(cfg.output_dir) / "metrics.jsonl").read_text().splitlines()]
         runs[compiled] = ([r["loss"] for r in rows if "loss" in r],
@@ -296,3 +298,79 @@ def test_two_process_data_parallel_matches_one_process(tmp_path):
     a = load_file(str(tmp_path / "one" / "model" / "model.safetensors"))
     b = load_file(str(tmp_path / "two" / "model" / "model.safetensors"))
     assert all(torch.allclose(a[k], b[k], atol=1e-5) for k in a)
+
+
+# --- plain transformers reads the same score ------------------------------------------------------------
+
+@pytest.mark.slow
+def test_plain_transformers_recipe_gives_align_rm_score(tmp_path):
+    """An RM trained here on the builtin SmolLM2 scores the same (fp32, 1e-4) with the recipe RM model cards,
+    TRL reward functions and reward-bench use: apply_chat_template(messages, return_tensors="pt",
+    return_dict=True), AutoModelForSequenceClassification, logits[0][0]."""
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    pairs = suite_like_pairs(16)
+    data = write_pairs(tmp_path / "pairs.jsonl", pairs)
+    cfg = tiny_cfg(tmp_path, data, model="builtin:smollm2-135m-instruct",
+                   train={"max_steps": 2, "batch_size": 8, "lr": 1e-3, "compile": False})
+    model_dir = run(cfg)["model_dir"]
+    out = tmp_path / "scores.jsonl"
+    assert main(["rm", "score", "--model", model_dir, "--data", data, "--out", str(out), "--raw",
+                 "--dtype", "float32"]) == 0
+    ours = {(r["id"], r["response"]): r["score"] for r in map(json.loads, out.read_text().splitlines())}
+
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForSequenceClassification.from_pretrained(model_dir, dtype=torch.float32).eval()
+    assert tok.pad_token_id != tok.eos_token_id and model.config.pad_token_id == tok.pad_token_id
+    diffs = []
+    for p in pairs[:6]:
+        for which, resp in (("chosen", p.chosen), ("rejected", p.rejected)):
+            messages = [m.to_dict() for m in p.prompt + resp]
+            inputs = tok.apply_chat_template(messages, return_tensors="pt", return_dict=True)
+            with torch.no_grad():
+                plain = model(**inputs).logits[0][0].item()
+            diffs.append(abs(plain - ours[(p.id, which)]))
+    assert max(diffs) < 1e-4, diffs
+    assert len({round(v, 3) for v in ours.values()}) > 2  # real, varied scores
+    card = (Path(model_dir) / "README.md").read_text()
+    assert "apply_chat_template" in card and "AutoModelForSequenceClassification" in card
+    stats = json.loads((Path(model_dir) / "reward_stats.json").read_text())
+    assert stats["response_end"] == "template"
+
+
+def test_warmup_ratio_is_validated_and_passed_as_a_fraction(tmp_path):
+    """warmup_ratio must lie in [0, 1); transformers gets it as a fraction of the total steps."""
+    from preference_data.errors import ConfigError
+    from reward_models.training import TrainSection, training_arguments
+
+    with pytest.raises(ConfigError, match=r"warmup_ratio: must lie in \[0, 1\)"):
+        tiny_cfg(tmp_path, "x.jsonl", train={"warmup_ratio": 1.5})
+    train = build(TrainSection, {"warmup_ratio": 0.1, "precision": "fp32"})
+    args = training_arguments(train, str(tmp_path / "ckpt"))
+    assert args.get_warmup_steps(200) == 20 and args.get_warmup_steps(7) == 1
+    assert training_arguments(build(TrainSection, {"precision": "fp32"}), str(tmp_path / "c2")).get_warmup_steps(50) == 0
+
+
+def test_margins_are_used_only_when_asked():
+    """Rated data keeps its rating gap as an attribute; RM training subtracts a margin only with loss.margin."""
+    from preference_data.errors import ConfigError, UserError
+    from preference_data.tokenize import TokenizedPair
+    from reward_models.rm_train import RMLossSection, select_margins
+
+    def pairs():
+        return [TokenizedPair("a", "s", [1], [2], [3], margin=0.5, attributes={"rating_gap": 6.0}),
+                TokenizedPair("b", "s", [1], [2], [3], margin=None, attributes={})]
+
+    ps = pairs()
+    assert select_margins(ps, RMLossSection())["pairs_with_margin"] == 0 and [p.margin for p in ps] == [None, None]
+    ps = pairs()
+    select_margins(ps, RMLossSection(margin="rating_gap", margin_scale=0.25))
+    assert [p.margin for p in ps] == [1.5, None]
+    ps = pairs()
+    select_margins(ps, RMLossSection(margin="column"))
+    assert [p.margin for p in ps] == [0.5, None]
+    with pytest.raises(UserError, match="none of the 1 training pairs has a rating_gap"):
+        select_margins([pairs()[1]], RMLossSection(margin="rating_gap"))
+    with pytest.raises(ConfigError, match="adaptive_margin"):
+        build(RMTrainConfig, {"loss": {"margin": "column"},
+                              "strength": {"file": "s.jsonl", "adaptive_margin": True}})

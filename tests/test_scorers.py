@@ -106,7 +106,7 @@ def test_table_lists_every_kind_with_its_needs():
 
 def test_scalar_equals_plain_forward_at_the_last_token(scalar, tok):
     with torch.no_grad():
-        expected = [_plain_last_token_reward(scalar.model, *tokenize_single(tok, p, r))
+        expected = [_plain_last_token_reward(scalar.model, *tokenize_single(tok, p, r, response_end="template"))
                     for p, r in zip(PROMPTS, RESPONSES)]
     got = scalar.score(PROMPTS, RESPONSES)
     assert got == pytest.approx(expected, abs=1e-4)
@@ -116,19 +116,41 @@ def test_scalar_equals_plain_forward_at_the_last_token(scalar, tok):
     assert d["stats"]["mean"] == STATS["mean"] and scalar.kind == "pointwise" and scalar.name == "scalar"
 
 
-def test_pad_equals_eos_reward_is_read_at_the_closing_eos(scalar, tok):
-    """SmolLM2's pad id is its EOS (<|im_end|>), which closes every response. transformers' own pooling picks
-    "the last token that is not pad", i.e. the token before that EOS; the scorer reads the EOS itself."""
-    assert tok.pad_token_id == tok.eos_token_id
-    p, r = tokenize_single(tok, PROMPTS[1], RESPONSES[1])
-    assert r[-1] == tok.eos_token_id
+def test_saved_rm_reads_its_reward_where_transformers_pools(scalar, tok):
+    """transformers' sequence-classification head reads the last token that is not pad. SmolLM2's pad is its
+    EOS; a saved RM gets a distinct pad and reads its reward at the last token of the chat template's
+    rendering (ChatML's newline after <|im_end|>), so transformers' own forward on apply_chat_template's ids
+    gives the scorer's number, and the EOS position gives another one (the check is not vacuous)."""
+    saved = scalar.tokenizer
+    assert tok.pad_token_id == tok.eos_token_id and saved.pad_token_id != saved.eos_token_id == tok.eos_token_id
+    assert scalar.model.config.pad_token_id == saved.pad_token_id
+    conv = [m.to_dict() for m in PROMPTS[1] + RESPONSES[1]]
+    ids = saved.apply_chat_template(conv, return_tensors="pt", return_dict=True)["input_ids"]
+    assert ids[0, -2].item() == tok.eos_token_id and saved.decode(ids[0, -1:]) == "\n"
+    p, r = tokenize_single(tok, PROMPTS[1], RESPONSES[1])  # the policy convention: ids end at EOS
     with torch.no_grad():
-        at_eos = _plain_last_token_reward(scalar.model, p, r, at=-1)
-        before_eos = _plain_last_token_reward(scalar.model, p, r, at=-2)
-        hf_pooled = scalar.model(input_ids=torch.tensor([p + r])).logits[0, 0].item()
-    assert hf_pooled == pytest.approx(before_eos, abs=1e-4)
-    assert abs(at_eos - before_eos) > 1e-3
-    assert scalar.score([PROMPTS[1]], [RESPONSES[1]])[0] == pytest.approx(at_eos, abs=1e-4)
+        hf_pooled = scalar.model(input_ids=ids).logits[0, 0].item()
+        at_eos = _plain_last_token_reward(scalar.model, p, r)
+    assert scalar.score([PROMPTS[1]], [RESPONSES[1]])[0] == pytest.approx(hf_pooled, abs=1e-4)
+    assert abs(at_eos - hf_pooled) > 1e-3
+
+
+def test_rm_saved_before_response_end_was_recorded_is_read_at_eos(rm_dir, tok, tmp_path):
+    """reward_stats.json without `response_end` (RMs saved by earlier versions) keeps its EOS reading."""
+    import json
+    import shutil
+
+    legacy = tmp_path / "legacy"
+    shutil.copytree(rm_dir, legacy)
+    stats = json.loads((legacy / "reward_stats.json").read_text())
+    del stats["response_end"]
+    (legacy / "reward_stats.json").write_text(json.dumps(stats))
+    scorer = load_scorer("scalar", model=str(legacy), dtype="float32")
+    p, r = tokenize_single(tok, PROMPTS[1], RESPONSES[1])
+    with torch.no_grad():
+        at_eos = _plain_last_token_reward(scorer.model, p, r)
+    assert scorer.response_end == "eos"
+    assert scorer.score([PROMPTS[1]], [RESPONSES[1]])[0] == pytest.approx(at_eos, abs=1e-4)
 
 
 def test_normalize_uses_the_saved_stats(rm_dir, scalar):
@@ -176,7 +198,7 @@ def test_empty_response_is_nan_and_the_rest_still_score(scalar):
 
 def test_long_prompt_is_cut_from_the_left(rm_dir, tok):
     s = load_scorer("scalar", model=str(rm_dir), dtype="float32", max_length=24)
-    p, r = tokenize_single(tok, PROMPTS[2], RESPONSES[0])
+    p, r = tokenize_single(tok, PROMPTS[2], RESPONSES[0], response_end="template")
     assert len(p) + len(r) > 24
     with torch.no_grad():
         expected = _plain_last_token_reward(s.model, p[len(p) + len(r) - 24:], r)
@@ -184,8 +206,8 @@ def test_long_prompt_is_cut_from_the_left(rm_dir, tok):
     assert math.isnan(s.score([PROMPTS[0]], [_conv(("assistant", "word " * 40))])[0])  # response alone too long
 
 
-def test_bfloat16_default_is_close_to_float32(rm_dir, scalar):
-    bf16 = load_scorer("scalar", model=str(rm_dir))
+def test_bfloat16_is_close_to_float32(rm_dir, scalar):
+    bf16 = load_scorer("scalar", model=str(rm_dir), dtype="bfloat16")
     assert bf16.describe()["dtype"] == "bfloat16"
     got, ref = bf16.score(PROMPTS, RESPONSES), scalar.score(PROMPTS, RESPONSES)
     assert all(math.isfinite(g) for g in got)
@@ -288,6 +310,27 @@ def test_judge_probabilities_shapes_and_order(tiny_model_ref):
     out = j.compare(PROMPTS[:2], [a[0], _conv(("assistant", ""))], b[:2])
     assert out[0] == pytest.approx(ab[0], abs=1e-5) and math.isnan(out[1])
     assert "[RESPONSE A]" in j.describe()["template"] and j.describe()["answers"] == ["A", "B"]
+
+
+def test_judge_p_a_equals_a_plain_forward(tiny_model_ref, tok):
+    """P(A) is the softmax over the next-token logits of "A" and "B" after the rendered judge prompt, computed
+    here by an unpacked forward of the plain causal LM."""
+    from preference_data.records import Message
+    from preference_data.tokenize import tokenize_prompts
+    from reward_models.scorers import judge_message
+
+    j = load_scorer("judge", model=tiny_model_ref, dtype="float32")
+    a, b = RESPONSES, RESPONSES[1:] + RESPONSES[:1]
+    got = j.compare(PROMPTS, a, b)
+    ids_ab = [tok.encode(x, add_special_tokens=False)[0] for x in ("A", "B")]
+    want = []
+    with torch.no_grad():
+        for p, ra, rb in zip(PROMPTS, a, b):
+            (ids,) = tokenize_prompts([[Message("user", judge_message(p, ra, rb))]], tok)
+            logits = j.model(input_ids=torch.tensor([ids])).logits[0, -1, ids_ab]  # (2,): A, B
+            want.append(torch.softmax(logits.float(), -1)[0].item())
+    assert got == pytest.approx(want, abs=1e-5)
+    assert max(want) - min(want) > 1e-4  # the prompts give different probabilities
 
 
 # ---------------------------------------------------------------------------------------------------------

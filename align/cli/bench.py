@@ -58,7 +58,8 @@ def register(sub: argparse._SubParsersAction, add: Callable[..., argparse.Argume
     p.add_argument("--allow-partial", action="store_true",
                    help="skip invalid rows and examples that score NaN; the record is marked partial")
     p.add_argument("--records", default=None, help="where to write the record (default: leaderboards/records)")
-    p.add_argument("--dtype", default=None, choices=["bfloat16", "float32"], help="model dtype (default bfloat16)")
+    p.add_argument("--dtype", default=None, choices=["auto", "bfloat16", "float32"],
+                   help="model dtype (default auto: bfloat16 where the device runs it natively, else float32)")
     p.add_argument("--batch-tokens", type=int, default=None,
                    help="token budget of one forward pass (default 8192)")
     p.add_argument("--option", dest="options", action="append", default=[], metavar="KEY=VALUE",

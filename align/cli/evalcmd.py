@@ -33,6 +33,7 @@ def register(sub: argparse._SubParsersAction, add) -> None:
     p.add_argument("--max-new-tokens", type=int, default=96)
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
-    p.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float32"])
+    p.add_argument("--dtype", default="auto", choices=["auto", "bfloat16", "float32"],
+                   help="auto: bfloat16 where the device runs it natively, else float32")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=None, help="directory for report.json and generations.jsonl")

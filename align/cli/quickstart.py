@@ -24,7 +24,7 @@ import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from align.train import TrainConfig
 from preference_data.config import dump_yaml, load, option
@@ -59,6 +59,9 @@ class EvalSection:
     prompts: int = option(120, "held-out suite prompts to generate on (family-balanced)")
     max_new_tokens: int = option(80, "generation budget per answer")
     batch_size: int = option(16, "prompts per generation batch")
+    dtype: Literal["auto", "bfloat16", "float32"] = option(
+        "auto", "generation precision: auto is bfloat16 where the device runs it natively, else float32 "
+                "(the RM and DPO stages have theirs in rm.train.precision and dpo.train.precision)")
 
 
 @dataclass
@@ -120,6 +123,10 @@ def run_quickstart(config_path: str | None = None, out: str | None = None, overr
     dump_yaml(cfg, root / "config.yaml")
     summary: dict = {"config": str(root / "config.yaml")}
 
+    from prefalign.models.precision import decide_precision
+
+    _say(f"device: {decide_precision('auto').line()}; stages: rm {cfg.rm.train.precision}, "
+         f"dpo {cfg.dpo.train.precision}, eval {cfg.eval.dtype}", t0)
     _say(f"model: resolving {cfg.model}", t0)
     summary["model_dir"] = resolve(cfg.model)
     _say(f"model: {summary['model_dir']}", t0)
@@ -166,15 +173,25 @@ def run_quickstart(config_path: str | None = None, out: str | None = None, overr
     return 0
 
 
-def _same_config(run_dir: Path, cfg: object) -> bool:
-    """True when run_dir holds a finished run of exactly this config (so the stage can be skipped)."""
+def _same_config(run_dir: Path, cfg: Any) -> bool:
+    """True when run_dir holds a finished run of exactly this config (so the stage can be skipped).
+
+    A run saves its config with `train.precision: auto` resolved, so the comparison resolves it too."""
+    import dataclasses
+
     import yaml
 
+    from prefalign.models.precision import decide_precision
     from preference_data.config import to_dict
 
     done = run_dir / "report.json"
     saved = run_dir / "config.yaml"
-    return done.exists() and saved.exists() and yaml.safe_load(saved.read_text()) == to_dict(cfg)
+    if not (done.exists() and saved.exists()):
+        return False
+    if cfg.train.precision == "auto":
+        cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train,
+                                                                 precision=decide_precision("auto").value))
+    return yaml.safe_load(saved.read_text()) == to_dict(cfg)
 
 
 def _rm_stage(cfg: QuickstartConfig, root: Path, t0: float) -> dict:
@@ -227,7 +244,8 @@ def _eval_stage(cfg: QuickstartConfig, root: Path, t0: float, policy: str | None
         _say("eval: no DPO policy (add the dpo stage); skipping", t0)
         return {}
     _say(f"eval: generating on {cfg.eval.prompts} held-out prompts before and after DPO", t0)
-    settings = PolicyEvalSettings(max_new_tokens=cfg.eval.max_new_tokens, batch_size=cfg.eval.batch_size)
+    settings = PolicyEvalSettings(max_new_tokens=cfg.eval.max_new_tokens, batch_size=cfg.eval.batch_size,
+                                  dtype=cfg.eval.dtype)
     report = evaluate_policy(policy, cfg.model, str(root / "suite" / "test_prompts.jsonl"), cfg.eval.prompts, "gold",
                              str(root / "eval"), settings, baseline_cache=str(root / "eval" / "baseline.json"))
     for line in report_lines(report):

@@ -60,7 +60,8 @@ def register(sub: argparse._SubParsersAction, add) -> None:
     p.add_argument("--out", required=True, help="output JSONL: one row per response")
     p.add_argument("--format", default="auto", help="input format (default: detect)")
     p.add_argument("--raw", action="store_true", help="raw rewards instead of normalised (r - mean) / std")
-    p.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float32"])
+    p.add_argument("--dtype", default="auto", choices=["auto", "bfloat16", "float32"],
+                   help="auto: bfloat16 where the device runs it natively, else float32")
     p.add_argument("--batch-tokens", type=int, default=8192, help="token budget per scoring batch")
     p = add(rsub, "strength", cmd_strength,
             "train (or load) an ensemble of RMs and write per-pair preference strength (mean/std of r_c - r_r)",

@@ -1,0 +1,1 @@
+"""Models: the precision decision for the device (and, as the stages move down, loading and saving)."""

@@ -1,0 +1,87 @@
+"""The precision decision: bf16 where the device runs it natively, fp32 otherwise, printed and saved."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+import prefalign.models.precision as precision
+from prefalign.models.precision import decide_dtype, decide_precision
+
+
+@pytest.fixture(params=[True, False], ids=["native_bf16", "avx2_only"])
+def native(request, monkeypatch):
+    """The capability check stubbed both ways (this machine may have either kind of CPU)."""
+    monkeypatch.setattr(precision, "cpu_bf16_features", lambda: ["AVX-512 BF16"] if request.param else [])
+    return request.param
+
+
+def test_auto_follows_the_capability(native):
+    d = decide_precision("auto", "cpu")
+    assert (d.value, d.bf16) == (("bf16", True) if native else ("fp32", False))
+    assert ("native bf16: AVX-512 BF16" if native else "no native bf16") in d.line()
+    assert decide_dtype("auto", "cpu").value == ("bfloat16" if native else "float32")
+    for explicit in ("fp32", "bf16-pure"):
+        assert decide_precision(explicit, "cpu").value == explicit  # explicit choices are kept
+
+
+def test_explicit_bf16_without_native_support_warns_with_the_measured_slowdown(monkeypatch, capsys):
+    monkeypatch.setattr(precision, "cpu_bf16_features", lambda: [])
+    monkeypatch.setattr(precision, "measured_bf16_slowdown", lambda: 380.0)
+    d = decide_precision("bf16", "cpu")
+    assert d.value == "bf16"  # it still runs as asked
+    out = capsys.readouterr().out
+    assert "WARNING" in out and "380x slower than fp32" in out and "train.precision to auto or fp32" in out
+    decide_dtype("bfloat16", "cpu", knob="--dtype")
+    assert "--dtype to auto or fp32" in capsys.readouterr().out
+
+
+def test_no_warning_where_bf16_is_native(monkeypatch, capsys):
+    monkeypatch.setattr(precision, "cpu_bf16_features", lambda: ["AMX"])
+    decide_precision("bf16", "cpu")
+    decide_dtype("bfloat16", "cpu")
+    assert "WARNING" not in capsys.readouterr().out
+
+
+def test_measured_slowdown_is_a_real_measurement():
+    precision.measured_bf16_slowdown.cache_clear()
+    slow = precision.measured_bf16_slowdown(n=64, repeats=1)
+    assert slow > 0 and slow == slow  # a finite ratio of two timings
+
+
+def test_hub_auto_dtype_follows_the_capability(native):
+    import torch
+
+    from preference_data.hub import torch_dtype
+
+    assert torch_dtype("auto") == (torch.bfloat16 if native else torch.float32)
+
+
+@pytest.mark.parametrize("method", ["lora", "full"])
+def test_a_real_run_in_each_precision_saves_what_it_used(tmp_path, native, method, capsys):
+    """`train.precision: auto` trains in bf16 or fp32 as the device allows; the run prints the choice and
+    saves it in its config and report; weights come out finite and changed."""
+    from safetensors.torch import load_file
+
+    from preference_data.hub import load_seq_cls
+    from reward_models.rm_train import run
+    from tests.test_rm_train import suite_like_pairs, tiny_cfg, write_pairs
+
+    data = write_pairs(tmp_path / "pairs.jsonl", suite_like_pairs(8))
+    cfg = tiny_cfg(tmp_path, data, train={"precision": "auto", "method": method, "max_steps": 2})
+    report = run(cfg)
+    want = "bf16" if native else "fp32"
+    assert f"rm train: precision {want} (auto:" in capsys.readouterr().out
+    assert report["precision"].startswith(f"precision {want}")
+    saved = yaml.safe_load((Path(cfg.output_dir) / "config.yaml").read_text())
+    assert saved["train"]["precision"] == want
+    weights = load_file(str(Path(report["model_dir"]) / "model.safetensors"))
+    base = load_seq_cls("builtin:tiny-llama", dtype="float32").state_dict()
+    assert all(v.isfinite().all() for v in weights.values())
+    moved = [k for k in weights if k in base and not (weights[k].float() == base[k]).all()]
+    assert moved  # training changed weights in this precision
+    stats = json.loads((Path(report["model_dir"]) / "reward_stats.json").read_text())
+    assert stats["std"] > 0
