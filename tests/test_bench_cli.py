@@ -76,6 +76,34 @@ def test_run_three_benchmarks_then_show(tmp_path: Path, rm_dir: str, capsys) -> 
     assert len(written) == 3
     rec = json.loads(written[0].read_text(encoding="utf-8"))
     assert rec["scorer"]["name"] == "scalar" and rec["scorer"]["settings"]["dtype"] == "float32"
+    recs = {r["benchmark"]: r for r in (json.loads(f.read_text(encoding="utf-8")) for f in written)}
+
+    # the numbers: each pair's win (chosen scored above rejected) from the scorer called directly
+    from reward_models.scorers import load_scorer
+
+    scorer = load_scorer("scalar", model=rm_dir, dtype="float32")
+
+    def wins(prompts: list[str], chosen: list[str], rejected: list[str]) -> list[float]:
+        conv = [[Message("user", p)] for p in prompts]
+        sc = scorer.score(conv, [[Message("assistant", c)] for c in chosen])
+        sr = scorer.score(conv, [[Message("assistant", r)] for r in rejected])
+        return [float(a > b) for a, b in zip(sc, sr, strict=True)]
+
+    rb = [json.loads(x) for x in (tmp_path / "rb.jsonl").read_text().splitlines()]
+    rb_wins = wins([r["prompt"] for r in rb], [r["chosen"] for r in rb], [r["rejected"] for r in rb])
+    for r, w in zip(rb, rb_wins, strict=True):
+        assert recs["rewardbench"]["scores"]["subsets"][r["subset"]] == {"score": w, "n": 1}
+    assert recs["rewardbench"]["scores"]["sections"]["Chat Hard"] == rb_wins[2]  # llmbar-natural alone
+    from preference_data.records import pair_from_dict
+
+    suite = [pair_from_dict(json.loads(x)) for x in (tmp_path / "suite.jsonl").read_text().splitlines()]
+    s_wins = wins([p.prompt[0].content for p in suite], [p.chosen[0].content for p in suite],
+                  [p.rejected[0].content for p in suite])
+    scores = recs["suite"]["scores"]
+    assert scores["headline"] == pytest.approx(sum(s_wins) / 3)
+    assert scores["subsets"]["arithmetic"]["score"] == pytest.approx(sum(s_wins[:2]) / 2)
+    assert scores["subsets"]["short_answer"]["score"] == s_wins[2]
+    assert len(set(s_wins)) == 2  # wins and losses both occur: the comparison is not vacuous
 
     assert main(["bench", "show", "--records", str(records), "--site", str(site)]) == 0
     out = capsys.readouterr().out

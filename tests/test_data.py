@@ -190,7 +190,14 @@ def test_real_finegrained(shared_data):
 # --- splits and sources -------------------------------------------------------------------------------
 
 def test_hash_split_is_deterministic_and_keeps_prompts_together(tmp_path):
-    assert split_of("abc", seed=1) == split_of("abc", seed=1)
+    from preference_data.splits import unit_hash
+
+    # pinned values: the split of a key never changes across machines, runs or versions (sha256, not hash())
+    keys = ["abc", "q1", "q2", "hello", "prompt 7", "x"]
+    assert [round(unit_hash(k, 1), 6) for k in keys] == [0.20516, 0.751745, 0.647713, 0.116824, 0.471742, 0.888616]
+    thirds = (1 / 3, 1 / 3, 1 / 3)
+    assert [split_of(k, thirds, seed=1) for k in keys] == ["train", "test", "dev", "train", "dev", "test"]
+    assert [split_of(k, thirds, seed=2) for k in keys] == ["train", "dev", "train", "train", "dev", "dev"]
     names = [split_of(str(i)) for i in range(4000)]
     assert 0.87 < names.count("train") / 4000 < 0.93
     rows = [{"prompt": f"q{i % 50}", "chosen": f"a{i}", "rejected": f"b{i}"} for i in range(400)]

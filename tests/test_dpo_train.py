@@ -311,7 +311,19 @@ def test_cli_end_to_end_writes_the_run_directory(tmp_path, data, capsys):
     assert rows[0]["kl_estimate"] == pytest.approx(0.0, abs=1e-6)  # adapters start at zero: policy == reference
     report = json.loads((run_dir / "report.json").read_text())
     assert report["reference"]["mode"] == "adapters_disabled" and report["steps"] == 2
-    assert report["eval"]["pairs"] == 4 and 0 <= report["eval"]["accuracy"] <= 1
+    # held-out accuracy and margin: the implicit rewards β(log π - log π_ref) of the saved adapter (reference:
+    # its base, adapters disabled) on the same 4 pairs, from the implicit scorer rather than the trainer
+    from preference_data.records import conversation
+    from reward_models.scorers import load_scorer
+
+    implicit = load_scorer("implicit", model=str(run_dir / "adapter"), beta=0.1, dtype="float32")
+    prompts = [conversation(r["prompt"]) for r in ROWS[:4]]
+    rc = torch.tensor(implicit.score(prompts, [conversation(r["chosen"]) for r in ROWS[:4]]))
+    rr = torch.tensor(implicit.score(prompts, [conversation(r["rejected"]) for r in ROWS[:4]]))
+    assert report["eval"]["pairs"] == 4
+    assert report["eval"]["accuracy"] == pytest.approx((rc > rr).float().mean().item())
+    assert report["eval"]["margin"] == pytest.approx((rc - rr).mean().item(), abs=1e-4)
+    assert (rc - rr).abs().max() > 1e-4  # the adapter moved: the rewards are not all zero
     # the merged copy computes what base + adapter compute
     from peft import PeftModel
 
