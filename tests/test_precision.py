@@ -19,6 +19,17 @@ def native(request, monkeypatch):
     return request.param
 
 
+def test_a_process_held_below_avx512_has_no_native_bf16(monkeypatch):
+    """ATEN_CPU_CAPABILITY=avx2 or ONEDNN_MAX_CPU_ISA=AVX2 makes torch emulate bf16 even on a bf16 CPU."""
+    import torch
+
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX2")
+    assert precision.cpu_bf16_features() == []
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX512")
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
+    assert precision.cpu_bf16_features() == []
+
+
 def test_auto_follows_the_capability(native):
     d = decide_precision("auto", "cpu")
     assert (d.value, d.bf16) == (("bf16", True) if native else ("fp32", False))
@@ -34,7 +45,7 @@ def test_explicit_bf16_without_native_support_warns_with_the_measured_slowdown(m
     d = decide_precision("bf16", "cpu")
     assert d.value == "bf16"  # it still runs as asked
     out = capsys.readouterr().out
-    assert "WARNING" in out and "380x slower than fp32" in out and "train.precision to auto or fp32" in out
+    assert "WARNING" in out and "runs 380x slower than fp32" in out and "train.precision to auto or fp32" in out
     decide_dtype("bfloat16", "cpu", knob="--dtype")
     assert "--dtype to auto or fp32" in capsys.readouterr().out
 
