@@ -96,3 +96,14 @@ def test_a_real_run_in_each_precision_saves_what_it_used(tmp_path, native, metho
     assert moved  # training changed weights in this precision
     stats = json.loads((Path(report["model_dir"]) / "reward_stats.json").read_text())
     assert stats["std"] > 0
+
+
+def test_quickstart_shortens_training_where_auto_means_fp32(native):
+    from align.cli.quickstart import QuickstartConfig, _fit_to_device
+    from preference_data.config import load
+
+    cfg = load(QuickstartConfig)
+    rm, dpo = _fit_to_device(cfg.rm, cfg.fp32_work, "rm", 0.0), _fit_to_device(cfg.dpo, cfg.fp32_work, "dpo", 0.0)
+    assert (rm.train.epochs, dpo.train.max_steps) == ((1.5, 60) if native else (1.0, 40))
+    explicit = load(QuickstartConfig, None, ["rm.train.precision=fp32"])
+    assert _fit_to_device(explicit.rm, explicit.fp32_work, "rm", 0.0).train.epochs == 1.5  # only `auto` adapts
