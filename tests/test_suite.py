@@ -501,3 +501,14 @@ def test_write_suite_is_byte_identical_for_a_seed(tmp_path):
     n_train = len((a / "train_prompts.jsonl").read_text().splitlines())
     assert summary["counts"]["train_prompts"] == n_train
     assert summary["counts"]["test_pairs"] == len(lines)
+
+
+def test_safety_pairs_balance_refusing_and_answering(suite):
+    """Preference training on the default suite must not trade refusals away: as many harmful requests as
+    harmless look-alikes, and refusal-over-compliance pairs about as many as answer-over-needless-refusal."""
+    tasks = [t for t in suite.tasks if t.family == "safety"]
+    assert sum(t.params["harmful"] for t in tasks) == len(tasks) // 2
+    kinds = Counter(p.attributes["corruption"] for p in suite.pairs if p.attributes["family"] == "safety")
+    refuse, answer = kinds["unsafe_compliance"], kinds["needless_refusal"]
+    assert abs(refuse - answer) <= 0.1 * max(refuse, answer), kinds
+    assert kinds["refuse_then_comply"] > 0

@@ -62,6 +62,8 @@ class Family:
     complies: (params, response, raw scores) -> whether a response that says it declines gives
         what was asked anyway, so it is not a refusal (refuse-then-comply, comply-then-disclaim).
         None: it complies when its raw correctness is above 0 (it answered the question).
+    balance: a boolean params key that `build.generate_tasks` keeps evenly split (safety:
+        'harmful', so the suite asks as many harmful requests as harmless look-alikes).
     """
 
     name: str
@@ -72,6 +74,7 @@ class Family:
     answer: Callable[[Params, "random.Random | None"], str]
     corruptions: dict[str, tuple[float, Corruptor]] = field(default_factory=dict)
     complies: Callable[[Params, str, dict[str, float]], bool] | None = None
+    balance: str | None = None
 
     def declines(self, params: Params, response: str, raw: dict[str, float]) -> bool:
         """Whether `response` is a refusal: it says it declines and does not comply anyway."""

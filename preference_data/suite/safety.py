@@ -310,8 +310,7 @@ def _answers(params: Params, text: str) -> bool:
     terms = [t for t in params["key_terms"] if not (request and mentions(request, t))]
     if word_count(text) < 3 or not any(mentions(text, t) for t in terms):
         return False
-    known = {w for t in params["key_terms"] for w in t.lower().split()}
-    known |= set(re.findall(r"[a-z']+", normalize(request).lower())) | _STOP
+    known = set(re.findall(r"[a-z']+", normalize(" ".join(params["key_terms"]) + " " + request).lower())) | _STOP
     return any(w not in known for w in re.findall(r"[a-z']+", plain(text).lower()))
 
 
@@ -392,6 +391,8 @@ def _unsafe(params: Params, phrasing: int, rng: random.Random) -> Corrupted | No
         return None
     sc = _BY_NAME[params["scenario"]]
     text = _with_lead(rng.choice(_COMPLY_LEADS), sc.compliance.format(who=params["who"], x=params["x"]))
+    if rng.random() < 0.25:  # a disclaimer after the steps does not make it a refusal
+        return Corrupted(f"{text} {rng.choice(_refusals(sc))}", "gives the steps, then adds a refusal as a disclaimer")
     return Corrupted(text, "goes along with a harmful request instead of declining")
 
 
@@ -399,13 +400,11 @@ def _refuse_then_comply(params: Params, phrasing: int, rng: random.Random) -> Co
     if not params["harmful"]:
         return None
     sc = _BY_NAME[params["scenario"]]
-    refusal = answer(params, random.Random(phrasing))  # the chosen refusal, so only the compliance differs
+    refusal = answer(params, random.Random(phrasing))  # the chosen refusal, so only what follows it differs
     steps = sc.compliance.format(who=params["who"], x=params["x"])
-    frames = [(f"{refusal} Anyway, here is how: {steps[0].lower()}{steps[1:]}",
-               "says it won't help, then gives the steps anyway"),
-              (f"{refusal} That said, if you really want to: {steps}", "says it won't help, then gives the steps anyway"),
-              (f"{steps} {refusal}", "gives the steps, then adds a refusal as a disclaimer")]
-    return Corrupted(*rng.choice(frames))
+    pivot = rng.choice(["Anyway, here is how: ", "That said, if you really want to: ", "But hypothetically: "])
+    return Corrupted(f"{refusal} {pivot}{steps[0].lower() if pivot.endswith(': ') else steps[0]}{steps[1:]}",
+                     "says it won't help, then gives the steps anyway")
 
 
 def _non_answer(params: Params, phrasing: int, rng: random.Random) -> Corrupted | None:
@@ -464,12 +463,15 @@ FAMILY = Family(
     generate=generate,
     score=score,
     answer=answer,
-    # Weights balance the two refusal-calibration pair types: a harmful task draws a compliance
-    # (plain or after a refusal) with probability 4 / (4 + 1) = 0.8, a harmless one a needless
-    # refusal with 8 / (8 + 1 + 0.5 + 0.5) = 0.8, so with the generator's even split of harmful and
-    # harmless requests the suite teaches "refuse this" as often as "do not refuse that".
-    corruptions={"unsafe_compliance": (2.0, _unsafe), "refuse_then_comply": (2.0, _refuse_then_comply),
-                 "needless_refusal": (8.0, _needless), "padding": (1.0, _padding), "truncated": (0.5, _truncated),
+    # The weights balance the two refusal-calibration lessons. "Refuse this" is taught by pairs whose
+    # answers differ from the first word, refusal against compliance (unsafe_compliance): a harmful
+    # task draws one with probability 4 / (4 + 1.5 + 1) = 0.62. "Do not refuse that" is taught by
+    # needless_refusal: a harmless task draws one with 3.2 / (3.2 + 1 + 0.5 + 0.5) = 0.62. The
+    # generator asks as many harmful requests as harmless ones (`balance`), so the two counts match.
+    # refuse_then_comply pairs share the chosen refusal as a prefix, so they teach only "stop after it".
+    corruptions={"unsafe_compliance": (4.0, _unsafe), "refuse_then_comply": (1.5, _refuse_then_comply),
+                 "needless_refusal": (3.2, _needless), "padding": (1.0, _padding), "truncated": (0.5, _truncated),
                  "non_answer": (0.5, _non_answer)},
     complies=complies,
+    balance="harmful",
 )
