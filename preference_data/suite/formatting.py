@@ -17,8 +17,8 @@ from typing import Any
 
 from .base import Corrupted, Draft, Family, Params, cap, choose, maybe_system, non_answer
 from .scoring import conciseness_score
-from .text import (bullet_lines, find_json_object, is_lowercase, is_uppercase, mentions, plain, sentences,
-                   sentences_and_lines, undenied, word_count)
+from .text import (bullet_lines, find_json_object, is_lowercase, is_uppercase, is_word_salad, mentions, plain,
+                   sentences, sentences_and_lines, undenied, word_count)
 
 # Tips per topic; the word in brackets is the tip's keyword (a constraint may require it).
 TOPICS: dict[str, list[str]] = {
@@ -191,6 +191,18 @@ everyone anyone someone something everything anything nothing always sometimes u
 there's matter matters key keys help helps really quite lot advice suggestion suggestions
 recommend recommendation area topic question answer list following below above think know see let
 hmm tricky interesting""".split())
+# Actions: a tip says what to do, so it has one of these (in any form: "rinse", "rinsing", "rinses"),
+# unless it is one of the topic's own tips. Noun-only keyword soups ("water shade hat") are not tips.
+_ACTIONS = """add aim allow apply arrive ask avoid back bake become begin boil bring brush buy call carry change
+charge check choose clean clear close compare connect cook count cover cut decide delete do download drink drive
+dress drop dry eat empty end enjoy exercise feed fill find finish fix fluff focus fold follow forget get give go
+grab greet grow hang have help hide hydrate ignore improve include increase install invite join jog keep label
+learn leave let limit listen look lower make manage meet mix move nap note offer open organise organize pack
+pause pay pick place plan play practice practise prepare protect pull push put read reach reduce relax remember
+remind remove repeat replace reply respect rest restart return review rinse roll run save say schedule see send
+set share shop show shut sip sit skip sleep slow smile soak sort speak spend stand start stay steam step stick
+stir stop store stretch study sweep switch take talk tell think throw tidy track train travel treat try turn
+unplug update use visit wait wake walk warm wash watch wear wipe work write""".split()
 # Values that fill a field without saying anything.
 _PLACEHOLDERS = frozenset("lorem ipsum dolor placeholder string todo tbd tba foo xxx null undefined".split())
 
@@ -209,6 +221,19 @@ def stem(word: str) -> str:
     if w.endswith("i"):
         w = w[:-1] + "y"
     return w[:5]
+
+
+def _forms(verb: str) -> set[str]:
+    """A verb's inflected forms: rinse -> rinses, rinsed, rinsing; run -> runs, running; try -> tries."""
+    base = verb.removesuffix("e")
+    double = verb + verb[-1] if re.fullmatch(r"[^aeiou]*[aeiou][bdgmnprt]", verb) else verb
+    out = {verb, verb + "s", verb + "es", base + "ed", base + "ing", double + "ing", double + "ed"}
+    if verb.endswith("y") and verb[-2:-1] not in ("a", "e", "o", "u"):
+        out |= {verb[:-1] + "ies", verb[:-1] + "ied"}
+    return out
+
+
+_ACTION_FORMS = frozenset(f for v in _ACTIONS for f in _forms(v)) | {"don't", "never", "always"}
 
 
 def _words(text: str) -> list[str]:
@@ -241,10 +266,11 @@ def _wordlike(w: str) -> bool:
 
 def is_tip(params: Params, item: str, prompt_stems: set[str] | None = None) -> bool:
     """Whether `item` is a piece of advice rather than form without content: it holds one of the
-    topic's own tips, or two or more distinct non-function words of which at least one is a
-    real-looking, non-vague word (`_VAGUE`: "many", "things", "goal") the prompt does not use (so
-    "a a a water", the prompt copied back, "tip 1" and keyword lists are not tips); never a
-    placeholder ("string", "lorem ipsum", "TODO").
+    topic's own tips, or it says what to do (an action from `_ACTIONS`) in two or more distinct
+    non-function words, at least one of them a real-looking, non-vague word (`_VAGUE`: "many",
+    "things", "goal") the prompt does not use, and it is no word salad (`text.is_word_salad`). So
+    "a a a water", the prompt copied back, "tip 1", keyword soups and noise are not tips, and a
+    placeholder ("string", "lorem ipsum", "TODO") never is.
 
         >>> p = {"topic": "cooking rice", "constraints": [{"kind": "keyword", "word": "rice"}]}
         >>> is_tip(p, "Rinse the rice first."), is_tip(p, "a a rice a."), is_tip(p, "Give one tip for rice.")
@@ -257,7 +283,9 @@ def is_tip(params: Params, item: str, prompt_stems: set[str] | None = None) -> b
     if any(f" {tip} " in padded for tip in _BANK.get(params.get("topic", ""), ())):
         return True
     content = {w for w in words if w not in _STOP}
-    if len(content) < 2:
+    if len(content) < 2 or is_word_salad(item, _STOP):
+        return False
+    if not any(w in _ACTION_FORMS for w in words):
         return False
     known = _prompt_stems(params) if prompt_stems is None else prompt_stems
     return any(_wordlike(w) and w not in _VAGUE and stem(w) not in known for w in content)
@@ -530,8 +558,9 @@ def _form_only(params: Params, phrasing: int, rng: random.Random) -> Corrupted |
     kw = next((c["word"] for c in params["constraints"] if c["kind"] == "keyword"), "")
     options = [(_a_for_new_words(params, good), "the requested form, but every word of its own replaced by 'a'")]
     if shape == "json":
-        for filler, why in ((["string"] * n, "placeholder values"), ([f"tip {i}" for i in range(1, n + 1)], "numbered placeholders"),
-                            ([""] * n, "empty strings"), (["..."] * n, "ellipses")):
+        fillers = [(["string"] * n, "placeholder values"), ([f"tip {i}" for i in range(1, n + 1)], "placeholders"),
+                   ([""] * n, "empty strings"), (["..."] * n, "ellipses")]
+        for filler, why in fillers:
             options.append((_json(params, params["keys"], filler, random.Random(phrasing)),
                             f"valid JSON with the right keys, but {why} instead of tips"))
     elif shape == "bullets":

@@ -12,7 +12,7 @@ import random
 from .base import (Corrupted, Draft, Family, Params, cap, choose, hedge, maybe_system, negate, non_answer, pad,
                    truncate_before)
 from .scoring import conciseness_score
-from .text import committed_choice, mentions, number_words, word_count
+from .text import asserted_numbers, committed_choice, number_words, word_count
 
 # (category, subject, answer, plausible wrong answer)
 _CAPITALS = [("Japan", "Tokyo", "Osaka"), ("France", "Paris", "Lyon"), ("Italy", "Rome", "Milan"),
@@ -185,9 +185,14 @@ def candidates(params: Params) -> dict[str, list[str]]:
 def score(params: Params, response: str) -> dict[str, float]:
     """correctness: 1 iff the response commits to the answer (`text.committed_choice` over
     `candidates`: any accepted spelling, whole words, case-insensitive; not hedged, denied, or
-    given together with the plausible wrong answer or another answer of the same category).
+    given together with the plausible wrong answer or another answer of the same category; for a
+    number question, together with any other number).
     conciseness: `conciseness_score(words, word_budget)` with a budget of one short sentence."""
     got = committed_choice(response, candidates(params)).answer
+    # a number question has one number for an answer: any other number asserted is a second answer
+    number = str(params.get("answer", ""))
+    if got == "right" and number.isdigit() and any(n != float(number) for n in asserted_numbers(response)):
+        got = None
     return {"correctness": 1.0 if got == "right" else 0.0,
             "conciseness": conciseness_score(word_count(response), params["word_budget"])}
 
