@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import random
 import re
+from functools import lru_cache
 from typing import Any
 
 from .base import Corrupted, Draft, Family, Params, cap, choose, maybe_system, non_answer
@@ -207,6 +208,7 @@ unplug update use visit wait wake walk warm wash watch wear wipe work write""".s
 _PLACEHOLDERS = frozenset("lorem ipsum dolor placeholder string todo tbd tba foo xxx null undefined".split())
 
 
+@lru_cache(maxsize=65536)
 def stem(word: str) -> str:
     """A crude stem for matching topic words: suffixes -ing/-ed/-es/-s/-ly/-er off, a doubled final
     consonant undone, -i back to -y, then the first five letters ("running" -> "run", "groceries" ->

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import random
 import re
+from functools import lru_cache
 
 from .base import (Corrupted, Draft, Family, Params, cap, choose, hedge, maybe_system, negate, non_answer, pad,
                    truncate_before)
 from .scoring import conciseness_score
-from .text import committed_choice, committed_list, extract_list, normalize, word_count
+from .text import committed_choice, committed_list, list_blocks, normalize, word_count
 
 WORDS = {
     "fruits": ["apple", "banana", "cherry", "grape", "kiwi", "lemon", "mango", "melon", "peach", "pear",
@@ -138,15 +139,17 @@ _SEP = r"[^\S\n]*(?:[,;][^\S\n]*|\s+)(?:and[^\S\n]+)?[\"']?"
 _POSITION_RE = re.compile(r"\b(?:item|number|position|place|no\.)[^\S\n]*#?[^\S\n]*(\d+)\b|#(\d+)\b", re.I)
 
 
+@lru_cache(maxsize=4096)
+def _restated_re(items: tuple[str, ...]) -> re.Pattern[str]:
+    low = [re.escape(x.lower()) for x in items]
+    runs = [_SEP.join(low[i:i + n]) for n in range(len(low), 2, -1) for i in range(len(low) - n + 1)]
+    return re.compile(r"(?<![\w])[\"']?(?:" + "|".join(runs) + r")(?![\w])", re.I)
+
+
 def _restated_input(text: str, items: list[str]) -> str:
     """`text` with a restatement of the input list (three or more of its items in their given
     order: "In the list pear, apple, kiwi, fig the third is kiwi") blanked out."""
-    low = [re.escape(x.lower()) for x in items]
-    for n in range(len(low), 2, -1):
-        for i in range(len(low) - n + 1):
-            pattern = r"(?<![\w])[\"']?" + _SEP.join(low[i:i + n]) + r"(?![\w])"
-            text = re.sub(pattern, " ", text, flags=re.I)
-    return text
+    return _restated_re(tuple(items)).sub(" ", text) if len(items) >= 3 else text
 
 
 def named_item(params: Params, response: str) -> str | None:
@@ -170,8 +173,9 @@ def score(params: Params, response: str) -> dict[str, float]:
     if params["op"] == "kth":
         out["correctness"] = 1.0 if named_item(params, response) == params["expected"][0] else 0.0
     else:
-        got = committed_list(response, vocab).answer
-        _, fmt = extract_list(response, vocab)
+        blocks = list_blocks(response, vocab)
+        got = committed_list(response, vocab, blocks).answer
+        fmt = blocks[-1].fmt if blocks else "none"
         out["correctness"] = 1.0 if got == params["expected"] else 0.0
         out["instruction_following"] = 1.0 if fmt == params["format"] else 0.0
     out["conciseness"] = conciseness_score(word_count(response), params["word_budget"])

@@ -8,6 +8,7 @@ commits to (`text.committed_choice`): the right one, not a plausible wrong one, 
 from __future__ import annotations
 
 import random
+from functools import lru_cache
 
 from .base import (Corrupted, Draft, Family, Params, cap, choose, hedge, maybe_system, negate, non_answer, pad,
                    truncate_before)
@@ -172,14 +173,20 @@ def _other_answers(category: str | None) -> list[str]:
 def candidates(params: Params) -> dict[str, list[str]]:
     """What the grader reads as an answer: 'right' (the accepted spellings), 'wrong' (the plausible
     wrong answer's), and every other answer of the category, each its own key."""
-    right = [a.lower() for a in params["accepted"]]
-    out: dict[str, list[str]] = {"right": list(params["accepted"])}
-    out["wrong"] = [w for w in params["rejected"] if w.lower() not in right]
-    for other in _other_answers(params.get("category")):
+    return dict(_candidates(params.get("category"), tuple(params["accepted"]), tuple(params["rejected"])))
+
+
+@lru_cache(maxsize=4096)
+def _candidates(category: str | None, right_spellings: tuple[str, ...], wrong_spellings: tuple[str, ...]
+                ) -> tuple[tuple[str, list[str]], ...]:
+    right = [a.lower() for a in right_spellings]
+    out: dict[str, list[str]] = {"right": list(right_spellings)}
+    out["wrong"] = [w for w in wrong_spellings if w.lower() not in right]
+    for other in _other_answers(category):
         spellings = [a for a in accepted(other) if a.lower() not in right]
         if spellings and other.lower() not in right:
             out.setdefault("other:" + other.lower(), spellings)
-    return out
+    return tuple(out.items())
 
 
 def score(params: Params, response: str) -> dict[str, float]:

@@ -30,14 +30,17 @@ _EMPHASIS_RE = re.compile(r"\*\*|__|`+|^\s*#+\s*", re.M)
 
 
 _INVISIBLE_RE = re.compile("[\u00ad\u200b-\u200f\u2060-\u2064\ufeff]")
+# Cyrillic and Greek letters that look like Latin ones ("Оsaka" with a Cyrillic О reads as Osaka).
+_CONFUSABLES = str.maketrans("АВЕКМНОРСТХаеорсухіјѕΑΒΕΖΗΙΚΜΝΟΡΤΥΧον", "ABEKMHOPCTXaeopcyxijsABEZHIKMNOPTYXov")
 
 
 def normalize(text: str) -> str:
     """One spelling of every character, so patterns need to handle one only: Unicode compatibility
-    forms folded (NFKC: full-width "４２" is "42"), invisible characters (zero-width spaces, soft
-    hyphens) removed, straight quotes and a plain minus sign."""
+    forms folded (NFKC: full-width "４２" is "42"), Cyrillic and Greek look-alikes of Latin letters
+    folded, invisible characters (zero-width spaces, soft hyphens) removed, straight quotes and a
+    plain minus sign."""
     if not text.isascii():
-        text = _INVISIBLE_RE.sub("", unicodedata.normalize("NFKC", text))
+        text = _INVISIBLE_RE.sub("", unicodedata.normalize("NFKC", text)).translate(_CONFUSABLES)
     return (text.replace("\u2019", "'").replace("\u2018", "'").replace("\u201c", '"')
             .replace("\u201d", '"').replace("\u2212", "-").replace("\u2013", "-"))
 
@@ -52,17 +55,23 @@ def word_count(text: str) -> int:
     return len(_WORD_RE.findall(normalize(text)))
 
 
+# Patterns built from a task's words are compiled once each: graders run inside online training, and
+# Python's own cache of compiled patterns (512) is too small for every family's vocabularies at once.
+@lru_cache(maxsize=16384)
+def word_re(term: str, plural: bool = False) -> re.Pattern[str]:
+    """The compiled pattern for `term` (lower case) as whole words, with an optional plural -s/-es."""
+    suffix = r"(?:s|es)?" if plural else ""
+    return re.compile(r"(?<![A-Za-z0-9])" + re.escape(term) + suffix + r"(?![A-Za-z0-9])")
+
+
 def mentions(text: str, term: str, plural: bool = True) -> bool:
     """Whether `term` occurs in `text` as whole words (case-insensitive; a plural -s/-es is allowed)."""
-    suffix = r"(?:s|es)?" if plural else ""
-    pattern = r"(?<![A-Za-z0-9])" + re.escape(normalize(term).lower()) + suffix + r"(?![A-Za-z0-9])"
-    return re.search(pattern, plain(text).lower()) is not None
+    return word_re(normalize(term).lower(), plural).search(plain(text).lower()) is not None
 
 
 def first_mention(text: str, term: str) -> int:
     """Character offset of the first whole-word occurrence of `term` in `text` (-1 if absent)."""
-    pattern = r"(?<![A-Za-z0-9])" + re.escape(term.lower()) + r"(?![A-Za-z0-9])"
-    m = re.search(pattern, text.lower())
+    m = word_re(term.lower()).search(text.lower())
     return -1 if m is None else m.start()
 
 
@@ -232,10 +241,19 @@ def _plural_key(s: str) -> str:
 
 
 @lru_cache(maxsize=4096)
-def _choice_re(terms: tuple[str, ...]) -> re.Pattern[str]:
-    alts = sorted({t for t in terms if t}, key=len, reverse=True)
+def _choice_tables(candidates: tuple[tuple[str, tuple[str, ...]], ...]
+                   ) -> tuple[dict[str, str], dict[str, set[str]], re.Pattern[str]]:
+    """(spelling -> key, key -> the words of its spellings, one pattern for every spelling, longest first)."""
+    spelling: dict[str, str] = {}
+    words_of: dict[str, set[str]] = {}
+    for key, names in candidates:
+        for name in names:
+            n = _plural_key(normalize(name).lower())
+            spelling.setdefault(n, key)
+            words_of.setdefault(key, set()).update(n.split())
+    alts = sorted({t for t in spelling if t}, key=len, reverse=True)
     body = "|".join(r"\s+".join(re.escape(w) for w in t.split()) for t in alts)
-    return re.compile(r"(?<![a-z0-9])(?:" + body + r")(?:s|es)?(?![a-z0-9])")
+    return spelling, words_of, re.compile(r"(?<![a-z0-9])(?:" + body + r")(?:s|es)?(?![a-z0-9])")
 
 
 _ALT_AFTER_RE = re.compile(r"[^\S\n]*[,(]?[^\S\n]*(?:(?<![a-z])or\b|/)[^\S\n]*[(\"']?([a-z0-9]+)")
@@ -264,17 +282,11 @@ def committed_choice(text: str, candidates: Mapping[str, Sequence[str]]) -> Comm
     problem = _noncommittal(low)
     if problem:
         return Commitment(None, problem)
-    spelling: dict[str, str] = {}
-    words_of: dict[str, set[str]] = {}
-    for key, names in candidates.items():
-        for name in names:
-            n = _plural_key(normalize(name).lower())
-            spelling.setdefault(n, key)
-            words_of.setdefault(key, set()).update(n.split())
+    spelling, words_of, pattern = _choice_tables(tuple((k, tuple(v)) for k, v in candidates.items()))
     scopes = _negation_scopes(low)
     asserted: set[str] = set()
     denied = False
-    for m in _choice_re(tuple(spelling)).finditer(low):
+    for m in pattern.finditer(low):
         found = _plural_key(m.group(0))
         key = spelling.get(found) or spelling.get(found[:-1]) or spelling.get(found[:-2])
         if key is None:
@@ -373,7 +385,7 @@ def committed_number(text: str) -> Commitment:
         if _to_number(m.group(1)) != _to_number(m.group(2)):
             return Commitment(None, "hedged")
     for m in _NUM_RUN_RE.finditer(masked):
-        vals = {_to_number(x) for x in re.findall(r"(?<![\w.])" + _NUM + r"(?![\w])", m.group(0))}
+        vals = {_to_number(x.group(0)) for x in _NUMBER_RE.finditer(m.group(0))}
         if value in vals and len(vals) > 1:
             return Commitment(None, "hedged")
     return Commitment(value)
@@ -398,6 +410,7 @@ def bullet_lines(text: str) -> list[tuple[str, str]]:
     return out
 
 
+@lru_cache(maxsize=65536)
 def _item_key(s: str) -> str:
     return re.sub(r"[^a-z0-9 ]+", "", plain(s).lower()).strip()
 
@@ -407,7 +420,7 @@ def _items_in(piece: str, vocab: list[str]) -> list[str]:
     low = " " + _item_key(piece) + " "
     hits = []
     for v in vocab:
-        for m in re.finditer(r"(?<![a-z0-9])" + re.escape(v) + r"(?![a-z0-9])", low):
+        for m in word_re(v).finditer(low):
             hits.append((m.start(), v))
     return [v for _, v in sorted(hits)]
 
@@ -491,20 +504,21 @@ def extract_list(text: str, vocab: list[str]) -> tuple[list[str], str]:
     return blocks[-1].items, blocks[-1].fmt
 
 
-def committed_list(text: str, vocab: list[str]) -> Commitment:
+def committed_list(text: str, vocab: list[str], blocks: list[ListBlock] | None = None) -> Commitment:
     """The list a response commits to (`extract_list`'s reading), or None with the reason.
 
     A response commits to no list when it hedges or retracts (as in `committed_choice`), when a
     denial ("It is definitely not this:", "This is not the answer.") comes before the list, or when it
     gives two different lists: an earlier block other than the input list restated is a second
-    answer ("1. apple 2. fig ... Or possibly: 1. fig 2. apple ...").
+    answer ("1. apple 2. fig ... Or possibly: 1. fig 2. apple ..."). `blocks`: `list_blocks(text,
+    vocab)` when the caller has it already.
     """
     t = normalize(text)
     low = _masked(t).lower()
     problem = _noncommittal(low)
     if problem:
         return Commitment(None, problem)
-    blocks = list_blocks(t, vocab)
+    blocks = list_blocks(t, vocab) if blocks is None else blocks
     if not blocks:
         return Commitment(None, "no answer")
     final = blocks[-1]
