@@ -7,7 +7,6 @@ import math
 
 import pytest
 
-import align.evaluate
 from align.cli.main import main
 from align.evaluate import evaluate_policy, judged_win_rate, load_prompts, paired_bootstrap, report_lines, win_rate
 
