@@ -332,14 +332,17 @@ def asserted_numbers(text: str) -> list[float]:
 
 def is_word_salad(text: str, function_words: frozenset[str]) -> bool:
     """Whether `text` is a bag of words rather than prose: a word repeated back to back ("the the",
-    "water water"), or more than 60% `function_words`. Real advice has neither; noise and keyword
-    soups usually have one."""
+    "water water"), fewer than half its words distinct (eight words or more), or more than 80%
+    `function_words`. Real sentences have none of these ("You can take it to a locksmith, who will
+    be able to open it for you." is 75% function words); noise and keyword soups usually have one."""
     words = re.findall(r"[a-z][a-z']*", plain(text).lower())
     if not words:
         return True
     if any(a == b for a, b in pairwise(words)):
         return True
-    return sum(w in function_words for w in words) > 0.6 * len(words)
+    if len(words) >= 8 and len(set(words)) < 0.5 * len(words):
+        return True
+    return sum(w in function_words for w in words) > 0.8 * len(words)
 
 
 _NUM_OR_RE = re.compile(r"(?<![\w.])(" + _NUM + r")[^\S\n]*,?[^\S\n]*\bor\b[^\S\n]*\$?(" + _NUM + r")(?![\w])")
