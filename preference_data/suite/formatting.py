@@ -586,7 +586,7 @@ def _non_answer(params: Params, phrasing: int, rng: random.Random) -> Corrupted 
 
 FAMILY = Family(
     name="formatting",
-    summary="tips under checkable constraints: bullet count, case, word limit, keyword, one sentence, JSON keys",
+    summary="real tips (content) under checkable constraints: bullets, case, word limit, keyword, sentence, JSON",
     objectives=("correctness", "instruction_following", "conciseness", "safety"),
     generate=generate,
     score=score,
