@@ -184,7 +184,7 @@ _RETRACT_RE = re.compile(
     r"ignore\s+(?:that|this|the\s+above|my\s+answer)|"
     r"(?:that|this|it|which)(?:'s|\s+is|\s+was)\s+(?:actually\s+|definitely\s+|probably\s+)?"
     r"(?:wrong|incorrect|false|not\s+(?:right|correct|true|it|the\s+(?:right\s+|correct\s+)?answer))|"
-    r"(?:is|was)\s+(?:wrong|incorrect))\b", re.I)
+    r"(?:my|the\s+above|this|that)\s+answer\s+(?:is|was)\s+(?:wrong|incorrect))\b", re.I)
 # "not this:", "isn't the answer", "not true that": everything up to the end of the sentence is denied,
 # or up to the end of the response when a colon introduces what is denied.
 _NEG_SCOPE_RE = re.compile(
@@ -224,6 +224,12 @@ def _negation_scopes(low: str) -> list[tuple[int, int]]:
             end = _SENTENCE_END_RE.search(low, m.end())
             scopes.append((m.start(), end.start() if end else len(low)))
     return scopes
+
+
+def _asked_at(low: str, end: int) -> bool:
+    """Whether the mention ending at `end` stands in a question ("Is it Tokyo?"): asked, not answered."""
+    m = _SENTENCE_END_RE.search(low, end)
+    return m is not None and m.group(0) == "?"
 
 
 def _negated_at(low: str, start: int, end: int, scopes: list[tuple[int, int]]) -> bool:
@@ -266,8 +272,9 @@ def committed_choice(text: str, candidates: Mapping[str, Sequence[str]]) -> Comm
     allowed, the longest spelling winning where two overlap) and not denied.
 
     A response commits to nothing when it hedges or retracts (see `_HEDGE_RE`, `_RETRACT_RE`), when
-    the key it names is denied ("It is definitely not this: Tokyo", "Tokyo is not the capital"), when
-    it joins it to another answer with "or" / "/" ("Tokyo or Kyoto"), or when it names two keys.
+    the key it names is denied ("It is definitely not this: Tokyo", "Tokyo is not the capital") or
+    only asked about ("Is it Tokyo?"), when it joins it to another answer with "or" / "/" ("Tokyo or
+    Kyoto"), or when it names two keys.
     A denied wrong answer is fine: "It's not Osaka, it's Tokyo." commits to Tokyo.
 
         >>> cands = {"right": ["Tokyo"], "wrong": ["Osaka"]}
@@ -285,13 +292,16 @@ def committed_choice(text: str, candidates: Mapping[str, Sequence[str]]) -> Comm
     spelling, words_of, pattern = _choice_tables(tuple((k, tuple(v)) for k, v in candidates.items()))
     scopes = _negation_scopes(low)
     asserted: set[str] = set()
-    denied = False
+    denied = asked = False
     for m in pattern.finditer(low):
         found = _plural_key(m.group(0))
         key = spelling.get(found) or spelling.get(found[:-1]) or spelling.get(found[:-2])
         if key is None:
             continue
         s, e = m.span()
+        if _asked_at(low, e):
+            asked = True
+            continue
         if _negated_at(low, s, e, scopes):
             denied = True
             continue
@@ -304,7 +314,7 @@ def committed_choice(text: str, candidates: Mapping[str, Sequence[str]]) -> Comm
         return Commitment(asserted.pop())
     if asserted:
         return Commitment(None, "several answers")
-    return Commitment(None, "negated" if denied else "no answer")
+    return Commitment(None, "negated" if denied else "hedged" if asked else "no answer")
 
 
 def undenied(text: str) -> str:
@@ -383,6 +393,8 @@ def committed_number(text: str) -> Commitment:
     value, s, e = found
     if _negated_at(low, s, e, scopes):
         return Commitment(None, "negated")
+    if _asked_at(low, e):
+        return Commitment(None, "hedged")
     masked = _masked(t)
     for m in _NUM_OR_RE.finditer(masked):
         if _to_number(m.group(1)) != _to_number(m.group(2)):
