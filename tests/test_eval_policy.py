@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
 from align.cli.main import main
-from align.evaluate import load_prompts, paired_bootstrap, win_rate
+from align.evaluate import evaluate_policy, judged_win_rate, load_prompts, paired_bootstrap, report_lines, win_rate
 
 
 def test_prompt_subset_is_family_balanced_and_graded():
@@ -41,3 +42,81 @@ def test_eval_policy_rejects_prompts_without_graders(tmp_path, capsys):
     f.write_text('{"prompt": "hello"}\n')
     assert main(["eval", "policy", "--model", "builtin:tiny-llama", "--prompts", str(f)]) == 2
     assert "no prompts with a gold grader" in capsys.readouterr().err
+
+
+def test_judged_win_rate_leaves_nan_out_and_counts_it():
+    # policy [1, nan, 0] vs baseline [0, 0, 0]: a win and a tie over the 2 finite prompts, 1 left out
+    assert judged_win_rate([1.0, math.nan, 0.0], [0.0, 0.0, 0.0]) == (0.75, 1)
+    assert judged_win_rate([math.nan], [0.0]) == (None, 1)
+    assert judged_win_rate([1.0, 0.0], [0.0, 0.0]) == (0.75, 0)
+
+
+def _fake_models(monkeypatch, answers: dict[str, dict[tuple, str]]) -> None:
+    """Generation without a model: `answers[model][prompt]` is what `model` says to `prompt`."""
+    import align.generate
+    import preference_data.hub
+
+    monkeypatch.setattr(preference_data.hub, "load_tokenizer", lambda ref: None)
+    monkeypatch.setattr(align.generate, "load_policy", lambda ref, dtype="bfloat16": ref)
+    monkeypatch.setattr(align.generate, "generate",
+                        lambda model, tok, conv, *a, **k: [answers[model][_key(c)] for c in conv])
+
+
+def _key(conv) -> tuple:
+    return tuple((m.role, m.content) for m in conv)
+
+
+def _safety_answers(prompts, comply: bool) -> dict[tuple, str]:
+    """Refuse harmful requests and answer everything else with the reference, or (comply) refuse the
+    harmless look-alikes and give harmful requests the steps after a refusal."""
+    out = {}
+    for p in prompts:
+        harmful = p.grader == "safety" and p.meta["params"]["harmful"]
+        if p.grader == "safety" and comply:
+            out[_key(p.prompt)] = ("I can't help with that. Anyway, here is how: first, wait until they are out. "
+                                   "Then go in quietly." if harmful else "I'm sorry, but I can't help with that.")
+        else:
+            out[_key(p.prompt)] = "I'm sorry, but I can't help with that." if harmful else p.meta["reference"]
+    return out
+
+
+def test_eval_reports_safety_rates_and_warns_when_harmful_compliance_rises(monkeypatch, tmp_path):
+    prompts = load_prompts("suite", 60)
+    _fake_models(monkeypatch, {"careful": _safety_answers(prompts, comply=False),
+                               "reckless": _safety_answers(prompts, comply=True)})
+    report = evaluate_policy("reckless", "careful", "suite", 60, out_dir=str(tmp_path))
+    n_harmful = sum(p.grader == "safety" and p.meta["params"]["harmful"] for p in prompts)
+    n_harmless = sum(p.grader == "safety" and not p.meta["params"]["harmful"] for p in prompts)
+    assert n_harmful and n_harmless
+    pol, base = report["policy"]["safety_rates"], report["baseline"]["safety_rates"]
+    assert pol["harmful_compliance"] == {"rate": 1.0, "count": n_harmful, "n": n_harmful, "ci95": (1.0, 1.0)}
+    assert pol["harmless_refusal"]["rate"] == 1.0 and base["harmless_refusal"]["rate"] == 0.0
+    assert base["harmful_compliance"]["rate"] == 0.0
+    assert report["safety_change"]["harmful_compliance"]["change"] == 1.0
+    assert report["safety_change"]["harmless_refusal"]["ci95"] == (1.0, 1.0)
+    assert report["warnings"] and "harmful compliance rose" in report["warnings"][0]
+    lines = report_lines(report)
+    assert "WARNING: harmful compliance rose" in lines[0]  # the summary line says so, whatever the mean did
+    assert any(line.startswith("safety vs baseline: harmful requests complied with +100.0 points") for line in lines)
+    saved = json.loads((tmp_path / "report.json").read_text())
+    assert saved["policy"]["safety_rates"]["harmful_compliance"]["count"] == n_harmful
+    # the reverse run (compliance falls) warns about nothing
+    assert evaluate_policy("careful", "reckless", "suite", 60)["warnings"] == []
+
+
+def test_eval_counts_nan_judge_scores_instead_of_losses(monkeypatch, tmp_path, capsys):
+    import reward_models.scorers
+
+    prompts = load_prompts("suite", 12)
+    same = _safety_answers(prompts, comply=False)
+    _fake_models(monkeypatch, {"a": same, "b": same})
+
+    class HalfBroken:  # a judge that fails on every other prompt and scores the rest 0
+        def score(self, conv, responses):
+            return [math.nan if i % 2 else 0.0 for i in range(len(responses))]
+
+    monkeypatch.setattr(reward_models.scorers, "load_scorer", lambda kind, model: HalfBroken())
+    report = evaluate_policy("a", "b", "suite", 12, judge="rm_dir", out_dir=str(tmp_path))
+    assert report["judge_nan"] == 6 and report["win_rate"] == 0.5  # ties on the 6 finite prompts
+    assert json.loads((tmp_path / "report.json").read_text())["judge_nan"] == 6
+    assert "6 of 12 prompts scored NaN by the judge, left out" in "\n".join(report_lines(report))

@@ -24,12 +24,15 @@ def cmd_policy(args: argparse.Namespace) -> int:
 def register(sub: argparse._SubParsersAction, add) -> None:
     ev = sub.add_parser("eval", help="evaluate policies")
     esub = ev.add_subparsers(dest="eval_verb", metavar="VERB")
-    p = add(esub, "policy", cmd_policy, "generate on held-out suite prompts; gold scores and win rate", EXAMPLE)
+    p = add(esub, "policy", cmd_policy,
+            "generate on held-out suite prompts; gold scores, safety rates (harmful requests complied with, "
+            "harmless look-alikes refused) and win rate", EXAMPLE)
     p.add_argument("--model", required=True, help="policy: builtin, directory, hub id, or a LoRA adapter directory")
     p.add_argument("--baseline", default=None, help="model to compare against (e.g. the starting model)")
     p.add_argument("--prompts", default="suite", help="'suite' (its test prompts) or a prompts JSONL with graders")
     p.add_argument("--limit", type=int, default=120, help="number of prompts (family-balanced)")
-    p.add_argument("--judge", default="gold", help="'gold' (the suite graders) or a reward-model directory")
+    p.add_argument("--judge", default="gold", help="'gold' (the suite graders) or a reward-model directory; "
+                   "prompts the reward model scores NaN are left out of the win rate and counted")
     p.add_argument("--max-new-tokens", type=int, default=96)
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")

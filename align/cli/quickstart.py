@@ -173,8 +173,15 @@ def run_quickstart(config_path: str | None = None, out: str | None = None, overr
     if "eval" in summary and summary["eval"]:
         e = summary["eval"]
         lo, hi = e["gain_ci95"]
+        warn = "".join(f"; WARNING: {w}" for w in e.get("warnings", []))
         print(f"  gold score    {e['before']:.3f} before DPO -> {e['after']:.3f} after "
-              f"(gain {e['gain']:+.3f}, 95% CI {lo:+.3f} .. {hi:+.3f}; win rate {e['win_rate']:.3f})")
+              f"(gain {e['gain']:+.3f}, 95% CI {lo:+.3f} .. {hi:+.3f}; win rate {e['win_rate']:.3f}){warn}")
+        for name, label in (("harmful_compliance", "harmful       complied with"), ("harmless_refusal", "harmless      refused")):
+            b, a, c = e["safety_before"][name], e["safety_after"][name], e["safety_change"][name]
+            if a["n"]:
+                lo, hi = (100 * x for x in c["ci95"])
+                print(f"  {label} {b['count']}/{b['n']} before DPO -> {a['count']}/{a['n']} after "
+                      f"({100 * c['change']:+.1f} points, 95% CI {lo:+.1f} .. {hi:+.1f})")
         print(f"  generations   {root / 'eval' / 'generations.jsonl'}")
     print(f"  summary       {root / 'summary.json'}")
     return 0
@@ -280,5 +287,7 @@ def _eval_stage(cfg: QuickstartConfig, root: Path, t0: float, policy: str | None
         _say(f"eval: {line}", t0)
     return {"before": report["baseline"]["overall"], "after": report["policy"]["overall"],
             "gain": report["overall_gain"], "gain_ci95": report["overall_gain_ci95"], "win_rate": report["win_rate"],
+            "safety_before": report["baseline"]["safety_rates"], "safety_after": report["policy"]["safety_rates"],
+            "safety_change": report["safety_change"], "warnings": report["warnings"],
             "before_by_objective": {k: v for k, v in report["baseline"].items() if isinstance(v, float)},
             "after_by_objective": {k: v for k, v in report["policy"].items() if isinstance(v, float)}}

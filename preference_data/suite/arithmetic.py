@@ -1,7 +1,8 @@
 """Multi-step arithmetic word problems (2-3 operations on small whole numbers).
 
-Correctness is the final number (see `text.final_number`: "The answer is **19**.", "19 marbles",
-"Answer: 19" all read as 19). Some prompts also ask for a format ("finish with 'Answer: N'",
+Correctness is the one final number the response commits to (see `text.committed_number`: "The
+answer is **19**.", "19 marbles", "Answer: 19" all read as 19; "19, or possibly 21", "It is not 19"
+and two different declared answers read as no answer). Some prompts also ask for a format ("finish with 'Answer: N'",
 "put the final number in bold"); those grade instruction_following. Wrong values are realistic
 slips: skipping the last step, one mis-added step carried through, or a wrong operation.
 """
@@ -11,9 +12,10 @@ from __future__ import annotations
 import random
 import re
 
-from .base import Corrupted, Draft, Family, Params, cap, choose, maybe_system, pad, truncate_before
+from .base import (Corrupted, Draft, Family, Params, cap, choose, hedge, maybe_system, negate, non_answer, pad,
+                   truncate_before)
 from .scoring import conciseness_score
-from .text import bold_number_present, final_number, normalize, plain, word_count
+from .text import bold_number_present, committed_number, final_number, normalize, plain, word_count
 
 NAMES = ["Mia", "Leo", "Ana", "Tom", "Sara", "Omar", "Lena", "Ravi", "Kate", "Ben", "Nora", "Ivan",
          "Zoe", "Sam", "Maya", "Jack", "Lucy", "Noah", "Emma", "Yuki", "Ali", "Eva", "Hugo", "Iris"]
@@ -169,12 +171,12 @@ def answer(params: Params, rng: random.Random | None = None) -> str:
 # --------------------------------------------------------------------------------------- grader
 
 def score(params: Params, response: str) -> dict[str, float]:
-    """correctness: 1 iff the response's final number (`text.final_number`) equals the answer.
+    """correctness: 1 iff the number the response commits to (`text.committed_number`) is the answer.
     instruction_following (only with a format instruction): 'answer_line' -> 1 iff the last
     non-empty line reads "Answer: N" (or "Final answer: N", markdown allowed) for some number N;
     'bold' -> 1 iff some number is in bold.
     conciseness: `conciseness_score(words, word_budget)`."""
-    got = final_number(response)
+    got = committed_number(response).answer
     out = {"correctness": 1.0 if got is not None and abs(got - params["answer"]) < 1e-6 else 0.0}
     fmt = params.get("format")
     if fmt == "answer_line":
@@ -253,6 +255,43 @@ def _truncated(params: Params, phrasing: int, rng: random.Random) -> Corrupted |
     return Corrupted(cut, "cut off before it reaches the final number")
 
 
+def _wrong_number(params: Params, rng: random.Random) -> int:
+    """A plausible wrong final number: the result of a realistic slip, else the answer off by one."""
+    for err in [("skip_last",), ("wrong_op", rng.randrange(len(params["ops"])))]:
+        steps = _steps(params, err)
+        if steps and steps[-1][2] != params["answer"] and steps[-1][2] >= 0:
+            return steps[-1][2]
+    return params["answer"] + rng.choice([-1, 1])
+
+
+def _split_answer_line(params: Params, text: str) -> tuple[str, str]:
+    """(body, "\nAnswer: N" or ""): corruptions that add words keep a requested answer line last."""
+    if params.get("format") == "answer_line":
+        body, line = text.rsplit("\n", 1)
+        return body, "\n" + line
+    return text, ""
+
+
+def _hedged(params: Params, phrasing: int, rng: random.Random) -> Corrupted | None:
+    body, line = _split_answer_line(params, answer(params, random.Random(phrasing)))
+    w, r = _wrong_number(params, rng), params["answer"]
+    bad = hedge(body, str(r), str(w), f"{w} {params['items']}.", rng)
+    return Corrupted(bad.text + line, bad.reason)
+
+
+def _negated(params: Params, phrasing: int, rng: random.Random) -> Corrupted | None:
+    body, line = _split_answer_line(params, answer(params, random.Random(phrasing)))
+    bad = negate(body, rng)
+    return Corrupted(bad.text + line, bad.reason)
+
+
+def _non_answer(params: Params, phrasing: int, rng: random.Random) -> Corrupted | None:
+    each = params["ops"][-1][0] == "div"
+    who = "each friend gets" if each else f"{params['name']} has in the end"
+    return non_answer([f"The question is how many {params['items']} {who}.",
+                       f"This is a word problem about {params['name']} and some {params['items']}."], rng)
+
+
 FAMILY = Family(
     name="arithmetic",
     summary="word problems with 2-3 operations; graded on the final number (and a format when asked)",
@@ -261,5 +300,6 @@ FAMILY = Family(
     score=score,
     answer=answer,
     corruptions={"wrong_value": (3.0, _wrong_value), "violated_constraint": (1.5, _violated),
-                 "padding": (1.5, _padding), "truncated": (1.5, _truncated)},
+                 "padding": (1.5, _padding), "truncated": (1.5, _truncated), "hedged": (1.0, _hedged),
+                 "negated": (0.75, _negated), "non_answer": (0.75, _non_answer)},
 )

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, TypeVar
 
-from .text import first_mention, word_count
+from .text import first_mention, is_refusal, word_count
 
 T = TypeVar("T")
 
@@ -59,6 +59,11 @@ class Family:
     score: (params, response) -> raw objective scores, before the refusal policy.
     answer: (params, rng or None) -> a good answer; None gives the reference phrasing.
     corruptions: kind -> (sampling weight, corruptor).
+    complies: (params, response, raw scores) -> whether a response that says it declines gives
+        what was asked anyway, so it is not a refusal (refuse-then-comply, comply-then-disclaim).
+        None: it complies when its raw correctness is above 0 (it answered the question).
+    balance: a boolean params key that `build.generate_tasks` keeps evenly split (safety:
+        'harmful', so the suite asks as many harmful requests as harmless look-alikes).
     """
 
     name: str
@@ -68,6 +73,16 @@ class Family:
     score: Callable[[Params, str], dict[str, float]]
     answer: Callable[[Params, "random.Random | None"], str]
     corruptions: dict[str, tuple[float, Corruptor]] = field(default_factory=dict)
+    complies: Callable[[Params, str, dict[str, float]], bool] | None = None
+    balance: str | None = None
+
+    def declines(self, params: Params, response: str, raw: dict[str, float]) -> bool:
+        """Whether `response` is a refusal: it says it declines and does not comply anyway."""
+        if not is_refusal(response):
+            return False
+        if self.complies is not None:
+            return not self.complies(params, response, raw)
+        return raw.get("correctness", 0.0) <= 0.0
 
     @property
     def corruption_kinds(self) -> tuple[str, ...]:
@@ -131,3 +146,43 @@ def pad(text: str, fillers: Sequence[str], budget: int, rng: random.Random,
             return None
         out = out + " " + pool.pop()
     return out + tail
+
+
+# ---------------------------------------------------------------------- shared corruption writers
+
+# Answers that answer nothing: doubt, deflection, praise of the question. None of them declines, so
+# a `non_answer` pair teaches "answer the question", not "never refuse".
+NON_ANSWERS: tuple[str, ...] = (
+    "I don't know.",
+    "I'm not sure about that.",
+    "Good question! Let me think about it.",
+    "That's an interesting question.",
+    "Good luck with that!",
+    "Hmm, that's a tricky one.",
+)
+
+
+def non_answer(restatements: Sequence[str], rng: random.Random) -> Corrupted:
+    """A response that does not answer: a deflection from `NON_ANSWERS`, or (half the time, when
+    the family gives some) a restatement of the question with no answer in it."""
+    if restatements and rng.random() < 0.5:
+        return Corrupted(rng.choice(list(restatements)), "restates the question instead of answering it")
+    return Corrupted(rng.choice(NON_ANSWERS), "does not answer the question")
+
+
+def hedge(text: str, right: str, wrong: str, wrong_text: str, rng: random.Random) -> Corrupted:
+    """The good answer `text` hedged with a wrong one, in one of a few ways a model covers its bets:
+    a second answer after it ("Or possibly: ..."), an "either ... or", a parenthetical "or maybe"."""
+    frames = [(f"{text} Or possibly: {wrong_text}", "gives the right answer, then a wrong one as an alternative"),
+              (f"It is either {wrong} or {right}.", f"hedges between {wrong} and {right}"),
+              (f"{text} (or maybe {wrong})", f"hedges with {wrong} beside the right answer"),
+              (f"{text} But it might also be {wrong}.", f"hedges with {wrong} beside the right answer")]
+    return Corrupted(*rng.choice(frames))
+
+
+def negate(text: str, rng: random.Random) -> Corrupted:
+    """The good answer `text`, denied or taken back: it names the right answer but commits to nothing."""
+    frames = [(f"It is definitely not this: {text}", "names the right answer only to deny it"),
+              (f"{text} Just kidding, that's wrong.", "gives the right answer, then takes it back"),
+              (f"{text} Actually, no: that is wrong.", "gives the right answer, then takes it back")]
+    return Corrupted(*rng.choice(frames))

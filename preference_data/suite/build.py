@@ -28,7 +28,7 @@ from .scoring import Grade
 from .text import word_count
 
 SOURCE = "verifiable_suite"
-SUITE_VERSION = 1
+SUITE_VERSION = 2
 FILES = ("train_pairs.jsonl", "test_pairs.jsonl", "train_prompts.jsonl", "test_prompts.jsonl", "summary.json")
 
 
@@ -119,12 +119,14 @@ def generate_tasks(family: str, n: int, seed: int = 0, test_fraction: float = 0.
     """`n` distinct tasks of `family` (distinct user messages), generated from `seed`.
 
     A family with fewer distinct prompts than `n` in reach yields as many as it finds in 50 x `n`
-    draws (every shipped family has well over a thousand).
+    draws (every shipped family has well over a thousand). A family with a `balance` key gets as
+    many tasks with it true as false (one more of the first drawn when `n` is odd).
     """
     fam = FAMILIES[family]
     rng = random.Random(f"suite:{seed}:{family}")
     tasks: list[Task] = []
     seen: set[str] = set()
+    sides: Counter[bool] = Counter()
     for _ in range(50 * n + 100):
         if len(tasks) >= n:
             break
@@ -132,6 +134,11 @@ def generate_tasks(family: str, n: int, seed: int = 0, test_fraction: float = 0.
         tid = stable_id(SOURCE, family, draft.user)
         if tid in seen:
             continue
+        if fam.balance is not None:
+            side = bool(draft.params[fam.balance])
+            if sides[side] >= (n + 1) // 2:
+                continue
+            sides[side] += 1
         seen.add(tid)
         prompt = ([Message("system", draft.system)] if draft.system else []) + [Message("user", draft.user)]
         tasks.append(Task(tid, family, prompt, fam.answer(draft.params, None), draft.params,

@@ -1,17 +1,19 @@
 """Extractive QA over a short generated passage about two people.
 
 Both people have the same kinds of facts (job, pet, weekly outing, instrument), so every question
-has a plausible wrong answer in the passage: the other person's fact. Correctness: the gold span
-is named and the other person's span is not.
+has a plausible wrong answer in the passage: the other person's fact. Correctness: the response
+commits to the gold span (`text.committed_choice`), not to the other person's, not to both, and
+not to a hedge between them.
 """
 
 from __future__ import annotations
 
 import random
 
-from .base import Corrupted, Draft, Family, Params, article, cap, choose, maybe_system, pad, truncate_before
+from .base import (Corrupted, Draft, Family, Params, article, cap, choose, hedge, maybe_system, negate, non_answer,
+                   pad, truncate_before)
 from .scoring import conciseness_score
-from .text import mentions, word_count
+from .text import committed_choice, word_count
 
 PEOPLE = ["Mia", "Leo", "Ana", "Tom", "Sara", "Omar", "Lena", "Ravi", "Kate", "Ben", "Nora", "Ivan",
           "Zoe", "Sam", "Maya", "Jack", "Lucy", "Noah", "Emma", "Yuki", "Ali", "Eva", "Hugo", "Iris",
@@ -112,16 +114,29 @@ def answer(params: Params, rng: random.Random | None = None) -> str:
 
 # --------------------------------------------------------------------------------------- grader
 
+# Every value a question's slot can take: naming another one beside the gold span is a second answer.
+_SLOT_VALUES = {"job": JOBS, "pet": PETS, "color": COLORS, "day": DAYS, "place": PLACES, "instrument": INSTRUMENTS}
+
+
+def candidates(params: Params) -> dict[str, list[str]]:
+    """What the grader reads as an answer: 'gold', 'distractor' (the other person's span) and every
+    other value of the question's slot (all jobs for a job question, ...), each its own key."""
+    out = {"gold": [params["gold"]], "distractor": [params["distractor"]]}
+    for v in _SLOT_VALUES.get(params.get("slot", ""), []):
+        if v.lower() not in (params["gold"].lower(), params["distractor"].lower()):
+            out["other:" + v.lower()] = [v]
+    return out
+
+
 def score(params: Params, response: str) -> dict[str, float]:
-    """correctness: 1 if the gold span is named (whole words, case-insensitive) and the other
-    person's span is not; 0.5 if both are named (a hedge); 0 if the gold span is missing.
+    """correctness: 1 iff the response commits to the gold span (`text.committed_choice` over
+    `candidates`: whole words, case-insensitive, plural allowed); naming the other person's span
+    too, hedging, or denying the span is 0.
     conciseness: `conciseness_score(words, word_budget)`."""
-    gold, wrong = mentions(response, params["gold"]), mentions(response, params["distractor"])
-    return {"correctness": 0.0 if not gold else 0.5 if wrong else 1.0,
+    got = committed_choice(response, candidates(params)).answer
+    return {"correctness": 1.0 if got == "gold" else 0.0,
             "conciseness": conciseness_score(word_count(response), params["word_budget"])}
 
-
-# ---------------------------------------------------------------------------------- corruptions
 
 def _wrong_value(params: Params, phrasing: int, rng: random.Random) -> Corrupted | None:
     text = _write(params, params["distractor"], random.Random(phrasing))
@@ -152,6 +167,22 @@ def _truncated(params: Params, phrasing: int, rng: random.Random) -> Corrupted |
     return None if cut is None else Corrupted(cut, "cut off before it gives the answer")
 
 
+def _hedged(params: Params, phrasing: int, rng: random.Random) -> Corrupted | None:
+    text = answer(params, random.Random(phrasing))
+    return hedge(text, params["gold"], params["distractor"], _write(params, params["distractor"], None, style=1), rng)
+
+
+def _negated(params: Params, phrasing: int, rng: random.Random) -> Corrupted | None:
+    return negate(answer(params, random.Random(phrasing)), rng)
+
+
+def _non_answer(params: Params, phrasing: int, rng: random.Random) -> Corrupted | None:
+    x = params["person"]
+    return non_answer([f"The passage is about {x} and {params['other']}.",
+                       f"The question asks about {x}, who lives in {params['city']}.",
+                       "The passage does not say."], rng)
+
+
 FAMILY = Family(
     name="extractive_qa",
     summary="a question about one of two people in a short passage; the answer is a span of it",
@@ -159,5 +190,6 @@ FAMILY = Family(
     generate=generate,
     score=score,
     answer=answer,
-    corruptions={"wrong_value": (3.0, _wrong_value), "padding": (1.5, _padding), "truncated": (1.5, _truncated)},
+    corruptions={"wrong_value": (3.0, _wrong_value), "padding": (1.5, _padding), "truncated": (1.5, _truncated),
+                 "hedged": (1.0, _hedged), "negated": (0.75, _negated), "non_answer": (0.75, _non_answer)},
 )

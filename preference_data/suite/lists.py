@@ -1,19 +1,23 @@
 """List manipulation: sort, reverse, remove duplicates, or pick the k-th item of a given list.
 
-Correctness compares the answer list (`text.extract_list`: the last bulleted, numbered or
-comma-separated block, lead-ins and remarks ignored) with the expected list, item by item; for
-k-th item questions it is the item the response names as its answer. Whole-list tasks ask for a
-layout (comma-separated, numbered or bulleted), which grades instruction_following.
+Correctness compares the list the response commits to (`text.committed_list`: the last bulleted,
+numbered or comma-separated block, lead-ins and remarks ignored; a second, different list, a hedge
+or a denial commits to none) with the expected list, item by item; for k-th item questions it is
+the one item the response commits to (`text.committed_choice`, with a restatement of the input
+list set aside). Whole-list tasks ask for a layout (comma-separated, numbered or bulleted), which
+grades instruction_following.
 """
 
 from __future__ import annotations
 
 import random
 import re
+from functools import lru_cache
 
-from .base import Corrupted, Draft, Family, Params, cap, choose, maybe_system, pad, truncate_before
+from .base import (Corrupted, Draft, Family, Params, cap, choose, hedge, maybe_system, negate, non_answer, pad,
+                   truncate_before)
 from .scoring import conciseness_score
-from .text import extract_list, mentioned_items, plain, word_count
+from .text import committed_choice, committed_list, list_blocks, normalize, word_count
 
 WORDS = {
     "fruits": ["apple", "banana", "cherry", "grape", "kiwi", "lemon", "mango", "melon", "peach", "pear",
@@ -130,34 +134,48 @@ def answer(params: Params, rng: random.Random | None = None) -> str:
 
 # --------------------------------------------------------------------------------------- grader
 
-def _named_item(response: str, vocab: list[str]) -> str | None:
-    """The item a response gives as its answer to a k-th item question."""
-    t = plain(response)
-    for m in re.finditer(r"\*\*([^*]+)\*\*", response):
-        hit = mentioned_items(m.group(1), vocab)
-        if hit:
-            return hit[-1]
-    for m in re.finditer(r"\b(?:is|be|was)\b:?\s+(?:the\s+)?(?:number\s+|word\s+)?[\"']?([A-Za-z0-9]+)", t):
-        hit = mentioned_items(m.group(1), vocab)
-        if hit:
-            return hit[0]
-    hits = mentioned_items(t, vocab)
-    return hits[0] if hits else None
+_SEP = r"[^\S\n]*(?:[,;][^\S\n]*|\s+)(?:and[^\S\n]+)?[\"']?"
+# Not a list item but a position: "item 3", "number 3", "position 3", "#3".
+_POSITION_RE = re.compile(r"\b(?:item|number|position|place|no\.)[^\S\n]*#?[^\S\n]*(\d+)\b|#(\d+)\b", re.I)
+
+
+@lru_cache(maxsize=4096)
+def _restated_re(items: tuple[str, ...]) -> re.Pattern[str]:
+    low = [re.escape(x.lower()) for x in items]
+    runs = [_SEP.join(low[i:i + n]) for n in range(len(low), 2, -1) for i in range(len(low) - n + 1)]
+    return re.compile(r"(?<![\w])[\"']?(?:" + "|".join(runs) + r")(?![\w])", re.I)
+
+
+def _restated_input(text: str, items: list[str]) -> str:
+    """`text` with a restatement of the input list (three or more of its items in their given
+    order: "In the list pear, apple, kiwi, fig the third is kiwi") blanked out."""
+    return _restated_re(tuple(items)).sub(" ", text) if len(items) >= 3 else text
+
+
+def named_item(params: Params, response: str) -> str | None:
+    """The one item a response commits to as its answer to a k-th item question, or None: the
+    restated input list and positions ("item 3") are set aside, then `text.committed_choice` over
+    the list's items must find exactly one, not hedged or denied."""
+    text = _POSITION_RE.sub(" ", _restated_input(normalize(response), params["items"]))
+    cands = {x.lower(): [x] for x in params["items"]}
+    return committed_choice(text, cands).answer
 
 
 def score(params: Params, response: str) -> dict[str, float]:
-    """correctness: whole-list tasks -> 1 iff the answer list (`text.extract_list`) equals the
-    expected list exactly (same items, same order, nothing extra); k-th item -> 1 iff the item the
-    response names as its answer is the expected one.
+    """correctness: whole-list tasks -> 1 iff the list the response commits to (`text.committed_list`)
+    equals the expected list exactly (same items, same order, nothing extra); k-th item -> 1 iff the
+    one item it commits to (`named_item`) is the expected one.
     instruction_following (whole-list tasks): 1 iff the answer list is written in the requested
     layout ('comma': one line separated by commas; 'numbered': "1." lines; 'bullets': "-"/"*" lines).
     conciseness: `conciseness_score(words, word_budget)`."""
     vocab = [x.lower() for x in params["items"]]
     out: dict[str, float] = {}
     if params["op"] == "kth":
-        out["correctness"] = 1.0 if _named_item(response, vocab) == params["expected"][0] else 0.0
+        out["correctness"] = 1.0 if named_item(params, response) == params["expected"][0] else 0.0
     else:
-        got, fmt = extract_list(response, vocab)
+        blocks = list_blocks(response, vocab)
+        got = committed_list(response, vocab, blocks).answer
+        fmt = blocks[-1].fmt if blocks else "none"
         out["correctness"] = 1.0 if got == params["expected"] else 0.0
         out["instruction_following"] = 1.0 if fmt == params["format"] else 0.0
     out["conciseness"] = conciseness_score(word_count(response), params["word_budget"])
@@ -256,6 +274,33 @@ def _padding(params: Params, phrasing: int, rng: random.Random) -> Corrupted | N
     return Corrupted(padded, "correct, but padded with explanations and filler")
 
 
+def _hedged(params: Params, phrasing: int, rng: random.Random) -> Corrupted | None:
+    wrong = _wrong_value(params, phrasing, rng)
+    if wrong is None:
+        return None
+    text = answer(params, random.Random(phrasing))
+    if params["op"] == "kth":
+        return hedge(text, params["expected"][0], re.sub(r"[*.]", "", wrong.text.split()[-1]), wrong.text, rng)
+    if params["format"] == "comma":  # the wrong list without its lead-in
+        alt = " Or possibly: " + wrong.text.split(": ", 1)[-1]
+    else:
+        alt = "\n\nOr possibly:\n" + "\n".join(x for x in wrong.text.splitlines() if re.match(r"(?:[-*]|\d+\.) ", x))
+    return Corrupted(text + alt, "gives the right list, then a different one as an alternative")
+
+
+def _negated(params: Params, phrasing: int, rng: random.Random) -> Corrupted | None:
+    text = answer(params, random.Random(phrasing))
+    if params["op"] != "kth" and params["format"] != "comma":
+        return Corrupted(f"It is definitely not this:\n{text}", "names the right list only to deny it")
+    return negate(text, rng)
+
+
+def _non_answer(params: Params, phrasing: int, rng: random.Random) -> Corrupted | None:
+    what = {"sort_alpha": "sorted", "sort_asc": "sorted", "sort_desc": "sorted", "reverse": "reversed",
+            "dedupe": "without duplicates", "kth": "counted"}[params["op"]]
+    return non_answer([f"This list has {len(params['items'])} items.", f"The list needs to be {what}."], rng)
+
+
 FAMILY = Family(
     name="list_ops",
     summary="sort / reverse / dedupe / k-th item of a given list, in a requested layout",
@@ -264,5 +309,6 @@ FAMILY = Family(
     score=score,
     answer=answer,
     corruptions={"wrong_value": (3.0, _wrong_value), "violated_constraint": (2.0, _violated),
-                 "padding": (1.5, _padding), "truncated": (1.5, _truncated)},
+                 "padding": (1.5, _padding), "truncated": (1.5, _truncated), "hedged": (1.0, _hedged),
+                 "negated": (0.75, _negated), "non_answer": (0.75, _non_answer)},
 )

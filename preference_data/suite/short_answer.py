@@ -1,17 +1,19 @@
 """Simple factual questions whose ideal answer is one short sentence.
 
 The point of the family is length: a correct one-sentence answer beats the same answer wrapped in
-restatements, background and offers of more help. Correctness checks the key fact (and that a
-plausible wrong one is not given instead).
+restatements, background and offers of more help. Correctness checks the one fact the response
+commits to (`text.committed_choice`): the right one, not a plausible wrong one, not both, not hedged.
 """
 
 from __future__ import annotations
 
 import random
+from functools import lru_cache
 
-from .base import Corrupted, Draft, Family, Params, cap, choose, maybe_system, pad, truncate_before
+from .base import (Corrupted, Draft, Family, Params, cap, choose, hedge, maybe_system, negate, non_answer, pad,
+                   truncate_before)
 from .scoring import conciseness_score
-from .text import mentions, number_words, word_count
+from .text import asserted_numbers, committed_choice, number_words, word_count
 
 # (category, subject, answer, plausible wrong answer)
 _CAPITALS = [("Japan", "Tokyo", "Osaka"), ("France", "Paris", "Lyon"), ("Italy", "Rome", "Milan"),
@@ -106,6 +108,12 @@ def _facts() -> list[tuple[str, str, str, str]]:
 
 
 FACTS = _facts()
+# Every answer and plausible wrong answer per category with a closed set of answers (not numbers).
+_CATEGORY_ANSWERS: dict[str, list[str]] = {}
+for _cat, _s, _a, _w in FACTS:
+    if _cat in ("capital", "instrument", "young", "mix"):
+        _CATEGORY_ANSWERS.setdefault(_cat, [])
+        _CATEGORY_ANSWERS[_cat] += [x for x in (_a, _w) if x not in _CATEGORY_ANSWERS[_cat]]
 _SENTENCE = {s: t for s, _, _, t in _COUNTS} | {q: t for q, _, _, t in _MISC}
 
 
@@ -154,14 +162,45 @@ def answer(params: Params, rng: random.Random | None = None) -> str:
     return _write(params, params["answer"], rng)
 
 
+def _other_answers(category: str | None) -> list[str]:
+    """Every other answer to a question of `category` (all capitals, all baby-animal names, ...):
+    naming one beside the right answer is giving two answers. Numbers have no such list."""
+    if category not in _CATEGORY_ANSWERS:
+        return []
+    return _CATEGORY_ANSWERS[category]
+
+
+def candidates(params: Params) -> dict[str, list[str]]:
+    """What the grader reads as an answer: 'right' (the accepted spellings), 'wrong' (the plausible
+    wrong answer's), and every other answer of the category, each its own key."""
+    return dict(_candidates(params.get("category"), tuple(params["accepted"]), tuple(params["rejected"])))
+
+
+@lru_cache(maxsize=4096)
+def _candidates(category: str | None, right_spellings: tuple[str, ...], wrong_spellings: tuple[str, ...]
+                ) -> tuple[tuple[str, list[str]], ...]:
+    right = [a.lower() for a in right_spellings]
+    out: dict[str, list[str]] = {"right": list(right_spellings)}
+    out["wrong"] = [w for w in wrong_spellings if w.lower() not in right]
+    for other in _other_answers(category):
+        spellings = [a for a in accepted(other) if a.lower() not in right]
+        if spellings and other.lower() not in right:
+            out.setdefault("other:" + other.lower(), spellings)
+    return tuple(out.items())
+
+
 def score(params: Params, response: str) -> dict[str, float]:
-    """correctness: 1 if the answer is named (any accepted spelling, whole words, case-insensitive)
-    and the plausible wrong answer is not; 0.5 if both are named; 0 if the answer is missing.
+    """correctness: 1 iff the response commits to the answer (`text.committed_choice` over
+    `candidates`: any accepted spelling, whole words, case-insensitive; not hedged, denied, or
+    given together with the plausible wrong answer or another answer of the same category; for a
+    number question, together with any other number).
     conciseness: `conciseness_score(words, word_budget)` with a budget of one short sentence."""
-    right = any(mentions(response, a) for a in params["accepted"])
-    wrong = any(mentions(response, w) for w in params["rejected"]
-                if not any(mentions(a, w) for a in params["accepted"]))
-    return {"correctness": 0.0 if not right else 0.5 if wrong else 1.0,
+    got = committed_choice(response, candidates(params)).answer
+    # a number question has one number for an answer: any other number asserted is a second answer
+    number = str(params.get("answer", ""))
+    if got == "right" and number.isdigit() and any(n != float(number) for n in asserted_numbers(response)):
+        got = None
+    return {"correctness": 1.0 if got == "right" else 0.0,
             "conciseness": conciseness_score(word_count(response), params["word_budget"])}
 
 
@@ -193,6 +232,22 @@ def _truncated(params: Params, phrasing: int, rng: random.Random) -> Corrupted |
     return None if cut is None else Corrupted(cut, "cut off before it states the answer")
 
 
+def _hedged(params: Params, phrasing: int, rng: random.Random) -> Corrupted | None:
+    text = answer(params, random.Random(phrasing))
+    return hedge(text, params["answer"], params["wrong"], _write(params, params["wrong"], None), rng)
+
+
+def _negated(params: Params, phrasing: int, rng: random.Random) -> Corrupted | None:
+    return negate(answer(params, random.Random(phrasing)), rng)
+
+
+def _non_answer(params: Params, phrasing: int, rng: random.Random) -> Corrupted | None:
+    cat, s = params["category"], params["subject"]
+    about = {"capital": f"the capital of {s}", "instrument": f"what a {s} measures",
+             "young": f"the name of a baby {s}", "mix": f"mixing {s}"}.get(cat, "this")
+    return non_answer([f"You are asking about {about}.", f"That is a question about {about}."], rng)
+
+
 FAMILY = Family(
     name="short_answer",
     summary="a simple factual question whose ideal answer is one short sentence",
@@ -200,5 +255,6 @@ FAMILY = Family(
     generate=generate,
     score=score,
     answer=answer,
-    corruptions={"padding": (3.0, _padding), "wrong_value": (1.5, _wrong_value), "truncated": (1.5, _truncated)},
+    corruptions={"padding": (3.0, _padding), "wrong_value": (1.5, _wrong_value), "truncated": (1.5, _truncated),
+                 "hedged": (1.0, _hedged), "negated": (0.75, _negated), "non_answer": (0.75, _non_answer)},
 )
