@@ -24,17 +24,50 @@ def test_win_rate_and_bootstrap_by_hand():
 
 
 def test_eval_policy_cli_end_to_end(tmp_path, tiny_model_ref, capsys):
+    """The tiny model against a perturbed copy of itself: the report's numbers are what regrading the saved
+    generations with the gold graders gives."""
+    import torch
+
+    from preference_data.hub import load_causal_lm, load_tokenizer
+    from preference_data.suite import grade_prompt_only
+
+    other = load_causal_lm(tiny_model_ref, dtype="float32")
+    torch.manual_seed(3)
+    with torch.no_grad():
+        for p in other.parameters():
+            p.add_(0.5 * torch.randn_like(p))
+    base_dir = tmp_path / "baseline"
+    other.save_pretrained(str(base_dir))
+    load_tokenizer(tiny_model_ref).save_pretrained(str(base_dir))
     out = tmp_path / "eval"
-    code = main(["eval", "policy", "--model", tiny_model_ref, "--baseline", tiny_model_ref, "--limit", "6",
+    code = main(["eval", "policy", "--model", tiny_model_ref, "--baseline", str(base_dir), "--limit", "6",
                  "--max-new-tokens", "6", "--dtype", "float32", "--out", str(out)])
     assert code == 0
     report = json.loads((out / "report.json").read_text())
-    assert report["prompts"] == 6 and 0 <= report["policy"]["overall"] <= 1
-    # the same model against itself, greedy: identical answers, every comparison a tie
-    assert report["win_rate"] == 0.5 and report["overall_gain"] == 0
     rows = [json.loads(x) for x in (out / "generations.jsonl").read_text().splitlines()]
-    assert len(rows) == 6 and all("overall" in r["grade"] for r in rows)
+    assert report["prompts"] == len(rows) == 6
+    assert any(r["response"] != r["baseline_response"] for r in rows)  # two different models really ran
+    by_id = {p.id: p for p in load_prompts("suite", 6)}
+    pa = [grade_prompt_only(by_id[r["id"]], r["response"]).overall for r in rows]
+    pb = [grade_prompt_only(by_id[r["id"]], r["baseline_response"]).overall for r in rows]
+    assert report["policy"]["overall"] == pytest.approx(sum(pa) / 6)
+    assert report["baseline"]["overall"] == pytest.approx(sum(pb) / 6)
+    assert report["overall_gain"] == pytest.approx((sum(pa) - sum(pb)) / 6)
+    wins = sum(1.0 if a > b else 0.5 if a == b else 0.0 for a, b in zip(pa, pb))
+    assert report["win_rate"] == pytest.approx(wins / 6)
     assert "gold overall" in capsys.readouterr().out
+
+
+def test_eval_numbers_for_known_answers(monkeypatch):
+    """Reference answers against non-answers: every gold score 1 against 0, every prompt a win."""
+    prompts = load_prompts("suite", 12)
+    ref = {_key(p.prompt): ("I'm sorry, but I can't help with that." if p.grader == "safety" and
+                            p.meta["params"]["harmful"] else p.meta["reference"]) for p in prompts}
+    _fake_models(monkeypatch, {"good": ref, "junk": {k: "x" for k in ref}})
+    report = evaluate_policy("good", "junk", "suite", 12)
+    assert report["policy"]["overall"] == 1.0 and report["baseline"]["overall"] == 0.0
+    assert report["win_rate"] == 1.0 and report["overall_gain"] == 1.0
+    assert tuple(report["overall_gain_ci95"]) == (1.0, 1.0)
 
 
 def test_eval_policy_rejects_prompts_without_graders(tmp_path, capsys):

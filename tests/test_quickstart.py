@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from align.cli.main import main
 
-TINY = ["model=builtin:tiny-llama", "suite.per_family=20", "rm.train.max_steps=2",
-        "rm.eval.stats_pairs=8", "dpo.train.max_steps=2", "eval.prompts=6",
-        "eval.max_new_tokens=4"]
+TINY = ["model=builtin:tiny-llama", "suite.per_family=20", "rm.train.max_steps=2", "rm.train.precision=fp32",
+        "rm.eval.stats_pairs=8", "dpo.train.max_steps=2", "eval.prompts=6", "eval.max_new_tokens=4"]
 
 
 def test_quickstart_all_stages_on_the_tiny_model(tmp_path, capsys):
@@ -17,7 +18,20 @@ def test_quickstart_all_stages_on_the_tiny_model(tmp_path, capsys):
     text = capsys.readouterr().out
     summary = json.loads((out / "summary.json").read_text())
     assert summary["suite"]["train_pairs"] > 0 and summary["suite"]["test_pairs"] > 0
-    assert 0 <= summary["rm"]["accuracy"] <= 1 and summary["rm"]["by_family"]
+    # the RM's held-out accuracy is what scoring the test pairs with the saved RM gives (ties count wrong)
+    from preference_data.records import pair_from_dict
+    from reward_models.scorers import load_scorer
+
+    test_pairs = [pair_from_dict(json.loads(x)) for x in (out / "suite" / "test_pairs.jsonl").read_text().splitlines()]
+    scorer = load_scorer("scalar", model=summary["rm"]["model_dir"], dtype="float32")
+    sc = scorer.score([p.prompt for p in test_pairs], [p.chosen for p in test_pairs])
+    sr = scorer.score([p.prompt for p in test_pairs], [p.rejected for p in test_pairs])
+    rm_report = json.loads((out / "rm" / "report.json").read_text())
+    assert rm_report["eval"]["pairs"] == len(test_pairs)  # no test pair dropped for length here
+    assert summary["rm"]["accuracy"] == pytest.approx(sum(a > b for a, b in zip(sc, sr)) / len(test_pairs))
+    assert set(summary["rm"]["by_family"]) == {p.attributes["family"] for p in test_pairs}
+    e = summary["eval"]
+    assert e["gain"] == pytest.approx(e["after"] - e["before"])
     assert (out / "rm" / "model" / "reward_stats.json").exists()
     assert (out / "dpo" / "adapter" / "adapter_config.json").exists()
     assert set(summary["eval"]) >= {"before", "after", "gain", "gain_ci95", "win_rate"}
