@@ -38,8 +38,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from preference_data.errors import ConfigError, did_you_mean
-from preference_data.registry import Table
+from prefalign.errors import ConfigError, did_you_mean
+from prefalign.registry import Table
 
 
 # --------------------------------------------------------------------------------------------------

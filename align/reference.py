@@ -34,8 +34,9 @@ from typing import Any
 
 import torch
 
-from preference_data.hub import cache_dir, file_lock, load_causal_lm, resolve
-from preference_data.packing import PackedBatch, pack_pairs
+from prefalign.models.batch import PackedBatch
+from prefalign.models.hub import cache_dir, file_lock, load_causal_lm, resolve
+from preference_data.packing import pack_pairs
 
 CACHE_VERSION = 1  # bump when the meaning of a cached number changes
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
@@ -134,7 +135,7 @@ def pair_logps(model: torch.nn.Module, pairs: Sequence[Any], pad_id: int, batch_
     """Summed response log-probs of chosen (B,) and rejected (B,) for tokenized pairs, in order, in fp32."""
     from tqdm.auto import tqdm
 
-    from reward_models.forward import sequence_logps
+    from prefalign.models.forward import sequence_logps
 
     device = torch.device(device)
     was_training = model.training

@@ -40,12 +40,12 @@ from typing import Any, Literal
 
 import torch
 
-from preference_data.config import dump_yaml, option
-from preference_data.errors import UserError
-from preference_data.hub import DEFAULT_MODEL
+from prefalign.config import dump_yaml, option
+from prefalign.errors import UserError
+from prefalign.models.hub import DEFAULT_MODEL
+from prefalign.training.config import HeldOutSection as EvalSection
+from prefalign.training.config import LoraSection, TrainSection
 from preference_data.sources import DataConfig
-from reward_models.training import HeldOutSection as EvalSection
-from reward_models.training import LoraSection, TrainSection
 
 from .losses import LOSSES, LossOutput, PairLogps, check_loss_config, compute_loss
 from .reference import columns
@@ -169,8 +169,8 @@ def batch_diagnostics(logps: PairLogps, out: LossOutput) -> dict[str, float]:
 def _make_trainer_class():
     from transformers import Trainer
 
+    from prefalign.training.metrics import MetricsMixin
     from reward_models.rm_train import accuracy_report
-    from reward_models.training import MetricsMixin
 
     class PreferenceTrainer(MetricsMixin, Trainer):
         def __init__(self, *args: Any, loss: LossSection, ref_mode: str, use_previous: bool, eval_pairs: list[Any],
@@ -326,14 +326,14 @@ def setup(cfg: TrainConfig, resume: bool = False) -> Setup:
     """Data, policy, frozen log-probs and trainer for `cfg` (everything before `trainer.train`)."""
     from transformers import set_seed
 
-    from preference_data.hub import load_causal_lm, load_tokenizer
+    from prefalign.models.forward import PackedForward
+    from prefalign.models.hub import load_causal_lm, load_tokenizer
+    from prefalign.training.trainer import (apply_lora, base_dtype, compile_layers, disable_dropout, evaluate_every,
+                                            resolve_precision, resume_point, set_threads, training_arguments)
+    from preference_data.packing import PackCollator, PairDataset
     from preference_data.sources import load as load_source
     from preference_data.sources import load_pairs
     from preference_data.tokenize import tokenize_pairs
-    from reward_models.forward import PackedForward
-    from reward_models.training import (PackCollator, PairDataset, apply_lora, base_dtype, compile_layers,
-                                        disable_dropout, evaluate_every, resolve_precision, resume_point,
-                                        set_threads, training_arguments)
 
     from .reference import frozen_logps
 
@@ -419,7 +419,7 @@ def setup(cfg: TrainConfig, resume: bool = False) -> Setup:
 
 def run(cfg: TrainConfig, resume: bool = False) -> dict[str, Any]:
     """Train, evaluate and save a policy as `cfg` says; return the report (also written to report.json)."""
-    from reward_models.training import plot_metrics
+    from prefalign.training.metrics import plot_metrics
 
     t0 = time.time()
     s = setup(cfg, resume)

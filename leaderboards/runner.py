@@ -26,7 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from preference_data.errors import UserError
+from prefalign.errors import UserError
 from preference_data.records import Conversation, PreferencePair
 from reward_models.base import Scorer
 
@@ -44,7 +44,7 @@ MAX_LISTED = 20  # problem lines shown in an error or kept in a record
 
 def default_cache_dir() -> Path:
     """`<prefalign cache>/bench-scores` (PREFALIGN_CACHE, default ~/.cache/prefalign)."""
-    from preference_data.hub import cache_dir
+    from prefalign.models.hub import cache_dir
 
     return cache_dir() / "bench-scores"
 

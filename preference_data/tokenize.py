@@ -52,7 +52,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .errors import UserError, did_you_mean
+from prefalign.errors import UserError, did_you_mean
+
 from .records import Conversation, Message, PreferencePair
 
 LengthPolicy = Literal["drop", "truncate_prompt_left", "raise"]

@@ -30,8 +30,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from preference_data.errors import UserError
-from preference_data.hub import base_of_adapter, load_seq_cls, load_tokenizer, resolve, torch_dtype
+from prefalign.errors import UserError
+from prefalign.models.hub import base_of_adapter, load_seq_cls, load_tokenizer, resolve, torch_dtype
 
 STATS_FILE = "reward_stats.json"
 

@@ -21,13 +21,13 @@ from typing import Any, Literal
 
 import torch
 
-from preference_data.config import dump_yaml, option
-from preference_data.errors import UserError
-from preference_data.hub import DEFAULT_MODEL
+from prefalign.config import dump_yaml, option
+from prefalign.errors import UserError
+from prefalign.models.hub import DEFAULT_MODEL
+from prefalign.training.config import HeldOutSection, LoraSection, TrainSection
 from preference_data.sources import DataConfig
 
 from .losses import RM_LOSSES, check_rm_loss_config, compute_rm_loss, label_smoothed_loss
-from .training import HeldOutSection, LoraSection, TrainSection
 
 
 @dataclass
@@ -99,9 +99,8 @@ GROUP_KEYS = ("source", "family", "corruption")
 def pair_rewards(model: torch.nn.Module, pairs: list[Any], pad_id: int, batch_size: int, row_tokens: int,
                  autocast: bool, layout: str = "segments") -> tuple[torch.Tensor, torch.Tensor]:
     """Rewards (B,) of chosen and rejected for tokenized pairs, in order."""
+    from prefalign.models.forward import last_token_rewards
     from preference_data.packing import pack_pairs
-
-    from .forward import last_token_rewards
 
     rc, rr = [], []
     was_training = model.training
@@ -145,7 +144,7 @@ def accuracy_report(pairs: list[Any], rc: torch.Tensor, rr: torch.Tensor) -> dic
 def _make_trainer_class():
     from transformers import Trainer
 
-    from .training import MetricsMixin
+    from prefalign.training.metrics import MetricsMixin
 
     class RMTrainer(MetricsMixin, Trainer):
         def __init__(self, *args: Any, loss: RMLossSection, soft_alpha: bool, eval_pairs: list[Any],
@@ -248,15 +247,16 @@ def run(cfg: RMTrainConfig, resume: bool = False) -> dict[str, Any]:
     """Train, evaluate and save a reward model as `cfg` says; return the report (also written to report.json)."""
     from transformers import set_seed
 
-    from preference_data.hub import load_seq_cls, load_tokenizer
+    from prefalign.models.forward import PackedForward
+    from prefalign.models.hub import load_seq_cls, load_tokenizer
+    from prefalign.training.metrics import plot_metrics
+    from prefalign.training.trainer import (apply_lora, base_dtype, compile_layers, disable_dropout, evaluate_every,
+                                            resolve_precision, resume_point, set_threads, training_arguments)
+    from preference_data.packing import PackCollator, PairDataset
     from preference_data.sources import load_pairs
     from preference_data.tokenize import tokenize_pairs
 
     from .checkpoint import RewardStats, save_rm
-    from .forward import PackedForward
-    from .training import (PackCollator, PairDataset, apply_lora, base_dtype, compile_layers, disable_dropout,
-                           evaluate_every, plot_metrics, resolve_precision, resume_point, set_threads,
-                           training_arguments)
 
     t0 = time.time()
     precision = resolve_precision(cfg.train, "rm train")

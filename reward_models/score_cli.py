@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from preference_data.errors import UserError
+from prefalign.errors import UserError
 from preference_data.records import PreferencePair, RatedResponses
 
 

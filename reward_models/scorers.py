@@ -7,7 +7,7 @@
     scorer.score(prompts, responses)   # or compare(prompts, a, b) for the judge; see `scorer.kind`
 
 `SCORERS` lists the kinds with what each needs (`align ls scorers`); each kind's options are one dataclass
-(`ScalarOptions`, `ImplicitOptions`, `JudgeOptions`, `GraderOptions`), checked by `preference_data.config.build`,
+(`ScalarOptions`, `ImplicitOptions`, `JudgeOptions`, `GraderOptions`), checked by `prefalign.config.build`,
 so an unknown or mistyped option is an error that lists every problem at once.
 
 How the model scorers (scalar, implicit, judge) run:
@@ -42,10 +42,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from preference_data.config import build, option
-from preference_data.errors import UserError
+from prefalign.config import build, option
+from prefalign.errors import UserError
+from prefalign.registry import Table
 from preference_data.records import Conversation
-from preference_data.registry import Table
 
 from .base import Scorer, ScorerKind
 
@@ -155,7 +155,7 @@ def _is_adapter(path: str) -> bool:
 
 def _load_lm(ref: str, dtype: str) -> Any:
     """A causal LM in eval mode; a peft adapter directory loads onto its base model (adapters active)."""
-    from preference_data.hub import base_of_adapter, load_causal_lm, resolve, torch_dtype
+    from prefalign.models.hub import base_of_adapter, load_causal_lm, resolve, torch_dtype
 
     path = resolve(ref)
     if not _is_adapter(path):
@@ -174,7 +174,7 @@ def weights_fingerprint(ref: str | None) -> str | None:
     is retrained into the same directory."""
     import hashlib
 
-    from preference_data.hub import resolve
+    from prefalign.models.hub import resolve
 
     if ref is None:
         return None
@@ -203,7 +203,7 @@ class _BatchedModel:
         self.layout = "segments"  # packing layout; subclasses pick it from their models (`layout_for`)
 
     def _pick_layout(self, *models: Any) -> None:
-        from .forward import layout_for
+        from prefalign.models.forward import layout_for
 
         self.layout = layout_for(*models)
 
@@ -290,7 +290,7 @@ class ScalarScorer(_BatchedModel):
     name = "scalar"
 
     def __init__(self, opts: ScalarOptions) -> None:
-        from preference_data.hub import resolve
+        from prefalign.models.hub import resolve
 
         from .checkpoint import STATS_FILE, load_rm
 
@@ -310,7 +310,7 @@ class ScalarScorer(_BatchedModel):
         self._pick_layout(self.model)
 
     def score(self, prompts: list[Conversation], responses: list[Conversation]) -> list[float]:
-        from .forward import last_token_rewards
+        from prefalign.models.forward import last_token_rewards
 
         items = [self._encode(p, r) for p, r in zip(prompts, responses, strict=True)]
         raw = self._run(items, lambda batch: last_token_rewards(self.model, batch)[:, 0])  # (S,)
@@ -341,7 +341,7 @@ class ImplicitScorer(_BatchedModel):
     name = "implicit"
 
     def __init__(self, opts: ImplicitOptions) -> None:
-        from preference_data.hub import load_tokenizer, resolve
+        from prefalign.models.hub import load_tokenizer, resolve
 
         device = _device(opts.device)
         opts = _resolve_dtype(opts, device, self.name)
@@ -367,7 +367,7 @@ class ImplicitScorer(_BatchedModel):
         self._pick_layout(self.policy, self.reference)
 
     def _rewards(self, batch: Any) -> Any:
-        from .forward import sequence_logps
+        from prefalign.models.forward import sequence_logps
 
         logps = sequence_logps(self.policy, batch)  # (S,)
         if self.adapter_reference:
@@ -436,7 +436,7 @@ class JudgeScorer(_BatchedModel):
     name = "judge"
 
     def __init__(self, opts: JudgeOptions) -> None:
-        from preference_data.hub import load_tokenizer
+        from prefalign.models.hub import load_tokenizer
 
         device = _device(opts.device)
         opts = _resolve_dtype(opts, device, self.name)
@@ -473,7 +473,7 @@ class JudgeScorer(_BatchedModel):
     def _p_a(self, batch: Any) -> Any:
         import torch
 
-        from .forward import hidden_states, unwrap
+        from prefalign.models.forward import hidden_states, unwrap
 
         h = hidden_states(self.model, batch)[batch.last_row, batch.last_pos]  # (S, H)
         logits = unwrap(self.model).get_output_embeddings()(h).float()[:, self.answer_ids]  # (S, 2): A, B
@@ -514,7 +514,7 @@ class GraderScorer:
         from preference_data import suite
 
         if opts.objective != "overall" and opts.objective not in suite.OBJECTIVES:
-            from preference_data.errors import did_you_mean
+            from prefalign.errors import did_you_mean
 
             raise UserError(f"objective '{opts.objective}' is unknown{did_you_mean(opts.objective, suite.OBJECTIVES)}; "
                             f"use overall or one of {', '.join(suite.OBJECTIVES)}")

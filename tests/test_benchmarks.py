@@ -21,7 +21,7 @@ from leaderboards.benchmarks import BENCHMARKS
 from leaderboards.records import fmt_score, load_record, load_records
 from leaderboards.render import render
 from leaderboards.runner import run_benchmark
-from preference_data.errors import UserError
+from prefalign.errors import UserError
 from preference_data.records import Message, PreferencePair, write_jsonl
 
 # --------------------------------------------------------------------------------------------------------

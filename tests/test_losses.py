@@ -31,7 +31,7 @@ from align.losses import (
     compute_loss,
     sft_nll,
 )
-from preference_data.errors import ConfigError, UserError
+from prefalign.errors import ConfigError, UserError
 
 
 def t(*values: float) -> torch.Tensor:

@@ -16,7 +16,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from preference_data.errors import ConfigError, UserError
+from prefalign.errors import ConfigError, UserError
 from reward_models.losses import (
     RM_LOSSES,
     RMLossOutput,

@@ -78,7 +78,7 @@ def register(sub: argparse._SubParsersAction, add: Callable[..., argparse.Argume
 
 def _check_data(data: str) -> None:
     """A path that does not exist is an error here, before any model loads (a hub id passes through)."""
-    from preference_data.errors import UserError
+    from prefalign.errors import UserError
     from preference_data.io import SUFFIXES, is_hub_id
 
     if Path(data).expanduser().exists():
@@ -98,8 +98,8 @@ def default_scorer(model: str | None, reference: str | None) -> str:
     """
     import json
 
-    from preference_data.errors import UserError
-    from preference_data.hub import resolve
+    from prefalign.errors import UserError
+    from prefalign.models.hub import resolve
 
     if model is None:
         raise UserError("--model is required (or --scorer grader, which needs no model)")
@@ -143,8 +143,8 @@ def _scorer_options(name: str, args: argparse.Namespace) -> dict[str, Any]:
     """Scorer options from the flags and --option KEY=VALUE; a flag the scorer does not take is an error."""
     import dataclasses
 
-    from preference_data.config import parse_override
-    from preference_data.errors import UserError
+    from prefalign.config import parse_override
+    from prefalign.errors import UserError
     from reward_models.scorers import SCORERS
 
     fields = [f.name for f in dataclasses.fields(SCORERS[name].options)]
@@ -177,7 +177,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from leaderboards.benchmarks import BENCHMARKS
     from leaderboards.records import summarize
     from leaderboards.runner import run_benchmark
-    from preference_data.errors import UserError
+    from prefalign.errors import UserError
     from reward_models.scorers import SCORERS, load_scorer
 
     bench = BENCHMARKS[args.bench]  # unknown names: UserError with did-you-mean, before anything loads

@@ -47,7 +47,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
 
     names = [args.table] if args.table else list(TABLES)
     if args.table and args.table not in TABLES:
-        from preference_data.errors import UserError, did_you_mean
+        from prefalign.errors import UserError, did_you_mean
         raise UserError(f"unknown table '{args.table}'{did_you_mean(args.table, list(TABLES))}; "
                         f"choose one of {', '.join(TABLES)}")
     for name in names:
@@ -65,7 +65,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from preference_data.config import build
+    from prefalign.config import build
     from preference_data.doctor import run_doctor
     from preference_data.sources import DataConfig
 
@@ -149,8 +149,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from preference_data.cpu import tune_allocator
-    from preference_data.errors import UserError
+    from prefalign.errors import UserError
+    from prefalign.training.cpu import tune_allocator
 
     tune_allocator()
     parser = build_parser()

