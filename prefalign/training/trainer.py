@@ -12,17 +12,9 @@ from typing import Any
 
 import torch
 
-from prefalign.models.batch import PACKED_FIELDS, PackedBatch
-
 from .config import LoraSection, TrainSection
 
 log = logging.getLogger(__name__)
-
-
-def unpack(inputs: dict[str, Any]) -> PackedBatch:
-    n = int(inputs["num_pairs"])
-    return PackedBatch(**{f: inputs.get(f) for f in PACKED_FIELDS}, num_sequences=2 * n, pairs=True,
-                       real_tokens=int(inputs["real_tokens"]))
 
 
 def apply_lora(model: torch.nn.Module, lora: LoraSection, task_type: str, modules_to_save: list[str] | None = None):
