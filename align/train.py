@@ -323,7 +323,7 @@ class Setup:
 def setup(cfg: TrainConfig, resume: bool = False) -> Setup:
     """Data, policy, frozen log-probs and trainer for `cfg` (everything before `trainer.train`)."""
     from prefalign.models.forward import PackedForward
-    from prefalign.models.hub import load_causal_lm, load_tokenizer
+    from prefalign.models.hub import load_causal_lm, load_tokenizer, pad_token_id
     from prefalign.training.recipe import start_run
     from prefalign.training.trainer import apply_lora, base_dtype, compile_layers, disable_dropout, training_arguments
     from preference_data.packing import PackCollator, PairDataset
@@ -352,7 +352,7 @@ def setup(cfg: TrainConfig, resume: bool = False) -> Setup:
         eval_pairs, erep = tokenize_pairs(load_source(ecfg).pairs, tokenizer, cfg.train.max_length,
                                           cfg.train.length_policy)
         eval_tok = erep.to_dict()
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    pad_id = pad_token_id(tokenizer)
 
     # policy
     args = training_arguments(cfg.train, str(run.checkpoints))  # sets up the device (and the process group under DDP)

@@ -110,11 +110,7 @@ def pair_rewards(model: torch.nn.Module, pairs: list[Any], pad_id: int, batch_si
     with torch.autocast(device.type, dtype=torch.bfloat16, enabled=autocast):
         for s in range(0, len(pairs), batch_size):
             chunk = pairs[s:s + batch_size]
-            batch = pack_pairs(chunk, pad_id, row_tokens, layout)
-            batch = dataclasses.replace(batch, **{f.name: getattr(batch, f.name).to(device)
-                                                  for f in dataclasses.fields(batch)
-                                                  if isinstance(getattr(batch, f.name), torch.Tensor)})
-            r = last_token_rewards(model, batch)[:, 0].float().cpu()
+            r = last_token_rewards(model, pack_pairs(chunk, pad_id, row_tokens, layout).to(device))[:, 0].float().cpu()
             rc.append(r[:len(chunk)])
             rr.append(r[len(chunk):])
     model.train(was_training)
@@ -245,7 +241,7 @@ PLOT_KEYS = ["loss", "accuracy", "margin", "reward_mean", "reward_std"]
 def run(cfg: RMTrainConfig, resume: bool = False) -> dict[str, Any]:
     """Train, evaluate and save a reward model as `cfg` says; return the report (also written to report.json)."""
     from prefalign.models.forward import PackedForward
-    from prefalign.models.hub import load_seq_cls, load_tokenizer
+    from prefalign.models.hub import load_seq_cls, load_tokenizer, pad_token_id
     from prefalign.training.recipe import start_run
     from prefalign.training.trainer import apply_lora, base_dtype, compile_layers, disable_dropout, training_arguments
     from preference_data.packing import PackCollator, PairDataset
@@ -290,7 +286,7 @@ def run(cfg: RMTrainConfig, resume: bool = False) -> dict[str, Any]:
     compile_layers(model, cfg.train)
 
     # train
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    pad_id = pad_token_id(tokenizer)
     extra = ("soft_alpha",) if cfg.strength.file else ()
     args = training_arguments(cfg.train, str(run.checkpoints))
     trainer = RMTrainer(model=PackedForward(model, "rewards"), args=args, train_dataset=PairDataset(train_pairs),

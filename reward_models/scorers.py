@@ -44,6 +44,7 @@ from typing import Any, Literal
 
 from prefalign.config import build, option
 from prefalign.errors import UserError
+from prefalign.models.hub import is_adapter, load_model, pad_token_id, weights_fingerprint
 from prefalign.registry import Table
 from preference_data.records import Conversation
 
@@ -148,44 +149,6 @@ def _resolve_dtype(opts: Any, device: Any, scorer: str) -> Any:
     return dataclasses.replace(opts, dtype=decision.value)
 
 
-def _is_adapter(path: str) -> bool:
-    p = Path(path)
-    return (p / "adapter_config.json").exists() and not (p / "config.json").exists()
-
-
-def _load_lm(ref: str, dtype: str) -> Any:
-    """A causal LM in eval mode; a peft adapter directory loads onto its base model (adapters active)."""
-    from prefalign.models.hub import base_of_adapter, load_causal_lm, resolve, torch_dtype
-
-    path = resolve(ref)
-    if not _is_adapter(path):
-        return load_causal_lm(ref, dtype=dtype)
-    from peft import PeftModel
-
-    model = PeftModel.from_pretrained(load_causal_lm(base_of_adapter(path), dtype=dtype), path,
-                                      torch_dtype=torch_dtype(dtype))
-    model.eval()
-    return model
-
-
-def weights_fingerprint(ref: str | None) -> str | None:
-    """A short hash of the weight files' names, sizes and modification times in a local model directory (None for
-    a hub id). It is part of `describe()`, so benchmark scores cached for a model are not reused after the model
-    is retrained into the same directory."""
-    import hashlib
-
-    from prefalign.models.hub import resolve
-
-    if ref is None:
-        return None
-    p = Path(resolve(ref))
-    if not p.is_dir():
-        return None
-    files = sorted(f for f in p.iterdir() if f.suffix in (".safetensors", ".bin", ".pt", ".json") and f.is_file())
-    stamp = [(f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in files]
-    return hashlib.sha1(repr(stamp).encode("utf-8")).hexdigest()[:12]
-
-
 def _is_empty(conv: Conversation) -> bool:
     return not any(m.content.strip() for m in conv)
 
@@ -198,7 +161,7 @@ class _BatchedModel:
         self.opts = opts
         self.device = device
         self.max_length = opts.max_length or getattr(config, "max_position_embeddings", None) or 4096
-        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        self.pad_id = pad_token_id(tokenizer)
         self.failures: Counter[str] = Counter()
         self.layout = "segments"  # packing layout; subclasses pick it from their models (`layout_for`)
 
@@ -262,11 +225,8 @@ class _BatchedModel:
             longest = max(len(items[i][0]) + len(items[i][1]) for i in idx)
             packed = pack_single([items[i][0] for i in idx], [items[i][1] for i in idx], self.pad_id,
                                  row_tokens=longest, layout=self.layout)
-            packed = dataclasses.replace(packed, **{f.name: getattr(packed, f.name).to(self.device)
-                                                    for f in dataclasses.fields(packed)
-                                                    if isinstance(getattr(packed, f.name), torch.Tensor)})
             with torch.no_grad():
-                values = forward(packed).float().cpu().tolist()
+                values = forward(packed.to(self.device)).float().cpu().tolist()
         except RuntimeError as e:
             # e.g. out of memory on one long batch: retry item by item, so one item cannot sink the run
             if len(idx) > 1:
@@ -345,17 +305,17 @@ class ImplicitScorer(_BatchedModel):
 
         device = _device(opts.device)
         opts = _resolve_dtype(opts, device, self.name)
-        self.policy = _load_lm(opts.model, opts.dtype)
+        self.policy = load_model(opts.model, opts.dtype, merge=False)
         self.adapter_reference = False
         self.reference = None
         if opts.reference is not None:
-            self.reference = _load_lm(opts.reference, opts.dtype)
+            self.reference = load_model(opts.reference, opts.dtype, merge=False)
             if load_tokenizer(opts.reference).get_vocab() != load_tokenizer(opts.model).get_vocab():
                 raise UserError(f"policy {opts.model} and reference {opts.reference} use different tokenizers; "
                                 "an implicit reward compares log-probs of the same tokens, so use the policy's "
                                 "own reference model")
         elif not opts.reference_free:
-            if not _is_adapter(resolve(opts.model)):
+            if not is_adapter(resolve(opts.model)):
                 raise UserError(f"the implicit reward of {opts.model} needs a reference model: give reference "
                                 "(the model the policy was trained from), point model at a peft adapter directory "
                                 "(its base is the reference), or set reference_free: true")
@@ -440,7 +400,7 @@ class JudgeScorer(_BatchedModel):
 
         device = _device(opts.device)
         opts = _resolve_dtype(opts, device, self.name)
-        self.model = _load_lm(opts.model, opts.dtype)
+        self.model = load_model(opts.model, opts.dtype, merge=False)
         tokenizer = load_tokenizer(opts.model)
         ids = [tokenizer.encode(a, add_special_tokens=False) for a in JUDGE_ANSWERS]
         if any(len(i) != 1 for i in ids):
@@ -635,4 +595,4 @@ def load_scorer(spec: str | dict[str, Any], **options: Any) -> Scorer:
 
 __all__ = ["SCORERS", "ScorerEntry", "load_scorer", "ModelOptions", "ScalarOptions", "ImplicitOptions",
            "JudgeOptions", "GraderOptions", "ScalarScorer", "ImplicitScorer", "JudgeScorer", "GraderScorer",
-           "JUDGE_TEMPLATE", "JUDGE_ANSWERS", "judge_message", "weights_fingerprint"]
+           "JUDGE_TEMPLATE", "JUDGE_ANSWERS", "judge_message"]

@@ -164,7 +164,7 @@ def test_weights_fingerprint_changes_when_the_model_is_rewritten(tmp_path, rm_di
     import os
     import shutil
 
-    from reward_models.scorers import weights_fingerprint
+    from prefalign.models.hub import weights_fingerprint
 
     copy = tmp_path / "rm"
     shutil.copytree(rm_dir, copy)

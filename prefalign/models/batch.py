@@ -3,6 +3,7 @@ shapes), run by the packed forward (`prefalign.models.forward`)."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import torch
@@ -28,6 +29,11 @@ class PackedBatch:
     @property
     def num_pairs(self) -> int:
         return self.num_sequences // 2 if self.pairs else self.num_sequences
+
+    def to(self, device: torch.device | str) -> PackedBatch:
+        """The batch with every tensor on `device`."""
+        return dataclasses.replace(self, **{f.name: getattr(self, f.name).to(device) for f in dataclasses.fields(self)
+                                            if isinstance(getattr(self, f.name), torch.Tensor)})
 
 
 PACKED_FIELDS = ("input_ids", "position_ids", "attention_mask", "target_row", "target_pos", "target_ids",
