@@ -12,6 +12,10 @@ Conventions (reference/reward-models.md §1–2):
   `margin` column plus the fixed `margin` parameter (both 0 unless given). Every loss here uses the
   same Δ. The papers define margins only for plain BT; using them with label smoothing and focal
   weighting is this toolkit's choice ("Secrets of RLHF II" does combine soft labels with margins).
+- Every loss here is a function of Δ, L(Δ). Soft labels (per pair, `compute_rm_loss(label_smoothing=α)`)
+  say a pair is preferred the other way with probability α_i: its loss is (1 − α_i)·L(Δ_i) + α_i·L(−Δ_i),
+  margin included, whatever the loss (Secrets of RLHF II softens ambiguous pairs so; for BT this is
+  `label_smoothed` with a per-pair α).
 - Reward centering (Eisenstein et al. 2023, arXiv 2312.09244, Eq. 2) is the `center_rewards_coefficient`
   parameter every loss accepts; its per-example form η·(r_c + r_r)² is added to each pair's loss, so
   the batch mean is TRL's `loss + η·mean((r_c + r_r)²)` exactly.
@@ -159,11 +163,12 @@ def check_rm_loss_config(name: str, params: Mapping[str, Any], where: str = "rew
 
 
 def compute_rm_loss(name: str, params: Mapping[str, Any], r_chosen: Tensor, r_rejected: Tensor,
-                    margins: Tensor | None = None) -> RMLossOutput:
+                    margins: Tensor | None = None, label_smoothing: Tensor | None = None) -> RMLossOutput:
     """Look `name` up in `RM_LOSSES`, validate `params` and compute the loss; all tensors (B,).
 
     `margins` is the data's per-pair margin column (or None); the `margin` parameter is added to it.
-    `center_rewards_coefficient` η > 0 adds η·(r_c + r_r)² to each pair's loss.
+    `label_smoothing` α (B,) in [0, 0.5] gives pairs soft labels: (1 − α)·L(Δ) + α·L(−Δ) per pair (module
+    docstring); α = 0 keeps a pair's loss. `center_rewards_coefficient` η > 0 then adds η·(r_c + r_r)².
     """
     spec = RM_LOSSES[name]
     problems = check_rm_loss_config(name, params)
@@ -175,6 +180,11 @@ def compute_rm_loss(name: str, params: Mapping[str, Any], r_chosen: Tensor, r_re
         m = resolved["margin"] if m is None else m + resolved["margin"]
     own = {k: v for k, v in resolved.items() if k not in COMMON_RM_PARAMS}
     out = spec.fn(r_chosen, r_rejected, m, **own)
+    if label_smoothing is not None:
+        # the same pair read the other way: rewards swapped and the margin negated turn Δ into −Δ
+        flipped = spec.fn(r_rejected, r_chosen, None if m is None else -m, **own).losses
+        alpha = label_smoothing.to(out.losses.dtype)
+        out = out._replace(losses=(1 - alpha) * out.losses + alpha * flipped)
     if resolved["center_rewards_coefficient"]:
         out = out._replace(losses=out.losses
                            + resolved["center_rewards_coefficient"] * centering_penalty(r_chosen, r_rejected))

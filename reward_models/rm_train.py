@@ -28,7 +28,7 @@ from prefalign.training.config import HeldOutSection, LoraSection, TrainSection
 from prefalign.training.metrics import MetricsMixin
 from preference_data.sources import DataConfig
 
-from .losses import RM_LOSSES, check_rm_loss_config, compute_rm_loss, label_smoothed_loss
+from .losses import RM_LOSSES, check_rm_loss_config, compute_rm_loss
 
 
 @dataclass
@@ -52,8 +52,9 @@ class RMLossSection:
 class StrengthSection:
     file: str | None = option(None, "per-pair preference strength from `align rm strength` (JSONL: id, mean, std)")
     flip_fraction: float = option(0.0, "swap chosen/rejected for this lowest fraction by mean strength")
-    soften_fraction: float = option(0.0, "label-smooth the next-lowest fraction (ambiguous pairs)")
-    soften_alpha: float = option(0.3, "label smoothing used on softened pairs")
+    soften_fraction: float = option(0.0, "give the next-lowest fraction (ambiguous pairs) soft labels: the configured "
+                                         "loss, its margin and centering kept (see reward_models/losses.py)")
+    soften_alpha: float = option(0.3, "soft label α of softened pairs: (1 - α)·L(Δ) + α·L(-Δ)")
     adaptive_margin: bool = option(False, "use the ensemble's mean reward difference as each pair's margin")
 
     def check(self) -> list[str]:
@@ -141,12 +142,11 @@ def accuracy_report(pairs: list[Any], rc: torch.Tensor, rr: torch.Tensor) -> dic
 class RMTrainer(MetricsMixin, Trainer):
     """`transformers.Trainer` on packed pairs with a loss from `RM_LOSSES` and held-out pair accuracy."""
 
-    def __init__(self, *args: Any, loss: RMLossSection, soft_alpha: bool, eval_pairs: list[Any],
+    def __init__(self, *args: Any, loss: RMLossSection, eval_pairs: list[Any],
                  pad_id: int, row_tokens: int, metrics_path: Path | None, layout: str = "segments",
                  **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.loss_cfg = loss
-        self.soft_alpha = soft_alpha
         self.eval_pairs = eval_pairs
         self.pad_id = pad_id
         self.row_tokens = row_tokens
@@ -158,13 +158,10 @@ class RMTrainer(MetricsMixin, Trainer):
         rewards = model(**inputs)[:, 0]  # (2B,) last-token rewards: chosen first, then rejected
         rc, rr = rewards[:B], rewards[B:]
         margins = inputs.get("margins")  # set per pair by `select_margins` (absent when no pair has one)
-        out = compute_rm_loss(self.loss_cfg.name, self.loss_cfg.params, rc, rr, margins)
-        losses = out.losses
-        if self.soft_alpha and "soft_alpha" in inputs:  # ambiguous pairs get soft labels (Secrets of RLHF II)
-            alpha = inputs["soft_alpha"]
-            soft = label_smoothed_loss(rc, rr, margins, label_smoothing=alpha).losses  # type: ignore[arg-type]
-            losses = torch.where(alpha > 0, soft, losses)
-        loss = losses.mean()
+        # ambiguous pairs carry soft labels from `strength.soften_fraction` (absent without a strength file)
+        out = compute_rm_loss(self.loss_cfg.name, self.loss_cfg.params, rc, rr, margins,
+                              label_smoothing=inputs.get("soft_alpha"))
+        loss = out.losses.mean()
         self.stash({"accuracy": out.accuracies.mean().item(), "margin": out.margins.mean().item(),
                     "reward_mean": out.reward_mean.item(), "reward_std": out.reward_std.item(),
                     "tokens": float(inputs["real_tokens"])})
@@ -291,7 +288,7 @@ def run(cfg: RMTrainConfig, resume: bool = False) -> dict[str, Any]:
     args = training_arguments(cfg.train, str(run.checkpoints))
     trainer = RMTrainer(model=PackedForward(model, "rewards"), args=args, train_dataset=PairDataset(train_pairs),
                         data_collator=PackCollator(pad_id, cfg.train.row_tokens, extra, cfg.train.attention),
-                        loss=cfg.loss, soft_alpha=bool(extra), eval_pairs=eval_pairs, pad_id=pad_id,
+                        loss=cfg.loss, eval_pairs=eval_pairs, pad_id=pad_id,
                         row_tokens=cfg.train.row_tokens, metrics_path=run.metrics_path, layout=cfg.train.attention)
     trained = run.train(trainer, cfg.train, evaluates=bool(eval_pairs))
     if not trainer.is_world_process_zero():
