@@ -1,4 +1,4 @@
-"""Preference-optimization losses (align/losses.py): hand-worked values, properties, TRL parity, errors.
+"""Preference-optimization losses (align/losses/pairwise.py): hand-worked values, properties, TRL parity, errors.
 
 The shared batch `LOGPS` has B = 2 pairs with small round numbers (float64):
 

@@ -1,4 +1,4 @@
-"""Preference-optimization losses: pure functions over per-sequence log-probs, chosen through `LOSSES`.
+"""Pairwise preference losses: pure functions over per-sequence log-probs, chosen through `LOSSES`.
 
 Every loss has the same shape of call, `fn(logps: PairLogps, *, <params>) -> LossOutput`, so the
 trainer never branches on the loss name:
