@@ -176,7 +176,7 @@ def _default_suite_pairs() -> list[Any]:
 def cmd_run(args: argparse.Namespace) -> int:
     from leaderboards.benchmarks import BENCHMARKS
     from leaderboards.records import summarize
-    from leaderboards.runner import run_benchmark
+    from leaderboards.runner import BenchSettings, run_benchmark
     from prefalign.errors import UserError
     from reward_models.scorers import SCORERS, load_scorer
 
@@ -196,9 +196,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     pairs = _default_suite_pairs if bench.name == "suite" and args.data is None else None
     scorer = load_scorer(name, **options)
-    record = run_benchmark(bench.name, scorer, args.data, limit=args.limit, allow_partial=args.allow_partial,
-                           pairs=pairs, records_dir=args.records, use_cache=not args.no_cache,
-                           model_name=args.name)
+    settings = BenchSettings(data=args.data, limit=args.limit, allow_partial=args.allow_partial,
+                             records_dir=args.records, use_cache=not args.no_cache, model_name=args.name)
+    record = run_benchmark(bench.name, scorer, settings, pairs=pairs)
     print(summarize(record))
     return 0
 
