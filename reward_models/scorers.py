@@ -44,7 +44,7 @@ from typing import Any, Literal
 
 from prefalign.config import build, option
 from prefalign.errors import UserError
-from prefalign.models.hub import is_adapter, load_model, pad_token_id, weights_fingerprint
+from prefalign.models.hub import is_adapter, load_model, pad_token_id, resolve, weights_fingerprint
 from prefalign.registry import Table
 from preference_data.records import Conversation
 
@@ -250,8 +250,6 @@ class ScalarScorer(_BatchedModel):
     name = "scalar"
 
     def __init__(self, opts: ScalarOptions) -> None:
-        from prefalign.models.hub import resolve
-
         from .checkpoint import STATS_FILE, load_rm
 
         device = _device(opts.device)
@@ -301,7 +299,7 @@ class ImplicitScorer(_BatchedModel):
     name = "implicit"
 
     def __init__(self, opts: ImplicitOptions) -> None:
-        from prefalign.models.hub import load_tokenizer, resolve
+        from prefalign.models.hub import load_tokenizer
 
         device = _device(opts.device)
         opts = _resolve_dtype(opts, device, self.name)
@@ -572,6 +570,52 @@ SCORERS: Table[ScorerEntry] = Table("scorer", {
 }, columns=("kind", "summary", "needs"))
 
 
+def default_scorer(model: str | None, reference: str | None) -> str:
+    """The scorer kind for a model when none is named (`align bench run` without --scorer).
+
+    scalar: a reward model (a saved `reward_stats.json`, a config whose architecture ends with
+    ForSequenceClassification, or a peft adapter of task type SEQ_CLS); implicit: a peft adapter of a causal LM
+    (its base is the reference), or any model when --reference is given.
+    """
+    import json
+
+    if model is None:
+        raise UserError("--model is required (or --scorer grader, which needs no model)")
+    path = Path(resolve(model))
+    what = "a hub id"
+    if path.is_dir():
+        if (path / "reward_stats.json").exists():
+            return "scalar"
+        if is_adapter(path):
+            task = json.loads((path / "adapter_config.json").read_text(encoding="utf-8")).get("task_type")
+            return "scalar" if task == "SEQ_CLS" else "implicit"
+        archs = json.loads((path / "config.json").read_text(encoding="utf-8")).get("architectures") or []
+        if any(a.endswith("ForSequenceClassification") for a in archs):
+            return "scalar"
+        what = f"a model with architectures {archs or 'unknown'}"
+    else:
+        archs = _hub_architectures(str(path))
+        if any(a.endswith("ForSequenceClassification") for a in archs):
+            return "scalar"
+    if reference is not None:
+        return "implicit"
+    raise UserError(
+        f"cannot tell how to score {model} ({what}: no score head, not a peft adapter, no --reference). Choose:\n"
+        f"  --scorer implicit --reference REF   DPO implicit reward against REF (the model {model} was trained from)\n"
+        "  --scorer implicit --option reference_free=true --option normalization=mean   SimPO-style, no reference\n"
+        "  --scorer judge                       ask the model which of two responses is better (pairwise)\n"
+        "  --scorer scalar                      only for a sequence-classification reward model")
+
+
+def _hub_architectures(ref: str) -> list[str]:
+    try:
+        from transformers import AutoConfig
+
+        return list(getattr(AutoConfig.from_pretrained(ref), "architectures", None) or [])
+    except (OSError, ValueError):
+        return []
+
+
 def load_scorer(spec: str | dict[str, Any], **options: Any) -> Scorer:
     """Build a scorer: `load_scorer("scalar", model=...)` or `load_scorer({"type": "scalar", "model": ...})`.
 
@@ -593,6 +637,6 @@ def load_scorer(spec: str | dict[str, Any], **options: Any) -> Scorer:
     return entry.load(opts)
 
 
-__all__ = ["SCORERS", "ScorerEntry", "load_scorer", "ModelOptions", "ScalarOptions", "ImplicitOptions",
-           "JudgeOptions", "GraderOptions", "ScalarScorer", "ImplicitScorer", "JudgeScorer", "GraderScorer",
-           "JUDGE_TEMPLATE", "JUDGE_ANSWERS", "judge_message"]
+__all__ = ["SCORERS", "ScorerEntry", "load_scorer", "default_scorer", "ModelOptions", "ScalarOptions",
+           "ImplicitOptions", "JudgeOptions", "GraderOptions", "ScalarScorer", "ImplicitScorer", "JudgeScorer",
+           "GraderScorer", "JUDGE_TEMPLATE", "JUDGE_ANSWERS", "judge_message"]

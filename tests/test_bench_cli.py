@@ -151,7 +151,7 @@ def test_bad_input_exits_2_with_a_message(tmp_path: Path, rm_dir: str, capsys, a
 
 
 def test_default_scorer_follows_the_model_files(tmp_path: Path, rm_dir: str, tiny_model_ref: str) -> None:
-    from align.cli.bench import default_scorer
+    from reward_models.scorers import default_scorer
     from prefalign.errors import UserError
 
     def adapter(name: str, task: str) -> str:

@@ -89,56 +89,6 @@ def _check_data(data: str) -> None:
                     f"({', '.join(SUFFIXES)}) or a hub id like org/name")
 
 
-def default_scorer(model: str | None, reference: str | None) -> str:
-    """The scorer for a model when --scorer is not given.
-
-    scalar: a reward model (a saved `reward_stats.json`, a config whose architecture ends with
-    ForSequenceClassification, or a peft adapter of task type SEQ_CLS); implicit: a peft adapter of a causal LM
-    (its base is the reference), or any model when --reference is given.
-    """
-    import json
-
-    from prefalign.errors import UserError
-    from prefalign.models.hub import resolve
-
-    if model is None:
-        raise UserError("--model is required (or --scorer grader, which needs no model)")
-    path = Path(resolve(model))
-    what = "a hub id"
-    if path.is_dir():
-        if (path / "reward_stats.json").exists():
-            return "scalar"
-        adapter, config = path / "adapter_config.json", path / "config.json"
-        if adapter.exists() and not config.exists():
-            task = json.loads(adapter.read_text(encoding="utf-8")).get("task_type")
-            return "scalar" if task == "SEQ_CLS" else "implicit"
-        archs = json.loads(config.read_text(encoding="utf-8")).get("architectures") or []
-        if any(a.endswith("ForSequenceClassification") for a in archs):
-            return "scalar"
-        what = f"a model with architectures {archs or 'unknown'}"
-    else:
-        archs = _hub_architectures(str(path))
-        if any(a.endswith("ForSequenceClassification") for a in archs):
-            return "scalar"
-    if reference is not None:
-        return "implicit"
-    raise UserError(
-        f"cannot tell how to score {model} ({what}: no score head, not a peft adapter, no --reference). Choose:\n"
-        f"  --scorer implicit --reference REF   DPO implicit reward against REF (the model {model} was trained from)\n"
-        "  --scorer implicit --option reference_free=true --option normalization=mean   SimPO-style, no reference\n"
-        "  --scorer judge                       ask the model which of two responses is better (pairwise)\n"
-        "  --scorer scalar                      only for a sequence-classification reward model")
-
-
-def _hub_architectures(ref: str) -> list[str]:
-    try:
-        from transformers import AutoConfig
-
-        return list(getattr(AutoConfig.from_pretrained(ref), "architectures", None) or [])
-    except (OSError, ValueError):
-        return []
-
-
 def _scorer_options(name: str, args: argparse.Namespace) -> dict[str, Any]:
     """Scorer options from the flags and --option KEY=VALUE; a flag the scorer does not take is an error."""
     import dataclasses
@@ -178,7 +128,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from leaderboards.records import summarize
     from leaderboards.runner import BenchSettings, run_benchmark
     from prefalign.errors import UserError
-    from reward_models.scorers import SCORERS, load_scorer
+    from reward_models.scorers import SCORERS, default_scorer, load_scorer
 
     bench = BENCHMARKS[args.bench]  # unknown names: UserError with did-you-mean, before anything loads
     if args.data is not None:
