@@ -33,6 +33,7 @@ from typing import Any
 
 import torch
 
+from prefalign.models.batch import Layout
 from prefalign.models.hub import cache_dir, file_lock, load_causal_lm, weights_fingerprint
 from preference_data.packing import pack_pairs
 
@@ -94,8 +95,8 @@ def _write(path: Path, chosen: torch.Tensor, rejected: torch.Tensor, parts: dict
 
 @torch.no_grad()
 def pair_logps(model: torch.nn.Module, pairs: Sequence[Any], pad_id: int, batch_size: int, row_tokens: int,
-               autocast: bool, device: torch.device | str = "cpu",
-               desc: str | None = None, layout: str = "segments") -> tuple[torch.Tensor, torch.Tensor]:
+               autocast: bool, layout: Layout, device: torch.device | str = "cpu",
+               desc: str | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Summed response log-probs of chosen (B,) and rejected (B,) for tokenized pairs, in order, in fp32."""
     from tqdm.auto import tqdm
 
@@ -119,8 +120,7 @@ def pair_logps(model: torch.nn.Module, pairs: Sequence[Any], pad_id: int, batch_
 
 
 def frozen_logps(role: str, model_ref: str, sets: dict[str, Sequence[Any]], *, precision: str, weights_dtype: str,
-                 max_length: int, length_policy: str, pad_id: int, row_tokens: int, batch_size: int,
-                 layout: str = "segments",
+                 max_length: int, length_policy: str, pad_id: int, row_tokens: int, batch_size: int, layout: Layout,
                  device: torch.device | str = "cpu", model: torch.nn.Module | None = None) -> dict[str, Any]:
     """Compute (or read from the cache) `role`'s log-probs for each named pair set and attach them as columns.
 

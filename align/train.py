@@ -385,7 +385,7 @@ def setup(cfg: TrainConfig, resume: bool = False) -> Setup:
     # trainer
     trainer = PreferenceTrainer(
         model=PackedForward(model, "logps"), args=args, train_dataset=PairDataset(train_pairs),
-        data_collator=PackCollator(pad_id, cfg.train.row_tokens, extra, cfg.train.attention), loss=cfg.loss,
+        data_collator=PackCollator(pad_id, cfg.train.row_tokens, cfg.train.attention, extra), loss=cfg.loss,
         ref_mode=ref_mode, use_previous=spec.needs_previous_iterate, eval_pairs=eval_pairs,
         alert_drop=cfg.alerts.chosen_logp_drop, metrics_path=run.metrics_path)
     if run.resume_from is not None and run.metrics_path.exists():  # the alert compares with the first logged step

@@ -3,7 +3,7 @@
 A pair becomes one segment `prompt + chosen + rejected`. Position ids restart at len(prompt) for the
 rejected part, and rejected tokens see the prompt and themselves but never the chosen tokens, so every
 token sees exactly what it would see in its own sequence `prompt + response` (tests check the log-probs
-match separate encoding). Two layouts (`LAYOUTS`) say how that visibility reaches the model:
+match separate encoding). Two layouts (`prefalign.models.batch.LAYOUTS`) say how that visibility reaches the model:
 
   "segments"  all segments back to back in ONE row, no padding at all, no mask; `segments` lists
               (offset, P, n1, n2) per segment and `prefalign.models.attention` attends each segment on its
@@ -36,7 +36,7 @@ from typing import Any
 import torch
 from torch.utils.data import Dataset
 
-from prefalign.models.batch import PACKED_FIELDS, PackedBatch
+from prefalign.models.batch import LAYOUTS, PACKED_FIELDS, Layout, PackedBatch
 
 
 def _segments_fit(lengths: Sequence[int], row_tokens: int) -> list[list[int]]:
@@ -60,11 +60,8 @@ def _segments_fit(lengths: Sequence[int], row_tokens: int) -> list[list[int]]:
     return rows
 
 
-LAYOUTS = ("segments", "mask")
-
-
 def pack(prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[Sequence[int]]], pad_id: int,
-         row_tokens: int = 2048, layout: str = "segments") -> PackedBatch:
+         row_tokens: int, layout: Layout) -> PackedBatch:
     """Pack B prompts, each with K responses (K = 2 for pairs: chosen, rejected; K = 1 for single sequences).
 
     Sequence numbering: response k of prompt i is sequence k*B + i (all chosen first, then all rejected).
@@ -127,14 +124,14 @@ def pack(prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[Sequence
                        real_tokens=sum(seg_len), segments=None if use_mask else segments)
 
 
-def pack_pairs(pairs: Sequence, pad_id: int, row_tokens: int = 2048, layout: str = "segments") -> PackedBatch:
+def pack_pairs(pairs: Sequence, pad_id: int, row_tokens: int, layout: Layout) -> PackedBatch:
     """Pack tokenized pairs (objects with prompt_ids, chosen_ids, rejected_ids)."""
     return pack([p.prompt_ids for p in pairs], [(p.chosen_ids, p.rejected_ids) for p in pairs], pad_id, row_tokens,
                 layout)
 
 
 def pack_single(prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[int]], pad_id: int,
-                row_tokens: int = 2048, layout: str = "segments") -> PackedBatch:
+                row_tokens: int, layout: Layout) -> PackedBatch:
     """Pack (prompt, response) sequences, e.g. for scoring."""
     return pack(prompts, [(r,) for r in responses], pad_id, row_tokens, layout)
 
@@ -165,7 +162,7 @@ class PairDataset(Dataset):
 class PackCollator:
     """Packs a list of tokenized pairs into one `PackedBatch`, returned as a dict of tensors plus extras."""
 
-    def __init__(self, pad_id: int, row_tokens: int, extra: Sequence[str] = (), layout: str = "segments") -> None:
+    def __init__(self, pad_id: int, row_tokens: int, layout: Layout, extra: Sequence[str] = ()) -> None:
         self.pad_id = pad_id
         self.row_tokens = row_tokens
         self.layout = layout

@@ -23,6 +23,7 @@ from transformers import Trainer
 
 from prefalign.config import option
 from prefalign.errors import UserError
+from prefalign.models.batch import Layout
 from prefalign.models.hub import DEFAULT_MODEL
 from prefalign.training.config import HeldOutSection, LoraSection, TrainSection
 from prefalign.training.metrics import MetricsMixin
@@ -99,7 +100,7 @@ GROUP_KEYS = ("source", "family", "corruption")
 
 @torch.no_grad()
 def pair_rewards(model: torch.nn.Module, pairs: list[Any], pad_id: int, batch_size: int, row_tokens: int,
-                 autocast: bool, layout: str = "segments") -> tuple[torch.Tensor, torch.Tensor]:
+                 autocast: bool, layout: Layout) -> tuple[torch.Tensor, torch.Tensor]:
     """Rewards (B,) of chosen and rejected for tokenized pairs, in order."""
     from prefalign.models.forward import last_token_rewards
     from preference_data.packing import pack_pairs
@@ -143,8 +144,7 @@ class RMTrainer(MetricsMixin, Trainer):
     """`transformers.Trainer` on packed pairs with a loss from `RM_LOSSES` and held-out pair accuracy."""
 
     def __init__(self, *args: Any, loss: RMLossSection, eval_pairs: list[Any],
-                 pad_id: int, row_tokens: int, metrics_path: Path | None, layout: str = "segments",
-                 **kwargs: Any) -> None:
+                 pad_id: int, row_tokens: int, layout: Layout, metrics_path: Path | None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.loss_cfg = loss
         self.eval_pairs = eval_pairs
@@ -287,7 +287,7 @@ def run(cfg: RMTrainConfig, resume: bool = False) -> dict[str, Any]:
     extra = ("soft_alpha",) if cfg.strength.file else ()
     args = training_arguments(cfg.train, str(run.checkpoints))
     trainer = RMTrainer(model=PackedForward(model, "rewards"), args=args, train_dataset=PairDataset(train_pairs),
-                        data_collator=PackCollator(pad_id, cfg.train.row_tokens, extra, cfg.train.attention),
+                        data_collator=PackCollator(pad_id, cfg.train.row_tokens, cfg.train.attention, extra),
                         loss=cfg.loss, eval_pairs=eval_pairs, pad_id=pad_id,
                         row_tokens=cfg.train.row_tokens, metrics_path=run.metrics_path, layout=cfg.train.attention)
     trained = run.train(trainer, cfg.train, evaluates=bool(eval_pairs))

@@ -59,6 +59,9 @@ Item = tuple[list[int], list[int]]  # (prompt ids (P,), response ids (T,)) of on
 # Options: one dataclass per scorer kind
 # ---------------------------------------------------------------------------------------------------------
 
+BATCH_TOKENS = 8192  # default token budget of one scoring forward pass (`ModelOptions.batch_tokens`, the CLIs)
+
+
 @dataclass
 class ModelOptions:
     """Options shared by the scorers that run a model."""
@@ -69,7 +72,7 @@ class ModelOptions:
         "auto", "weights and activations; auto: bfloat16 where the device runs it natively (CUDA with bf16, CPUs with "
                 "AVX-512 BF16 or AMX: about 4x faster and half the memory), float32 otherwise. Records hold the "
                 "resolved dtype")
-    batch_tokens: int = option(8192, "token budget of one forward pass (prompt + response tokens of its items)")
+    batch_tokens: int = option(BATCH_TOKENS, "token budget of one forward pass (prompt + response tokens of its items)")
     max_length: int | None = option(None, "longest prompt + response in tokens (default: the model's "
                                           "max_position_embeddings); longer prompts are cut from the left")
     device: str = option("auto", "torch device; 'auto' is the first CUDA GPU when one is visible, else the CPU")
@@ -637,6 +640,6 @@ def load_scorer(spec: str | dict[str, Any], **options: Any) -> Scorer:
     return entry.load(opts)
 
 
-__all__ = ["SCORERS", "ScorerEntry", "load_scorer", "default_scorer", "ModelOptions", "ScalarOptions",
+__all__ = ["SCORERS", "ScorerEntry", "load_scorer", "default_scorer", "BATCH_TOKENS", "ModelOptions", "ScalarOptions",
            "ImplicitOptions", "JudgeOptions", "GraderOptions", "ScalarScorer", "ImplicitScorer", "JudgeScorer",
            "GraderScorer", "JUDGE_TEMPLATE", "JUDGE_ANSWERS", "judge_message"]

@@ -132,7 +132,7 @@ def test_first_batch_loss_matches_trl_reward_trainer(tiny_rm, smollm2_tokenizer,
     batch = next(iter(trainer.get_train_dataloader()))
     with torch.no_grad():
         trl_loss = trainer.compute_loss(tiny_rm, batch).item()
-        r = last_token_rewards(tiny_rm, pack_pairs(pairs, 2, 512))[:, 0]
+        r = last_token_rewards(tiny_rm, pack_pairs(pairs, 2, 512, "segments"))[:, 0]
         ours = compute_rm_loss("bradley_terry", {"center_rewards_coefficient": 0.01}, r[:4], r[4:]).losses.mean()
     assert abs(ours.item() - trl_loss) < 1e-4
 
@@ -156,7 +156,7 @@ def test_train_save_reload_scores_identically(tmp_path, method):
     pairs, _ = tokenize_pairs(suite_like_pairs(16), tok, 128, "drop", response_end="template")
     byid = {p.id: p for p in pairs}
     sample = [byid[i] for i in report["sample_rewards"]["ids"]]
-    rc, rr = pair_rewards(model, sample, tok.pad_token_id, 4, 512, autocast=False)
+    rc, rr = pair_rewards(model, sample, tok.pad_token_id, 4, 512, autocast=False, layout="segments")
     assert torch.allclose(rc, torch.tensor(report["sample_rewards"]["chosen"]), atol=1e-5)
     assert torch.allclose(rr, torch.tensor(report["sample_rewards"]["rejected"]), atol=1e-5)
     # the saved directory is a plain transformers sequence-classification model

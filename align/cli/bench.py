@@ -41,7 +41,7 @@ def register(sub: argparse._SubParsersAction, add: Callable[..., argparse.Argume
 
     # the tables are plain data (no torch): listing their names keeps help and table in step
     from leaderboards.benchmarks import BENCHMARKS
-    from reward_models.scorers import SCORERS
+    from reward_models.scorers import BATCH_TOKENS, SCORERS
 
     scorers = "\n".join(f"  {r['name']:<9} {r['kind']:<10} {r['summary']}" for r in SCORERS.rows())
     p = add(bsub, "run", cmd_run, "score a model on a benchmark and write its record", RUN_EXAMPLES + "\n" + scorers)
@@ -61,7 +61,7 @@ def register(sub: argparse._SubParsersAction, add: Callable[..., argparse.Argume
     p.add_argument("--dtype", default=None, choices=["auto", "bfloat16", "float32"],
                    help="model dtype (default auto: bfloat16 where the device runs it natively, else float32)")
     p.add_argument("--batch-tokens", type=int, default=None,
-                   help="token budget of one forward pass (default 8192)")
+                   help=f"token budget of one forward pass (default {BATCH_TOKENS})")
     p.add_argument("--option", dest="options", action="append", default=[], metavar="KEY=VALUE",
                    help="any other scorer option, e.g. normalize=true, beta=0.05, max_length=2048 (repeatable; a wrong "
                         "key lists the scorer's options)")

@@ -1,12 +1,20 @@
 """The packed batch: built by stage 1 (`preference_data.packing`, which documents the layouts and
-shapes), run by the packed forward (`prefalign.models.forward`)."""
+shapes), run by the packed forward (`prefalign.models.forward`). Importing it does not import torch, so
+configs can name the layouts."""
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal, get_args
 
-import torch
+if TYPE_CHECKING:
+    import torch
+
+Layout = Literal["segments", "mask"]
+"""How prefix-shared pairs reach attention: one unpadded row attended segment by segment, or rows of
+`row_tokens` with a dense block mask (`preference_data.packing`)."""
+LAYOUTS: tuple[str, ...] = get_args(Layout)
 
 
 @dataclass
@@ -32,6 +40,8 @@ class PackedBatch:
 
     def to(self, device: torch.device | str) -> PackedBatch:
         """The batch with every tensor on `device`."""
+        import torch
+
         return dataclasses.replace(self, **{f.name: getattr(self, f.name).to(device) for f in dataclasses.fields(self)
                                             if isinstance(getattr(self, f.name), torch.Tensor)})
 

@@ -7,6 +7,10 @@ from dataclasses import dataclass
 from typing import Literal
 
 from prefalign.config import option
+from prefalign.models.batch import Layout
+
+LengthPolicy = Literal["drop", "truncate_prompt_left", "raise"]
+"""What tokenization does with a pair longer than `max_length` (`preference_data.tokenize.LENGTH_POLICIES`)."""
 
 
 @dataclass
@@ -48,9 +52,9 @@ class TrainSection:
                                          "does), so the policy, its adapters-disabled reference and the reward "
                                          "are deterministic; LoRA dropout (lora.dropout) is kept")
     max_length: int = option(1024, "token budget for prompt + the longer response")
-    length_policy: Literal["drop", "truncate_prompt_left", "raise"] = option(
+    length_policy: LengthPolicy = option(
         "drop", "what to do with pairs longer than max_length (always counted in the report)")
-    attention: Literal["segments", "mask"] = option(
+    attention: Layout = option(
         "segments", "how prefix-shared packed pairs are attended: segments = each pair attended on its own in one "
                     "unpadded row (fastest; needs a model using transformers' attention interface, as Llama, "
                     "Qwen, Mistral, Gemma do); mask = rows of row_tokens with a dense block mask (any model)")
