@@ -153,8 +153,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from prefalign.cpu import tune_allocator
     from prefalign.errors import UserError
-    from prefalign.training.cpu import tune_allocator
 
     tune_allocator()
     parser = build_parser()

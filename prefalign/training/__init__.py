@@ -6,5 +6,5 @@ integrations and DDP / FSDP / DeepSpeed through `accelerate launch` or `torchrun
     config.py    the config sections every training recipe shares (train, lora, held-out eval)
     trainer.py   LoRA set-up, precision, dropout, TrainingArguments, compiled layers, resume, eval-every
     metrics.py   metric averaging between logging steps, metrics.jsonl and PNG plots
-    cpu.py       process-level CPU settings (the allocator)
+    recipe.py    the skeleton every training recipe shares: run directory, train, plots, report
 """

@@ -104,7 +104,7 @@ def set_threads(train: TrainSection) -> None:
     """Process settings for a training run: torch threads and (on Linux/glibc) the allocator."""
     if train.num_threads > 0:
         torch.set_num_threads(train.num_threads)
-    from prefalign.training.cpu import tune_allocator
+    from prefalign.cpu import tune_allocator
 
     tune_allocator()
 
