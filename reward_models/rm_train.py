@@ -288,8 +288,8 @@ def run(cfg: RMTrainConfig, resume: bool = False) -> dict[str, Any]:
     args = training_arguments(cfg.train, str(run.checkpoints))
     trainer = RMTrainer(model=PackedForward(model, "rewards"), args=args, train_dataset=PairDataset(train_pairs),
                         data_collator=PackCollator(pad_id, cfg.train.row_tokens, cfg.train.attention, extra),
-                        loss=cfg.loss, eval_pairs=eval_pairs, pad_id=pad_id,
-                        row_tokens=cfg.train.row_tokens, metrics_path=run.metrics_path, layout=cfg.train.attention)
+                        loss=cfg.loss, eval_pairs=eval_pairs, pad_id=pad_id, row_tokens=cfg.train.row_tokens,
+                        layout=cfg.train.attention, metrics_path=run.metrics_path)
     trained = run.train(trainer, cfg.train, evaluates=bool(eval_pairs))
     if not trainer.is_world_process_zero():
         return {}
@@ -307,7 +307,7 @@ def run(cfg: RMTrainConfig, resume: bool = False) -> dict[str, Any]:
     allr = torch.cat([rc, rr])
     sample_rewards = {"ids": [p.id for p in sample[:4]], "chosen": rc[:4].tolist(), "rejected": rr[:4].tolist()}
     stats = RewardStats(mean=allr.mean().item(), std=allr.std(correction=0).item(), n=len(allr), num_labels=1,
-                         computed_on=f"{len(sample)} training pairs of {cfg.data.source}")
+                        computed_on=f"{len(sample)} training pairs of {cfg.data.source}")
     card = {"base model": cfg.model, "method": cfg.train.method, "loss": cfg.loss.name,
             "training data": f"{cfg.data.source} ({len(train_pairs)} pairs)", "precision": run.precision}
     if eval_report:
