@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from preference_data.errors import UserError
+from prefalign.errors import UserError
 from preference_data.records import PromptOnly
 
 
@@ -171,11 +171,10 @@ def evaluate_policy(model: str, baseline: str | None, prompts_source: str = "sui
                     settings: PolicyEvalSettings | None = None,
                     baseline_cache: str | None = None) -> dict[str, Any]:
     """Generate with `model` (and `baseline`), grade, compare; write report.json and generations.jsonl."""
-    from preference_data.hub import load_tokenizer
+    from prefalign.models.hub import load_tokenizer
+    from prefalign.models.precision import decide_dtype
 
     from .generate import generate, load_policy
-
-    from prefalign.models.precision import decide_dtype
 
     s = settings or PolicyEvalSettings()
     s = PolicyEvalSettings(**{**s.__dict__, "dtype": decide_dtype(s.dtype, knob="--dtype").value})  # records hold it

@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from preference_data.errors import UserError
+from prefalign.errors import UserError
 from preference_data.records import Conversation
 
 
@@ -22,8 +22,8 @@ def load_policy(ref: str, dtype: str = "auto") -> Any:
     `dtype: auto` is bfloat16 where the device runs it natively, else float32; the choice is printed."""
     from pathlib import Path
 
+    from prefalign.models.hub import base_of_adapter, load_causal_lm, resolve, torch_dtype
     from prefalign.models.precision import announce, decide_dtype
-    from preference_data.hub import base_of_adapter, load_causal_lm, resolve, torch_dtype
 
     decision = decide_dtype(dtype, knob="--dtype")
     announce(f"generation with {ref}", decision)

@@ -14,15 +14,14 @@ and prefix-shared exactly like training batches. Results are cached on disk:
     <PREFALIGN_CACHE or ~/.cache/prefalign>/logps/<key>.safetensors    tensors "chosen", "rejected" (B,)
 
 `key` hashes everything the numbers depend on (`cache_parts`): the token ids of every pair in order,
-the model reference with a fingerprint of its weights files (name, size, mtime; the snapshot path,
-which holds the commit, for hub models in the local hub cache), the precision and weight dtype, and
-the length settings. A rerun, a `--resume`, or another data-parallel rank reuses the file; a file lock
-makes concurrent ranks compute it once.
+the model reference with the fingerprint of its files (`prefalign.models.hub.weights_fingerprint`: name,
+size and mtime of each weights and config file; for hub models, of their snapshot in the local hub cache),
+the precision and weight dtype, and the length settings. A rerun, a `--resume`, or another data-parallel
+rank reuses the file; a file lock makes concurrent ranks compute it once.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import gc
 import hashlib
 import json
@@ -34,11 +33,11 @@ from typing import Any
 
 import torch
 
-from preference_data.hub import cache_dir, file_lock, load_causal_lm, resolve
-from preference_data.packing import PackedBatch, pack_pairs
+from prefalign.models.batch import Layout
+from prefalign.models.hub import cache_dir, file_lock, load_causal_lm, weights_fingerprint
+from preference_data.packing import pack_pairs
 
 CACHE_VERSION = 1  # bump when the meaning of a cached number changes
-WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
 COLUMNS = {"reference": "ref", "previous": "prev"}  # role -> column prefix in pair attributes / batches
 
 
@@ -49,33 +48,6 @@ def columns(role: str) -> tuple[str, str]:
 
 
 # --- cache keys --------------------------------------------------------------------------------------
-
-def weights_fingerprint(model_ref: str) -> str:
-    """What identifies a model's weights without reading them: each weights file's name, size and mtime.
-
-    Hub ids use their snapshot in the local hub cache (its path holds the commit hash); a hub model not
-    cached yet is identified by its id alone. A LoRA adapter directory includes its base's fingerprint.
-    """
-    path = Path(resolve(model_ref))
-    if not path.exists():
-        try:
-            from huggingface_hub import snapshot_download
-
-            path = Path(snapshot_download(str(path), local_files_only=True))
-        except Exception:  # not in the local hub cache (yet): only the id identifies it
-            return f"hub:{model_ref}"
-    files = []
-    for f in sorted(path.iterdir()):
-        if f.suffix in WEIGHT_SUFFIXES:
-            st = f.stat()
-            files.append([f.name, st.st_size, st.st_mtime_ns])
-    out = {"path": str(path), "files": files}
-    adapter = path / "adapter_config.json"
-    if adapter.exists():
-        base = json.loads(adapter.read_text(encoding="utf-8")).get("base_model_name_or_path")
-        out["base"] = weights_fingerprint(base) if base else None
-    return json.dumps(out, sort_keys=True)
-
 
 def data_fingerprint(pairs: Sequence[Any]) -> str:
     """sha256 of the token ids of every pair, in order (prompt, chosen, rejected)."""
@@ -121,20 +93,14 @@ def _write(path: Path, chosen: torch.Tensor, rejected: torch.Tensor, parts: dict
 
 # --- the computation ---------------------------------------------------------------------------------
 
-def _to(batch: PackedBatch, device: torch.device) -> PackedBatch:
-    return dataclasses.replace(batch, **{f.name: getattr(batch, f.name).to(device)
-                                         for f in dataclasses.fields(batch)
-                                         if isinstance(getattr(batch, f.name), torch.Tensor)})
-
-
 @torch.no_grad()
 def pair_logps(model: torch.nn.Module, pairs: Sequence[Any], pad_id: int, batch_size: int, row_tokens: int,
-               autocast: bool, device: torch.device | str = "cpu",
-               desc: str | None = None, layout: str = "segments") -> tuple[torch.Tensor, torch.Tensor]:
+               autocast: bool, layout: Layout, device: torch.device | str = "cpu",
+               desc: str | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Summed response log-probs of chosen (B,) and rejected (B,) for tokenized pairs, in order, in fp32."""
     from tqdm.auto import tqdm
 
-    from reward_models.forward import sequence_logps
+    from prefalign.models.forward import sequence_logps
 
     device = torch.device(device)
     was_training = model.training
@@ -144,7 +110,7 @@ def pair_logps(model: torch.nn.Module, pairs: Sequence[Any], pad_id: int, batch_
     with torch.autocast(device.type, dtype=torch.bfloat16, enabled=autocast):
         for s in tqdm(starts, desc=desc, disable=desc is None or os.environ.get("CI") == "true", leave=False):
             chunk = pairs[s:s + batch_size]
-            logps = sequence_logps(model, _to(pack_pairs(chunk, pad_id, row_tokens, layout), device)).float()  # (2b,)
+            logps = sequence_logps(model, pack_pairs(chunk, pad_id, row_tokens, layout).to(device)).float()  # (2b,)
             chosen.append(logps[:len(chunk)].cpu())
             rejected.append(logps[len(chunk):].cpu())
     model.train(was_training)
@@ -154,8 +120,7 @@ def pair_logps(model: torch.nn.Module, pairs: Sequence[Any], pad_id: int, batch_
 
 
 def frozen_logps(role: str, model_ref: str, sets: dict[str, Sequence[Any]], *, precision: str, weights_dtype: str,
-                 max_length: int, length_policy: str, pad_id: int, row_tokens: int, batch_size: int,
-                 layout: str = "segments",
+                 max_length: int, length_policy: str, pad_id: int, row_tokens: int, batch_size: int, layout: Layout,
                  device: torch.device | str = "cpu", model: torch.nn.Module | None = None) -> dict[str, Any]:
     """Compute (or read from the cache) `role`'s log-probs for each named pair set and attach them as columns.
 

@@ -33,19 +33,22 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 import torch
+from transformers import Trainer
 
-from preference_data.config import dump_yaml, option
-from preference_data.errors import UserError
-from preference_data.hub import DEFAULT_MODEL
+from prefalign.config import option
+from prefalign.errors import UserError
+from prefalign.models.hub import DEFAULT_MODEL
+from prefalign.training.config import HeldOutSection as EvalSection
+from prefalign.training.config import LoraSection, TrainSection
+from prefalign.training.metrics import MetricsMixin
+from prefalign.training.recipe import RecipeRun
 from preference_data.sources import DataConfig
-from reward_models.training import HeldOutSection as EvalSection
-from reward_models.training import LoraSection, TrainSection
+from reward_models.rm_train import GROUP_KEYS, accuracy_report
 
 from .losses import LOSSES, LossOutput, PairLogps, check_loss_config, compute_loss
 from .reference import columns
@@ -166,114 +169,109 @@ def batch_diagnostics(logps: PairLogps, out: LossOutput) -> dict[str, float]:
     return d
 
 
-def _make_trainer_class():
-    from transformers import Trainer
+class PreferenceTrainer(MetricsMixin, Trainer):
+    """`transformers.Trainer` on packed pairs with a loss from `LOSSES`, frozen log-probs from the batch (or the
+    adapters-disabled base) and held-out implicit-reward accuracy."""
 
-    from reward_models.rm_train import accuracy_report
-    from reward_models.training import MetricsMixin
+    def __init__(self, *args: Any, loss: LossSection, ref_mode: str, use_previous: bool, eval_pairs: list[Any],
+                 alert_drop: float, metrics_path: Path | None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.loss_cfg = loss
+        self.ref_mode = ref_mode
+        self.use_previous = use_previous
+        self.eval_pairs = eval_pairs
+        self.alert_drop = alert_drop
+        self.alerts: list[str] = []
+        self.first_chosen_logp: float | None = None
+        self.last_eval_report: dict[str, Any] = {}
+        self._init_metrics(metrics_path)
 
-    class PreferenceTrainer(MetricsMixin, Trainer):
-        def __init__(self, *args: Any, loss: LossSection, ref_mode: str, use_previous: bool, eval_pairs: list[Any],
-                     alert_drop: float, metrics_path: Path | None, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
-            self.loss_cfg = loss
-            self.ref_mode = ref_mode
-            self.use_previous = use_previous
-            self.eval_pairs = eval_pairs
-            self.alert_drop = alert_drop
-            self.alerts: list[str] = []
-            self.first_chosen_logp: float | None = None
-            self.last_eval_report: dict[str, Any] = {}
-            self._init_metrics(metrics_path)
+    def pair_logps(self, model: torch.nn.Module, inputs: dict[str, Any]) -> PairLogps:
+        """Policy log-probs from `model` (the wrapped PackedForward) plus the frozen ones for this batch."""
+        B = int(inputs["num_pairs"])
+        logps = model(**inputs)                        # (2B,) summed response log-probs: chosen, then rejected
+        lengths = inputs["lengths"]                    # (2B,) response tokens
+        ref_c = ref_r = prev_c = prev_r = None
+        if self.ref_mode == "adapters_disabled":
+            # the same batch through the same wrapper with the LoRA adapters off: the base is π_ref
+            with torch.no_grad(), self.model.model.disable_adapter():
+                ref = self.model(**inputs).detach()    # (2B,)
+            ref_c, ref_r = ref[:B], ref[B:]
+        elif self.ref_mode == "precomputed":
+            c, r = columns("reference")
+            ref_c, ref_r = inputs[c], inputs[r]
+        if self.use_previous:
+            c, r = columns("previous")
+            prev_c, prev_r = inputs[c], inputs[r]
+        return PairLogps(logps[:B], logps[B:], ref_c, ref_r, lengths[:B], lengths[B:], prev_c, prev_r)
 
-        def pair_logps(self, model: torch.nn.Module, inputs: dict[str, Any]) -> PairLogps:
-            """Policy log-probs from `model` (the wrapped PackedForward) plus the frozen ones for this batch."""
-            B = int(inputs["num_pairs"])
-            logps = model(**inputs)                        # (2B,) summed response log-probs: chosen, then rejected
-            lengths = inputs["lengths"]                    # (2B,) response tokens
-            ref_c = ref_r = prev_c = prev_r = None
-            if self.ref_mode == "adapters_disabled":
-                # the same batch through the same wrapper with the LoRA adapters off: the base is π_ref
-                with torch.no_grad(), self.model.model.disable_adapter():
-                    ref = self.model(**inputs).detach()    # (2B,)
-                ref_c, ref_r = ref[:B], ref[B:]
-            elif self.ref_mode == "precomputed":
-                c, r = columns("reference")
-                ref_c, ref_r = inputs[c], inputs[r]
-            if self.use_previous:
-                c, r = columns("previous")
-                prev_c, prev_r = inputs[c], inputs[r]
-            return PairLogps(logps[:B], logps[B:], ref_c, ref_r, lengths[:B], lengths[B:], prev_c, prev_r)
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        logps = self.pair_logps(model, inputs)
+        out = compute_loss(self.loss_cfg.name, self.loss_cfg.params, logps)
+        loss = out.losses.mean()
+        self.stash(batch_diagnostics(logps, out))
+        return (loss, {"chosen_rewards": out.chosen_rewards}) if return_outputs else loss
 
-        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-            logps = self.pair_logps(model, inputs)
-            out = compute_loss(self.loss_cfg.name, self.loss_cfg.params, logps)
-            loss = out.losses.mean()
-            self.stash(batch_diagnostics(logps, out))
-            return (loss, {"chosen_rewards": out.chosen_rewards}) if return_outputs else loss
+    def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+        super().log(logs, start_time)  # MetricsMixin adds the averaged batch metrics to `logs`
+        now = logs.get("logps/chosen_per_token")
+        if now is None:
+            return
+        if self.first_chosen_logp is None:
+            self.first_chosen_logp = now
+        elif (self.alert_drop > 0 and not self.alerts and self.first_chosen_logp - now > self.alert_drop):
+            msg = (f"step {self.state.global_step}: the mean chosen log-prob per token fell "
+                   f"{self.first_chosen_logp - now:.3f} nats below its first logged value "
+                   f"({self.first_chosen_logp:.3f} -> {now:.3f}; alerts.chosen_logp_drop={self.alert_drop}). "
+                   "The policy is making the preferred responses less likely; consider a lower train.lr, a "
+                   "larger beta, or loss.params.sft_weight > 0")
+            self.alerts.append(msg)
+            if self.is_world_process_zero():
+                print(f"ALERT: {msg}", flush=True)
 
-        def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
-            super().log(logs, start_time)  # MetricsMixin adds the averaged batch metrics to `logs`
-            now = logs.get("logps/chosen_per_token")
-            if now is None:
-                return
-            if self.first_chosen_logp is None:
-                self.first_chosen_logp = now
-            elif (self.alert_drop > 0 and not self.alerts and self.first_chosen_logp - now > self.alert_drop):
-                msg = (f"step {self.state.global_step}: the mean chosen log-prob per token fell "
-                       f"{self.first_chosen_logp - now:.3f} nats below its first logged value "
-                       f"({self.first_chosen_logp:.3f} -> {now:.3f}; alerts.chosen_logp_drop={self.alert_drop}). "
-                       "The policy is making the preferred responses less likely; consider a lower train.lr, a "
-                       "larger beta, or loss.params.sft_weight > 0")
-                self.alerts.append(msg)
-                if self.is_world_process_zero():
-                    print(f"ALERT: {msg}", flush=True)
+    @torch.no_grad()
+    def evaluate(self, eval_dataset=None, ignore_keys=None, metric_key_prefix="eval"):
+        if not self.eval_pairs:
+            return {}
+        model = self.model
+        was_training = model.training
+        model.eval()
+        rc, rr, losses = [], [], []
+        bs = self.args.per_device_eval_batch_size
+        with self.accelerator.autocast():
+            for s in range(0, len(self.eval_pairs), bs):
+                inputs = self._prepare_inputs(self.data_collator(self.eval_pairs[s:s + bs]))
+                out = compute_loss(self.loss_cfg.name, self.loss_cfg.params, self.pair_logps(model, inputs))
+                rc.append(out.chosen_rewards.float().cpu())
+                rr.append(out.rejected_rewards.float().cpu())
+                losses.append(out.losses.float().cpu())
+        model.train(was_training)
+        rep = accuracy_report(self.eval_pairs, torch.cat(rc), torch.cat(rr))
+        rep["loss"] = torch.cat(losses).mean().item()
+        pre = metric_key_prefix  # eval_rewards/* share plots with the training curves
+        metrics = {f"{pre}_loss": rep["loss"], f"{pre}_rewards/accuracies": rep["accuracy"],
+                   f"{pre}_rewards/margins": rep["margin"]}
+        self.log(metrics)
+        self.last_eval_report = rep
+        return metrics
 
-        @torch.no_grad()
-        def evaluate(self, eval_dataset=None, ignore_keys=None, metric_key_prefix="eval"):
-            if not self.eval_pairs:
-                return {}
-            model = self.model
-            was_training = model.training
-            model.eval()
-            rc, rr, losses = [], [], []
-            bs = self.args.per_device_eval_batch_size
-            with self.accelerator.autocast():
-                for s in range(0, len(self.eval_pairs), bs):
-                    inputs = self._prepare_inputs(self.data_collator(self.eval_pairs[s:s + bs]))
-                    out = compute_loss(self.loss_cfg.name, self.loss_cfg.params, self.pair_logps(model, inputs))
-                    rc.append(out.chosen_rewards.float().cpu())
-                    rr.append(out.rejected_rewards.float().cpu())
-                    losses.append(out.losses.float().cpu())
-            model.train(was_training)
-            rep = accuracy_report(self.eval_pairs, torch.cat(rc), torch.cat(rr))
-            rep["loss"] = torch.cat(losses).mean().item()
-            pre = metric_key_prefix  # eval_rewards/* share plots with the training curves
-            metrics = {f"{pre}_loss": rep["loss"], f"{pre}_rewards/accuracies": rep["accuracy"],
-                       f"{pre}_rewards/margins": rep["margin"]}
-            self.log(metrics)
-            self.last_eval_report = rep
-            return metrics
+    # Checkpoints hold what `save_pretrained` writes for the inner model (a peft adapter, or the full
+    # model with tied weights handled), not the wrapper's raw state dict.
+    def _save(self, output_dir: str | None = None, state_dict: dict | None = None) -> None:
+        output_dir = output_dir or self.args.output_dir
+        inner = self.accelerator.unwrap_model(self.model).model
+        if state_dict is not None:  # FSDP / DeepSpeed gather the wrapper's state dict: drop its prefix
+            state_dict = {k.removeprefix("model."): v for k, v in state_dict.items()}
+        if self.args.should_save:
+            os.makedirs(output_dir, exist_ok=True)
+        inner.save_pretrained(output_dir, state_dict=state_dict, is_main_process=self.args.should_save)
+        if self.args.should_save:
+            torch.save(self.args, os.path.join(output_dir, "training_args.bin"))
 
-        # Checkpoints hold what `save_pretrained` writes for the inner model (a peft adapter, or the full
-        # model with tied weights handled), not the wrapper's raw state dict.
-        def _save(self, output_dir: str | None = None, state_dict: dict | None = None) -> None:
-            output_dir = output_dir or self.args.output_dir
-            inner = self.accelerator.unwrap_model(self.model).model
-            if state_dict is not None:  # FSDP / DeepSpeed gather the wrapper's state dict: drop its prefix
-                state_dict = {k.removeprefix("model."): v for k, v in state_dict.items()}
-            if self.args.should_save:
-                os.makedirs(output_dir, exist_ok=True)
-            inner.save_pretrained(output_dir, state_dict=state_dict, is_main_process=self.args.should_save)
-            if self.args.should_save:
-                torch.save(self.args, os.path.join(output_dir, "training_args.bin"))
-
-        def _load_from_checkpoint(self, resume_from_checkpoint: str, model: torch.nn.Module | None = None) -> None:
-            if self.is_fsdp_enabled or self.is_deepspeed_enabled:
-                return super()._load_from_checkpoint(resume_from_checkpoint, model)
-            load_inner_weights(self.model.model, Path(resume_from_checkpoint))
-
-    return PreferenceTrainer
+    def _load_from_checkpoint(self, resume_from_checkpoint: str, model: torch.nn.Module | None = None) -> None:
+        if self.is_fsdp_enabled or self.is_deepspeed_enabled:
+            return super()._load_from_checkpoint(resume_from_checkpoint, model)
+        load_inner_weights(self.model.model, Path(resume_from_checkpoint))
 
 
 def load_inner_weights(inner: torch.nn.Module, ckpt: Path) -> None:
@@ -313,36 +311,29 @@ def _initial_policy(ref: str | None, cfg: TrainConfig) -> bool:
 class Setup:
     """Everything `run` needs once the data, the policy, the frozen log-probs and the trainer are ready."""
 
-    trainer: Any                 # PreferenceTrainer around PackedForward(policy, "logps")
+    run: RecipeRun               # the run directory, resolved precision and resume point
+    trainer: PreferenceTrainer   # around PackedForward(policy, "logps")
     model: Any                   # the policy itself (a peft model under LoRA)
     tokenizer: Any
     train_pairs: list[Any]
     eval_pairs: list[Any]
-    resume_from: str | None      # checkpoint directory `--resume` continues from
     reports: dict[str, Any]      # data / tokenization / frozen log-prob reports
 
 
 def setup(cfg: TrainConfig, resume: bool = False) -> Setup:
     """Data, policy, frozen log-probs and trainer for `cfg` (everything before `trainer.train`)."""
-    from transformers import set_seed
-
-    from preference_data.hub import load_causal_lm, load_tokenizer
+    from prefalign.models.forward import PackedForward
+    from prefalign.models.hub import load_causal_lm, load_tokenizer, pad_token_id
+    from prefalign.training.recipe import start_run
+    from prefalign.training.trainer import apply_lora, base_dtype, compile_layers, disable_dropout, training_arguments
+    from preference_data.packing import PackCollator, PairDataset
     from preference_data.sources import load as load_source
     from preference_data.sources import load_pairs
     from preference_data.tokenize import tokenize_pairs
-    from reward_models.forward import PackedForward
-    from reward_models.training import (PackCollator, PairDataset, apply_lora, base_dtype, compile_layers,
-                                        disable_dropout, evaluate_every, resolve_precision, resume_point,
-                                        set_threads, training_arguments)
 
     from .reference import frozen_logps
 
-    precision = resolve_precision(cfg.train, "train")
-    set_threads(cfg.train)
-    set_seed(cfg.train.seed)
-    run_dir = Path(cfg.output_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    dump_yaml(cfg, run_dir / "config.yaml")
+    run = start_run(cfg, cfg.train, "train", resume)
     spec = LOSSES[cfg.loss.name]
     ref_mode = reference_mode(cfg)
 
@@ -361,11 +352,10 @@ def setup(cfg: TrainConfig, resume: bool = False) -> Setup:
         eval_pairs, erep = tokenize_pairs(load_source(ecfg).pairs, tokenizer, cfg.train.max_length,
                                           cfg.train.length_policy)
         eval_tok = erep.to_dict()
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    pad_id = pad_token_id(tokenizer)
 
     # policy
-    ckpt_dir = run_dir / "checkpoints"
-    args = training_arguments(cfg.train, str(ckpt_dir))  # sets up the device (and the process group under DDP)
+    args = training_arguments(cfg.train, str(run.checkpoints))  # sets up the device (and the process group under DDP)
     weights_dtype = base_dtype(cfg.train)
     model = load_causal_lm(cfg.model, dtype=weights_dtype)
     if cfg.train.disable_dropout:
@@ -393,42 +383,31 @@ def setup(cfg: TrainConfig, resume: bool = False) -> Setup:
     compile_layers(model, cfg.train)
 
     # trainer
-    metrics_path = run_dir / "metrics.jsonl"
-    if not resume and metrics_path.exists():
-        metrics_path.unlink()
-    trainer_cls = _make_trainer_class()
-    trainer = trainer_cls(model=PackedForward(model, "logps"), args=args, train_dataset=PairDataset(train_pairs),
-                          data_collator=PackCollator(pad_id, cfg.train.row_tokens, extra, cfg.train.attention),
-                          loss=cfg.loss, ref_mode=ref_mode, use_previous=spec.needs_previous_iterate,
-                          eval_pairs=eval_pairs, alert_drop=cfg.alerts.chosen_logp_drop, metrics_path=metrics_path)
-    if cfg.train.eval_every > 0 and eval_pairs:
-        evaluate_every(trainer, cfg.train.eval_every)
-    resume_from = resume_point(str(ckpt_dir), resume)
-    if resume_from is not None and metrics_path.exists():  # the alert compares with the run's first logged step
-        for line in metrics_path.read_text(encoding="utf-8").splitlines():
+    trainer = PreferenceTrainer(
+        model=PackedForward(model, "logps"), args=args, train_dataset=PairDataset(train_pairs),
+        data_collator=PackCollator(pad_id, cfg.train.row_tokens, cfg.train.attention, extra), loss=cfg.loss,
+        ref_mode=ref_mode, use_previous=spec.needs_previous_iterate, eval_pairs=eval_pairs,
+        alert_drop=cfg.alerts.chosen_logp_drop, metrics_path=run.metrics_path)
+    if run.resume_from is not None and run.metrics_path.exists():  # the alert compares with the first logged step
+        for line in run.metrics_path.read_text(encoding="utf-8").splitlines():
             row = json.loads(line) if line.strip() else {}
             if "logps/chosen_per_token" in row:
                 trainer.first_chosen_logp = row["logps/chosen_per_token"]
                 break
-    reports = {"precision": precision, "data": data_report.to_dict(), "tokenization": tok_report.to_dict(), "eval_tokenization": eval_tok,
+    reports = {"data": data_report.to_dict(), "tokenization": tok_report.to_dict(), "eval_tokenization": eval_tok,
                "reference": {"mode": ref_mode, "model": (cfg.reference.model or cfg.model) if ref_mode != "none"
                              else None, **frozen_reports.get("reference", {})},
                "previous": frozen_reports.get("previous")}
-    return Setup(trainer, model, tokenizer, train_pairs, eval_pairs, resume_from, reports)
+    return Setup(run, trainer, model, tokenizer, train_pairs, eval_pairs, reports)
 
 
 def run(cfg: TrainConfig, resume: bool = False) -> dict[str, Any]:
     """Train, evaluate and save a policy as `cfg` says; return the report (also written to report.json)."""
-    from reward_models.training import plot_metrics
-
-    t0 = time.time()
     s = setup(cfg, resume)
-    trainer, model, tokenizer, run_dir = s.trainer, s.model, s.tokenizer, Path(cfg.output_dir)
+    trainer, model, tokenizer, run_dir = s.trainer, s.model, s.tokenizer, s.run.dir
 
     # train
-    t_train = time.time()
-    result = trainer.train(resume_from_checkpoint=s.resume_from)
-    train_seconds = time.time() - t_train
+    trained = s.run.train(trainer, cfg.train, evaluates=bool(s.eval_pairs))
     if not trainer.is_world_process_zero():
         return {}
 
@@ -457,27 +436,19 @@ def run(cfg: TrainConfig, resume: bool = False) -> dict[str, Any]:
         model.save_pretrained(str(run_dir / "model"))
         tokenizer.save_pretrained(str(run_dir / "model"))
         saved["policy_dir"] = str(run_dir / "model")
-    plots = plot_metrics(run_dir / "metrics.jsonl", run_dir / "plots", PLOT_KEYS)
 
     # report
-    pairs_seen = result.global_step * cfg.train.batch_size * cfg.train.grad_accum * trainer.args.world_size
-    report = {
-        **saved, "base_model": cfg.model, "method": cfg.train.method, "precision": s.reports["precision"],
+    return s.run.finish({
+        **saved, "base_model": cfg.model, "method": cfg.train.method, "precision": s.run.precision,
         "loss": {"name": cfg.loss.name, "params": LOSSES[cfg.loss.name].defaults | dict(cfg.loss.params)},
         "reference": s.reports["reference"], "previous": s.reports["previous"],
-        "train_pairs": len(s.train_pairs), "steps": result.global_step, "train_loss": result.training_loss,
-        "train_seconds": round(train_seconds, 1), "pairs_per_second": round(pairs_seen / max(train_seconds, 1e-9), 3),
+        "train_pairs": len(s.train_pairs), **trained.to_dict(),
         "eval": eval_report, "alerts": trainer.alerts, "data": s.reports["data"],
         "tokenization": s.reports["tokenization"], "eval_tokenization": s.reports["eval_tokenization"],
-        "plots": [str(p) for p in plots], "seconds": round(time.time() - t0, 1),
-    }
-    (run_dir / "report.json").write_text(json.dumps(report, indent=2, default=str), encoding="utf-8")
-    return report
+    }, PLOT_KEYS)
 
 
 def summary_lines(report: dict[str, Any]) -> list[str]:
-    from reward_models.rm_train import GROUP_KEYS
-
     ev = report.get("eval") or {}
     ref = report.get("reference") or {}
     lines = [f"trained a {report['method']} policy with loss '{report['loss']['name']}' on {report['train_pairs']} "

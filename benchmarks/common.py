@@ -49,7 +49,7 @@ def bf16_matmul_peak(n: int = 2048, reps: int = 20) -> float:
 def model_dims(model_ref: str) -> dict[str, int]:
     from transformers import AutoConfig
 
-    from preference_data.hub import resolve
+    from prefalign.models.hub import resolve
 
     c = AutoConfig.from_pretrained(resolve(model_ref))
     h, L, inter, V = c.hidden_size, c.num_hidden_layers, c.intermediate_size, c.vocab_size

@@ -33,7 +33,7 @@ def side_trl(steps: int, setting: str, lora: bool, out: str) -> dict:
     from trl import DPOConfig, DPOTrainer
 
     from benchmarks.common import first_pairs, trl_rows
-    from preference_data.hub import load_causal_lm, load_tokenizer
+    from prefalign.models.hub import load_causal_lm, load_tokenizer
 
     tok = load_tokenizer(MODEL)
     # TRL's fastest CPU setting: bf16 weights and autocast, no gradient checkpointing
@@ -57,12 +57,12 @@ def side_trl(steps: int, setting: str, lora: bool, out: str) -> dict:
 
 
 def side_ours(steps: int, lora: bool, out: str) -> dict:
+    from align.train import TrainConfig, run
     from benchmarks.common import HH_HELPFUL, first_pairs, model_dims, train_matmul_flops
-    from preference_data.config import build
-    from preference_data.hub import load_tokenizer
+    from prefalign.config import build
+    from prefalign.models.hub import load_tokenizer
     from preference_data.packing import padded_tokens
     from preference_data.tokenize import tokenize_pairs
-    from align.train import TrainConfig, run
 
     cfg = build(TrainConfig, {
         "model": MODEL, "output_dir": out, "save_merged": False,

@@ -34,7 +34,7 @@ def side_trl(steps: int, setting: str, lora: bool, out: str) -> dict:
     from trl import RewardConfig, RewardTrainer
 
     from benchmarks.common import first_pairs, trl_rows
-    from preference_data.hub import load_seq_cls, load_tokenizer
+    from prefalign.models.hub import load_seq_cls, load_tokenizer
 
     bf16 = setting.startswith("bf16")
     tok = load_tokenizer(MODEL)
@@ -61,8 +61,8 @@ def side_trl(steps: int, setting: str, lora: bool, out: str) -> dict:
 
 def side_ours(steps: int, lora: bool, attention: str, out: str) -> dict:
     from benchmarks.common import HH_HELPFUL, first_pairs, model_dims, train_matmul_flops
-    from preference_data.config import build
-    from preference_data.hub import load_tokenizer
+    from prefalign.config import build
+    from prefalign.models.hub import load_tokenizer
     from preference_data.packing import padded_tokens
     from preference_data.tokenize import tokenize_pairs
     from reward_models.rm_train import RMTrainConfig, run

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from preference_data.registry import Table
+from prefalign.registry import Table
 from reward_models.base import ScorerKind
 
 from . import rules

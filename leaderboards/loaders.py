@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from preference_data.errors import UserError
+from prefalign.errors import UserError
 from preference_data.records import Conversation, Message, PreferencePair, conversation
 from preference_data.report import DataReport
 
@@ -138,7 +138,7 @@ def _where(source: str, report: DataReport, row_no: int) -> str:
 
 
 def _unknown(r: _Row, name: str, value: str, allowed: tuple[str, ...] | list[str]) -> None:
-    from preference_data.errors import did_you_mean
+    from prefalign.errors import did_you_mean
 
     r.bad(f"field '{name}' has unknown value {value!r}{did_you_mean(value, list(allowed))}; "
           f"allowed: {', '.join(allowed)}. Use the official file unchanged, or drop rows of other subsets")

@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from preference_data.errors import UserError
+from prefalign.errors import UserError
 
 SCHEMA = 1
 DEFAULT_RECORDS_DIR = Path("leaderboards") / "records"

@@ -13,7 +13,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from preference_data.errors import UserError
+from prefalign.errors import UserError
 
 from .records import DEFAULT_RECORDS_DIR, Record, fmt_score, load_records
 

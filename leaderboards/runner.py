@@ -1,8 +1,8 @@
 """Run a benchmark with any scorer and write its record.
 
-    record = run_benchmark("rewardbench", scorer)                       # the hub dataset
-    record = run_benchmark("rm-bench", scorer, "total_dataset.json")   # a local copy, same format
-    record = run_benchmark("suite", scorer, pairs=build_pairs)          # pairs built in memory
+    record = run_benchmark("rewardbench", scorer)                                    # the hub dataset
+    record = run_benchmark("rm-bench", scorer, BenchSettings(data="total_dataset.json"))  # a local copy
+    record = run_benchmark("suite", scorer, pairs=build_pairs)                       # pairs built in memory
 
 The scorer is called by its kind (reward_models/base.py): pointwise `score(prompts, responses)`, pairwise
 `compare(prompts, a, b)` in both orders for every response pair the benchmark asks about, reference
@@ -23,10 +23,11 @@ import json
 import math
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from preference_data.errors import UserError
+from prefalign.errors import UserError
 from preference_data.records import Conversation, PreferencePair
 from reward_models.base import Scorer
 
@@ -44,57 +45,85 @@ MAX_LISTED = 20  # problem lines shown in an error or kept in a record
 
 def default_cache_dir() -> Path:
     """`<prefalign cache>/bench-scores` (PREFALIGN_CACHE, default ~/.cache/prefalign)."""
-    from preference_data.hub import cache_dir
+    from prefalign.models.hub import cache_dir
 
     return cache_dir() / "bench-scores"
 
 
-def run_benchmark(bench_name: str, scorer: Scorer, data_path: str | Path | None = None, limit: int | None = None,
-                  allow_partial: bool = False, cache_dir: str | Path | None = None, progress: bool = True, *,
-                  pairs: list[PreferencePair] | Callable[[], list[PreferencePair]] | None = None,
-                  split: str | None = None, tie_policy: TiePolicy | None = None, batch_size: int = 32,
-                  records_dir: str | Path | None = None, save: bool = True, use_cache: bool = True,
-                  model_name: str | None = None) -> Record:
-    """Score `scorer` on a benchmark and return (and by default save) its record.
+@dataclass
+class BenchSettings:
+    """How `run_benchmark` runs a benchmark (which benchmark, and the scorer, are its arguments)."""
+
+    data: str | Path | None = None
+    """A local file in the official format (JSON, JSONL, parquet) or a hub id; default: the benchmark's hub
+    dataset."""
+    split: str | None = None
+    """The hub split (default: the benchmark's); files have none."""
+    limit: int | None = None
+    """Score only the first `limit` valid examples (recorded in the record's settings)."""
+    allow_partial: bool = False
+    """Skip invalid rows and examples with NaN scores and write a record marked partial; without it either
+    raises `UserError` and writes no record."""
+    tie_policy: TiePolicy | None = None
+    """"wrong" or "half" for a chosen/rejected tie; default by scorer kind (`DEFAULT_TIE_POLICY`). RewardBench 2
+    and JudgeBench fix their own tie handling and ignore it."""
+    batch_size: int = 32
+    """Inputs per scorer call."""
+    use_cache: bool = True
+    """Reuse (and store) per-input scores cached under `cache_dir`."""
+    cache_dir: str | Path | None = None
+    """Where per-input scores are cached (default `default_cache_dir()`)."""
+    save: bool = True
+    """Write the record to `records_dir`."""
+    records_dir: str | Path | None = None
+    """Where the record is written (default `leaderboards/records/`)."""
+    model_name: str | None = None
+    """The leaderboard row; default `scorer.describe()["model"]`, else `scorer.name`."""
+    progress: bool = True
+    """Show a progress bar."""
+
+    def check(self) -> list[str]:
+        problems = []
+        if self.tie_policy is not None and self.tie_policy not in TIE_CREDIT:
+            problems.append(f"tie_policy '{self.tie_policy}' is unknown; use one of {', '.join(TIE_CREDIT)}")
+        if self.limit is not None and self.limit < 1:
+            problems.append(f"limit must be a positive number of examples, got {self.limit}")
+        if self.batch_size < 1:
+            problems.append(f"batch_size must be at least 1, got {self.batch_size}")
+        return problems
+
+
+def run_benchmark(bench_name: str, scorer: Scorer, settings: BenchSettings | None = None, *,
+                  pairs: list[PreferencePair] | Callable[[], list[PreferencePair]] | None = None) -> Record:
+    """Score `scorer` on a benchmark and return (and, unless `settings.save` is off, save) its record.
 
     bench_name: a `BENCHMARKS` entry (rewardbench, rewardbench2, rm-bench, judgebench, pairs, suite).
-    data_path: a local file in the official format (JSON, JSONL, parquet) or a hub id; default: the
-        benchmark's hub dataset. `split` picks the hub split (default: the benchmark's).
+    settings: the data, selection, tie policy, batching, cache and record settings (`BenchSettings`).
     pairs: for `pairs` / `suite`, preference pairs (or a callable returning them) instead of a file.
-    limit: score only the first `limit` valid examples (recorded in the settings).
-    allow_partial: skip invalid rows and examples with NaN scores and write a record marked partial;
-        without it either raises `UserError` and writes no record.
-    tie_policy: "wrong" or "half" for a chosen/rejected tie; default by scorer kind (`DEFAULT_TIE_POLICY`).
-        RewardBench 2 and JudgeBench fix their own tie handling and ignore it.
-    cache_dir / use_cache: where per-input scores are cached (default `default_cache_dir()`).
-    records_dir / save: where the record is written (default `leaderboards/records/`).
-    model_name: the leaderboard row; default `scorer.describe()["model"]`, else `scorer.name`.
     """
+    s = settings or BenchSettings()
     bench = BENCHMARKS[bench_name]
     kind = _check_scorer(bench, scorer)
-    tie = tie_policy or DEFAULT_TIE_POLICY[kind]
-    if tie not in TIE_CREDIT:
-        raise UserError(f"tie_policy '{tie}' is unknown; use one of {', '.join(TIE_CREDIT)}")
-    if limit is not None and limit < 1:
-        raise UserError(f"limit must be a positive number of examples, got {limit}")
-    if batch_size < 1:
-        raise UserError(f"batch_size must be at least 1, got {batch_size}")
+    problems = s.check()
+    if problems:
+        raise UserError("; ".join(problems))
+    tie = s.tie_policy or DEFAULT_TIE_POLICY[kind]
 
-    parsed, source, split = _load(bench, data_path, split, pairs)
+    parsed, source, split = _load(bench, s.data, s.split, pairs)
     examples, problems = parsed.examples, list(parsed.problems)
     if kind == "reference":
         missing = [ex for ex in examples if ex.reference is None]
         problems += [f"{ex.row}: no reference answer (attributes.reference); a reference scorer needs one, so add "
                      "it to the data or use a pointwise scorer" for ex in missing]
         examples = [ex for ex in examples if ex.reference is not None]
-    if problems and not allow_partial:
+    if problems and not s.allow_partial:
         raise UserError(_problem_message(f"{source}: {len(problems)} problem(s) in the data; nothing was scored",
-                                         problems, "correct those rows, or pass allow_partial=True to skip them "
+                                         problems, "correct those rows, or set allow_partial=True to skip them "
                                          "(the record is then marked partial)"))
     data_hash = _hash([_example_key(ex) for ex in examples])
     invalid_rows = parsed.rows_read - len(examples)
-    if limit is not None:
-        examples = examples[:limit]
+    if s.limit is not None:
+        examples = examples[:s.limit]
     if not examples:
         raise UserError(f"{source}: no valid examples to score")
 
@@ -106,15 +135,15 @@ def run_benchmark(bench_name: str, scorer: Scorer, data_path: str | Path | None 
             unique.setdefault(key, item)
 
     cache_path = None
-    if use_cache:
+    if s.use_cache:
         ident = {"kind": kind, "name": getattr(scorer, "name", ""), "settings": _describe(scorer)}
-        cache_path = (Path(cache_dir) if cache_dir is not None else default_cache_dir()) / (
+        cache_path = (Path(s.cache_dir) if s.cache_dir is not None else default_cache_dir()) / (
             f"{bench.name}-{_hash(ident)[:16]}-{data_hash[:16]}.json")
     cache = _read_cache(cache_path)
     values = {k: cache[k] for k in unique if k in cache}
     todo = [k for k in unique if k not in values]
     try:
-        _score(scorer, kind, todo, unique, values, batch_size, progress, f"{bench.name}: {type(scorer).__name__}")
+        _score(scorer, kind, todo, unique, values, s.batch_size, s.progress, f"{bench.name}: {type(scorer).__name__}")
     finally:
         if cache_path is not None and todo:
             cache.update({k: v for k, v in values.items() if math.isfinite(v)})
@@ -130,11 +159,11 @@ def run_benchmark(bench_name: str, scorer: Scorer, data_path: str | Path | None 
     nan_items = sum(1 for k in unique if math.isnan(values[k]))
     if failed:
         problems += [f"{ex.row}: NaN score for example {ex.id}" for ex in failed]
-        if not allow_partial:
+        if not s.allow_partial:
             raise UserError(_problem_message(
                 f"{len(failed)} of {len(examples)} examples got NaN scores ({nan_items} distinct inputs); "
                 "no record was written", [f"{ex.row}: example {ex.id}" for ex in failed],
-                "pass allow_partial=True to write a partial record without them"
+                "set allow_partial=True to write a partial record without them"
                 + ("; finite scores are cached, so a rerun only scores the failed inputs" if cache_path else "")))
     if not results:
         raise UserError(f"{source}: every example failed to score; no record was written")
@@ -142,18 +171,18 @@ def run_benchmark(bench_name: str, scorer: Scorer, data_path: str | Path | None 
     scores = bench.aggregate(results).to_dict()
     scores["headline_name"] = bench.headline
     record = Record(
-        benchmark=bench.name, version=bench.version, model=model_name or _model_name(scorer),
+        benchmark=bench.name, version=bench.version, model=s.model_name or _model_name(scorer),
         scores=scores,
         counts={"examples": len(results), "rows_read": parsed.rows_read, "invalid_rows": invalid_rows,
                 "failed_examples": len(failed), "items": sum(len(n) for n in needs), "unique_items": len(unique),
                 "scored_now": len(todo), "nan_items": nan_items},
         scorer={"kind": kind, "name": getattr(scorer, "name", ""), "settings": _describe(scorer)},
-        settings={"data": source, "split": split, "data_hash": data_hash, "limit": limit,
-                  "tie_policy": tie if bench.uses_tie_policy else None, "batch_size": batch_size},
+        settings={"data": source, "split": split, "data_hash": data_hash, "limit": s.limit,
+                  "tie_policy": tie if bench.uses_tie_policy else None, "batch_size": s.batch_size},
         versions=package_versions(), git=git_commit(), date=now(),
         partial=bool(problems), problems=problems[:MAX_LISTED])
-    if save:
-        record.save(records_dir)
+    if s.save:
+        record.save(s.records_dir)
     return record
 
 
@@ -181,12 +210,12 @@ def _load(bench: Benchmark, data_path: str | Path | None, split: str | None,
             raise UserError(f"benchmark '{bench.name}' reads its official data; `pairs` only works with the "
                             "pairs and suite benchmarks")
         if data_path is not None:
-            raise UserError("give either data_path or pairs, not both")
+            raise UserError("give either settings.data or pairs, not both")
         items = pairs() if callable(pairs) else pairs
         return examples_from_pairs(list(items), "pairs"), "pairs (in memory)", None
     source = str(data_path) if data_path is not None else bench.hub
     if source is None:
-        raise UserError(f"benchmark '{bench.name}' has no default data: pass data_path (a JSONL of "
+        raise UserError(f"benchmark '{bench.name}' has no default data: set settings.data (a JSONL of "
                         "PreferencePair.to_dict() rows, or TRL/HH-RLHF pairs) or pairs=<list or callable>")
     from preference_data.io import is_hub_id
 

@@ -12,7 +12,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .hub import load_tokenizer
+from prefalign.models.hub import load_tokenizer
+
 from .sources import DataConfig, load
 from .tokenize import tokenize_pairs
 

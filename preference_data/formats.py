@@ -22,9 +22,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import UserError
+from prefalign.errors import UserError
+from prefalign.registry import Table
+
 from .records import Message, PreferencePair, PromptOnly, RatedResponses
-from .registry import Table
 from .report import DataReport
 
 Rows = Iterator[tuple[int, dict[str, Any]]]

@@ -3,10 +3,10 @@
 A pair becomes one segment `prompt + chosen + rejected`. Position ids restart at len(prompt) for the
 rejected part, and rejected tokens see the prompt and themselves but never the chosen tokens, so every
 token sees exactly what it would see in its own sequence `prompt + response` (tests check the log-probs
-match separate encoding). Two layouts (`LAYOUTS`) say how that visibility reaches the model:
+match separate encoding). Two layouts (`prefalign.models.batch.LAYOUTS`) say how that visibility reaches the model:
 
   "segments"  all segments back to back in ONE row, no padding at all, no mask; `segments` lists
-              (offset, P, n1, n2) per segment and `reward_models.attention` attends each segment on its
+              (offset, P, n1, n2) per segment and `prefalign.models.attention` attends each segment on its
               own (the work is the sum of the segments' squares). The default.
   "mask"      segments packed into rows of at most `row_tokens` tokens (or the longest segment, if
               longer) by first-fit-decreasing, rows padded at the end to the longest row, and a 4D
@@ -31,31 +31,12 @@ and SFT; then S = B and `pairs` is False.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import Any
 
 import torch
+from torch.utils.data import Dataset
 
-
-@dataclass
-class PackedBatch:
-    input_ids: torch.Tensor
-    position_ids: torch.Tensor
-    attention_mask: torch.Tensor
-    target_row: torch.Tensor
-    target_pos: torch.Tensor
-    target_ids: torch.Tensor
-    target_seq: torch.Tensor
-    last_row: torch.Tensor
-    last_pos: torch.Tensor
-    lengths: torch.Tensor
-    num_sequences: int
-    pairs: bool
-    real_tokens: int
-    segments: torch.Tensor | None = None
-
-    @property
-    def num_pairs(self) -> int:
-        return self.num_sequences // 2 if self.pairs else self.num_sequences
+from prefalign.models.batch import LAYOUTS, PACKED_FIELDS, Layout, PackedBatch
 
 
 def _segments_fit(lengths: Sequence[int], row_tokens: int) -> list[list[int]]:
@@ -79,11 +60,8 @@ def _segments_fit(lengths: Sequence[int], row_tokens: int) -> list[list[int]]:
     return rows
 
 
-LAYOUTS = ("segments", "mask")
-
-
 def pack(prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[Sequence[int]]], pad_id: int,
-         row_tokens: int = 2048, layout: str = "segments") -> PackedBatch:
+         row_tokens: int, layout: Layout) -> PackedBatch:
     """Pack B prompts, each with K responses (K = 2 for pairs: chosen, rejected; K = 1 for single sequences).
 
     Sequence numbering: response k of prompt i is sequence k*B + i (all chosen first, then all rejected).
@@ -146,14 +124,14 @@ def pack(prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[Sequence
                        real_tokens=sum(seg_len), segments=None if use_mask else segments)
 
 
-def pack_pairs(pairs: Sequence, pad_id: int, row_tokens: int = 2048, layout: str = "segments") -> PackedBatch:
+def pack_pairs(pairs: Sequence, pad_id: int, row_tokens: int, layout: Layout) -> PackedBatch:
     """Pack tokenized pairs (objects with prompt_ids, chosen_ids, rejected_ids)."""
     return pack([p.prompt_ids for p in pairs], [(p.chosen_ids, p.rejected_ids) for p in pairs], pad_id, row_tokens,
                 layout)
 
 
 def pack_single(prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[int]], pad_id: int,
-                row_tokens: int = 2048, layout: str = "segments") -> PackedBatch:
+                row_tokens: int, layout: Layout) -> PackedBatch:
     """Pack (prompt, response) sequences, e.g. for scoring."""
     return pack(prompts, [(r,) for r in responses], pad_id, row_tokens, layout)
 
@@ -166,3 +144,39 @@ def padded_tokens(pairs: Sequence, batch_size: int) -> int:
         longest = max(len(p.prompt_ids) + max(len(p.chosen_ids), len(p.rejected_ids)) for p in chunk)
         total += 2 * len(chunk) * longest
     return total
+
+
+class PairDataset(Dataset):
+    """Tokenized pairs (objects with prompt_ids / chosen_ids / rejected_ids) for a DataLoader."""
+
+    def __init__(self, pairs: Sequence[Any]) -> None:
+        self.pairs = list(pairs)
+
+    def __len__(self) -> int:
+        return len(self.pairs)
+
+    def __getitem__(self, i: int) -> Any:
+        return self.pairs[i]
+
+
+class PackCollator:
+    """Packs a list of tokenized pairs into one `PackedBatch`, returned as a dict of tensors plus extras."""
+
+    def __init__(self, pad_id: int, row_tokens: int, layout: Layout, extra: Sequence[str] = ()) -> None:
+        self.pad_id = pad_id
+        self.row_tokens = row_tokens
+        self.layout = layout
+        self.extra = extra  # attribute names of per-pair float tensors to carry (e.g. reference log-probs)
+
+    def __call__(self, pairs: list[Any]) -> dict[str, Any]:
+        b = pack_pairs(pairs, self.pad_id, self.row_tokens, self.layout)
+        out: dict[str, Any] = {f: getattr(b, f) for f in PACKED_FIELDS}
+        out["num_pairs"] = torch.tensor(len(pairs))
+        out["num_sequences"] = torch.tensor(2 * len(pairs))
+        out["real_tokens"] = torch.tensor(b.real_tokens)
+        margins = [p.margin for p in pairs]
+        if any(m is not None for m in margins):
+            out["margins"] = torch.tensor([0.0 if m is None else float(m) for m in margins])
+        for name in self.extra:
+            out[name] = torch.tensor([float(p.attributes[name]) for p in pairs], dtype=torch.float32)
+        return out

@@ -20,8 +20,9 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from prefalign.registry import Table
+
 from .records import PreferencePair, RatedResponses, stable_id, text_of
-from .registry import Table
 from .report import DataReport
 
 

@@ -8,17 +8,18 @@ from the first readable row unless `format` is set. Rated data becomes pairs thr
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .config import option
-from .errors import UserError
+from prefalign.config import option
+from prefalign.errors import UserError
+from prefalign.registry import Table
+
 from .formats import FORMATS, Record, detect_format
 from .io import iter_rows
 from .pairing import PAIRING, build_pairs
 from .records import PreferencePair, PromptOnly, RatedResponses, text_of
-from .registry import Table
 from .report import DataReport
 from .splits import split_of
 
@@ -42,11 +43,11 @@ class DataConfig:
     def check(self) -> list[str]:
         problems = []
         if self.format != "auto" and self.format not in FORMATS:
-            from .errors import did_you_mean
+            from prefalign.errors import did_you_mean
             problems.append(f"format: unknown format '{self.format}'{did_you_mean(self.format, FORMATS.names())}; "
                             f"choose auto or one of {', '.join(FORMATS.names())}")
         if self.pairing not in PAIRING:
-            from .errors import did_you_mean
+            from prefalign.errors import did_you_mean
             problems.append(f"pairing: unknown pair builder '{self.pairing}'"
                             f"{did_you_mean(self.pairing, PAIRING.names())}; choose one of {', '.join(PAIRING.names())}")
         if len(self.split_fractions) != 3 or abs(sum(self.split_fractions) - 1) > 1e-6 or min(self.split_fractions) < 0:

@@ -52,13 +52,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .errors import UserError, did_you_mean
+from prefalign.errors import UserError, did_you_mean
+from prefalign.training.config import LengthPolicy
+
 from .records import Conversation, Message, PreferencePair
 
-LengthPolicy = Literal["drop", "truncate_prompt_left", "raise"]
 ResponseEnd = Literal["eos", "template"]  # where a response's ids end (module docstring, step 4)
 
-LENGTH_POLICIES: dict[str, str] = {
+LENGTH_POLICIES: dict[LengthPolicy, str] = {  # one line per `LengthPolicy` (prefalign.training.config)
     "drop": "remove pairs whose prompt + longest response exceeds max_length (counted as too_long)",
     "truncate_prompt_left": "remove prompt tokens from the left until the longer side fits (counted as "
                             "prompt_truncated); drop pairs whose longest response leaves no room for even one "

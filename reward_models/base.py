@@ -15,8 +15,6 @@ from __future__ import annotations
 
 from typing import Literal, Protocol, runtime_checkable
 
-from preference_data.records import Conversation
-
 ScorerKind = Literal["pointwise", "pairwise", "reference"]
 
 
@@ -28,17 +26,3 @@ class Scorer(Protocol):
     def describe(self) -> dict:
         """Settings that identify this scorer in a benchmark record (model, normalisation, dtype, ...)."""
         ...
-
-
-class PointwiseScorer(Scorer, Protocol):
-    def score(self, prompts: list[Conversation], responses: list[Conversation]) -> list[float]: ...
-
-
-class PairwiseScorer(Scorer, Protocol):
-    def compare(self, prompts: list[Conversation], responses_a: list[Conversation],
-                responses_b: list[Conversation]) -> list[float]: ...
-
-
-class ReferenceScorer(Scorer, Protocol):
-    def score_with_reference(self, prompts: list[Conversation], responses: list[Conversation],
-                             references: list[Conversation]) -> list[float]: ...

@@ -30,8 +30,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from preference_data.errors import UserError
-from preference_data.hub import base_of_adapter, load_seq_cls, load_tokenizer, resolve, torch_dtype
+from prefalign.errors import UserError
+from prefalign.models.hub import load_model, load_tokenizer, resolve
 
 STATS_FILE = "reward_stats.json"
 
@@ -149,14 +149,7 @@ def load_rm(ref: str, dtype: str = "bfloat16") -> tuple[Any, Any, RewardStats]:
     """(model in eval mode, tokenizer, stats) for a saved RM directory, a builtin, or a hub id."""
     path = resolve(ref)
     p = Path(path)
-    if (p / "adapter_config.json").exists() and not (p / "config.json").exists():
-        from peft import PeftModel
-
-        base = load_seq_cls(base_of_adapter(path), dtype=dtype)
-        model = PeftModel.from_pretrained(base, path, torch_dtype=torch_dtype(dtype))
-        model.eval()
-    else:
-        model = load_seq_cls(ref, dtype=dtype)
+    model = load_model(ref, dtype, merge=False, head="seq_cls")  # a peft adapter keeps its adapters
     if p.exists() and not (p / STATS_FILE).exists() and not (p / "config.json").exists():
         raise UserError(f"{p} is not a reward model directory (no config.json or adapter_config.json)")
     return model, load_tokenizer(ref if not (p / "tokenizer_config.json").exists() else path), read_stats(p)

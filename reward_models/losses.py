@@ -12,6 +12,10 @@ Conventions (reference/reward-models.md §1–2):
   `margin` column plus the fixed `margin` parameter (both 0 unless given). Every loss here uses the
   same Δ. The papers define margins only for plain BT; using them with label smoothing and focal
   weighting is this toolkit's choice ("Secrets of RLHF II" does combine soft labels with margins).
+- Every loss here is a function of Δ, L(Δ). Soft labels (per pair, `compute_rm_loss(label_smoothing=α)`)
+  say a pair is preferred the other way with probability α_i: its loss is (1 − α_i)·L(Δ_i) + α_i·L(−Δ_i),
+  margin included, whatever the loss (Secrets of RLHF II softens ambiguous pairs so; for BT this is
+  `label_smoothed` with a per-pair α).
 - Reward centering (Eisenstein et al. 2023, arXiv 2312.09244, Eq. 2) is the `center_rewards_coefficient`
   parameter every loss accepts; its per-example form η·(r_c + r_r)² is added to each pair's loss, so
   the batch mean is TRL's `loss + η·mean((r_c + r_r)²)` exactly.
@@ -22,17 +26,15 @@ Conventions (reference/reward-models.md §1–2):
 from __future__ import annotations
 
 import dataclasses
-import inspect
-import math
-from collections.abc import Callable, Mapping
-from typing import Any, NamedTuple
+from collections.abc import Mapping
+from typing import Any, ClassVar, NamedTuple
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from preference_data.errors import ConfigError, did_you_mean
-from preference_data.registry import Table
+from prefalign.errors import ConfigError, did_you_mean
+from prefalign.registry import NON_NEGATIVE, REAL, FunctionSpec, Interval, Table
 
 
 class RMLossOutput(NamedTuple):
@@ -122,41 +124,22 @@ def centering_penalty(r_chosen: Tensor, r_rejected: Tensor) -> Tensor:
 # The table
 # --------------------------------------------------------------------------------------------------
 
-COMMON_RM_PARAMS: dict[str, tuple[float, str]] = {
-    # name: (default, meaning); accepted by every RM loss, applied by `compute_rm_loss`.
-    "margin": (0.0, "fixed margin m added to every pair's (data) margin; Δ = r_c − r_r − m"),
-    "center_rewards_coefficient": (0.0, "η of reward centering, η·(r_c + r_r)² per pair (TRL suggests 0.01)"),
+COMMON_RM_PARAMS: dict[str, tuple[float, Interval, str]] = {
+    # name: (default, allowed range, meaning); accepted by every RM loss, applied by `compute_rm_loss`.
+    "margin": (0.0, REAL, "fixed margin m added to every pair's (data) margin; Δ = r_c − r_r − m"),
+    "center_rewards_coefficient": (0.0, NON_NEGATIVE,
+                                   "η of reward centering, η·(r_c + r_r)² per pair (TRL suggests 0.01)"),
 }
 
 
 @dataclasses.dataclass(frozen=True)
-class RMLossSpec:
+class RMLossSpec(FunctionSpec):
     """One entry of `RM_LOSSES`. `params` and `defaults` are read from `fn`'s keyword-only arguments
-    plus `COMMON_RM_PARAMS`; `bounds` gives each parameter's allowed range as (low, high), closed."""
+    plus `COMMON_RM_PARAMS`; `bounds` gives each parameter's allowed range."""
 
-    name: str
-    fn: Callable[..., RMLossOutput]
-    summary: str
-    bounds: Mapping[str, tuple[float, float]] = dataclasses.field(default_factory=dict)
+    kind: ClassVar[str] = "reward-model loss"
+    common: ClassVar[Mapping[str, tuple[Any, Interval, str]]] = COMMON_RM_PARAMS
 
-    @property
-    def params(self) -> tuple[str, ...]:
-        return tuple(self.defaults)
-
-    @property
-    def defaults(self) -> dict[str, Any]:
-        sig = inspect.signature(self.fn)
-        own = {p.name: p.default for p in sig.parameters.values() if p.kind is inspect.Parameter.KEYWORD_ONLY}
-        return own | {k: v[0] for k, v in COMMON_RM_PARAMS.items()}
-
-    def bound(self, param: str) -> tuple[float, float]:
-        return _COMMON_RM_BOUNDS.get(param) or self.bounds.get(param) or (-math.inf, math.inf)
-
-
-_COMMON_RM_BOUNDS: dict[str, tuple[float, float]] = {
-    "margin": (-math.inf, math.inf),
-    "center_rewards_coefficient": (0.0, math.inf),
-}
 
 RM_LOSSES: Table[RMLossSpec] = Table("reward-model loss", {
     "bradley_terry": RMLossSpec(
@@ -164,10 +147,10 @@ RM_LOSSES: Table[RMLossSpec] = Table("reward-model loss", {
     "label_smoothed": RMLossSpec(
         "label_smoothed", label_smoothed_loss,
         "BT, label smoothing: -(1-α)log σ(Δ) - α log σ(-Δ) (Secrets of RLHF II)",
-        bounds={"label_smoothing": (0.0, 0.5)}),
+        bounds={"label_smoothing": Interval(0.0, 0.5)}),
     "focal": RMLossSpec(
         "focal", focal_loss, "focal BT: (1-p)^γ·(-log σ(Δ)), p = 2·relu(σ(Δ)-0.5) (InternLM2)",
-        bounds={"gamma": (0.0, math.inf)}),
+        bounds={"gamma": NON_NEGATIVE}),
 }, columns=("summary", "params"))
 
 
@@ -176,27 +159,16 @@ def check_rm_loss_config(name: str, params: Mapping[str, Any], where: str = "rew
     if name not in RM_LOSSES:
         return [f"{where}.name: unknown reward-model loss '{name}'{did_you_mean(name, RM_LOSSES.names())}; "
                 f"choose one of: {', '.join(RM_LOSSES.names())} (see `align ls`)"]
-    spec = RM_LOSSES[name]
-    problems = []
-    for key, value in params.items():
-        at = f"{where}.params.{key}"
-        if key not in spec.params:
-            problems.append(f"{at}: unknown parameter for reward-model loss '{name}'"
-                            f"{did_you_mean(key, spec.params)}; it takes: {', '.join(spec.params)}")
-        elif isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
-            problems.append(f"{at}: expected a number, got {value!r}")
-        elif not spec.bound(key)[0] <= value <= spec.bound(key)[1]:
-            lo, hi = spec.bound(key)
-            problems.append(f"{at}: {value!r} is outside the allowed range [{lo:g}, {hi:g}]")
-    return problems
+    return RM_LOSSES[name].problems(params, f"{where}.params")
 
 
 def compute_rm_loss(name: str, params: Mapping[str, Any], r_chosen: Tensor, r_rejected: Tensor,
-                    margins: Tensor | None = None) -> RMLossOutput:
+                    margins: Tensor | None = None, label_smoothing: Tensor | None = None) -> RMLossOutput:
     """Look `name` up in `RM_LOSSES`, validate `params` and compute the loss; all tensors (B,).
 
     `margins` is the data's per-pair margin column (or None); the `margin` parameter is added to it.
-    `center_rewards_coefficient` η > 0 adds η·(r_c + r_r)² to each pair's loss.
+    `label_smoothing` α (B,) in [0, 0.5] gives pairs soft labels: (1 − α)·L(Δ) + α·L(−Δ) per pair (module
+    docstring); α = 0 keeps a pair's loss. `center_rewards_coefficient` η > 0 then adds η·(r_c + r_r)².
     """
     spec = RM_LOSSES[name]
     problems = check_rm_loss_config(name, params)
@@ -208,6 +180,11 @@ def compute_rm_loss(name: str, params: Mapping[str, Any], r_chosen: Tensor, r_re
         m = resolved["margin"] if m is None else m + resolved["margin"]
     own = {k: v for k, v in resolved.items() if k not in COMMON_RM_PARAMS}
     out = spec.fn(r_chosen, r_rejected, m, **own)
+    if label_smoothing is not None:
+        # the same pair read the other way: rewards swapped and the margin negated turn Δ into −Δ
+        flipped = spec.fn(r_rejected, r_chosen, None if m is None else -m, **own).losses
+        alpha = label_smoothing.to(out.losses.dtype)
+        out = out._replace(losses=(1 - alpha) * out.losses + alpha * flipped)
     if resolved["center_rewards_coefficient"]:
         out = out._replace(losses=out.losses
                            + resolved["center_rewards_coefficient"] * centering_penalty(r_chosen, r_rejected))

@@ -13,21 +13,23 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 import torch
+from transformers import Trainer
 
-from preference_data.config import dump_yaml, option
-from preference_data.errors import UserError
-from preference_data.hub import DEFAULT_MODEL
+from prefalign.config import option
+from prefalign.errors import UserError
+from prefalign.models.batch import Layout
+from prefalign.models.hub import DEFAULT_MODEL
+from prefalign.training.config import HeldOutSection, LoraSection, TrainSection
+from prefalign.training.metrics import MetricsMixin
 from preference_data.sources import DataConfig
 
-from .losses import RM_LOSSES, check_rm_loss_config, compute_rm_loss, label_smoothed_loss
-from .training import HeldOutSection, LoraSection, TrainSection
+from .losses import RM_LOSSES, check_rm_loss_config, compute_rm_loss
 
 
 @dataclass
@@ -51,8 +53,9 @@ class RMLossSection:
 class StrengthSection:
     file: str | None = option(None, "per-pair preference strength from `align rm strength` (JSONL: id, mean, std)")
     flip_fraction: float = option(0.0, "swap chosen/rejected for this lowest fraction by mean strength")
-    soften_fraction: float = option(0.0, "label-smooth the next-lowest fraction (ambiguous pairs)")
-    soften_alpha: float = option(0.3, "label smoothing used on softened pairs")
+    soften_fraction: float = option(0.0, "give the next-lowest fraction (ambiguous pairs) soft labels: the configured "
+                                         "loss, its margin and centering kept (see reward_models/losses.py)")
+    soften_alpha: float = option(0.3, "soft label α of softened pairs: (1 - α)·L(Δ) + α·L(-Δ)")
     adaptive_margin: bool = option(False, "use the ensemble's mean reward difference as each pair's margin")
 
     def check(self) -> list[str]:
@@ -97,11 +100,10 @@ GROUP_KEYS = ("source", "family", "corruption")
 
 @torch.no_grad()
 def pair_rewards(model: torch.nn.Module, pairs: list[Any], pad_id: int, batch_size: int, row_tokens: int,
-                 autocast: bool, layout: str = "segments") -> tuple[torch.Tensor, torch.Tensor]:
+                 autocast: bool, layout: Layout) -> tuple[torch.Tensor, torch.Tensor]:
     """Rewards (B,) of chosen and rejected for tokenized pairs, in order."""
+    from prefalign.models.forward import last_token_rewards
     from preference_data.packing import pack_pairs
-
-    from .forward import last_token_rewards
 
     rc, rr = [], []
     was_training = model.training
@@ -110,11 +112,7 @@ def pair_rewards(model: torch.nn.Module, pairs: list[Any], pad_id: int, batch_si
     with torch.autocast(device.type, dtype=torch.bfloat16, enabled=autocast):
         for s in range(0, len(pairs), batch_size):
             chunk = pairs[s:s + batch_size]
-            batch = pack_pairs(chunk, pad_id, row_tokens, layout)
-            batch = dataclasses.replace(batch, **{f.name: getattr(batch, f.name).to(device)
-                                                  for f in dataclasses.fields(batch)
-                                                  if isinstance(getattr(batch, f.name), torch.Tensor)})
-            r = last_token_rewards(model, batch)[:, 0].float().cpu()
+            r = last_token_rewards(model, pack_pairs(chunk, pad_id, row_tokens, layout).to(device))[:, 0].float().cpu()
             rc.append(r[:len(chunk)])
             rr.append(r[len(chunk):])
     model.train(was_training)
@@ -142,55 +140,45 @@ def accuracy_report(pairs: list[Any], rc: torch.Tensor, rr: torch.Tensor) -> dic
 
 # --- the trainer -------------------------------------------------------------------------------------
 
-def _make_trainer_class():
-    from transformers import Trainer
+class RMTrainer(MetricsMixin, Trainer):
+    """`transformers.Trainer` on packed pairs with a loss from `RM_LOSSES` and held-out pair accuracy."""
 
-    from .training import MetricsMixin
+    def __init__(self, *args: Any, loss: RMLossSection, eval_pairs: list[Any],
+                 pad_id: int, row_tokens: int, layout: Layout, metrics_path: Path | None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.loss_cfg = loss
+        self.eval_pairs = eval_pairs
+        self.pad_id = pad_id
+        self.row_tokens = row_tokens
+        self.layout = layout
+        self._init_metrics(metrics_path)
 
-    class RMTrainer(MetricsMixin, Trainer):
-        def __init__(self, *args: Any, loss: RMLossSection, soft_alpha: bool, eval_pairs: list[Any],
-                     pad_id: int, row_tokens: int, metrics_path: Path | None, layout: str = "segments",
-                     **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
-            self.loss_cfg = loss
-            self.soft_alpha = soft_alpha
-            self.eval_pairs = eval_pairs
-            self.pad_id = pad_id
-            self.row_tokens = row_tokens
-            self.layout = layout
-            self._init_metrics(metrics_path)
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        B = int(inputs["num_pairs"])
+        rewards = model(**inputs)[:, 0]  # (2B,) last-token rewards: chosen first, then rejected
+        rc, rr = rewards[:B], rewards[B:]
+        margins = inputs.get("margins")  # set per pair by `select_margins` (absent when no pair has one)
+        # ambiguous pairs carry soft labels from `strength.soften_fraction` (absent without a strength file)
+        out = compute_rm_loss(self.loss_cfg.name, self.loss_cfg.params, rc, rr, margins,
+                              label_smoothing=inputs.get("soft_alpha"))
+        loss = out.losses.mean()
+        self.stash({"accuracy": out.accuracies.mean().item(), "margin": out.margins.mean().item(),
+                    "reward_mean": out.reward_mean.item(), "reward_std": out.reward_std.item(),
+                    "tokens": float(inputs["real_tokens"])})
+        return (loss, {"rewards": rewards}) if return_outputs else loss
 
-        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-            B = int(inputs["num_pairs"])
-            rewards = model(**inputs)[:, 0]  # (2B,) last-token rewards: chosen first, then rejected
-            rc, rr = rewards[:B], rewards[B:]
-            margins = inputs.get("margins")  # set per pair by `select_margins` (absent when no pair has one)
-            out = compute_rm_loss(self.loss_cfg.name, self.loss_cfg.params, rc, rr, margins)
-            losses = out.losses
-            if self.soft_alpha and "soft_alpha" in inputs:  # ambiguous pairs get soft labels (Secrets of RLHF II)
-                alpha = inputs["soft_alpha"]
-                soft = label_smoothed_loss(rc, rr, margins, label_smoothing=alpha).losses  # type: ignore[arg-type]
-                losses = torch.where(alpha > 0, soft, losses)
-            loss = losses.mean()
-            self.stash({"accuracy": out.accuracies.mean().item(), "margin": out.margins.mean().item(),
-                        "reward_mean": out.reward_mean.item(), "reward_std": out.reward_std.item(),
-                        "tokens": float(inputs["real_tokens"])})
-            return (loss, {"rewards": rewards}) if return_outputs else loss
-
-        def evaluate(self, eval_dataset=None, ignore_keys=None, metric_key_prefix="eval"):
-            if not self.eval_pairs:
-                return {}
-            rc, rr = pair_rewards(self.model.model, self.eval_pairs, self.pad_id, self.args.per_device_eval_batch_size,
-                                  self.row_tokens, self.args.bf16, self.layout)
-            rep = accuracy_report(self.eval_pairs, rc, rr)
-            losses = compute_rm_loss(self.loss_cfg.name, self.loss_cfg.params, rc, rr).losses
-            metrics = {f"{metric_key_prefix}_loss": losses.mean().item(),
-                       f"{metric_key_prefix}_accuracy": rep["accuracy"], f"{metric_key_prefix}_margin": rep["margin"]}
-            self.log(metrics)
-            self.last_eval_report = rep
-            return metrics
-
-    return RMTrainer
+    def evaluate(self, eval_dataset=None, ignore_keys=None, metric_key_prefix="eval"):
+        if not self.eval_pairs:
+            return {}
+        rc, rr = pair_rewards(self.model.model, self.eval_pairs, self.pad_id, self.args.per_device_eval_batch_size,
+                              self.row_tokens, self.args.bf16, self.layout)
+        rep = accuracy_report(self.eval_pairs, rc, rr)
+        losses = compute_rm_loss(self.loss_cfg.name, self.loss_cfg.params, rc, rr).losses
+        metrics = {f"{metric_key_prefix}_loss": losses.mean().item(),
+                   f"{metric_key_prefix}_accuracy": rep["accuracy"], f"{metric_key_prefix}_margin": rep["margin"]}
+        self.log(metrics)
+        self.last_eval_report = rep
+        return metrics
 
 
 def select_margins(pairs: list[Any], loss: RMLossSection) -> dict[str, Any]:
@@ -244,27 +232,22 @@ def _apply_strength(pairs: list[Any], cfg: StrengthSection) -> dict[str, int]:
             "without_strength": len(pairs) - len(known)}
 
 
+PLOT_KEYS = ["loss", "accuracy", "margin", "reward_mean", "reward_std"]
+
+
 def run(cfg: RMTrainConfig, resume: bool = False) -> dict[str, Any]:
     """Train, evaluate and save a reward model as `cfg` says; return the report (also written to report.json)."""
-    from transformers import set_seed
-
-    from preference_data.hub import load_seq_cls, load_tokenizer
+    from prefalign.models.forward import PackedForward
+    from prefalign.models.hub import load_seq_cls, load_tokenizer, pad_token_id
+    from prefalign.training.recipe import start_run
+    from prefalign.training.trainer import apply_lora, base_dtype, compile_layers, disable_dropout, training_arguments
+    from preference_data.packing import PackCollator, PairDataset
     from preference_data.sources import load_pairs
     from preference_data.tokenize import tokenize_pairs
 
     from .checkpoint import RewardStats, save_rm
-    from .forward import PackedForward
-    from .training import (PackCollator, PairDataset, apply_lora, base_dtype, compile_layers, disable_dropout,
-                           evaluate_every, plot_metrics, resolve_precision, resume_point, set_threads,
-                           training_arguments)
 
-    t0 = time.time()
-    precision = resolve_precision(cfg.train, "rm train")
-    set_threads(cfg.train)
-    set_seed(cfg.train.seed)
-    run_dir = Path(cfg.output_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    dump_yaml(cfg, run_dir / "config.yaml")
+    run = start_run(cfg, cfg.train, "rm train", resume)
 
     # data
     tokenizer = load_tokenizer(cfg.model)
@@ -300,24 +283,14 @@ def run(cfg: RMTrainConfig, resume: bool = False) -> dict[str, Any]:
     compile_layers(model, cfg.train)
 
     # train
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    pad_id = pad_token_id(tokenizer)
     extra = ("soft_alpha",) if cfg.strength.file else ()
-    ckpt_dir = run_dir / "checkpoints"
-    args = training_arguments(cfg.train, str(ckpt_dir))
-    metrics_path = run_dir / "metrics.jsonl"
-    if not resume and metrics_path.exists():
-        metrics_path.unlink()
-    trainer_cls = _make_trainer_class()
-    trainer = trainer_cls(model=PackedForward(model, "rewards"), args=args, train_dataset=PairDataset(train_pairs),
-                          data_collator=PackCollator(pad_id, cfg.train.row_tokens, extra, cfg.train.attention),
-                          loss=cfg.loss, soft_alpha=bool(extra), eval_pairs=eval_pairs, pad_id=pad_id,
-                          row_tokens=cfg.train.row_tokens, metrics_path=metrics_path, layout=cfg.train.attention)
-    if cfg.train.eval_every > 0 and eval_pairs:
-        evaluate_every(trainer, cfg.train.eval_every)
-    resume_from = resume_point(str(ckpt_dir), resume)
-    t_train = time.time()
-    result = trainer.train(resume_from_checkpoint=resume_from)
-    train_seconds = time.time() - t_train
+    args = training_arguments(cfg.train, str(run.checkpoints))
+    trainer = RMTrainer(model=PackedForward(model, "rewards"), args=args, train_dataset=PairDataset(train_pairs),
+                        data_collator=PackCollator(pad_id, cfg.train.row_tokens, cfg.train.attention, extra),
+                        loss=cfg.loss, eval_pairs=eval_pairs, pad_id=pad_id, row_tokens=cfg.train.row_tokens,
+                        layout=cfg.train.attention, metrics_path=run.metrics_path)
+    trained = run.train(trainer, cfg.train, evaluates=bool(eval_pairs))
     if not trainer.is_world_process_zero():
         return {}
 
@@ -336,24 +309,19 @@ def run(cfg: RMTrainConfig, resume: bool = False) -> dict[str, Any]:
     stats = RewardStats(mean=allr.mean().item(), std=allr.std(correction=0).item(), n=len(allr), num_labels=1,
                         computed_on=f"{len(sample)} training pairs of {cfg.data.source}")
     card = {"base model": cfg.model, "method": cfg.train.method, "loss": cfg.loss.name,
-            "training data": f"{cfg.data.source} ({len(train_pairs)} pairs)", "precision": precision}
+            "training data": f"{cfg.data.source} ({len(train_pairs)} pairs)", "precision": run.precision}
     if eval_report:
         card["held-out accuracy"] = f"{eval_report['accuracy']:.3f} on {eval_report['pairs']} pairs"
-    model_dir = save_rm(model, tokenizer, run_dir / "model", stats, card=card)
-    plots = plot_metrics(metrics_path, run_dir / "plots", ["loss", "accuracy", "margin", "reward_mean", "reward_std"])
+    model_dir = save_rm(model, tokenizer, run.dir / "model", stats, card=card)
 
-    report = {
-        "model_dir": str(model_dir), "base_model": cfg.model, "method": cfg.train.method, "precision": precision,
-        "train_pairs": len(train_pairs), "steps": result.global_step, "train_loss": result.training_loss,
-        "train_seconds": round(train_seconds, 1), "pairs_per_second": round(
-            result.global_step * cfg.train.batch_size * cfg.train.grad_accum / max(train_seconds, 1e-9), 3),
+    # report
+    return run.finish({
+        "model_dir": str(model_dir), "base_model": cfg.model, "method": cfg.train.method, "precision": run.precision,
+        "train_pairs": len(train_pairs), **trained.to_dict(),
         "eval": eval_report, "data": data_report.to_dict(), "tokenization": tok_report.to_dict(),
-        "eval_tokenization": eval_tok, "margins": margin_report, "strength": strength_report, "reward_stats": stats.__dict__,
-        "plots": [str(p) for p in plots], "seconds": round(time.time() - t0, 1),
-        "sample_rewards": sample_rewards,
-    }
-    (run_dir / "report.json").write_text(json.dumps(report, indent=2, default=str), encoding="utf-8")
-    return report
+        "eval_tokenization": eval_tok, "margins": margin_report, "strength": strength_report,
+        "reward_stats": stats.__dict__, "sample_rewards": sample_rewards,
+    }, PLOT_KEYS)
 
 
 def summary_lines(report: dict[str, Any]) -> list[str]:

@@ -10,12 +10,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from preference_data.errors import UserError
+from prefalign.errors import UserError
 from preference_data.records import PreferencePair, RatedResponses
 
 
-def score_file(model: str, data: str, out: str, normalize: bool = True, fmt: str = "auto", dtype: str = "auto",
-               batch_tokens: int = 8192) -> tuple[int, Path]:
+def score_file(model: str, data: str, out: str, normalize: bool, fmt: str, dtype: str,
+               batch_tokens: int) -> tuple[int, Path]:
     """Score every response in `data` with the reward model `model`; return (rows written, path)."""
     from preference_data.sources import read_records
 

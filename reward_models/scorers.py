@@ -7,7 +7,7 @@
     scorer.score(prompts, responses)   # or compare(prompts, a, b) for the judge; see `scorer.kind`
 
 `SCORERS` lists the kinds with what each needs (`align ls scorers`); each kind's options are one dataclass
-(`ScalarOptions`, `ImplicitOptions`, `JudgeOptions`, `GraderOptions`), checked by `preference_data.config.build`,
+(`ScalarOptions`, `ImplicitOptions`, `JudgeOptions`, `GraderOptions`), checked by `prefalign.config.build`,
 so an unknown or mistyped option is an error that lists every problem at once.
 
 How the model scorers (scalar, implicit, judge) run:
@@ -42,10 +42,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from preference_data.config import build, option
-from preference_data.errors import UserError
+from prefalign.config import build, option
+from prefalign.errors import UserError
+from prefalign.models.hub import is_adapter, load_model, pad_token_id, resolve, weights_fingerprint
+from prefalign.registry import Table
 from preference_data.records import Conversation
-from preference_data.registry import Table
 
 from .base import Scorer, ScorerKind
 
@@ -58,6 +59,9 @@ Item = tuple[list[int], list[int]]  # (prompt ids (P,), response ids (T,)) of on
 # Options: one dataclass per scorer kind
 # ---------------------------------------------------------------------------------------------------------
 
+BATCH_TOKENS = 8192  # default token budget of one scoring forward pass (`ModelOptions.batch_tokens`, the CLIs)
+
+
 @dataclass
 class ModelOptions:
     """Options shared by the scorers that run a model."""
@@ -68,7 +72,7 @@ class ModelOptions:
         "auto", "weights and activations; auto: bfloat16 where the device runs it natively (CUDA with bf16, CPUs with "
                 "AVX-512 BF16 or AMX: about 4x faster and half the memory), float32 otherwise. Records hold the "
                 "resolved dtype")
-    batch_tokens: int = option(8192, "token budget of one forward pass (prompt + response tokens of its items)")
+    batch_tokens: int = option(BATCH_TOKENS, "token budget of one forward pass (prompt + response tokens of its items)")
     max_length: int | None = option(None, "longest prompt + response in tokens (default: the model's "
                                           "max_position_embeddings); longer prompts are cut from the left")
     device: str = option("auto", "torch device; 'auto' is the first CUDA GPU when one is visible, else the CPU")
@@ -148,44 +152,6 @@ def _resolve_dtype(opts: Any, device: Any, scorer: str) -> Any:
     return dataclasses.replace(opts, dtype=decision.value)
 
 
-def _is_adapter(path: str) -> bool:
-    p = Path(path)
-    return (p / "adapter_config.json").exists() and not (p / "config.json").exists()
-
-
-def _load_lm(ref: str, dtype: str) -> Any:
-    """A causal LM in eval mode; a peft adapter directory loads onto its base model (adapters active)."""
-    from preference_data.hub import base_of_adapter, load_causal_lm, resolve, torch_dtype
-
-    path = resolve(ref)
-    if not _is_adapter(path):
-        return load_causal_lm(ref, dtype=dtype)
-    from peft import PeftModel
-
-    model = PeftModel.from_pretrained(load_causal_lm(base_of_adapter(path), dtype=dtype), path,
-                                      torch_dtype=torch_dtype(dtype))
-    model.eval()
-    return model
-
-
-def weights_fingerprint(ref: str | None) -> str | None:
-    """A short hash of the weight files' names, sizes and modification times in a local model directory (None for
-    a hub id). It is part of `describe()`, so benchmark scores cached for a model are not reused after the model
-    is retrained into the same directory."""
-    import hashlib
-
-    from preference_data.hub import resolve
-
-    if ref is None:
-        return None
-    p = Path(resolve(ref))
-    if not p.is_dir():
-        return None
-    files = sorted(f for f in p.iterdir() if f.suffix in (".safetensors", ".bin", ".pt", ".json") and f.is_file())
-    stamp = [(f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in files]
-    return hashlib.sha1(repr(stamp).encode("utf-8")).hexdigest()[:12]
-
-
 def _is_empty(conv: Conversation) -> bool:
     return not any(m.content.strip() for m in conv)
 
@@ -198,12 +164,12 @@ class _BatchedModel:
         self.opts = opts
         self.device = device
         self.max_length = opts.max_length or getattr(config, "max_position_embeddings", None) or 4096
-        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        self.pad_id = pad_token_id(tokenizer)
         self.failures: Counter[str] = Counter()
         self.layout = "segments"  # packing layout; subclasses pick it from their models (`layout_for`)
 
     def _pick_layout(self, *models: Any) -> None:
-        from .forward import layout_for
+        from prefalign.models.forward import layout_for
 
         self.layout = layout_for(*models)
 
@@ -262,11 +228,8 @@ class _BatchedModel:
             longest = max(len(items[i][0]) + len(items[i][1]) for i in idx)
             packed = pack_single([items[i][0] for i in idx], [items[i][1] for i in idx], self.pad_id,
                                  row_tokens=longest, layout=self.layout)
-            packed = dataclasses.replace(packed, **{f.name: getattr(packed, f.name).to(self.device)
-                                                    for f in dataclasses.fields(packed)
-                                                    if isinstance(getattr(packed, f.name), torch.Tensor)})
             with torch.no_grad():
-                values = forward(packed).float().cpu().tolist()
+                values = forward(packed.to(self.device)).float().cpu().tolist()
         except RuntimeError as e:
             # e.g. out of memory on one long batch: retry item by item, so one item cannot sink the run
             if len(idx) > 1:
@@ -290,8 +253,6 @@ class ScalarScorer(_BatchedModel):
     name = "scalar"
 
     def __init__(self, opts: ScalarOptions) -> None:
-        from preference_data.hub import resolve
-
         from .checkpoint import STATS_FILE, load_rm
 
         device = _device(opts.device)
@@ -310,7 +271,7 @@ class ScalarScorer(_BatchedModel):
         self._pick_layout(self.model)
 
     def score(self, prompts: list[Conversation], responses: list[Conversation]) -> list[float]:
-        from .forward import last_token_rewards
+        from prefalign.models.forward import last_token_rewards
 
         items = [self._encode(p, r) for p, r in zip(prompts, responses, strict=True)]
         raw = self._run(items, lambda batch: last_token_rewards(self.model, batch)[:, 0])  # (S,)
@@ -341,21 +302,21 @@ class ImplicitScorer(_BatchedModel):
     name = "implicit"
 
     def __init__(self, opts: ImplicitOptions) -> None:
-        from preference_data.hub import load_tokenizer, resolve
+        from prefalign.models.hub import load_tokenizer
 
         device = _device(opts.device)
         opts = _resolve_dtype(opts, device, self.name)
-        self.policy = _load_lm(opts.model, opts.dtype)
+        self.policy = load_model(opts.model, opts.dtype, merge=False)
         self.adapter_reference = False
         self.reference = None
         if opts.reference is not None:
-            self.reference = _load_lm(opts.reference, opts.dtype)
+            self.reference = load_model(opts.reference, opts.dtype, merge=False)
             if load_tokenizer(opts.reference).get_vocab() != load_tokenizer(opts.model).get_vocab():
                 raise UserError(f"policy {opts.model} and reference {opts.reference} use different tokenizers; "
                                 "an implicit reward compares log-probs of the same tokens, so use the policy's "
                                 "own reference model")
         elif not opts.reference_free:
-            if not _is_adapter(resolve(opts.model)):
+            if not is_adapter(resolve(opts.model)):
                 raise UserError(f"the implicit reward of {opts.model} needs a reference model: give reference "
                                 "(the model the policy was trained from), point model at a peft adapter directory "
                                 "(its base is the reference), or set reference_free: true")
@@ -367,7 +328,7 @@ class ImplicitScorer(_BatchedModel):
         self._pick_layout(self.policy, self.reference)
 
     def _rewards(self, batch: Any) -> Any:
-        from .forward import sequence_logps
+        from prefalign.models.forward import sequence_logps
 
         logps = sequence_logps(self.policy, batch)  # (S,)
         if self.adapter_reference:
@@ -436,11 +397,11 @@ class JudgeScorer(_BatchedModel):
     name = "judge"
 
     def __init__(self, opts: JudgeOptions) -> None:
-        from preference_data.hub import load_tokenizer
+        from prefalign.models.hub import load_tokenizer
 
         device = _device(opts.device)
         opts = _resolve_dtype(opts, device, self.name)
-        self.model = _load_lm(opts.model, opts.dtype)
+        self.model = load_model(opts.model, opts.dtype, merge=False)
         tokenizer = load_tokenizer(opts.model)
         ids = [tokenizer.encode(a, add_special_tokens=False) for a in JUDGE_ANSWERS]
         if any(len(i) != 1 for i in ids):
@@ -473,7 +434,7 @@ class JudgeScorer(_BatchedModel):
     def _p_a(self, batch: Any) -> Any:
         import torch
 
-        from .forward import hidden_states, unwrap
+        from prefalign.models.forward import hidden_states, unwrap
 
         h = hidden_states(self.model, batch)[batch.last_row, batch.last_pos]  # (S, H)
         logits = unwrap(self.model).get_output_embeddings()(h).float()[:, self.answer_ids]  # (S, 2): A, B
@@ -514,7 +475,7 @@ class GraderScorer:
         from preference_data import suite
 
         if opts.objective != "overall" and opts.objective not in suite.OBJECTIVES:
-            from preference_data.errors import did_you_mean
+            from prefalign.errors import did_you_mean
 
             raise UserError(f"objective '{opts.objective}' is unknown{did_you_mean(opts.objective, suite.OBJECTIVES)}; "
                             f"use overall or one of {', '.join(suite.OBJECTIVES)}")
@@ -612,6 +573,52 @@ SCORERS: Table[ScorerEntry] = Table("scorer", {
 }, columns=("kind", "summary", "needs"))
 
 
+def default_scorer(model: str | None, reference: str | None) -> str:
+    """The scorer kind for a model when none is named (`align bench run` without --scorer).
+
+    scalar: a reward model (a saved `reward_stats.json`, a config whose architecture ends with
+    ForSequenceClassification, or a peft adapter of task type SEQ_CLS); implicit: a peft adapter of a causal LM
+    (its base is the reference), or any model when --reference is given.
+    """
+    import json
+
+    if model is None:
+        raise UserError("--model is required (or --scorer grader, which needs no model)")
+    path = Path(resolve(model))
+    what = "a hub id"
+    if path.is_dir():
+        if (path / "reward_stats.json").exists():
+            return "scalar"
+        if is_adapter(path):
+            task = json.loads((path / "adapter_config.json").read_text(encoding="utf-8")).get("task_type")
+            return "scalar" if task == "SEQ_CLS" else "implicit"
+        archs = json.loads((path / "config.json").read_text(encoding="utf-8")).get("architectures") or []
+        if any(a.endswith("ForSequenceClassification") for a in archs):
+            return "scalar"
+        what = f"a model with architectures {archs or 'unknown'}"
+    else:
+        archs = _hub_architectures(str(path))
+        if any(a.endswith("ForSequenceClassification") for a in archs):
+            return "scalar"
+    if reference is not None:
+        return "implicit"
+    raise UserError(
+        f"cannot tell how to score {model} ({what}: no score head, not a peft adapter, no --reference). Choose:\n"
+        f"  --scorer implicit --reference REF   DPO implicit reward against REF (the model {model} was trained from)\n"
+        "  --scorer implicit --option reference_free=true --option normalization=mean   SimPO-style, no reference\n"
+        "  --scorer judge                       ask the model which of two responses is better (pairwise)\n"
+        "  --scorer scalar                      only for a sequence-classification reward model")
+
+
+def _hub_architectures(ref: str) -> list[str]:
+    try:
+        from transformers import AutoConfig
+
+        return list(getattr(AutoConfig.from_pretrained(ref), "architectures", None) or [])
+    except (OSError, ValueError):
+        return []
+
+
 def load_scorer(spec: str | dict[str, Any], **options: Any) -> Scorer:
     """Build a scorer: `load_scorer("scalar", model=...)` or `load_scorer({"type": "scalar", "model": ...})`.
 
@@ -633,6 +640,6 @@ def load_scorer(spec: str | dict[str, Any], **options: Any) -> Scorer:
     return entry.load(opts)
 
 
-__all__ = ["SCORERS", "ScorerEntry", "load_scorer", "ModelOptions", "ScalarOptions", "ImplicitOptions",
-           "JudgeOptions", "GraderOptions", "ScalarScorer", "ImplicitScorer", "JudgeScorer", "GraderScorer",
-           "JUDGE_TEMPLATE", "JUDGE_ANSWERS", "judge_message", "weights_fingerprint"]
+__all__ = ["SCORERS", "ScorerEntry", "load_scorer", "default_scorer", "BATCH_TOKENS", "ModelOptions", "ScalarOptions",
+           "ImplicitOptions", "JudgeOptions", "GraderOptions", "ScalarScorer", "ImplicitScorer", "JudgeScorer",
+           "GraderScorer", "JUDGE_TEMPLATE", "JUDGE_ANSWERS", "judge_message"]

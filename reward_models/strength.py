@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 import torch
 
-from preference_data.config import dump_yaml, option
+from prefalign.config import dump_yaml, option
 
 from .rm_train import RMTrainConfig
 
@@ -43,13 +43,13 @@ def strength_stats(diffs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def run_strength(cfg: StrengthConfig) -> dict[str, Any]:
-    from preference_data.hub import load_tokenizer
+    from prefalign.models.hub import load_tokenizer, pad_token_id
+    from prefalign.training.trainer import resolve_precision
     from preference_data.sources import load_pairs
     from preference_data.tokenize import tokenize_pairs
 
     from .checkpoint import load_rm
     from .rm_train import pair_rewards, run
-    from .training import resolve_precision
 
     resolve_precision(cfg.base.train, "rm strength")
     out = Path(cfg.output_dir)
@@ -68,7 +68,7 @@ def run_strength(cfg: StrengthConfig) -> dict[str, Any]:
     raw, _ = load_pairs(cfg.base.data)
     pairs, _ = tokenize_pairs(raw, tokenizer, cfg.base.train.max_length, cfg.base.train.length_policy,
                               response_end="template")
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    pad_id = pad_token_id(tokenizer)
     diffs = []
     for path in models:
         model, _, _ = load_rm(path, dtype="float32" if cfg.base.train.precision == "fp32" else "bfloat16")

@@ -26,14 +26,14 @@ def shared_data() -> Path:
 
 @pytest.fixture(scope="session")
 def smollm2_tokenizer():
-    from preference_data.hub import load_tokenizer
+    from prefalign.models.hub import load_tokenizer
 
     return load_tokenizer("builtin:smollm2-135m-instruct")
 
 
 @pytest.fixture(scope="session")
 def tiny_model_ref() -> str:
-    from preference_data.hub import resolve
+    from prefalign.models.hub import resolve
 
     resolve("builtin:tiny-llama")
     return "builtin:tiny-llama"

@@ -17,7 +17,7 @@ def rm_dir(tmp_path_factory, tiny_model_ref) -> str:
     """A tiny sequence-classification RM saved with its reward statistics."""
     import torch
 
-    from preference_data.hub import load_seq_cls, load_tokenizer
+    from prefalign.models.hub import load_seq_cls, load_tokenizer
     from reward_models.checkpoint import RewardStats, save_rm
 
     model = load_seq_cls(tiny_model_ref, dtype="float32")
@@ -151,8 +151,8 @@ def test_bad_input_exits_2_with_a_message(tmp_path: Path, rm_dir: str, capsys, a
 
 
 def test_default_scorer_follows_the_model_files(tmp_path: Path, rm_dir: str, tiny_model_ref: str) -> None:
-    from align.cli.bench import default_scorer
-    from preference_data.errors import UserError
+    from reward_models.scorers import default_scorer
+    from prefalign.errors import UserError
 
     def adapter(name: str, task: str) -> str:
         d = tmp_path / name

@@ -20,8 +20,8 @@ from leaderboards import rules
 from leaderboards.benchmarks import BENCHMARKS
 from leaderboards.records import fmt_score, load_record, load_records
 from leaderboards.render import render
-from leaderboards.runner import run_benchmark
-from preference_data.errors import UserError
+from leaderboards.runner import BenchSettings, run_benchmark
+from prefalign.errors import UserError
 from preference_data.records import Message, PreferencePair, write_jsonl
 
 # --------------------------------------------------------------------------------------------------------
@@ -94,11 +94,11 @@ class ReferenceMatch:
 @pytest.fixture
 def run(tmp_path: Path):
     """run_benchmark with the cache and records in tmp_path and no progress bar."""
-    def _run(*args: Any, **kw: Any):
+    def _run(bench: str, scorer: Any, data: Any = None, *, pairs: Any = None, **kw: Any):
         kw.setdefault("cache_dir", tmp_path / "cache")
         kw.setdefault("records_dir", tmp_path / "records")
         kw.setdefault("progress", False)
-        return run_benchmark(*args, **kw)
+        return run_benchmark(bench, scorer, BenchSettings(data=data, **kw), pairs=pairs)
     return _run
 
 

@@ -7,8 +7,8 @@ from typing import Literal
 
 import pytest
 
-from preference_data.config import apply_overrides, build, describe, load, option
-from preference_data.errors import ConfigError
+from prefalign.config import apply_overrides, build, describe, load, option
+from prefalign.errors import ConfigError
 
 
 @dataclass
@@ -132,7 +132,7 @@ def test_an_override_changes_exactly_the_field_it_names(kind):
     import yaml
 
     from align.cli.configs import config_class
-    from preference_data.config import to_dict
+    from prefalign.config import to_dict
 
     cls = config_class(kind)
     base = to_dict(load(cls, None, []))

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from preference_data.config import build
-from preference_data.errors import UserError
+from prefalign.config import build
+from prefalign.errors import UserError
 from preference_data.pairing import build_pairs
 from preference_data.records import Message, PreferencePair, RatedResponses
 from preference_data.sources import DataConfig, load, load_pairs, read_records
@@ -235,7 +235,7 @@ def test_format_detection_says_what_it_chose_and_why(tmp_path):
 def test_labelled_comparisons_are_never_read_as_prompt_only(tmp_path):
     """Auto-J-style rows {prompt, response 1, response 2, label} used to become prompt-only records with every
     label lost; detection now refuses and names the fields it would ignore."""
-    from preference_data.errors import UserError
+    from prefalign.errors import UserError
 
     rows = [{"prompt": "Which is better?", "response 1": "A good answer.", "response 2": "Bad.", "label": 0}]
     src = write_jsonl(tmp_path / "autoj.jsonl", rows)

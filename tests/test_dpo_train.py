@@ -33,7 +33,7 @@ def write_rows(path: Path, rows: list[dict]) -> str:
 @pytest.fixture(autouse=True)
 def private_cache(tmp_path, monkeypatch, tiny_model_ref):
     """A fresh log-prob cache per test; the converted models are shared through a link."""
-    from preference_data.hub import cache_dir
+    from prefalign.models.hub import cache_dir
 
     models = cache_dir() / "models"
     root = tmp_path / "cache"
@@ -51,7 +51,7 @@ def data(tmp_path) -> str:
 def config(tmp_path: Path, data: str, *overrides: str, out: str = "run"):
     """A tiny-model `kind: train` config (LoRA, fp32, all 8 pairs, no eval) with dotted overrides."""
     from align.train import TrainConfig
-    from preference_data.config import apply_overrides, build
+    from prefalign.config import apply_overrides, build
 
     base = {"kind": "train", "model": "builtin:tiny-llama", "output_dir": str(tmp_path / out),
             "data": {"source": data, "split": "all"}, "eval": {"split": "none"}, "loss": {"name": "sigmoid"},
@@ -80,7 +80,7 @@ def perturbed_policy(tmp_path_factory, tiny_model_ref) -> str:
     """The tiny model with its weights moved a little, so the policy differs from the reference."""
     from transformers import AutoModelForCausalLM
 
-    from preference_data.hub import load_tokenizer, resolve
+    from prefalign.models.hub import load_tokenizer, resolve
 
     model = AutoModelForCausalLM.from_pretrained(resolve(tiny_model_ref), dtype=torch.float32)
     g = torch.Generator().manual_seed(1)
@@ -110,7 +110,7 @@ def test_first_batch_loss_matches_trl_dpo_trainer(tmp_path, perturbed_policy, lo
     from trl import DPOConfig, DPOTrainer
 
     from align.train import setup
-    from preference_data.hub import load_tokenizer, resolve
+    from prefalign.models.hub import load_tokenizer, resolve
 
     rows = ROWS[:4]
     cfg = config(tmp_path, write_rows(tmp_path / "four.jsonl", rows), f"model={perturbed_policy}",
@@ -151,15 +151,15 @@ def test_first_batch_loss_matches_trl_dpo_trainer(tmp_path, perturbed_policy, lo
 @pytest.mark.parametrize("layout", ["segments", "mask", "segments-sdpa"])
 def test_packed_logps_equal_separate_encoding(data, tiny_model_ref, layout, monkeypatch):
     """Both packing layouts (and the segment attention's long-segment SDPA path) give each sequence's own log-probs."""
-    from reward_models import attention
+    from prefalign.models import attention
 
     if layout == "segments-sdpa":
         monkeypatch.setattr(attention, "MATH_MAX_TOKENS", 8)
-    from preference_data.hub import load_causal_lm, load_tokenizer
+    from prefalign.models.forward import sequence_logps
+    from prefalign.models.hub import load_causal_lm, load_tokenizer
     from preference_data.packing import pack_pairs
     from preference_data.sources import read_records
     from preference_data.tokenize import tokenize_pairs
-    from reward_models.forward import sequence_logps
 
     tok = load_tokenizer(tiny_model_ref)
     model = load_causal_lm(tiny_model_ref, dtype="float32")
@@ -180,12 +180,12 @@ def test_packed_logps_equal_separate_encoding(data, tiny_model_ref, layout, monk
 def test_segment_attention_gradients_equal_mask_layout(data, tiny_model_ref, monkeypatch):
     """Backward through the segment attention (matmul and SDPA paths) gives the dense-mask gradients, and a model
     switched to it still runs plain (unpacked) calls exactly as SDPA does."""
-    from preference_data.hub import load_causal_lm, load_tokenizer
+    from prefalign.models import attention
+    from prefalign.models.forward import sequence_logps
+    from prefalign.models.hub import load_causal_lm, load_tokenizer
     from preference_data.packing import pack_pairs
     from preference_data.sources import read_records
     from preference_data.tokenize import tokenize_pairs
-    from reward_models import attention
-    from reward_models.forward import sequence_logps
 
     tok = load_tokenizer(tiny_model_ref)
     model = load_causal_lm(tiny_model_ref, dtype="float32")
@@ -242,7 +242,7 @@ def test_grad_accumulation_invariance(tmp_path, data, perturbed_policy):
 @pytest.mark.slow
 def test_two_process_data_parallel_matches_one_process(tmp_path, data, private_cache):
     from align.train import run
-    from preference_data.config import dump_yaml
+    from prefalign.config import dump_yaml
 
     one = run(config(tmp_path, data, out="one"))
     cfg = config(tmp_path, data, "train.batch_size=4", out="two")
@@ -289,7 +289,7 @@ def test_cli_end_to_end_writes_the_run_directory(tmp_path, data, capsys):
     from transformers import AutoModelForCausalLM
 
     from align.cli.main import main
-    from preference_data.config import dump_yaml
+    from prefalign.config import dump_yaml
 
     cfg = config(tmp_path, data, "train.batch_size=4", "eval.split=all", "eval.limit=4")
     dump_yaml(cfg, tmp_path / "cfg.yaml")
@@ -327,7 +327,7 @@ def test_cli_end_to_end_writes_the_run_directory(tmp_path, data, capsys):
     # the merged copy computes what base + adapter compute
     from peft import PeftModel
 
-    from preference_data.hub import resolve
+    from prefalign.models.hub import resolve
 
     merged = AutoModelForCausalLM.from_pretrained(str(run_dir / "merged"), dtype=torch.float32)
     base = AutoModelForCausalLM.from_pretrained(resolve("builtin:tiny-llama"), dtype=torch.float32)
@@ -347,9 +347,9 @@ def test_cli_end_to_end_writes_the_run_directory(tmp_path, data, capsys):
     (["loss.name=inpo"], "previous.model: loss 'inpo' needs the previous iterate"),
 ])
 def test_bad_loss_configs_fail_before_loading(tmp_path, data, capsys, monkeypatch, overrides, expect):
-    import preference_data.hub as hub
+    import prefalign.models.hub as hub
     from align.cli.main import main
-    from preference_data.config import dump_yaml
+    from prefalign.config import dump_yaml
 
     def no_loading(*a, **k):
         raise AssertionError("a model was loaded before the config was checked")
@@ -383,7 +383,7 @@ def test_reference_logps_are_cached_and_reused(tmp_path, data, private_cache):
 
 def _plain_average_logps(rows: list[dict]) -> tuple[torch.Tensor, torch.Tensor]:
     """Mean log-prob per response token of chosen and rejected (B,), each sequence encoded on its own."""
-    from preference_data.hub import load_causal_lm, load_tokenizer
+    from prefalign.models.hub import load_causal_lm, load_tokenizer
     from preference_data.records import Message, PreferencePair
     from preference_data.tokenize import tokenize_pairs
 
@@ -449,7 +449,7 @@ def test_dropout_is_off_for_the_policy_and_its_reference_forward(tmp_path, data,
     forwards of the policy, and of its adapters-disabled reference, give the same log-probs; without it
     they differ (so the check is not vacuous)."""
     from align.train import setup
-    from preference_data.hub import load_causal_lm, load_tokenizer
+    from prefalign.models.hub import load_causal_lm, load_tokenizer
 
     m = load_causal_lm(tiny_model_ref, dtype="float32")
     m.config.attention_dropout = 0.5

@@ -1,4 +1,4 @@
-"""Preference-optimization losses (align/losses.py): hand-worked values, properties, TRL parity, errors.
+"""Preference-optimization losses (align/losses/pairwise.py): hand-worked values, properties, TRL parity, errors.
 
 The shared batch `LOGPS` has B = 2 pairs with small round numbers (float64):
 
@@ -31,7 +31,7 @@ from align.losses import (
     compute_loss,
     sft_nll,
 )
-from preference_data.errors import ConfigError, UserError
+from prefalign.errors import ConfigError, UserError
 
 
 def t(*values: float) -> torch.Tensor:

@@ -66,7 +66,7 @@ def test_measured_slowdown_is_a_real_measurement():
 def test_hub_auto_dtype_follows_the_capability(native):
     import torch
 
-    from preference_data.hub import torch_dtype
+    from prefalign.models.hub import torch_dtype
 
     assert torch_dtype("auto") == (torch.bfloat16 if native else torch.float32)
 
@@ -77,7 +77,7 @@ def test_a_real_run_in_each_precision_saves_what_it_used(tmp_path, native, metho
     saves it in its config and report; weights come out finite and changed."""
     from safetensors.torch import load_file
 
-    from preference_data.hub import load_seq_cls
+    from prefalign.models.hub import load_seq_cls
     from reward_models.rm_train import run
     from tests.test_rm_train import suite_like_pairs, tiny_cfg, write_pairs
 

@@ -16,7 +16,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from preference_data.errors import ConfigError, UserError
+from prefalign.errors import ConfigError, UserError
 from reward_models.losses import (
     RM_LOSSES,
     RMLossOutput,
@@ -146,6 +146,32 @@ def test_parity_with_trl_reward_trainer(with_margin, center):
 # --------------------------------------------------------------------------------------------------
 # Table and errors
 # --------------------------------------------------------------------------------------------------
+
+def test_per_pair_soft_labels_by_hand():
+    """Soft labels α = (0.1, 0.3, 0) with the fixed margin 0.5 and centering η = 0.01 on bradley_terry.
+    Δ = r_c − r_r − 0.5 = (0.5, −0.5, −2.5). (1−α)(−log σ(Δ)) + α(−log σ(−Δ)) = −log σ(Δ) + αΔ:
+      −log σ(0.5)  = log(1 + e^{−0.5}) = 0.4740770, + 0.1·0.5    = 0.5240770
+      −log σ(−0.5) = log(1 + e^{0.5})  = 0.9740770, + 0.3·(−0.5) = 0.8240770
+      −log σ(−2.5) = 2.5 + log(1 + e^{−2.5}) = 2.5788897,  + 0   = 2.5788897
+    plus η(r_c + r_r)² = (0.09, 0.01, 0.16): (0.6140770, 0.8340770, 2.7388897). The margin and centering stay."""
+    alpha = t(0.1, 0.3, 0.0)
+    out = compute_rm_loss("bradley_terry", {"margin": 0.5, "center_rewards_coefficient": 0.01}, R_C, R_R,
+                          label_smoothing=alpha)
+    close(out.losses, [0.6140770, 0.8340770, 2.7388897])
+    close(out.margins, [1.0, 0.0, -2.0], 0)  # diagnostics are the pair's own
+    # with one α for every pair, bradley_terry with soft labels is label_smoothed
+    same = compute_rm_loss("bradley_terry", {}, R_C, R_R, label_smoothing=t(0.1, 0.1, 0.1))
+    close(same.losses, compute_rm_loss("label_smoothed", {"label_smoothing": 0.1}, R_C, R_R).losses, 1e-12)
+    # every loss honours them: α = 1/2 makes a pair's loss the same read either way (focal included)
+    half = t(0.5, 0.5, 0.5)
+    for name in RM_LOSSES:
+        a = compute_rm_loss(name, {"margin": 0.5}, R_C, R_R, label_smoothing=half).losses
+        b = compute_rm_loss(name, {"margin": -0.5}, R_R, R_C, label_smoothing=half).losses
+        close(a, b, 1e-12)
+    # α = 0 leaves every pair's loss as it was
+    focal = compute_rm_loss("focal", {"margin": 0.5}, R_C, R_R)
+    close(compute_rm_loss("focal", {"margin": 0.5}, R_C, R_R, label_smoothing=t(0, 0, 0)).losses, focal.losses, 0)
+
 
 def test_table_entries_are_consistent():
     for key in RM_LOSSES:

@@ -13,11 +13,11 @@ import pytest
 import torch
 
 from align.cli.main import main
-from preference_data.config import build
+from prefalign.config import build
+from prefalign.models.forward import last_token_rewards
 from preference_data.packing import pack_pairs, pack_single
 from preference_data.records import Message, PreferencePair
 from preference_data.tokenize import tokenize_pairs
-from reward_models.forward import last_token_rewards
 from reward_models.rm_train import RMTrainConfig, pair_rewards, run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -52,7 +52,7 @@ def tiny_cfg(tmp_path: Path, data: str, **over) -> RMTrainConfig:
 
 @pytest.fixture(scope="module")
 def tiny_rm():
-    from preference_data.hub import load_seq_cls
+    from prefalign.models.hub import load_seq_cls
 
     torch.manual_seed(0)
     model = load_seq_cls("builtin:tiny-llama", dtype="float32")
@@ -132,7 +132,7 @@ def test_first_batch_loss_matches_trl_reward_trainer(tiny_rm, smollm2_tokenizer,
     batch = next(iter(trainer.get_train_dataloader()))
     with torch.no_grad():
         trl_loss = trainer.compute_loss(tiny_rm, batch).item()
-        r = last_token_rewards(tiny_rm, pack_pairs(pairs, 2, 512))[:, 0]
+        r = last_token_rewards(tiny_rm, pack_pairs(pairs, 2, 512, "segments"))[:, 0]
         ours = compute_rm_loss("bradley_terry", {"center_rewards_coefficient": 0.01}, r[:4], r[4:]).losses.mean()
     assert abs(ours.item() - trl_loss) < 1e-4
 
@@ -156,7 +156,7 @@ def test_train_save_reload_scores_identically(tmp_path, method):
     pairs, _ = tokenize_pairs(suite_like_pairs(16), tok, 128, "drop", response_end="template")
     byid = {p.id: p for p in pairs}
     sample = [byid[i] for i in report["sample_rewards"]["ids"]]
-    rc, rr = pair_rewards(model, sample, tok.pad_token_id, 4, 512, autocast=False)
+    rc, rr = pair_rewards(model, sample, tok.pad_token_id, 4, 512, autocast=False, layout="segments")
     assert torch.allclose(rc, torch.tensor(report["sample_rewards"]["chosen"]), atol=1e-5)
     assert torch.allclose(rr, torch.tensor(report["sample_rewards"]["rejected"]), atol=1e-5)
     # the saved directory is a plain transformers sequence-classification model
@@ -218,7 +218,7 @@ def test_strength_ensemble_and_strength_aware_training(tmp_path):
 
     data = write_pairs(tmp_path / "pairs.jsonl", suite_like_pairs(12))
     base = tiny_cfg(tmp_path, data)
-    from preference_data.config import to_dict
+    from prefalign.config import to_dict
 
     cfg = build(StrengthConfig, {"members": 2, "output_dir": str(tmp_path / "strength"), "base": to_dict(base)})
     rep = run_strength(cfg)
@@ -340,8 +340,9 @@ def test_plain_transformers_recipe_gives_align_rm_score(tmp_path):
 
 def test_warmup_ratio_is_validated_and_passed_as_a_fraction(tmp_path):
     """warmup_ratio must lie in [0, 1); transformers gets it as a fraction of the total steps."""
-    from preference_data.errors import ConfigError
-    from reward_models.training import TrainSection, training_arguments
+    from prefalign.errors import ConfigError
+    from prefalign.training.config import TrainSection
+    from prefalign.training.trainer import training_arguments
 
     with pytest.raises(ConfigError, match=r"warmup_ratio: must lie in \[0, 1\)"):
         tiny_cfg(tmp_path, "x.jsonl", train={"warmup_ratio": 1.5})
@@ -353,7 +354,7 @@ def test_warmup_ratio_is_validated_and_passed_as_a_fraction(tmp_path):
 
 def test_margins_are_used_only_when_asked():
     """Rated data keeps its rating gap as an attribute; RM training subtracts a margin only with loss.margin."""
-    from preference_data.errors import ConfigError, UserError
+    from prefalign.errors import ConfigError, UserError
     from preference_data.tokenize import TokenizedPair
     from reward_models.rm_train import RMLossSection, select_margins
 

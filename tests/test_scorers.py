@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from preference_data.errors import ConfigError, UserError
+from prefalign.errors import ConfigError, UserError
 from preference_data.records import Message
 from preference_data.tokenize import tokenize_single
 from reward_models.scorers import SCORERS, load_scorer
@@ -42,7 +42,7 @@ RESPONSES = [
 
 @pytest.fixture(scope="module")
 def tok(tiny_model_ref):
-    from preference_data.hub import load_tokenizer
+    from prefalign.models.hub import load_tokenizer
 
     return load_tokenizer(tiny_model_ref)
 
@@ -50,7 +50,7 @@ def tok(tiny_model_ref):
 @pytest.fixture(scope="module")
 def rm_dir(tmp_path_factory, tiny_model_ref) -> Path:
     """A tiny seq-cls RM with a large random head (distinct rewards), saved with its statistics."""
-    from preference_data.hub import load_seq_cls, load_tokenizer
+    from prefalign.models.hub import load_seq_cls, load_tokenizer
     from reward_models.checkpoint import RewardStats, save_rm
 
     model = load_seq_cls(tiny_model_ref, dtype="float32")
@@ -64,7 +64,7 @@ def rm_dir(tmp_path_factory, tiny_model_ref) -> Path:
 @pytest.fixture(scope="module")
 def ref_dir(tmp_path_factory, tiny_model_ref) -> Path:
     """A reference causal LM: the tiny model with perturbed weights."""
-    from preference_data.hub import load_causal_lm, load_tokenizer
+    from prefalign.models.hub import load_causal_lm, load_tokenizer
 
     model = load_causal_lm(tiny_model_ref, dtype="float32")
     torch.manual_seed(2)
@@ -164,7 +164,7 @@ def test_weights_fingerprint_changes_when_the_model_is_rewritten(tmp_path, rm_di
     import os
     import shutil
 
-    from reward_models.scorers import weights_fingerprint
+    from prefalign.models.hub import weights_fingerprint
 
     copy = tmp_path / "rm"
     shutil.copytree(rm_dir, copy)
@@ -229,7 +229,7 @@ def test_bad_specs_are_user_errors(rm_dir, tiny_model_ref):
 
 
 def test_normalize_without_stats_is_a_user_error(tmp_path, tiny_model_ref):
-    from preference_data.hub import load_seq_cls, load_tokenizer
+    from prefalign.models.hub import load_seq_cls, load_tokenizer
 
     d = tmp_path / "rm-nostats"
     load_seq_cls(tiny_model_ref, dtype="float32").save_pretrained(str(d))
@@ -269,7 +269,7 @@ def test_lora_policy_uses_its_base_as_reference(tmp_path, tok, tiny_model_ref):
     """A fresh LoRA adapter has B = 0, so policy == base and the reward is 0; perturbed adapters move it."""
     from peft import LoraConfig, get_peft_model
 
-    from preference_data.hub import load_causal_lm
+    from prefalign.models.hub import load_causal_lm
 
     lora = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM")
     peft_model = get_peft_model(load_causal_lm(tiny_model_ref, dtype="float32"), lora)

@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from preference_data.errors import UserError
+from prefalign.errors import UserError
 from preference_data.records import PromptOnly, pair_from_dict
 from preference_data.suite import (FAMILIES, FILES, OBJECTIVES, OVERALL_WEIGHTS, build_suite, conciseness_score,
                                    generate_tasks, grade, grade_prompt_only, is_refusal, overall_score,

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from preference_data.errors import UserError
-from preference_data.hub import load_tokenizer
+from prefalign.errors import UserError
+from prefalign.models.hub import load_tokenizer
 from preference_data.records import Message, PreferencePair
 from preference_data.tokenize import (LENGTH_POLICIES, REASONS, TokenizeReport, render_pair, tokenize_pairs,
                                       tokenize_prompts, tokenize_single)

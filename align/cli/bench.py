@@ -41,7 +41,7 @@ def register(sub: argparse._SubParsersAction, add: Callable[..., argparse.Argume
 
     # the tables are plain data (no torch): listing their names keeps help and table in step
     from leaderboards.benchmarks import BENCHMARKS
-    from reward_models.scorers import SCORERS
+    from reward_models.scorers import BATCH_TOKENS, SCORERS
 
     scorers = "\n".join(f"  {r['name']:<9} {r['kind']:<10} {r['summary']}" for r in SCORERS.rows())
     p = add(bsub, "run", cmd_run, "score a model on a benchmark and write its record", RUN_EXAMPLES + "\n" + scorers)
@@ -61,7 +61,7 @@ def register(sub: argparse._SubParsersAction, add: Callable[..., argparse.Argume
     p.add_argument("--dtype", default=None, choices=["auto", "bfloat16", "float32"],
                    help="model dtype (default auto: bfloat16 where the device runs it natively, else float32)")
     p.add_argument("--batch-tokens", type=int, default=None,
-                   help="token budget of one forward pass (default 8192)")
+                   help=f"token budget of one forward pass (default {BATCH_TOKENS})")
     p.add_argument("--option", dest="options", action="append", default=[], metavar="KEY=VALUE",
                    help="any other scorer option, e.g. normalize=true, beta=0.05, max_length=2048 (repeatable; a wrong "
                         "key lists the scorer's options)")
@@ -78,7 +78,7 @@ def register(sub: argparse._SubParsersAction, add: Callable[..., argparse.Argume
 
 def _check_data(data: str) -> None:
     """A path that does not exist is an error here, before any model loads (a hub id passes through)."""
-    from preference_data.errors import UserError
+    from prefalign.errors import UserError
     from preference_data.io import SUFFIXES, is_hub_id
 
     if Path(data).expanduser().exists():
@@ -89,62 +89,12 @@ def _check_data(data: str) -> None:
                     f"({', '.join(SUFFIXES)}) or a hub id like org/name")
 
 
-def default_scorer(model: str | None, reference: str | None) -> str:
-    """The scorer for a model when --scorer is not given.
-
-    scalar: a reward model (a saved `reward_stats.json`, a config whose architecture ends with
-    ForSequenceClassification, or a peft adapter of task type SEQ_CLS); implicit: a peft adapter of a causal LM
-    (its base is the reference), or any model when --reference is given.
-    """
-    import json
-
-    from preference_data.errors import UserError
-    from preference_data.hub import resolve
-
-    if model is None:
-        raise UserError("--model is required (or --scorer grader, which needs no model)")
-    path = Path(resolve(model))
-    what = "a hub id"
-    if path.is_dir():
-        if (path / "reward_stats.json").exists():
-            return "scalar"
-        adapter, config = path / "adapter_config.json", path / "config.json"
-        if adapter.exists() and not config.exists():
-            task = json.loads(adapter.read_text(encoding="utf-8")).get("task_type")
-            return "scalar" if task == "SEQ_CLS" else "implicit"
-        archs = json.loads(config.read_text(encoding="utf-8")).get("architectures") or []
-        if any(a.endswith("ForSequenceClassification") for a in archs):
-            return "scalar"
-        what = f"a model with architectures {archs or 'unknown'}"
-    else:
-        archs = _hub_architectures(str(path))
-        if any(a.endswith("ForSequenceClassification") for a in archs):
-            return "scalar"
-    if reference is not None:
-        return "implicit"
-    raise UserError(
-        f"cannot tell how to score {model} ({what}: no score head, not a peft adapter, no --reference). Choose:\n"
-        f"  --scorer implicit --reference REF   DPO implicit reward against REF (the model {model} was trained from)\n"
-        "  --scorer implicit --option reference_free=true --option normalization=mean   SimPO-style, no reference\n"
-        "  --scorer judge                       ask the model which of two responses is better (pairwise)\n"
-        "  --scorer scalar                      only for a sequence-classification reward model")
-
-
-def _hub_architectures(ref: str) -> list[str]:
-    try:
-        from transformers import AutoConfig
-
-        return list(getattr(AutoConfig.from_pretrained(ref), "architectures", None) or [])
-    except (OSError, ValueError):
-        return []
-
-
 def _scorer_options(name: str, args: argparse.Namespace) -> dict[str, Any]:
     """Scorer options from the flags and --option KEY=VALUE; a flag the scorer does not take is an error."""
     import dataclasses
 
-    from preference_data.config import parse_override
-    from preference_data.errors import UserError
+    from prefalign.config import parse_override
+    from prefalign.errors import UserError
     from reward_models.scorers import SCORERS
 
     fields = [f.name for f in dataclasses.fields(SCORERS[name].options)]
@@ -176,9 +126,9 @@ def _default_suite_pairs() -> list[Any]:
 def cmd_run(args: argparse.Namespace) -> int:
     from leaderboards.benchmarks import BENCHMARKS
     from leaderboards.records import summarize
-    from leaderboards.runner import run_benchmark
-    from preference_data.errors import UserError
-    from reward_models.scorers import SCORERS, load_scorer
+    from leaderboards.runner import BenchSettings, run_benchmark
+    from prefalign.errors import UserError
+    from reward_models.scorers import SCORERS, default_scorer, load_scorer
 
     bench = BENCHMARKS[args.bench]  # unknown names: UserError with did-you-mean, before anything loads
     if args.data is not None:
@@ -196,9 +146,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     pairs = _default_suite_pairs if bench.name == "suite" and args.data is None else None
     scorer = load_scorer(name, **options)
-    record = run_benchmark(bench.name, scorer, args.data, limit=args.limit, allow_partial=args.allow_partial,
-                           pairs=pairs, records_dir=args.records, use_cache=not args.no_cache,
-                           model_name=args.name)
+    settings = BenchSettings(data=args.data, limit=args.limit, allow_partial=args.allow_partial,
+                             records_dir=args.records, use_cache=not args.no_cache, model_name=args.name)
+    record = run_benchmark(bench.name, scorer, settings, pairs=pairs)
     print(summarize(record))
     return 0
 

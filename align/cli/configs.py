@@ -5,8 +5,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from preference_data.config import load, read_yaml
-from preference_data.errors import ConfigError, did_you_mean
+from prefalign.config import load, read_yaml
+from prefalign.errors import ConfigError, did_you_mean
 
 # kind -> (module, class); imported lazily
 KINDS: dict[str, tuple[str, str]] = {

@@ -47,7 +47,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
 
     names = [args.table] if args.table else list(TABLES)
     if args.table and args.table not in TABLES:
-        from preference_data.errors import UserError, did_you_mean
+        from prefalign.errors import UserError, did_you_mean
         raise UserError(f"unknown table '{args.table}'{did_you_mean(args.table, list(TABLES))}; "
                         f"choose one of {', '.join(TABLES)}")
     for name in names:
@@ -65,7 +65,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from preference_data.config import build
+    from prefalign.config import build
     from preference_data.doctor import run_doctor
     from preference_data.sources import DataConfig
 
@@ -108,6 +108,10 @@ def _add(sub: argparse._SubParsersAction, name: str, fn: Callable[[argparse.Name
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from typing import get_args
+
+    from prefalign.training.config import LengthPolicy  # torch-free, like every import while parsing
+
     parser = argparse.ArgumentParser(prog="align", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="verb", metavar="VERB")
@@ -133,7 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--split", default="all", choices=["train", "dev", "test", "all"])
     p.add_argument("--model", default="builtin:smollm2-135m-instruct", help="tokenizer to check against")
     p.add_argument("--max-length", type=int, default=1024, help="token budget per sequence")
-    p.add_argument("--policy", default="drop", choices=["drop", "truncate_prompt_left", "raise"],
+    p.add_argument("--policy", default="drop", choices=get_args(LengthPolicy),
                    help="what to do with pairs longer than --max-length")
     p.add_argument("--out", default=None, help="where to write doctor.json/doctor.txt (default: runs/doctor)")
     p = _add(dsub, "suite", cmd_suite, "generate the verifiable preference suite as JSONL files", "suite")
@@ -149,8 +153,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from preference_data.cpu import tune_allocator
-    from preference_data.errors import UserError
+    from prefalign.cpu import tune_allocator
+    from prefalign.errors import UserError
 
     tune_allocator()
     parser = build_parser()

@@ -27,12 +27,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 from align.train import TrainConfig
-from preference_data.config import dump_yaml, load, option
-from preference_data.hub import DEFAULT_MODEL
+from prefalign.config import dump_yaml, load, option
+from prefalign.models.hub import DEFAULT_MODEL
 from reward_models.rm_train import RMTrainConfig
 
 def _default_rm() -> RMTrainConfig:
-    from preference_data.config import build
+    from prefalign.config import build
 
     return build(RMTrainConfig, {
         "loss": {"name": "bradley_terry", "params": {"center_rewards_coefficient": 0.01}},
@@ -44,7 +44,7 @@ def _default_rm() -> RMTrainConfig:
 
 def _default_dpo():
     from align.train import TrainConfig
-    from preference_data.config import build
+    from prefalign.config import build
 
     return build(TrainConfig, {
         "loss": {"name": "sigmoid", "params": {"beta": 0.1}},
@@ -105,7 +105,7 @@ class QuickstartConfig:
         if not 0 < self.fp32_work <= 1:
             return [f"fp32_work: must lie in (0, 1], got {self.fp32_work}"]
         known = ["suite", "doctor", "rm", "dpo", "eval"]
-        from preference_data.errors import did_you_mean
+        from prefalign.errors import did_you_mean
         return [f"stages: unknown stage '{s}'{did_you_mean(s, known)}; choose from {', '.join(known)}"
                 for s in self.stages if s not in known]
 
@@ -115,9 +115,9 @@ def _say(msg: str, t0: float) -> None:
 
 
 def run_quickstart(config_path: str | None = None, out: str | None = None, overrides: list[str] | None = None) -> int:
-    from preference_data.config import build
+    from prefalign.config import build
+    from prefalign.models.hub import resolve
     from preference_data.doctor import run_doctor
-    from preference_data.hub import resolve
     from preference_data.sources import DataConfig
     from preference_data.suite import build_suite, write_suite
 
@@ -195,8 +195,8 @@ def _same_config(run_dir: Path, cfg: Any) -> bool:
 
     import yaml
 
+    from prefalign.config import to_dict
     from prefalign.models.precision import decide_precision
-    from preference_data.config import to_dict
 
     done = run_dir / "report.json"
     saved = run_dir / "config.yaml"

@@ -14,7 +14,7 @@ SCORE_EXAMPLE = ("align rm score --model runs/rm/model --data pairs.jsonl --out 
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from preference_data.config import load
+    from prefalign.config import load
     from reward_models.rm_train import RMTrainConfig, run, summary_lines
 
     cfg = load(RMTrainConfig, args.config, args.overrides)
@@ -35,7 +35,7 @@ def cmd_score(args: argparse.Namespace) -> int:
 
 
 def cmd_strength(args: argparse.Namespace) -> int:
-    from preference_data.config import load
+    from prefalign.config import load
     from reward_models.strength import StrengthConfig, run_strength
 
     cfg = load(StrengthConfig, args.config, args.overrides)
@@ -48,6 +48,8 @@ def cmd_strength(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction, add) -> None:
+    from reward_models.scorers import BATCH_TOKENS  # plain data: the scorer table module imports no torch
+
     rm = sub.add_parser("rm", help="train and use reward models")
     rsub = rm.add_subparsers(dest="rm_verb", metavar="VERB")
     p = add(rsub, "train", cmd_train, "train a Bradley-Terry reward model from a config", TRAIN_EXAMPLE)
@@ -62,7 +64,7 @@ def register(sub: argparse._SubParsersAction, add) -> None:
     p.add_argument("--raw", action="store_true", help="raw rewards instead of normalised (r - mean) / std")
     p.add_argument("--dtype", default="auto", choices=["auto", "bfloat16", "float32"],
                    help="auto: bfloat16 where the device runs it natively, else float32")
-    p.add_argument("--batch-tokens", type=int, default=8192, help="token budget per scoring batch")
+    p.add_argument("--batch-tokens", type=int, default=BATCH_TOKENS, help="token budget per scoring batch")
     p = add(rsub, "strength", cmd_strength,
             "train (or load) an ensemble of RMs and write per-pair preference strength (mean/std of r_c - r_r)",
             "align rm strength --config configs/rm_strength_suite.yaml")

@@ -6,7 +6,7 @@ import importlib
 from collections.abc import Callable
 from typing import Any
 
-from preference_data.registry import Table
+from prefalign.registry import Table
 
 
 def _lazy(module: str, attr: str) -> Callable[[], Table[Any]]:
@@ -37,7 +37,7 @@ TABLES: dict[str, Callable[[], Table[Any]]] = {
 def _models() -> Table[Any]:
     from dataclasses import dataclass
 
-    from preference_data.hub import BUILTINS
+    from prefalign.models.hub import BUILTINS
 
     @dataclass(frozen=True)
     class Builtin:

@@ -16,7 +16,7 @@ TRAIN_EXAMPLE = ("align train --config configs/dpo_suite.yaml\n"
 
 def cmd_train(args: argparse.Namespace) -> int:
     from align.train import TrainConfig, run, summary_lines
-    from preference_data.config import load
+    from prefalign.config import load
 
     cfg = load(TrainConfig, args.config, args.overrides)  # every config problem, the loss's included, before loading
     report = run(cfg, resume=args.resume)

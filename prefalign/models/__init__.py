@@ -1,1 +1,3 @@
-"""Models: the precision decision for the device (and, as the stages move down, loading and saving)."""
+"""Models: resolve and load them (builtin, local directory, hub id, peft adapter: `hub`), the packed
+batch (`batch`) and its forward pass (`forward`, `attention`), and the precision decision (`precision`).
+"""

@@ -20,7 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import UserError
+from prefalign.errors import UserError
+
 from ..records import Conversation, Message, PreferencePair, PromptOnly, conversation, stable_id, write_jsonl
 from .base import Corrupted
 from .families import FAMILIES, grade

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..registry import Table
+from prefalign.registry import Table
+
 from . import arithmetic, extractive_qa, formatting, lists, safety, short_answer
 from .base import Family
 from .scoring import OBJECTIVES, Grade, apply_refusal_policy, overall_score

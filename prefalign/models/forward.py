@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import torch
 
-from preference_data.errors import UserError
-from preference_data.packing import PackedBatch
+from prefalign.errors import UserError
+from prefalign.models.batch import PACKED_FIELDS, PackedBatch
 
 from . import attention
 
@@ -111,7 +111,3 @@ class PackedForward(torch.nn.Module):
         unwrap(self.model).gradient_checkpointing_enable(gradient_checkpointing_kwargs=gradient_checkpointing_kwargs)
         if hasattr(self.model, "enable_input_require_grads"):
             self.model.enable_input_require_grads()
-
-
-PACKED_FIELDS = ("input_ids", "position_ids", "attention_mask", "target_row", "target_pos", "target_ids",
-                 "target_seq", "last_row", "last_pos", "lengths", "segments")

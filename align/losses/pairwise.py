@@ -1,4 +1,4 @@
-"""Preference-optimization losses: pure functions over per-sequence log-probs, chosen through `LOSSES`.
+"""Pairwise preference losses: pure functions over per-sequence log-probs, chosen through `LOSSES`.
 
 Every loss has the same shape of call, `fn(logps: PairLogps, *, <params>) -> LossOutput`, so the
 trainer never branches on the loss name:
@@ -28,18 +28,15 @@ problem of a (name, params) choice before any model loads; `compute_loss` raises
 from __future__ import annotations
 
 import dataclasses
-import inspect
-import math
-import typing
-from collections.abc import Callable, Mapping
-from typing import Any, Literal, NamedTuple
+from collections.abc import Mapping
+from typing import Any, ClassVar, Literal, NamedTuple
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from preference_data.errors import ConfigError, did_you_mean
-from preference_data.registry import Table
+from prefalign.errors import ConfigError, did_you_mean
+from prefalign.registry import NON_NEGATIVE, POSITIVE, UNIT, FunctionSpec, Interval, Table
 
 
 # --------------------------------------------------------------------------------------------------
@@ -303,30 +300,7 @@ def combine(output: LossOutput, extra: Tensor, weight: float) -> LossOutput:
 # The table
 # --------------------------------------------------------------------------------------------------
 
-@dataclasses.dataclass(frozen=True)
-class Interval:
-    """Allowed values of a numeric parameter: low ≤ x ≤ high, with either end optionally open."""
-
-    low: float = -math.inf
-    high: float = math.inf
-    low_open: bool = False
-    high_open: bool = False
-
-    def __contains__(self, x: float) -> bool:
-        above = x > self.low if self.low_open else x >= self.low
-        below = x < self.high if self.high_open else x <= self.high
-        return above and below
-
-    def __str__(self) -> str:
-        lo = "(" if self.low_open or self.low == -math.inf else "["
-        hi = ")" if self.high_open or self.high == math.inf else "]"
-        return f"{lo}{self.low:g}, {self.high:g}{hi}"           # f"{math.inf:g}" is "inf"
-
-
-POSITIVE = Interval(0.0, low_open=True)
-NON_NEGATIVE = Interval(0.0)
 FLIP_RATE = Interval(0.0, 0.5)                      # ε of a symmetric label-flip model
-UNIT = Interval(0.0, 1.0)
 
 COMMON_PARAMS: dict[str, tuple[float, Interval, str]] = {
     # name: (default, allowed range, meaning); accepted by every loss, applied by `compute_loss`.
@@ -335,40 +309,19 @@ COMMON_PARAMS: dict[str, tuple[float, Interval, str]] = {
 
 
 @dataclasses.dataclass(frozen=True)
-class LossSpec:
+class LossSpec(FunctionSpec):
     """One entry of `LOSSES`: the function and what it needs.
 
     `params` (names) and `defaults` are read from `fn`'s keyword-only arguments plus `COMMON_PARAMS`,
     so they are written once; `bounds` gives the allowed range of each numeric parameter.
     """
 
-    name: str
-    fn: Callable[..., LossOutput]
-    summary: str
     needs_reference: bool          # reads reference_*_logps
     length_normalized: bool        # reads *_lengths and averages log-probs per token (by default)
     needs_previous_iterate: bool   # reads previous_*_logps (the frozen π_t of an online iteration)
-    bounds: Mapping[str, Interval] = dataclasses.field(default_factory=dict)
 
-    @property
-    def params(self) -> tuple[str, ...]:
-        return tuple(self.defaults)
-
-    @property
-    def defaults(self) -> dict[str, Any]:
-        sig = inspect.signature(self.fn)
-        own = {p.name: p.default for p in sig.parameters.values() if p.kind is inspect.Parameter.KEYWORD_ONLY}
-        return own | {k: v[0] for k, v in COMMON_PARAMS.items()}
-
-    def choices(self, param: str) -> tuple[Any, ...] | None:
-        """Allowed values of a `Literal`-typed parameter, else None."""
-        hint = typing.get_type_hints(self.fn).get(param)
-        return typing.get_args(hint) if typing.get_origin(hint) is Literal else None
-
-    def bound(self, param: str) -> Interval | None:
-        if param in COMMON_PARAMS:
-            return COMMON_PARAMS[param][1]
-        return self.bounds.get(param)
+    kind: ClassVar[str] = "loss"
+    common: ClassVar[Mapping[str, tuple[Any, Interval, str]]] = COMMON_PARAMS
 
 
 LOSSES: Table[LossSpec] = Table("loss", {
@@ -411,30 +364,6 @@ LOSSES: Table[LossSpec] = Table("loss", {
 # Validation and the one entry point
 # --------------------------------------------------------------------------------------------------
 
-def _param_problems(spec: LossSpec, params: Mapping[str, Any], where: str) -> list[str]:
-    problems = []
-    allowed = spec.params
-    for key, value in params.items():
-        at = f"{where}.{key}"
-        if key not in allowed:
-            problems.append(f"{at}: unknown parameter for loss '{spec.name}'{did_you_mean(key, allowed)}; "
-                            f"it takes: {', '.join(allowed)}")
-            continue
-        choices = spec.choices(key)
-        if choices is not None:
-            if value not in choices:
-                hint = did_you_mean(str(value), [str(c) for c in choices])
-                problems.append(f"{at}: {value!r} is not allowed; choose one of {', '.join(map(repr, choices))}{hint}")
-            continue
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
-            problems.append(f"{at}: expected a number, got {value!r}")
-            continue
-        bound = spec.bound(key)
-        if bound is not None and value not in bound:
-            problems.append(f"{at}: {value!r} is outside the allowed range {bound} for loss '{spec.name}'")
-    return problems
-
-
 def check_loss_config(name: str, params: Mapping[str, Any], has_reference: bool,
                       has_previous_iterate: bool, where: str = "loss") -> list[str]:
     """Every problem with choosing loss `name` with `params`, as human-readable lines (empty if fine).
@@ -447,7 +376,7 @@ def check_loss_config(name: str, params: Mapping[str, Any], has_reference: bool,
         return [f"{where}.name: unknown loss '{name}'{did_you_mean(name, LOSSES.names())}; "
                 f"choose one of: {', '.join(LOSSES.names())} (see `align ls losses`)"]
     spec = LOSSES[name]
-    problems = _param_problems(spec, params, f"{where}.params")
+    problems = spec.problems(params, f"{where}.params")
     if spec.needs_reference and not has_reference:
         problems.append(f"{where}.name: loss '{name}' needs a reference model but none is configured; "
                         f"set one, or use a reference-free loss (simpo, simpo_hinge)")
@@ -469,7 +398,7 @@ def compute_loss(name: str, params: Mapping[str, Any], logps: PairLogps) -> Loss
     Returns a `LossOutput` whose tensors are all (B,).
     """
     spec = LOSSES[name]
-    problems = _param_problems(spec, params, "loss.params")
+    problems = spec.problems(params, "loss.params")
     if problems:
         raise ConfigError(problems, source=f"loss '{name}'")
     resolved = spec.defaults | dict(params)

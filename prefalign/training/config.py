@@ -1,0 +1,96 @@
+"""The config sections every training recipe shares: optimisation (`train`), LoRA (`lora`) and the
+held-out evaluation (`eval`). Each recipe's typed config (`RMTrainConfig`, `TrainConfig`) holds them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from prefalign.config import option
+from prefalign.models.batch import Layout
+
+LengthPolicy = Literal["drop", "truncate_prompt_left", "raise"]
+"""What tokenization does with a pair longer than `max_length` (`preference_data.tokenize.LENGTH_POLICIES`)."""
+
+
+@dataclass
+class LoraSection:
+    r: int = option(16, "LoRA rank")
+    alpha: int = option(32, "LoRA alpha (scale = alpha / r)")
+    dropout: float = option(0.0, "LoRA dropout")
+    target_modules: list[str] = option(
+        factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
+        doc="module names that get adapters")
+    layers: list[int] = option(factory=list, doc="transformer layer indices that get adapters (empty = all); "
+                                                 "adapters only in the top layers also stop the backward pass there")
+
+    def check(self) -> list[str]:
+        problems = [f"r: must be positive, got {self.r}"] if self.r <= 0 else []
+        if any(i < 0 for i in self.layers):
+            problems.append(f"layers: indices must be non-negative, got {self.layers}")
+        return problems
+
+
+@dataclass
+class TrainSection:
+    method: Literal["lora", "full"] = option("lora", "LoRA adapters (base frozen) or full fine-tuning")
+    lr: float = option(1e-4, "peak learning rate (AdamW)")
+    epochs: float = option(1.0, "passes over the training pairs (ignored when max_steps > 0)")
+    max_steps: int = option(-1, "optimizer steps; -1 means use epochs")
+    batch_size: int = option(8, "pairs per micro-batch per process")
+    grad_accum: int = option(1, "micro-batches per optimizer step")
+    warmup_ratio: float = option(0.0, "fraction of the optimizer steps spent in linear warm-up, in [0, 1)")
+    lr_scheduler: Literal["linear", "cosine", "constant", "constant_with_warmup"] = option("linear", "schedule")
+    weight_decay: float = option(0.0, "AdamW weight decay")
+    max_grad_norm: float = option(1.0, "gradient clipping norm (0 = off)")
+    precision: Literal["auto", "bf16", "bf16-pure", "fp32"] = option(
+        "auto", "auto: bf16 where the device multiplies bf16 natively (CUDA with bf16; CPUs with AVX-512 BF16 or "
+                "AMX), fp32 otherwise (see prefalign.models.precision); bf16: fp32 trainable weights under bf16 "
+                "autocast (frozen LoRA base stored in bf16); bf16-pure: all weights bf16 (fastest, least precise); "
+                "fp32: no autocast. The run prints and saves the precision it resolved to")
+    disable_dropout: bool = option(True, "set every dropout probability of the model to 0 before training (as TRL "
+                                         "does), so the policy, its adapters-disabled reference and the reward "
+                                         "are deterministic; LoRA dropout (lora.dropout) is kept")
+    max_length: int = option(1024, "token budget for prompt + the longer response")
+    length_policy: LengthPolicy = option(
+        "drop", "what to do with pairs longer than max_length (always counted in the report)")
+    attention: Layout = option(
+        "segments", "how prefix-shared packed pairs are attended: segments = each pair attended on its own in one "
+                    "unpadded row (fastest; needs a model using transformers' attention interface, as Llama, "
+                    "Qwen, Mistral, Gemma do); mask = rows of row_tokens with a dense block mask (any model)")
+    compile: bool = option(True, "torch.compile each transformer layer (inductor, dynamic shapes): fuses the "
+                                 "norms, rotary embeddings, activations and dtype casts that dominate a CPU step "
+                                 "(~1.5x faster steps here); the first step pays the compile (~30 s, a few "
+                                 "seconds once inductor's on-disk cache is warm). Skipped with a warning when no "
+                                 "C++ compiler is found")
+    row_tokens: int = option(512, "tokens per packed row for attention: mask; a longer pair gets a row of its own "
+                                  "(attention cost grows with row length, so shorter rows are faster until padding "
+                                  "between rows dominates)")
+    eval_every: int = option(0, "evaluate every N optimizer steps (0 = only at the end)")
+    save_every: int = option(0, "checkpoint every N optimizer steps (0 = only at the end)")
+    log_every: int = option(1, "log metrics every N optimizer steps")
+    seed: int = option(0, "seed for initialisation and data order")
+    gradient_checkpointing: bool = option(False, "recompute activations in backward (less memory, slower)")
+    report_to: list[str] = option(factory=list, doc="transformers integrations, e.g. [tensorboard] or [wandb]")
+    num_threads: int = option(0, "torch CPU threads (0 = torch default)")
+
+    def check(self) -> list[str]:
+        problems = []
+        for name in ("lr", "batch_size", "grad_accum", "max_length", "row_tokens", "log_every"):
+            if getattr(self, name) <= 0:
+                problems.append(f"{name}: must be positive, got {getattr(self, name)}")
+        if self.max_steps <= 0 and self.epochs <= 0:
+            problems.append("epochs: must be positive when max_steps is -1")
+        if not 0 <= self.warmup_ratio < 1:
+            problems.append(f"warmup_ratio: must lie in [0, 1) (a fraction of the optimizer steps), got "
+                            f"{self.warmup_ratio}")
+        return problems
+
+
+@dataclass
+class HeldOutSection:
+    """Held-out pairs evaluated at the end of training (and every `train.eval_every` steps)."""
+
+    source: str | None = option(None, "evaluation source (default: the training source)")
+    split: Literal["dev", "test", "train", "all", "none"] = option("dev", "evaluation split ('none' to skip)")
+    limit: int | None = option(None, "evaluate on at most N pairs")

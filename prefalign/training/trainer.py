@@ -1,0 +1,170 @@
+"""The `transformers.Trainer` glue both trainers share: LoRA set-up, the precision and storage dtype,
+dropout off, `TrainingArguments` from the `train` section, compiled layers, evaluation every N steps and
+the resume point. The recipes (`reward_models.rm_train`, `align.train`) read top to bottom around it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .config import LoraSection, TrainSection
+
+log = logging.getLogger(__name__)
+
+
+def apply_lora(model: torch.nn.Module, lora: LoraSection, task_type: str, modules_to_save: list[str] | None = None):
+    """Wrap `model` with LoRA adapters; trainable weights are kept in fp32 (the frozen base may be bf16)."""
+    from peft import LoraConfig, get_peft_model
+
+    cfg = LoraConfig(r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
+                     target_modules=list(lora.target_modules), task_type=task_type,
+                     modules_to_save=modules_to_save, layers_to_transform=list(lora.layers) or None)
+    model = get_peft_model(model, cfg)
+    for p in model.parameters():
+        if p.requires_grad:
+            p.data = p.data.float()
+    return model
+
+
+def resolve_precision(train: TrainSection, what: str) -> str:
+    """Replace `train.precision: auto` by what this device runs natively (bf16 or fp32), print the decision
+    (with a warning when an explicit bf16 would be emulated) and return its one-line description.
+
+    Called at the start of every training recipe, before the config is saved, so the run's config.yaml
+    and report hold the precision that was really used.
+    """
+    from prefalign.models.precision import announce, decide_precision, default_device
+
+    decision = decide_precision(train.precision, default_device())
+    train.precision = decision.value  # type: ignore[assignment]
+    announce(what, decision)
+    return decision.line()
+
+
+def base_dtype(train: TrainSection) -> str:
+    """Storage dtype of the loaded weights: a frozen LoRA base or bf16-pure training can live in bf16."""
+    if train.precision == "auto":
+        raise ValueError("train.precision is still 'auto': call resolve_precision(train, ...) first")
+    if train.precision == "bf16-pure" or (train.precision == "bf16" and train.method == "lora"):
+        return "bfloat16"
+    return "float32"
+
+
+def disable_dropout(model: torch.nn.Module) -> int:
+    """Set every dropout probability in `model` to 0: `nn.Dropout` modules and the attention dropout that
+    transformers models read from their config (`attention_dropout`, `attn_pdrop`, ...). Returns how many
+    modules or config fields were changed. Apply before adding LoRA adapters to keep `lora.dropout`.
+    """
+    changed = 0
+    for module in model.modules():
+        if isinstance(module, torch.nn.Dropout) and module.p > 0:
+            module.p = 0.0
+            changed += 1
+        config = getattr(module, "config", None)
+        for key in ("attention_dropout", "attn_pdrop", "resid_pdrop", "embd_pdrop", "hidden_dropout",
+                    "hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout", "dropout"):
+            value = getattr(config, key, None) if config is not None else None
+            if isinstance(value, float) and value > 0:
+                setattr(config, key, 0.0)
+                changed += 1
+        if isinstance(getattr(module, "attention_dropout", None), float) and module.attention_dropout > 0:
+            module.attention_dropout = 0.0  # Llama-style attention modules copy the value at construction
+            changed += 1
+    return changed
+
+
+def _distributed() -> bool:
+    return int(os.environ.get("WORLD_SIZE", "1")) > 1
+
+
+def training_arguments(train: TrainSection, output_dir: str, **extra: Any):
+    from transformers import TrainingArguments
+
+    return TrainingArguments(
+        output_dir=output_dir, learning_rate=train.lr, num_train_epochs=train.epochs, max_steps=train.max_steps,
+        per_device_train_batch_size=train.batch_size, per_device_eval_batch_size=train.batch_size,
+        # transformers reads a warmup_steps below 1 as a fraction of the total steps (checked: 0 <= ratio < 1)
+        gradient_accumulation_steps=train.grad_accum, warmup_steps=float(train.warmup_ratio),
+        lr_scheduler_type=train.lr_scheduler, weight_decay=train.weight_decay,
+        max_grad_norm=train.max_grad_norm if train.max_grad_norm > 0 else 0.0,
+        bf16=train.precision == "bf16", use_cpu=not torch.cuda.is_available(), seed=train.seed, data_seed=train.seed,
+        logging_steps=train.log_every, save_strategy="steps" if train.save_every > 0 else "no",
+        save_steps=train.save_every if train.save_every > 0 else 500, eval_strategy="no",
+        report_to=list(train.report_to) or "none", remove_unused_columns=False, dataloader_num_workers=0,
+        activation_checkpointing=train.gradient_checkpointing, disable_tqdm=os.environ.get("CI") == "true",
+        ddp_backend="gloo" if _distributed() and not torch.cuda.is_available() else None, **extra)
+
+
+def set_threads(train: TrainSection) -> None:
+    """Process settings for a training run: torch threads and (on Linux/glibc) the allocator."""
+    if train.num_threads > 0:
+        torch.set_num_threads(train.num_threads)
+    from prefalign.cpu import tune_allocator
+
+    tune_allocator()
+
+
+def compile_layers(model: torch.nn.Module, train: TrainSection) -> int:
+    """`torch.compile` each transformer layer of `model` (a peft wrapper is fine) when `train.compile` is on.
+
+    Layers compile lazily on their first call, with dynamic shapes so batches of any length reuse one
+    graph; the segment attention inside stays eager (it is excluded from tracing). Parameter names and
+    state dicts are unchanged. Returns the number of layers compiled (0 when off or not possible).
+    """
+    import shutil
+
+    from prefalign.models.forward import body
+
+    if not train.compile:
+        return 0
+    import torch._dynamo
+
+    if torch._dynamo.config.disable:
+        log.warning("train.compile: torch.compile is switched off in this process (TORCH_COMPILE_DISABLE=1); "
+                    "running eager")
+        return 0
+    layers = getattr(body(model), "layers", None)
+    if not isinstance(layers, torch.nn.ModuleList) or not len(layers):
+        log.warning("train.compile: %s has no `layers` list to compile; running eager", type(model).__name__)
+        return 0
+    if not any(shutil.which(c) for c in ("g++", "c++", "clang++", "cl")):
+        log.warning("train.compile: no C++ compiler found (torch.compile needs one on CPU); running eager")
+        return 0
+    from prefalign.models.hub import cache_dir
+
+    # compiled kernels persist beside the converted models, so only the first run on a machine pays in full
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(cache_dir() / "inductor"))
+    for layer in layers:
+        layer.compile(dynamic=True)
+    return len(layers)
+
+
+def last_checkpoint(output_dir: str) -> str | None:
+    from transformers.trainer_utils import get_last_checkpoint
+
+    return get_last_checkpoint(output_dir) if Path(output_dir).is_dir() else None
+
+
+def evaluate_every(trainer: Any, every: int) -> None:
+    """Run `trainer.evaluate()` every `every` optimizer steps (the final evaluation is the recipe's own)."""
+    from transformers import TrainerCallback
+
+    class EvalEvery(TrainerCallback):
+        def on_step_end(self, args, state, control, **kw):
+            if state.global_step % every == 0 and state.global_step < state.max_steps:
+                trainer.evaluate()
+
+    trainer.add_callback(EvalEvery())
+
+
+def resume_point(output_dir: str, resume: bool) -> str | None:
+    """The last checkpoint under `output_dir` when resuming (None, with a message, when there is none)."""
+    found = last_checkpoint(output_dir) if resume else None
+    if resume and found is None:
+        print(f"--resume: no checkpoint under {output_dir}; starting from the beginning")
+    return found

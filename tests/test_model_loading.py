@@ -1,0 +1,67 @@
+"""Model loading on the ground floor (prefalign/models/hub.py): one loader for plain models and peft adapters,
+merged or not, and the fingerprint caches key on."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from prefalign.models.hub import is_adapter, load_causal_lm, load_model, pad_token_id, resolve, weights_fingerprint
+
+
+@pytest.fixture(scope="module")
+def adapter_dir(tmp_path_factory, tiny_model_ref):
+    """A LoRA adapter of the tiny model with non-zero B, so the adapter changes the logits."""
+    from peft import LoraConfig, get_peft_model
+
+    lora = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM")
+    model = get_peft_model(load_causal_lm(tiny_model_ref, dtype="float32"), lora)
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "lora_B" in name:
+                p.normal_(std=0.5)
+    out = tmp_path_factory.mktemp("adapter")
+    model.save_pretrained(str(out))
+    return out
+
+
+IDS = torch.tensor([[1, 20, 300, 4000, 50]])
+
+
+def _logits(model) -> torch.Tensor:
+    with torch.no_grad():
+        return model(input_ids=IDS).logits.float()
+
+
+def test_adapter_loads_with_or_without_merging(adapter_dir, tiny_model_ref):
+    from peft import PeftModel
+
+    assert is_adapter(adapter_dir) and not is_adapter(resolve(tiny_model_ref))
+    kept = load_model(str(adapter_dir), "float32", merge=False)
+    merged = load_model(str(adapter_dir), "float32", merge=True)
+    assert isinstance(kept, PeftModel) and not isinstance(merged, PeftModel) and not merged.training
+    torch.testing.assert_close(_logits(merged), _logits(kept), atol=1e-4, rtol=0)
+    base = load_causal_lm(tiny_model_ref, dtype="float32")
+    with kept.disable_adapter():
+        torch.testing.assert_close(_logits(kept), _logits(base), atol=1e-5, rtol=0)
+    assert (_logits(kept) - _logits(base)).abs().max() > 1e-3  # the adapter does change the model
+    plain = load_model(tiny_model_ref, "float32", merge=True)
+    assert not isinstance(plain, PeftModel)
+    torch.testing.assert_close(_logits(plain), _logits(base), atol=0, rtol=0)
+
+
+def test_fingerprint_of_an_adapter_covers_its_base(adapter_dir, tiny_model_ref):
+    assert weights_fingerprint(None) is None
+    fp = weights_fingerprint(str(adapter_dir))
+    assert fp is not None and len(fp) == 12 and fp == weights_fingerprint(str(adapter_dir))
+    assert fp != weights_fingerprint(tiny_model_ref)
+
+
+def test_pad_token_id_falls_back_to_eos():
+    class Tok:
+        pad_token_id, eos_token_id = None, 7
+
+    assert pad_token_id(Tok()) == 7
+    Tok.pad_token_id = 0
+    assert pad_token_id(Tok()) == 0
