@@ -28,7 +28,7 @@ def test_eval_policy_cli_end_to_end(tmp_path, tiny_model_ref, capsys):
     generations with the gold graders gives."""
     import torch
 
-    from preference_data.hub import load_causal_lm, load_tokenizer
+    from prefalign.models.hub import load_causal_lm, load_tokenizer
     from preference_data.suite import grade_prompt_only
 
     other = load_causal_lm(tiny_model_ref, dtype="float32")
@@ -87,9 +87,9 @@ def test_judged_win_rate_leaves_nan_out_and_counts_it():
 def _fake_models(monkeypatch, answers: dict[str, dict[tuple, str]]) -> None:
     """Generation without a model: `answers[model][prompt]` is what `model` says to `prompt`."""
     import align.generate
-    import preference_data.hub
+    import prefalign.models.hub
 
-    monkeypatch.setattr(preference_data.hub, "load_tokenizer", lambda ref: None)
+    monkeypatch.setattr(prefalign.models.hub, "load_tokenizer", lambda ref: None)
     monkeypatch.setattr(align.generate, "load_policy", lambda ref, dtype="bfloat16": ref)
     monkeypatch.setattr(align.generate, "generate",
                         lambda model, tok, conv, *a, **k: [answers[model][_key(c)] for c in conv])

@@ -100,7 +100,7 @@ def test_a_real_run_in_each_precision_saves_what_it_used(tmp_path, native, metho
 
 def test_quickstart_shortens_training_where_auto_means_fp32(native):
     from align.cli.quickstart import QuickstartConfig, _fit_to_device
-    from preference_data.config import load
+    from prefalign.config import load
 
     cfg = load(QuickstartConfig)
     rm, dpo = _fit_to_device(cfg.rm, cfg.fp32_work, "rm", 0.0), _fit_to_device(cfg.dpo, cfg.fp32_work, "dpo", 0.0)
