@@ -11,12 +11,13 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 STAGES = ["preference_data", "reward_models", "align", "leaderboards"]  # a stage imports only earlier ones
+GROUND = "prefalign"  # the ground floor: every stage may import it, it imports no stage
 CLI = ROOT / "align" / "cli"  # the one place that sees every stage
 
 
 def _modules() -> list[str]:
     names = []
-    for pkg in STAGES:
+    for pkg in [GROUND, *STAGES]:
         mod = importlib.import_module(pkg)
         names.append(pkg)
         names.extend(m.name for m in pkgutil.walk_packages(mod.__path__, prefix=pkg + "."))
@@ -44,6 +45,12 @@ def test_no_stage_imports_a_later_stage():
             for name in _imports(path) & later:
                 bad.append(f"{path.relative_to(ROOT)} imports {name}")
     assert not bad, "stage layering broken:\n" + "\n".join(bad)
+
+
+def test_ground_floor_imports_no_stage():
+    bad = [f"{path.relative_to(ROOT)} imports {name}" for path in (ROOT / GROUND).rglob("*.py")
+           for name in _imports(path) & set(STAGES)]
+    assert not bad, "the ground floor must not import a stage:\n" + "\n".join(bad)
 
 
 @pytest.mark.parametrize("name", _modules())

@@ -1,0 +1,334 @@
+"""The default backend: any transformers causal LM, on whatever device it sits.
+
+How a `generate` call runs:
+
+1. Render every prompt to token ids (`prompts.py`). Prompts with the same ids form one *unit* holding all
+   their samples (n per request), so each distinct prompt is prefilled once.
+2. Sort units by prompt length (longest first) and pack them into batches of at most `max_rows` samples
+   whose KV cache, rows x (longest prompt + longest max_new_tokens), fits in `token_budget` slots.
+3. Per batch: prefill the distinct prompts, left-padded, at most `prefill_tokens` tokens per forward (logits
+   of the last position only), and copy each prompt's keys and values into the rows of its n samples in a
+   slab cache (`cache.py`), written in place from then on.
+4. Decode: every step samples one token per row (`sampling.py`, each sample with its own pre-drawn
+   uniforms), checks EOS, length and stop strings, and feeds the tokens back. Finished rows leave the
+   batch (cache rows dropped) once `prune_fraction` of the rows have finished.
+
+The model is switched to eval mode for the call (dropout off) and restored afterwards; no gradients are kept.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from prefalign.errors import ConfigError, UserError
+
+from .api import Completion, GenerationResult, RequestOutput, SamplingParams, Timings, per_prompt_params
+from .cache import SlabCache
+from .prompts import render_prompts
+from .sampling import RowSettings, sample, sample_uniforms
+from .weights import copy_weights
+
+
+@dataclass
+class _Unit:
+    """One distinct prompt and the samples (request, sample index) drawn from it."""
+
+    ids: list[int]
+    samples: list[tuple[int, int]]
+
+
+class TransformersEngine:
+    """Generation with a transformers causal LM (see the module docstring for the schedule).
+
+    model: a loaded causal LM (e.g. `AutoModelForCausalLM`), used as it is, in its dtype and on its device.
+    tokenizer: its tokenizer (chat template, EOS). token_budget: KV-cache slots per batch (rows x columns).
+    max_rows: samples decoded together at most. prefill_tokens: padded prompt tokens per prefill forward.
+    prune_fraction: drop finished rows from the batch once this fraction of its rows has finished (copying
+    the cache costs about one step; dead rows cost their share of every step). eos_token_ids: tokens that end
+    a completion (default: the tokenizer's EOS).
+    """
+
+    backend = "transformers"
+
+    def __init__(self, model: Any, tokenizer: Any, token_budget: int = 1 << 17, max_rows: int = 256,
+                 prefill_tokens: int = 8192, prune_fraction: float = 0.125,
+                 eos_token_ids: Sequence[int] | None = None) -> None:
+        problems = []
+        for name, value, lo in (("token_budget", token_budget, 1), ("max_rows", max_rows, 1),
+                                ("prefill_tokens", prefill_tokens, 1)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < lo:
+                problems.append(f"{name}={value!r}: must be an integer >= {lo}")
+        if not isinstance(prune_fraction, int | float) or not 0 <= prune_fraction <= 1:
+            problems.append(f"prune_fraction={prune_fraction!r}: must be in [0, 1]")
+        if not hasattr(model, "config") or not callable(model):
+            problems.append(f"model: expected a loaded transformers causal LM, got {type(model).__name__}; load one "
+                            "with AutoModelForCausalLM.from_pretrained(...)")
+        if eos_token_ids is None:
+            eos = tokenizer.eos_token_id
+            if eos is None:
+                problems.append("the tokenizer has no eos_token: set tokenizer.eos_token, or pass eos_token_ids")
+            eos_token_ids = [eos] if eos is not None else []
+        if problems:
+            raise ConfigError(problems, "TransformersEngine")
+        self.model, self.tokenizer = model, tokenizer
+        self.token_budget, self.max_rows, self.prefill_tokens = token_budget, max_rows, prefill_tokens
+        self.prune_fraction = float(prune_fraction)
+        self.eos_token_ids = [int(t) for t in eos_token_ids]
+        pad = tokenizer.pad_token_id
+        self.pad_id = int(pad if pad is not None else self.eos_token_ids[0])
+        text_config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+        self.num_layers = int(text_config.num_hidden_layers)
+        self.max_positions: int | None = getattr(text_config, "max_position_embeddings", None)
+        self.weight_version = 0
+
+    # ------------------------------------------------------------------------------------------------
+    # weights
+
+    def sync_weights(self, model: Any | None = None) -> int:
+        """Use `model`'s current weights; returns the new weight version.
+
+        When `model` is the engine's own model (or None) the sampler already sees every optimizer step, so
+        only the version is bumped. Otherwise its weights (LoRA merged, for a peft model) are copied into the
+        engine's model in place (`weights.copy_weights`).
+        """
+        if model is not None and model is not self.model:
+            copy_weights(model, self.model)
+        self.weight_version += 1
+        return self.weight_version
+
+    # ------------------------------------------------------------------------------------------------
+    # generation
+
+    @torch.inference_mode()
+    def generate(self, prompts: Sequence[Any], params: SamplingParams | Sequence[SamplingParams] = SamplingParams(),
+                 max_prompt_length: int | None = None, progress: bool = False) -> GenerationResult:
+        """Sample `params.n` completions per prompt (a conversation or a list of token ids); `params` is one
+        setting for all prompts or one per prompt. Returns one `RequestOutput` per prompt, in input order."""
+        t0 = time.perf_counter()
+        plist = per_prompt_params(params, len(prompts))
+        ids = render_prompts(self.tokenizer, prompts, max_prompt_length)
+        timings = Timings(render_s=time.perf_counter() - t0)
+        if self.max_positions is not None:
+            too_long = [(i, len(x)) for i, x in enumerate(ids) if len(x) >= self.max_positions]
+            if too_long:
+                i, n = too_long[0]
+                raise UserError(f"{len(too_long)} prompt(s) leave no room in the model's context of "
+                                f"{self.max_positions} positions (prompt {i}: {n} tokens); pass max_prompt_length "
+                                "to keep the last tokens of long prompts")
+        units: dict[tuple[int, ...], _Unit] = {}
+        for i, (p, sp) in enumerate(zip(ids, plist)):
+            unit = units.setdefault(tuple(p), _Unit(p, []))
+            unit.samples.extend((i, j) for j in range(sp.n))
+        pieces = [_Unit(u.ids, u.samples[s:s + self.max_rows]) for u in units.values()
+                  for s in range(0, len(u.samples), self.max_rows)]
+        pieces.sort(key=lambda u: -len(u.ids))
+        results: list[list[Completion | None]] = [[None] * sp.n for sp in plist]
+        finish_time = [0.0] * len(plist)
+
+        bar = None
+        if progress:
+            from tqdm import tqdm
+
+            bar = tqdm(total=sum(sp.n for sp in plist), desc="generating", unit="sample")
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            for batch in self._batches(pieces, plist):
+                timings.batches += 1
+                self._run_batch(batch, plist, results, finish_time, timings, t0, bar)
+        finally:
+            self.model.train(was_training)
+            if bar is not None:
+                bar.close()
+        timings.total_s = time.perf_counter() - t0
+        outputs = [RequestOutput(ids[i], [c for c in results[i] if c is not None], finish_time[i])
+                   for i in range(len(plist))]
+        return GenerationResult(outputs, timings, self.weight_version)
+
+    def _batches(self, pieces: list[_Unit], plist: list[SamplingParams]) -> list[list[_Unit]]:
+        """Consecutive pieces (longest prompt first) while rows <= max_rows and the KV slots fit the budget."""
+        batches: list[list[_Unit]] = []
+        cur: list[_Unit] = []
+        rows = longest = new = 0
+        for u in pieces:
+            u_new = max(plist[i].max_new_tokens for i, _ in u.samples)
+            r, lp, nn = rows + len(u.samples), max(longest, len(u.ids)), max(new, u_new)
+            if cur and (r > self.max_rows or r * (lp + nn) > self.token_budget):
+                batches.append(cur)
+                cur, r, lp, nn = [], len(u.samples), len(u.ids), u_new
+            cur.append(u)
+            rows, longest, new = r, lp, nn
+        if cur:
+            batches.append(cur)
+        return batches
+
+    def _device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    def _prefill(self, batch: list[_Unit], cache: SlabCache, unit_rows: list[torch.Tensor], width: int,
+                 ) -> torch.Tensor:
+        """Run the batch's distinct prompts and write their keys/values into the slab rows of their samples,
+        right-aligned in `width` columns. Returns the last-position logits of every row (R, V)."""
+        from transformers.cache_utils import DynamicCache
+
+        device = self._device()
+        R = sum(len(u.samples) for u in batch)
+        logits_rows: torch.Tensor | None = None
+        start = 0
+        while start < len(batch):
+            end = start + 1
+            while end < len(batch) and (end + 1 - start) * len(batch[start].ids) <= self.prefill_tokens:
+                end += 1  # units are sorted longest first, so the first sets the chunk's width
+            chunk = batch[start:end]
+            L = len(chunk[0].ids)
+            input_ids = torch.full((len(chunk), L), self.pad_id, dtype=torch.long)
+            mask = torch.zeros((len(chunk), L), dtype=torch.long)
+            for r, u in enumerate(chunk):
+                input_ids[r, L - len(u.ids):] = torch.tensor(u.ids)
+                mask[r, L - len(u.ids):] = 1
+            positions = (mask.cumsum(-1) - 1).clamp_(min=0)
+            kv = DynamicCache()
+            out = self.model(input_ids=input_ids.to(device), attention_mask=mask.to(device),
+                             position_ids=positions.to(device), past_key_values=kv, use_cache=True, logits_to_keep=1)
+            last = out.logits[:, -1]  # (u, V)
+            if logits_rows is None:
+                logits_rows = last.new_empty(R, last.shape[-1])
+            for layer, (k, v) in zip(cache.layers, ((lay.keys, lay.values) for lay in kv.layers)):
+                if layer.k_buf is None:
+                    layer.allocate(R, k.shape[1], k.shape[3], k.dtype, k.device, width)
+                for r, u in enumerate(chunk):
+                    rows = unit_rows[start + r]
+                    layer.k_buf[rows, :, width - L:width] = k[r:r + 1]
+                    layer.v_buf[rows, :, width - L:width] = v[r:r + 1]
+            for r in range(len(chunk)):
+                logits_rows[unit_rows[start + r]] = last[r:r + 1]
+            start = end
+        assert logits_rows is not None
+        return logits_rows
+
+    def _run_batch(self, batch: list[_Unit], plist: list[SamplingParams], results: list[list[Completion | None]],
+                   finish_time: list[float], timings: Timings, t0: float, bar: Any) -> None:
+        device = self._device()
+        samples = [s for u in batch for s in u.samples]  # row -> (request, sample index)
+        R = len(samples)
+        width = len(batch[0].ids)  # longest prompt: the prompt columns of the slab
+        max_new = [plist[i].max_new_tokens for i, _ in samples]
+        steps = max(max_new)
+        prompt_len = torch.tensor([len(u.ids) for u in batch for _ in u.samples], dtype=torch.long)
+        unit_rows, r = [], 0
+        for u in batch:
+            unit_rows.append(torch.arange(r, r + len(u.samples), device=device))
+            r += len(u.samples)
+
+        t = time.perf_counter()
+        cache = SlabCache(self.num_layers, width + steps)
+        logits = self._prefill(batch, cache, unit_rows, width)
+        timings.prefill_s += time.perf_counter() - t
+        timings.prompt_tokens += sum(len(u.ids) for u in batch)
+
+        t = time.perf_counter()
+        settings = RowSettings(
+            torch.tensor([plist[i].temperature for i, _ in samples], dtype=torch.float32, device=device),
+            torch.tensor([plist[i].top_k for i, _ in samples], dtype=torch.long, device=device),
+            torch.tensor([plist[i].top_p for i, _ in samples], dtype=torch.float32, device=device),
+            torch.tensor([plist[i].min_p for i, _ in samples], dtype=torch.float32, device=device))
+        uniforms = torch.zeros(R, steps, dtype=torch.float32)
+        unit_ids = [u.ids for u in batch for _ in u.samples]
+        for row, (i, j) in enumerate(samples):
+            if plist[i].temperature > 0:
+                uniforms[row, :max_new[row]] = sample_uniforms(plist[i].seed, unit_ids[row], j, max_new[row])
+        uniforms = uniforms.to(device)
+        mask = torch.ones(R, width + steps, dtype=torch.long, device=device)
+        pad = (width - prompt_len).to(device)
+        mask[:, :width][torch.arange(width, device=device).unsqueeze(0) < pad.unsqueeze(1)] = 0
+        eos = torch.tensor(self.eos_token_ids, dtype=torch.long, device=device)
+        limit = torch.tensor(max_new, dtype=torch.long, device=device)
+        if self.max_positions is not None:
+            limit = torch.minimum(limit, self.max_positions - prompt_len.to(device))
+        prompt_len = prompt_len.to(device)
+        out_tokens = torch.zeros(R, steps, dtype=torch.long, device=device)
+        out_logps = torch.zeros(R, steps, dtype=torch.float32, device=device)
+
+        rows = torch.arange(R, device=device)  # batch row of each live cache row
+        alive = torch.ones(R, dtype=torch.bool, device=device)
+        lengths = [0] * R
+        reasons: list[str] = [""] * R
+        texts: dict[int, tuple[str, str]] = {}  # row -> (text cut before the stop string, the stop string)
+        stops = {row: plist[i].stop for row, (i, _) in enumerate(samples) if plist[i].stop}
+        windows = {row: 4 * max(len(s) for s in st) + 8 for row, st in stops.items()}
+        dropped = 0  # leading slab columns dropped so far
+        step = 0
+        while True:
+            tok, logp = sample(logits, settings, uniforms[:, step])
+            out_tokens[rows, step] = tok
+            out_logps[rows, step] = logp
+            step += 1
+            finished = alive & (torch.isin(tok, eos) | (step >= limit))
+            fin_rows = finished.nonzero().squeeze(1).tolist()
+            live_rows = rows.tolist()
+            for c in fin_rows:
+                b = live_rows[c]
+                lengths[b] = step
+                reasons[b] = "eos" if int(tok[c]) in self.eos_token_ids else "length"
+            if stops:
+                for c, b in enumerate(live_rows):
+                    if b in stops and b not in texts and bool(alive[c]):
+                        hit = self._stop_hit(out_tokens[b, :step], stops[b], windows[b])
+                        if hit is not None:
+                            texts[b] = hit
+                            if not bool(finished[c]):
+                                finished[c] = True
+                                fin_rows.append(c)
+                            lengths[b] = step
+                            reasons[b] = "stop"
+            if fin_rows:
+                now = time.perf_counter() - t0
+                for c in fin_rows:
+                    i = samples[live_rows[c]][0]
+                    finish_time[i] = max(finish_time[i], now)
+                if bar is not None:
+                    bar.update(len(fin_rows))
+                alive[finished] = False
+            n_alive = int(alive.sum())
+            if n_alive == 0:
+                break
+            if len(live_rows) - n_alive >= max(1.0, self.prune_fraction * len(live_rows)):
+                keep = alive.nonzero().squeeze(1)
+                drop = int(pad.index_select(0, keep).min()) - dropped
+                cache.keep_rows(keep, drop)
+                dropped += drop
+                mask = mask.index_select(0, keep)[:, drop:]
+                rows, tok, limit = rows[keep], tok[keep], limit[keep]
+                settings, uniforms = settings.select(keep), uniforms.index_select(0, keep)
+                pad, prompt_len = pad[keep], prompt_len[keep]
+                alive = torch.ones(keep.numel(), dtype=torch.bool, device=device)
+            L = cache.length
+            out = self.model(input_ids=tok.unsqueeze(1), attention_mask=mask[:, :L + 1],
+                             position_ids=(prompt_len + step - 1).unsqueeze(1), past_key_values=cache, use_cache=True)
+            logits = out.logits[:, -1]
+        timings.decode_s += time.perf_counter() - t
+
+        tokens_all, logps_all = out_tokens.tolist(), out_logps.tolist()
+        plain = [b for b in range(R) if b not in texts]
+        decoded = self.tokenizer.batch_decode([tokens_all[b][:lengths[b]] for b in plain], skip_special_tokens=True)
+        text_of = dict(zip(plain, decoded))
+        for b, (i, j) in enumerate(samples):
+            n = lengths[b]
+            text, stop = texts.get(b, (text_of.get(b, ""), None))
+            results[i][j] = Completion(text, tokens_all[b][:n], logps_all[b][:n], reasons[b], stop)  # type: ignore[arg-type]
+            timings.generated_tokens += n
+
+    def _stop_hit(self, tokens: torch.Tensor, stops: Sequence[str], window: int) -> tuple[str, str] | None:
+        """(text cut right before the earliest stop string, that string) once the text contains one."""
+        tail = self.tokenizer.decode(tokens[-window:].tolist(), skip_special_tokens=True)
+        if not any(s in tail for s in stops):
+            return None
+        text = self.tokenizer.decode(tokens.tolist(), skip_special_tokens=True)
+        found = [(text.find(s), s) for s in stops if s in text]
+        at, stop = min(found)
+        return text[:at], stop
