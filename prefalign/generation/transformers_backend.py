@@ -18,6 +18,7 @@ The model is switched to eval mode for the call (dropout off) and restored after
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -28,6 +29,7 @@ import torch
 from prefalign.errors import ConfigError, UserError
 
 from .api import Completion, GenerationResult, RequestOutput, SamplingParams, Timings, per_prompt_params
+from .attention import PLAIN_ATTENTION, supports_decode_attention, using_decode_attention
 from .cache import SlabCache
 from .prompts import render_prompts
 from .sampling import RowSettings, sample, sample_uniforms
@@ -50,14 +52,15 @@ class TransformersEngine:
     max_rows: samples decoded together at most. prefill_tokens: padded prompt tokens per prefill forward.
     prune_fraction: drop finished rows from the batch once this fraction of its rows has finished (copying
     the cache costs about one step; dead rows cost their share of every step). eos_token_ids: tokens that end
-    a completion (default: the tokenizer's EOS).
+    a completion (default: the tokenizer's EOS). decode_attention: attend with `attention.decode_attention`
+    while decoding (None: where the model's attention is plain, see `attention.PLAIN_ATTENTION`).
     """
 
     backend = "transformers"
 
     def __init__(self, model: Any, tokenizer: Any, token_budget: int = 1 << 17, max_rows: int = 256,
                  prefill_tokens: int = 8192, prune_fraction: float = 0.125,
-                 eos_token_ids: Sequence[int] | None = None) -> None:
+                 eos_token_ids: Sequence[int] | None = None, decode_attention: bool | None = None) -> None:
         problems = []
         for name, value, lo in (("token_budget", token_budget, 1), ("max_rows", max_rows, 1),
                                 ("prefill_tokens", prefill_tokens, 1)):
@@ -82,7 +85,14 @@ class TransformersEngine:
         pad = tokenizer.pad_token_id
         self.pad_id = int(pad if pad is not None else self.eos_token_ids[0])
         text_config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+        self.text_config = text_config
         self.num_layers = int(text_config.num_hidden_layers)
+        plain = supports_decode_attention(text_config)
+        if decode_attention and not plain:
+            raise ConfigError([f"decode_attention=True: model type {text_config.model_type!r} does not use plain "
+                               f"attention (supported: {', '.join(sorted(PLAIN_ATTENTION))}); leave it None"],
+                              "TransformersEngine")
+        self.decode_attention = plain if decode_attention is None else bool(decode_attention)
         self.max_positions: int | None = getattr(text_config, "max_position_embeddings", None)
         self.weight_version = 0
 
@@ -216,104 +226,61 @@ class TransformersEngine:
         device = self._device()
         samples = [s for u in batch for s in u.samples]  # row -> (request, sample index)
         R = len(samples)
-        width = len(batch[0].ids)  # longest prompt: the prompt columns of the slab
+        width = len(batch[0].ids)  # the longest prompt: the slab's prompt columns
         max_new = [plist[i].max_new_tokens for i, _ in samples]
-        steps = max(max_new)
-        prompt_len = torch.tensor([len(u.ids) for u in batch for _ in u.samples], dtype=torch.long)
         unit_rows, r = [], 0
         for u in batch:
             unit_rows.append(torch.arange(r, r + len(u.samples), device=device))
             r += len(u.samples)
 
         t = time.perf_counter()
-        cache = SlabCache(self.num_layers, width + steps)
+        cache = SlabCache(self.num_layers, width + max(max_new), static=self.decode_attention)
         logits = self._prefill(batch, cache, unit_rows, width)
         timings.prefill_s += time.perf_counter() - t
         timings.prompt_tokens += sum(len(u.ids) for u in batch)
 
         t = time.perf_counter()
-        settings = RowSettings(
-            torch.tensor([plist[i].temperature for i, _ in samples], dtype=torch.float32, device=device),
-            torch.tensor([plist[i].top_k for i, _ in samples], dtype=torch.long, device=device),
-            torch.tensor([plist[i].top_p for i, _ in samples], dtype=torch.float32, device=device),
-            torch.tensor([plist[i].min_p for i, _ in samples], dtype=torch.float32, device=device))
-        uniforms = torch.zeros(R, steps, dtype=torch.float32)
-        unit_ids = [u.ids for u in batch for _ in u.samples]
-        for row, (i, j) in enumerate(samples):
-            if plist[i].temperature > 0:
-                uniforms[row, :max_new[row]] = sample_uniforms(plist[i].seed, unit_ids[row], j, max_new[row])
-        uniforms = uniforms.to(device)
-        mask = torch.ones(R, width + steps, dtype=torch.long, device=device)
-        pad = (width - prompt_len).to(device)
-        mask[:, :width][torch.arange(width, device=device).unsqueeze(0) < pad.unsqueeze(1)] = 0
-        eos = torch.tensor(self.eos_token_ids, dtype=torch.long, device=device)
-        limit = torch.tensor(max_new, dtype=torch.long, device=device)
-        if self.max_positions is not None:
-            limit = torch.minimum(limit, self.max_positions - prompt_len.to(device))
-        prompt_len = prompt_len.to(device)
-        out_tokens = torch.zeros(R, steps, dtype=torch.long, device=device)
-        out_logps = torch.zeros(R, steps, dtype=torch.float32, device=device)
-
-        rows = torch.arange(R, device=device)  # batch row of each live cache row
-        alive = torch.ones(R, dtype=torch.bool, device=device)
-        lengths = [0] * R
-        reasons: list[str] = [""] * R
-        texts: dict[int, tuple[str, str]] = {}  # row -> (text cut before the stop string, the stop string)
+        state = _DecodeState(self, batch, plist, samples, cache, width, device)
+        lengths, reasons = [0] * R, [""] * R
+        texts: dict[int, tuple[str, str]] = {}  # row -> (text cut right before the stop string, the stop string)
         stops = {row: plist[i].stop for row, (i, _) in enumerate(samples) if plist[i].stop}
-        windows = {row: 4 * max(len(s) for s in st) + 8 for row, st in stops.items()}
-        dropped = 0  # leading slab columns dropped so far
-        step = 0
-        while True:
-            tok, logp = sample(logits, settings, uniforms[:, step])
-            out_tokens[rows, step] = tok
-            out_logps[rows, step] = logp
-            step += 1
-            finished = alive & (torch.isin(tok, eos) | (step >= limit))
-            fin_rows = finished.nonzero().squeeze(1).tolist()
-            live_rows = rows.tolist()
-            for c in fin_rows:
-                b = live_rows[c]
-                lengths[b] = step
-                reasons[b] = "eos" if int(tok[c]) in self.eos_token_ids else "length"
-            if stops:
-                for c, b in enumerate(live_rows):
-                    if b in stops and b not in texts and bool(alive[c]):
-                        hit = self._stop_hit(out_tokens[b, :step], stops[b], windows[b])
+        windows = {row: 4 * max(len(x) for x in st) + 8 for row, st in stops.items()}  # tokens that spell any stop
+        eos_ids = set(self.eos_token_ids)
+        attend = using_decode_attention(self.text_config) if self.decode_attention else contextlib.nullcontext()
+        with attend:
+            step = 0
+            while True:
+                tok = state.sample(logits, step)
+                step += 1
+                finished = state.alive & (torch.isin(tok, state.eos) | (step >= state.limit))
+                live = state.rows.tolist()
+                for c in finished.nonzero().squeeze(1).tolist():
+                    lengths[live[c]] = step
+                    reasons[live[c]] = "eos" if int(tok[c]) in eos_ids else "length"
+                for c, b in enumerate(live):
+                    if b in stops and b not in texts and not reasons[b]:
+                        hit = self._stop_hit(state.out_tokens[b, :step], stops[b], windows[b])
                         if hit is not None:
-                            texts[b] = hit
-                            if not bool(finished[c]):
-                                finished[c] = True
-                                fin_rows.append(c)
-                            lengths[b] = step
-                            reasons[b] = "stop"
-            if fin_rows:
-                now = time.perf_counter() - t0
-                for c in fin_rows:
-                    i = samples[live_rows[c]][0]
-                    finish_time[i] = max(finish_time[i], now)
-                if bar is not None:
-                    bar.update(len(fin_rows))
-                alive[finished] = False
-            n_alive = int(alive.sum())
-            if n_alive == 0:
-                break
-            if len(live_rows) - n_alive >= max(1.0, self.prune_fraction * len(live_rows)):
-                keep = alive.nonzero().squeeze(1)
-                drop = int(pad.index_select(0, keep).min()) - dropped
-                cache.keep_rows(keep, drop)
-                dropped += drop
-                mask = mask.index_select(0, keep)[:, drop:]
-                rows, tok, limit = rows[keep], tok[keep], limit[keep]
-                settings, uniforms = settings.select(keep), uniforms.index_select(0, keep)
-                pad, prompt_len = pad[keep], prompt_len[keep]
-                alive = torch.ones(keep.numel(), dtype=torch.bool, device=device)
-            L = cache.length
-            out = self.model(input_ids=tok.unsqueeze(1), attention_mask=mask[:, :L + 1],
-                             position_ids=(prompt_len + step - 1).unsqueeze(1), past_key_values=cache, use_cache=True)
-            logits = out.logits[:, -1]
+                            texts[b], lengths[b], reasons[b] = hit, step, "stop"
+                            finished[c] = True
+                n_finished = int(finished.sum())
+                if n_finished:
+                    now = time.perf_counter() - t0
+                    for c in finished.nonzero().squeeze(1).tolist():
+                        i = samples[live[c]][0]
+                        finish_time[i] = max(finish_time[i], now)
+                    if bar is not None:
+                        bar.update(n_finished)
+                    state.alive &= ~finished
+                n_alive = int(state.alive.sum())
+                if n_alive == 0:
+                    break
+                if len(live) - n_alive >= max(1.0, self.prune_fraction * len(live)):
+                    state.prune(step)
+                logits = state.forward(step)
         timings.decode_s += time.perf_counter() - t
 
-        tokens_all, logps_all = out_tokens.tolist(), out_logps.tolist()
+        tokens_all, logps_all = state.out_tokens.tolist(), state.out_logps.tolist()
         plain = [b for b in range(R) if b not in texts]
         decoded = self.tokenizer.batch_decode([tokens_all[b][:lengths[b]] for b in plain], skip_special_tokens=True)
         text_of = dict(zip(plain, decoded))
@@ -332,3 +299,82 @@ class TransformersEngine:
         found = [(text.find(s), s) for s in stops if s in text]
         at, stop = min(found)
         return text[:at], stop
+
+
+class _DecodeState:
+    """The live rows of one batch while decoding, all indexed by cache row (R' live rows of R).
+
+    rows (R',): each live row's batch row. settings / uniforms (R', steps): its sampling settings and
+    pre-drawn uniforms. limit (R',): the step at which it stops for length (max_new_tokens, or the model's
+    context). mask (R', C) bool: the slab columns it attends to (its prompt, then what it generated).
+    out_tokens / out_logps (R, steps): what every batch row sampled, by batch row.
+    """
+
+    def __init__(self, engine: TransformersEngine, batch: list[_Unit], plist: list[SamplingParams],
+                 samples: list[tuple[int, int]], cache: SlabCache, width: int, device: torch.device) -> None:
+        self.engine, self.cache, self.device = engine, cache, device
+        R = len(samples)
+        max_new = [plist[i].max_new_tokens for i, _ in samples]
+        steps = max(max_new)
+        self.settings = RowSettings(
+            torch.tensor([plist[i].temperature for i, _ in samples], dtype=torch.float32, device=device),
+            torch.tensor([plist[i].top_k for i, _ in samples], dtype=torch.long, device=device),
+            torch.tensor([plist[i].top_p for i, _ in samples], dtype=torch.float32, device=device),
+            torch.tensor([plist[i].min_p for i, _ in samples], dtype=torch.float32, device=device))
+        uniforms = torch.zeros(R, steps, dtype=torch.float32)
+        row = 0
+        for u in batch:
+            for i, j in u.samples:
+                if plist[i].temperature > 0:
+                    uniforms[row, :max_new[row]] = sample_uniforms(plist[i].seed, u.ids, j, max_new[row])
+                row += 1
+        self.uniforms = uniforms.to(device)
+        self.prompt_len = torch.tensor([len(u.ids) for u in batch for _ in u.samples], dtype=torch.long,
+                                       device=device)
+        self.pad = width - self.prompt_len  # left padding of each row in the slab
+        self.mask = torch.zeros(R, cache.capacity, dtype=torch.bool, device=device)
+        self.mask[:, :width] = torch.arange(width, device=device).unsqueeze(0) >= self.pad.unsqueeze(1)
+        self.limit = torch.tensor(max_new, dtype=torch.long, device=device)
+        if engine.max_positions is not None:
+            self.limit = torch.minimum(self.limit, engine.max_positions - self.prompt_len)
+        self.eos = torch.tensor(engine.eos_token_ids, dtype=torch.long, device=device)
+        self.out_tokens = torch.zeros(R, steps, dtype=torch.long, device=device)
+        self.out_logps = torch.zeros(R, steps, dtype=torch.float32, device=device)
+        self.rows = torch.arange(R, device=device)
+        self.alive = torch.ones(R, dtype=torch.bool, device=device)
+        self.tok = torch.zeros(R, dtype=torch.long, device=device)
+        self.dropped = 0  # leading slab columns dropped so far
+
+    def sample(self, logits: torch.Tensor, step: int) -> torch.Tensor:
+        """Draw every live row's token `step` from logits (R', V); record it and its log-prob."""
+        self.tok, logp = sample(logits, self.settings, self.uniforms[:, step])
+        self.out_tokens[self.rows, step] = self.tok
+        self.out_logps[self.rows, step] = logp
+        return self.tok
+
+    def prune(self, step: int) -> None:
+        """Drop the finished rows, the columns that are padding for every kept row, and the capacity no kept
+        row will use (`step` tokens sampled so far)."""
+        keep = self.alive.nonzero().squeeze(1)
+        drop = int(self.pad.index_select(0, keep).min()) - self.dropped
+        self.limit, self.pad = self.limit[keep], self.pad[keep]
+        capacity = self.cache.length - drop + int((self.limit - step).max())
+        self.cache.keep_rows(keep, drop, capacity)
+        self.dropped += drop
+        self.mask = self.mask.index_select(0, keep)[:, drop:drop + capacity]
+        self.rows, self.tok, self.prompt_len = self.rows[keep], self.tok[keep], self.prompt_len[keep]
+        self.settings, self.uniforms = self.settings.select(keep), self.uniforms.index_select(0, keep)
+        self.alive = torch.ones(keep.numel(), dtype=torch.bool, device=self.device)
+
+    def forward(self, step: int) -> torch.Tensor:
+        """Feed the tokens just sampled (position prompt length + step - 1); returns the next logits (R', V)."""
+        L = self.cache.length
+        self.mask[:, L] = True  # the column this step writes
+        if self.cache.layers[0].static:
+            mask = self.mask[:, None, None, :]  # (R', 1, 1, C), used as it is (see attention.py)
+        else:
+            mask = self.mask[:, :L + 1].long()  # (R', L + 1), expanded by the model
+        out = self.engine.model(input_ids=self.tok.unsqueeze(1), attention_mask=mask,
+                                position_ids=(self.prompt_len + step - 1).unsqueeze(1), past_key_values=self.cache,
+                                use_cache=True)
+        return out.logits[:, -1]
