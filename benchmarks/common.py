@@ -113,6 +113,33 @@ def report(res: dict) -> None:
     print("RESULT " + json.dumps(res), flush=True)
 
 
+def _status_kb(field: str) -> int | None:
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+def reset_peak_rss() -> float | None:
+    """Start a new peak-RSS window (Linux: `5` to /proc/self/clear_refs resets VmHWM) and return the current
+    RSS in GB, so a phase's own peak can be told from the peak of loading the model before it."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        return None
+    kb = _status_kb("VmRSS")
+    return kb / 1024 ** 2 if kb is not None else None
+
+
+def peak_rss_since_reset() -> float | None:
+    """Peak RSS (GB) since the last `reset_peak_rss` (VmHWM), or None where /proc is not there."""
+    kb = _status_kb("VmHWM")
+    return kb / 1024 ** 2 if kb is not None else None
+
+
 def cpu_name() -> str:
     """The CPU model name from /proc/cpuinfo (or the platform's processor string)."""
     import platform

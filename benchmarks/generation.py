@@ -14,7 +14,8 @@ Sides, each in its own process (its peak memory, max RSS, is its own), model loa
   copy), sampling, each prompt repeated `--samples` times; run at each of `--batch-sizes` on a short
   calibration (`--calibrate-prompts` x `--calibrate-tokens`) and then in full at the fastest.
 - per-prompt: `model.generate(num_return_sequences=samples)` called once per prompt.
-Printed: generated tokens/s of each, the engine's ratio to the others, and the peak memory of each.
+Printed: generated tokens/s of each, the engine's ratio to the others, and the peak memory of each: of the
+whole process (max RSS, loading included) and while generating (VmHWM after a reset once the model is loaded).
 """
 
 from __future__ import annotations
@@ -81,6 +82,9 @@ def _count(rows: list[list[int]], eos: int) -> int:
     return sum(r.index(eos) + 1 if eos in r else len(r) for r in rows)
 
 
+from benchmarks.common import peak_rss_since_reset, reset_peak_rss  # noqa: E402
+
+
 def _setup(args: argparse.Namespace, prompts: int) -> tuple[Any, Any, list[Any]]:
     from align.evaluate import load_prompts
     from preference_data.hub import load_causal_lm, load_tokenizer
@@ -99,16 +103,18 @@ def side_engine(args: argparse.Namespace) -> dict:
     engine = make_engine(model, tok, **options)
     engine.generate(convs[:1], SamplingParams(max_new_tokens=4))  # warm-up, as every side gets
     params = SamplingParams(n=args.samples, temperature=1.0, max_new_tokens=args.max_new_tokens, seed=0)
+    loaded = reset_peak_rss()
     t = time.perf_counter()
     result = engine.generate(convs, params)
     dt = time.perf_counter() - t
+    peak = peak_rss_since_reset()
     reasons: dict[str, int] = {}
     for out in result.outputs:
         for c in out.completions:
             reasons[c.finish_reason] = reasons.get(c.finish_reason, 0) + 1
     return {"side": "engine", "seconds": dt, "tokens": result.timings.generated_tokens,
             "tokens_per_s": result.timings.generated_tokens / dt, "timings": result.timings.to_dict(),
-            "finish_reasons": reasons, "options": options}
+            "finish_reasons": reasons, "options": options, "loaded_rss_gb": loaded, "generation_peak_rss_gb": peak}
 
 
 @torch.no_grad()
@@ -116,13 +122,14 @@ def side_batched(args: argparse.Namespace) -> dict:
     model, tok, convs = _setup(args, args.prompts)
     repeated = [c for c in convs for _ in range(args.samples)]
     list(_baseline_batches(model, tok, convs[:1], 4, 1, 1.0, 512, 0))  # warm-up
+    loaded = reset_peak_rss()
     t = time.perf_counter()
     tokens = 0
     for _, gen, L in _baseline_batches(model, tok, repeated, args.max_new_tokens, args.batch_size, 1.0, 512, 0):
         tokens += _count(gen[:, L:].tolist(), tok.eos_token_id)
     dt = time.perf_counter() - t
     return {"side": "batched", "batch_size": args.batch_size, "seconds": dt, "tokens": tokens,
-            "tokens_per_s": tokens / dt}
+            "tokens_per_s": tokens / dt, "loaded_rss_gb": loaded, "generation_peak_rss_gb": peak_rss_since_reset()}
 
 
 @torch.no_grad()
@@ -140,10 +147,12 @@ def side_per_prompt(args: argparse.Namespace) -> dict:
 
     run(ids[0], 4)  # warm-up
     torch.manual_seed(0)
+    loaded = reset_peak_rss()
     t = time.perf_counter()
     tokens = sum(_count(run(p, args.max_new_tokens)[:, len(p):].tolist(), tok.eos_token_id) for p in ids)
     dt = time.perf_counter() - t
-    return {"side": "per-prompt", "seconds": dt, "tokens": tokens, "tokens_per_s": tokens / dt}
+    return {"side": "per-prompt", "seconds": dt, "tokens": tokens, "tokens_per_s": tokens / dt,
+            "loaded_rss_gb": loaded, "generation_peak_rss_gb": peak_rss_since_reset()}
 
 
 SIDES = {"engine": side_engine, "batched": side_batched, "per-prompt": side_per_prompt}
@@ -217,8 +226,10 @@ def main() -> None:
              "per-prompt": "model.generate per prompt"}
     for side, r in results.items():
         extra = f", batch size {r['batch_size']}" if side == "batched" else ""
+        gen = r.get("generation_peak_rss_gb")
+        during = f" (while generating {gen:.2f} GB, {gen - r['loaded_rss_gb']:+.2f} GB over the loaded model)" if gen else ""
         print(f"  {names[side]:<42} {r['tokens_per_s']:8.1f} tokens/s  ({r['tokens']} tokens in {r['seconds']:.1f}s"
-              f"{extra}), peak memory {r['peak_rss_gb']:.2f} GB")
+              f"{extra}), peak memory {r['peak_rss_gb']:.2f} GB{during}")
     if "engine" in results:
         e = results["engine"]
         for side in ("batched", "per-prompt"):

@@ -14,12 +14,15 @@ order, each to the distribution the previous one left (renormalised):
    removes the most probable token and renormalising scales all probabilities alike, so this test reads
    the same before or after steps 2-3.
 
-The log-prob of kept token i is z_i - logsumexp(z over the kept tokens); a removed token has -inf. This is
-the distribution a token is drawn from and the log-prob `generate` returns for it (vLLM's
-`logprobs_mode="processed_logprobs"`), not the model's raw log-softmax.
+The probability of kept token i is its softmax probability renormalised over the kept tokens (computed in
+float32 from the model's logits), and its log-prob the log of that, i.e. z_i - logsumexp(z over the kept
+tokens); a removed token has -inf. This is the distribution a token is drawn from and the log-prob
+`generate` returns for it (vLLM's `logprobs_mode="processed_logprobs"`), not the model's raw log-softmax.
 
 Sampling is by inverse CDF: row r draws its token from one uniform u_r in [0, 1): the first token (in
-vocabulary order) whose cumulative kept probability exceeds u_r. Each sample draws its uniforms for all
+vocabulary order) whose cumulative kept probability exceeds u_r x the kept mass. The cumulative sum is
+taken in two levels (sums of blocks of 1024 tokens, then within the block u_r falls in), so a step reads
+the distribution twice and never writes a second (R, V) tensor. Each sample draws its uniforms for all
 steps up front from its own generator (`sample_uniforms`, seeded from the request's seed, its prompt and the
 sample index), so what it samples depends on its own logits and seed alone, never on the other rows of the
 batch.
@@ -39,6 +42,7 @@ import torch
 # Top-p looks for its cut among the most probable tokens first and sorts a whole row only when these
 # hold less than p of the mass (a flat distribution). The cut is the same either way.
 _TOP_P_CANDIDATES = 1024
+_BLOCK = 1024  # tokens per block of the two-level cumulative sum
 _MASK64 = (1 << 64) - 1
 
 
@@ -81,65 +85,60 @@ def sample_uniforms(seed: int, prompt_ids: Sequence[int], index: int, steps: int
     return torch.rand(steps, generator=g, dtype=torch.float32)
 
 
-def _top_p_cut(z: torch.Tensor, keep_z: torch.Tensor, top_p: torch.Tensor, total: torch.Tensor,
-               m: torch.Tensor) -> torch.Tensor:
-    """The z value of the least probable token top-p keeps, per row: (R,).
+def _top_p_cut(p: torch.Tensor, top_p: torch.Tensor) -> torch.Tensor:
+    """The probability of the least probable token top-p keeps, per row: (R,).
 
-    z (R, V): scaled logits; keep_z (R,): the top-k cut (-inf when off); top_p (R,); total (R,): the kept
-    mass sum(exp(z - m)) over z >= keep_z; m (R, 1): the row maximum of z.
+    p (R, V): the distribution so far (top-k applied, not necessarily summing to 1); top_p (R,).
     """
-    V = z.shape[-1]
+    V = p.shape[-1]
+    total = p.sum(-1)
     cut = torch.empty_like(top_p)
     need = torch.ones_like(top_p, dtype=torch.bool)
     for c in (min(_TOP_P_CANDIDATES, V), V):
         rows = need.nonzero().squeeze(1)
         if rows.numel() == 0:
             break
-        zr = z.index_select(0, rows)
-        vals = torch.topk(zr, c, dim=-1).values if c < V else torch.sort(zr, dim=-1, descending=True).values
-        e = (vals - m.index_select(0, rows)).exp_()  # (r, c)
-        e.masked_fill_(vals < keep_z.index_select(0, rows).unsqueeze(1), 0.0)
-        mass = e.cumsum(-1)
+        pr = p.index_select(0, rows)
+        vals = torch.topk(pr, c, dim=-1).values if c < V else torch.sort(pr, dim=-1, descending=True).values
+        mass = vals.cumsum(-1)
         before = torch.cat([torch.zeros_like(mass[:, :1]), mass[:, :-1]], dim=-1)  # mass strictly before
-        p_mass = top_p.index_select(0, rows).unsqueeze(1) * total.index_select(0, rows).unsqueeze(1)
-        inside = (before < p_mass) & (e > 0)  # a prefix of the sorted row
+        p_mass = (top_p.index_select(0, rows) * total.index_select(0, rows)).unsqueeze(1)
+        inside = (before < p_mass) & (vals > 0)  # a prefix of the sorted row
         n_keep = inside.sum(-1).clamp_(min=1)
-        done = (mass[:, -1] >= p_mass.squeeze(1)) | (n_keep < c) | (c == V)
+        done = (n_keep < c) | (mass[:, -1] >= p_mass.squeeze(1)) | (c == V)
         cut[rows] = vals.gather(1, (n_keep - 1).unsqueeze(1)).squeeze(1)
         need[rows[done]] = False
     return cut
 
 
-def _kept(logits: torch.Tensor, s: RowSettings) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """For rows with temperature > 0: (z (R, V), m (R, 1) the row max of z, e (R, V) = exp(z - m) on the
-    kept tokens and 0 on the removed ones)."""
-    z = logits.float()
+def _distribution(logits: torch.Tensor, s: RowSettings) -> torch.Tensor:
+    """The sampling distribution (R, V) float32 of rows with temperature > 0 (module docstring): softmax
+    probabilities, 0 on removed tokens, not renormalised after truncation (divide by the row sum)."""
+    z = logits.float() if logits.dtype != torch.float32 else logits.clone()
     if bool((s.temperature != 1).any()):
-        z = z / s.temperature.unsqueeze(1)
-    m = z.max(-1, keepdim=True).values
-    e = (z - m).exp_()
+        z.div_(s.temperature.unsqueeze(1))
     V = z.shape[-1]
     use_k = (s.top_k > 0) & (s.top_k < V)
+    if bool(use_k.any()):
+        rows = use_k.nonzero().squeeze(1)
+        k = s.top_k.index_select(0, rows)
+        zr = z.index_select(0, rows)
+        kth = torch.topk(zr, int(k.max()), dim=-1).values.gather(1, (k - 1).unsqueeze(1))
+        z[rows] = zr.masked_fill_(zr < kth, float("-inf"))
+    p = torch.softmax(z, dim=-1)
     use_p = s.top_p < 1
-    if bool(use_k.any()) or bool(use_p.any()):
-        keep_z = torch.full_like(s.top_p, float("-inf"))
-        if bool(use_k.any()):
-            rows = use_k.nonzero().squeeze(1)
-            k = s.top_k.index_select(0, rows)
-            vals = torch.topk(z.index_select(0, rows), int(k.max()), dim=-1).values
-            keep_z[rows] = vals.gather(1, (k - 1).unsqueeze(1)).squeeze(1)
-        if bool(use_p.any()):
-            rows = use_p.nonzero().squeeze(1)
-            zr = z.index_select(0, rows)
-            er = e.index_select(0, rows)
-            kz = keep_z.index_select(0, rows)
-            total = torch.where(zr >= kz.unsqueeze(1), er, torch.zeros_like(er)).sum(-1)
-            cut = _top_p_cut(zr, kz, s.top_p.index_select(0, rows), total, m.index_select(0, rows))
-            keep_z[rows] = torch.maximum(kz, cut)
-        e.masked_fill_(z < keep_z.unsqueeze(1), 0.0)
-    if bool((s.min_p > 0).any()):
-        e.masked_fill_(e < s.min_p.unsqueeze(1), 0.0)  # e_i = p_i / p_max
-    return z, m, e
+    if bool(use_p.any()):
+        rows = use_p.nonzero().squeeze(1)
+        pr = p.index_select(0, rows)
+        cut = _top_p_cut(pr, s.top_p.index_select(0, rows))
+        p[rows] = pr.masked_fill_(pr < cut.unsqueeze(1), 0.0)
+    use_m = s.min_p > 0
+    if bool(use_m.any()):
+        rows = use_m.nonzero().squeeze(1)
+        pr = p.index_select(0, rows)
+        floor = s.min_p.index_select(0, rows).unsqueeze(1) * pr.max(-1, keepdim=True).values
+        p[rows] = pr.masked_fill_(pr < floor, 0.0)
+    return p
 
 
 def processed_logprobs(logits: torch.Tensor, s: RowSettings) -> torch.Tensor:
@@ -155,10 +154,35 @@ def processed_logprobs(logits: torch.Tensor, s: RowSettings) -> torch.Tensor:
         out[rows, logits.index_select(0, rows).argmax(-1)] = 0.0
     rows = (~greedy).nonzero().squeeze(1)
     if rows.numel():
-        z, m, e = _kept(logits.index_select(0, rows), s.select(rows))
-        lp = z - m - e.sum(-1, keepdim=True).log()
-        out[rows] = lp.masked_fill_(e == 0, float("-inf"))
+        p = _distribution(logits.index_select(0, rows), s.select(rows))
+        out[rows] = (p / p.sum(-1, keepdim=True)).log()
     return out
+
+
+def _inverse_cdf(p: torch.Tensor, u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per row, the first index whose cumulative p exceeds u x sum(p), and sum(p): ((R,), (R,)).
+
+    Two levels: block sums (R, nb), then the cumulative sum inside the one block u falls in.
+    """
+    R, V = p.shape
+    nb, tail = divmod(V, _BLOCK)
+    sums = [p[:, :nb * _BLOCK].reshape(R, nb, _BLOCK).sum(-1)] if nb else []
+    if tail:
+        sums.append(p[:, nb * _BLOCK:].sum(-1, keepdim=True))
+    block_cdf = torch.cat(sums, dim=1).cumsum_(-1)  # (R, blocks)
+    total = block_cdf[:, -1]
+    target = (u * total).unsqueeze(1)  # (R, 1)
+    b = torch.searchsorted(block_cdf, target, right=True).clamp_(max=block_cdf.shape[1] - 1)
+    before = torch.where(b > 0, block_cdf.gather(1, (b - 1).clamp(min=0)), torch.zeros_like(target))
+    cols = b * _BLOCK + torch.arange(_BLOCK, device=p.device)  # (R, BLOCK)
+    inside = cols < V
+    block = p.gather(1, cols.clamp(max=V - 1)).masked_fill_(~inside, 0.0)
+    cdf = block.cumsum_(-1).add_(before)
+    j = torch.searchsorted(cdf, target, right=True)
+    # float rounding can step past the block's last token with mass: take the last one that has mass
+    last = (block > 0).cumsum(-1).argmax(-1, keepdim=True)
+    j = torch.where((j >= _BLOCK) | (j > last), last, j)
+    return (b * _BLOCK + j).squeeze(1), total
 
 
 def sample(logits: torch.Tensor, s: RowSettings, u: torch.Tensor) -> Sampled:
@@ -167,33 +191,19 @@ def sample(logits: torch.Tensor, s: RowSettings, u: torch.Tensor) -> Sampled:
     logits (R, V) (any float dtype); s: the rows' settings; u (R,): one uniform in [0, 1) per row.
     Returns the tokens (R,) and their log-probs (R,) under the processed distribution (0 for greedy rows).
     """
-    R, V = logits.shape
-    tokens = torch.empty(R, dtype=torch.long, device=logits.device)
-    logps = torch.zeros(R, dtype=torch.float32, device=logits.device)
+    R = logits.shape[0]
     greedy = s.temperature == 0
-    all_greedy = bool(greedy.all())
-    if all_greedy or bool(greedy.any()):
-        if all_greedy:
-            return Sampled(logits.argmax(-1), logps)
-        rows = greedy.nonzero().squeeze(1)
-        tokens[rows] = logits.index_select(0, rows).argmax(-1)
+    if bool(greedy.all()):
+        return Sampled(logits.argmax(-1), torch.zeros(R, dtype=torch.float32, device=logits.device))
+    tokens = logits.argmax(-1) if bool(greedy.any()) else torch.empty(R, dtype=torch.long, device=logits.device)
+    logps = torch.zeros(R, dtype=torch.float32, device=logits.device)
     rows = (~greedy).nonzero().squeeze(1)
-    sampled_all = rows.numel() == R
-    sub = logits if sampled_all else logits.index_select(0, rows)
-    z, m, e = _kept(sub, s if sampled_all else s.select(rows))
-    cdf = e.cumsum_(-1)  # e is not needed afterwards
-    total = cdf[:, -1:]
-    target = (u if sampled_all else u.index_select(0, rows)).unsqueeze(1) * total
-    idx = torch.searchsorted(cdf, target, right=True).clamp_(max=V - 1)  # (r, 1)
-    # float rounding can land on a removed token (zero width): take the last kept token before it instead
-    prev = torch.where(idx > 0, cdf.gather(1, (idx - 1).clamp(min=0)), torch.zeros_like(target))
-    empty = cdf.gather(1, idx) <= prev
-    if bool(empty.any()):
-        last = (cdf < total).sum(-1, keepdim=True).clamp_(max=V - 1)  # first index reaching the total
-        idx = torch.where(empty, last, idx)
-    lp = (z.gather(1, idx) - m - total.log()).squeeze(1)
-    if sampled_all:
-        return Sampled(idx.squeeze(1), lp)
-    tokens[rows] = idx.squeeze(1)
+    every = rows.numel() == R
+    p = _distribution(logits if every else logits.index_select(0, rows), s if every else s.select(rows))
+    tok, total = _inverse_cdf(p, u if every else u.index_select(0, rows))
+    lp = (p.gather(1, tok.unsqueeze(1)).squeeze(1) / total).log_()
+    if every:
+        return Sampled(tok, lp)
+    tokens[rows] = tok
     logps[rows] = lp
     return Sampled(tokens, logps)

@@ -26,6 +26,7 @@ from typing import Any
 
 import torch
 
+from prefalign.cpu import tune_allocator
 from prefalign.errors import ConfigError, UserError
 
 from .api import Completion, GenerationResult, RequestOutput, SamplingParams, Timings, per_prompt_params
@@ -59,7 +60,7 @@ class TransformersEngine:
     backend = "transformers"
 
     def __init__(self, model: Any, tokenizer: Any, token_budget: int = 1 << 17, max_rows: int = 256,
-                 prefill_tokens: int = 8192, prune_fraction: float = 0.125,
+                 prefill_tokens: int = 2048, prune_fraction: float = 0.125,
                  eos_token_ids: Sequence[int] | None = None, decode_attention: bool | None = None) -> None:
         problems = []
         for name, value, lo in (("token_budget", token_budget, 1), ("max_rows", max_rows, 1),
@@ -95,6 +96,10 @@ class TransformersEngine:
         self.decode_attention = plain if decode_attention is None else bool(decode_attention)
         self.max_positions: int | None = getattr(text_config, "max_position_embeddings", None)
         self.weight_version = 0
+        if self._device().type == "cpu":
+            # a step allocates and frees (rows x vocabulary) logits and probabilities; glibc's defaults hand
+            # them back to the OS and page-fault them in again, zeroed, at every step (5x the sampling time)
+            tune_allocator()
 
     # ------------------------------------------------------------------------------------------------
     # weights
