@@ -126,14 +126,16 @@ def test_prompt_ids_equal_tokenize_prompts(tok):
     assert render_prompts(tok, [[5, 6, 7]]) == [[5, 6, 7]]
 
 
-def test_logprobs_equal_a_teacher_forced_forward(model, tok):
+@pytest.mark.parametrize("shared_prefix", [True, False], ids=["decode-attention", "model-attention"])
+def test_logprobs_equal_a_teacher_forced_forward(model, tok, shared_prefix):
     """Each returned log-prob equals the processed log-prob of that token from one forward of prompt +
-    completion (no cache, no padding), for four different settings decoded in one batch."""
+    completion (no cache, no padding), for four different settings decoded in one batch; with the engine's
+    decode attention over a shared-prefix cache, and with the model's own attention over per-row slabs."""
     params = [SamplingParams(n=2, temperature=0.7, top_k=50, max_new_tokens=12, seed=1),
               SamplingParams(n=2, temperature=1.0, top_p=0.8, max_new_tokens=12, seed=2),
               SamplingParams(n=2, temperature=1.3, min_p=0.05, max_new_tokens=12, seed=3),
               SamplingParams(n=2, temperature=0.9, top_k=100, top_p=0.9, min_p=0.01, max_new_tokens=12, seed=4)]
-    result = make_engine(model, tok).generate(CONVS, params)
+    result = make_engine(model, tok, decode_attention=shared_prefix).generate(CONVS, params)
     for out, sp in zip(result.outputs, params):
         for c in out.completions:
             ids = torch.tensor([out.prompt_ids + c.token_ids])
@@ -147,27 +149,33 @@ def test_logprobs_equal_a_teacher_forced_forward(model, tok):
             assert torch.allclose(torch.tensor(c.logprobs), ref, atol=1e-4, rtol=0), (c.logprobs, ref.tolist())
 
 
-def test_greedy_equals_model_generate(model, tok):
+@pytest.mark.parametrize("shared_prefix", [True, False], ids=["decode-attention", "model-attention"])
+def test_greedy_equals_model_generate(model, tok, shared_prefix):
     """Greedy completions (batched, left-padded, rows pruned as they finish) equal `model.generate` run on
     each prompt alone."""
-    result = make_engine(model, tok).generate(CONVS, SamplingParams(temperature=0, max_new_tokens=16))
-    for out in result.outputs:
-        ref = model.generate(torch.tensor([out.prompt_ids]), max_new_tokens=16, do_sample=False,
+    params = [SamplingParams(temperature=0, max_new_tokens=m) for m in (16, 5, 16, 9)]  # rows finish apart
+    result = make_engine(model, tok, decode_attention=shared_prefix).generate(CONVS, params)
+    for out, sp in zip(result.outputs, params):
+        ref = model.generate(torch.tensor([out.prompt_ids]), max_new_tokens=sp.max_new_tokens, do_sample=False,
                              eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)[0, len(out.prompt_ids):]
         c = out.completions[0]
         assert c.token_ids == ref.tolist()[:len(c.token_ids)] and c.logprobs == [0.0] * len(c.token_ids)
         assert c.text == tok.decode(c.token_ids, skip_special_tokens=True)
 
 
-def test_samples_do_not_depend_on_the_batch(model, tok):
-    """A request's samples are the same alone, in a mixed batch (other prompts, lengths and settings), and
-    with batches cut small by the token budget; its n samples differ from each other."""
+@pytest.mark.parametrize("shared_prefix", [True, False], ids=["decode-attention", "model-attention"])
+def test_samples_do_not_depend_on_the_batch(model, tok, shared_prefix):
+    """A request's samples are the same alone, in a mixed batch (other prompts, lengths, n and settings,
+    rows leaving at different steps), and with batches cut small by the token budget; its n samples differ
+    from each other."""
     target = SamplingParams(n=3, temperature=1.0, top_p=0.95, max_new_tokens=10, seed=11)
-    alone = make_engine(model, tok).generate([CONVS[1]], target).outputs[0]
+    engine = make_engine(model, tok, decode_attention=shared_prefix)
+    alone = engine.generate([CONVS[1]], target).outputs[0]
     others = [SamplingParams(n=2, temperature=0.5, top_k=20, max_new_tokens=6, seed=5), target,
               SamplingParams(n=4, temperature=0, max_new_tokens=14), SamplingParams(n=1, max_new_tokens=3, seed=9)]
-    mixed = make_engine(model, tok).generate(CONVS, others).outputs[1]
-    small = make_engine(model, tok, token_budget=200, max_rows=2).generate(CONVS, others).outputs[1]
+    mixed = engine.generate(CONVS, others).outputs[1]
+    small = make_engine(model, tok, token_budget=200, max_rows=2, decode_attention=shared_prefix).generate(
+        CONVS, others).outputs[1]
     for a, b, c in zip(alone.completions, mixed.completions, small.completions):
         assert a.token_ids == b.token_ids == c.token_ids
         assert torch.allclose(torch.tensor(a.logprobs), torch.tensor(b.logprobs), atol=1e-5)

@@ -1,10 +1,12 @@
-"""Decode-step attention: one new token per row over its cached keys, as two batched matrix multiplies.
+"""Decode-step attention: one new token per row, over its unit's shared prompt and its own new tokens.
 
 PyTorch's CPU flash-attention kernel is built for long queries; for the one-token queries of decoding it
 ran 5-15 ms per layer call at 64 rows x 200 cached tokens on our 2-core CPU (bf16), 4-10x slower than
-scores = q @ K^T, softmax, @ V with the query heads of each key/value head stacked as rows (grouped-query
-attention without repeating K and V). Decoding switches the model's attention to this function for the
-step and back afterwards; prefill keeps the model's own implementation.
+scores = q @ K^T, softmax, @ V as batched matrix multiplies with the query heads of each key/value head
+stacked as rows (grouped-query attention without repeating K and V). The prompt part is computed per unit
+(distinct prompt) with the queries of all its samples stacked, so each prompt's keys and values are read
+once per step, not once per sample (see `cache.SharedPrefixCache`); one softmax spans both parts. Decoding
+switches the model's attention to this function and back afterwards; prefill keeps the model's own.
 
 Used only for model types whose attention is exactly softmax(q k^T * scaling + mask) v (`PLAIN_ATTENTION`,
 no sliding window, soft-capping or attention sinks); others decode with their own implementation.
@@ -25,25 +27,42 @@ PLAIN_ATTENTION = frozenset({"llama", "mistral", "qwen2", "qwen3", "olmo", "olmo
 
 def decode_attention(module: Any, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                      attention_mask: torch.Tensor | None, scaling: float | None = None, dropout: float = 0.0,
-                     **kwargs: Any) -> tuple[torch.Tensor, None]:
-    """query (B, Hq, 1, D), key / value (B, Hkv, L, D), attention_mask (B, 1, 1, L) bool (True = attend).
-    Returns (B, 1, Hq, D), the layout transformers' attention functions return."""
-    B, Hq, q, D = query.shape
-    if q != 1 or (attention_mask is not None and attention_mask.dtype != torch.bool):
+                     prefalign_cache: Any = None, **kwargs: Any) -> tuple[torch.Tensor, None]:
+    """One query token per row over its unit's prompt (shared) and its own generated tokens.
+
+    query (R, Hq, 1, D); key / value (R, Hkv, L, D): the row's generated keys/values (the layer's `update`
+    return); the prompt part, (U, Hkv, P, D) per unit, comes from `prefalign_cache` (a `SharedPrefixCache`).
+    Returns (R, 1, Hq, D), the layout transformers' attention functions return. Without a cache (e.g. a
+    prefill) it falls back to PyTorch's scaled_dot_product_attention.
+    """
+    if prefalign_cache is None or query.shape[2] != 1:
         from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
         return sdpa_attention_forward(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout,
                                       **kwargs)
+    cache = prefalign_cache
+    layer = cache.layers[module.layer_idx]
+    R, Hq, _, D = query.shape
     Hkv = key.shape[1]
-    scale = scaling if scaling is not None else D ** -0.5
-    qg = query.reshape(B, Hkv, Hq // Hkv, D)  # the query heads sharing a key/value head, as rows
-    scores = torch.matmul(qg, key.transpose(-1, -2))  # (B, Hkv, G, L)
-    scores.mul_(scale)
-    if attention_mask is not None:
-        scores.masked_fill_(~attention_mask, float("-inf"))
-    probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(value.dtype)
-    out = torch.matmul(probs, value)  # (B, Hkv, G, D)
-    return out.reshape(B, Hq, 1, D).transpose(1, 2), None
+    G = Hq // Hkv
+    U, S, P = cache.units, cache.slots, cache.prompt_width
+    q = query.reshape(R, Hkv, G, D) * (scaling if scaling is not None else D ** -0.5)
+    unit, slot = cache.unit_of_row, cache.slot_of_row
+    # prompt part: the queries of a unit's rows stacked, (U, Hkv, S * G, D) @ (U, Hkv, D, P)
+    grouped = q.new_zeros(U, S, Hkv, G, D)
+    grouped[unit, slot] = q
+    grouped = grouped.permute(0, 2, 1, 3, 4).reshape(U, Hkv, S * G, D)
+    s_prompt = torch.matmul(grouped, layer.kp.transpose(-1, -2))  # (U, Hkv, S * G, P)
+    s_prompt.masked_fill_(~cache.prompt_mask, float("-inf"))
+    s_prompt = s_prompt.view(U, Hkv, S, G, P).permute(0, 2, 1, 3, 4)[unit, slot]  # (R, Hkv, G, P)
+    s_new = torch.matmul(q, key.transpose(-1, -2))  # (R, Hkv, G, L)
+    probs = torch.softmax(torch.cat([s_prompt, s_new], dim=-1), dim=-1, dtype=torch.float32).to(value.dtype)
+    p_prompt = probs[..., :P].new_zeros(U, S, Hkv, G, P)
+    p_prompt[unit, slot] = probs[..., :P]
+    p_prompt = p_prompt.permute(0, 2, 1, 3, 4).reshape(U, Hkv, S * G, P)
+    o_prompt = torch.matmul(p_prompt, layer.vp).view(U, Hkv, S, G, D).permute(0, 2, 1, 3, 4)[unit, slot]
+    out = torch.matmul(probs[..., P:], value).add_(o_prompt)  # (R, Hkv, G, D)
+    return out.reshape(R, Hq, 1, D).transpose(1, 2), None
 
 
 def supports_decode_attention(config: Any) -> bool:

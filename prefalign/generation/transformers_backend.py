@@ -31,7 +31,7 @@ from prefalign.errors import ConfigError, UserError
 
 from .api import Completion, GenerationResult, RequestOutput, SamplingParams, Timings, per_prompt_params
 from .attention import PLAIN_ATTENTION, supports_decode_attention, using_decode_attention
-from .cache import SlabCache
+from .cache import SharedPrefixCache, SlabCache
 from .prompts import render_prompts
 from .sampling import RowSettings, sample, sample_uniforms
 from .weights import copy_weights
@@ -59,7 +59,7 @@ class TransformersEngine:
 
     backend = "transformers"
 
-    def __init__(self, model: Any, tokenizer: Any, token_budget: int = 1 << 17, max_rows: int = 256,
+    def __init__(self, model: Any, tokenizer: Any, token_budget: int = 1 << 15, max_rows: int = 128,
                  prefill_tokens: int = 2048, prune_fraction: float = 0.125,
                  eos_token_ids: Sequence[int] | None = None, decode_attention: bool | None = None) -> None:
         problems = []
@@ -185,67 +185,52 @@ class TransformersEngine:
     def _device(self) -> torch.device:
         return next(self.model.parameters()).device
 
-    def _prefill(self, batch: list[_Unit], cache: SlabCache, unit_rows: list[torch.Tensor], width: int,
-                 ) -> torch.Tensor:
-        """Run the batch's distinct prompts and write their keys/values into the slab rows of their samples,
-        right-aligned in `width` columns. Returns the last-position logits of every row (R, V)."""
+    def _prefill(self, batch: list[_Unit], cache: SharedPrefixCache | SlabCache) -> torch.Tensor:
+        """Run the batch's distinct prompts (left-padded, at most `prefill_tokens` padded tokens a forward) and
+        write their keys/values into `cache`. Returns the last-position logits of every row (R, V)."""
         from transformers.cache_utils import DynamicCache
 
         device = self._device()
-        R = sum(len(u.samples) for u in batch)
-        logits_rows: torch.Tensor | None = None
+        logits_units: list[torch.Tensor] = []
         start = 0
         while start < len(batch):
             end = start + 1
             while end < len(batch) and (end + 1 - start) * len(batch[start].ids) <= self.prefill_tokens:
                 end += 1  # units are sorted longest first, so the first sets the chunk's width
             chunk = batch[start:end]
-            L = len(chunk[0].ids)
-            input_ids = torch.full((len(chunk), L), self.pad_id, dtype=torch.long)
-            mask = torch.zeros((len(chunk), L), dtype=torch.long)
+            W = len(chunk[0].ids)
+            input_ids = torch.full((len(chunk), W), self.pad_id, dtype=torch.long)
+            mask = torch.zeros((len(chunk), W), dtype=torch.long)
             for r, u in enumerate(chunk):
-                input_ids[r, L - len(u.ids):] = torch.tensor(u.ids)
-                mask[r, L - len(u.ids):] = 1
+                input_ids[r, W - len(u.ids):] = torch.tensor(u.ids)
+                mask[r, W - len(u.ids):] = 1
             positions = (mask.cumsum(-1) - 1).clamp_(min=0)
             kv = DynamicCache()
             out = self.model(input_ids=input_ids.to(device), attention_mask=mask.to(device),
                              position_ids=positions.to(device), past_key_values=kv, use_cache=True, logits_to_keep=1)
-            last = out.logits[:, -1]  # (u, V)
-            if logits_rows is None:
-                logits_rows = last.new_empty(R, last.shape[-1])
-            for layer, (k, v) in zip(cache.layers, ((lay.keys, lay.values) for lay in kv.layers)):
-                if layer.k_buf is None:
-                    layer.allocate(R, k.shape[1], k.shape[3], k.dtype, k.device, width)
-                for r, u in enumerate(chunk):
-                    rows = unit_rows[start + r]
-                    layer.k_buf[rows, :, width - L:width] = k[r:r + 1]
-                    layer.v_buf[rows, :, width - L:width] = v[r:r + 1]
-            for r in range(len(chunk)):
-                logits_rows[unit_rows[start + r]] = last[r:r + 1]
+            logits_units.append(out.logits[:, -1])  # (units, V)
+            for layer_idx, layer in enumerate(kv.layers):
+                cache.write_prompts(layer_idx, start, end, layer.keys, layer.values)
             start = end
-        assert logits_rows is not None
-        return logits_rows
+        return torch.cat(logits_units).index_select(0, cache.unit_of_row)
 
     def _run_batch(self, batch: list[_Unit], plist: list[SamplingParams], results: list[list[Completion | None]],
                    finish_time: list[float], timings: Timings, t0: float, bar: Any) -> None:
         device = self._device()
         samples = [s for u in batch for s in u.samples]  # row -> (request, sample index)
         R = len(samples)
-        width = len(batch[0].ids)  # the longest prompt: the slab's prompt columns
-        max_new = [plist[i].max_new_tokens for i, _ in samples]
-        unit_rows, r = [], 0
-        for u in batch:
-            unit_rows.append(torch.arange(r, r + len(u.samples), device=device))
-            r += len(u.samples)
+        unit_of_row = torch.tensor([k for k, u in enumerate(batch) for _ in u.samples], device=device)
+        prompt_lengths = torch.tensor([len(u.ids) for u in batch], device=device)
+        kind = SharedPrefixCache if self.decode_attention else SlabCache
+        cache = kind(self.num_layers, unit_of_row, prompt_lengths, max(plist[i].max_new_tokens for i, _ in samples))
 
         t = time.perf_counter()
-        cache = SlabCache(self.num_layers, width + max(max_new), static=self.decode_attention)
-        logits = self._prefill(batch, cache, unit_rows, width)
+        logits = self._prefill(batch, cache)
         timings.prefill_s += time.perf_counter() - t
         timings.prompt_tokens += sum(len(u.ids) for u in batch)
 
         t = time.perf_counter()
-        state = _DecodeState(self, batch, plist, samples, cache, width, device)
+        state = _DecodeState(self, batch, plist, samples, cache, device)
         lengths, reasons = [0] * R, [""] * R
         texts: dict[int, tuple[str, str]] = {}  # row -> (text cut right before the stop string, the stop string)
         stops = {row: plist[i].stop for row, (i, _) in enumerate(samples) if plist[i].stop}
@@ -311,12 +296,11 @@ class _DecodeState:
 
     rows (R',): each live row's batch row. settings / uniforms (R', steps): its sampling settings and
     pre-drawn uniforms. limit (R',): the step at which it stops for length (max_new_tokens, or the model's
-    context). mask (R', C) bool: the slab columns it attends to (its prompt, then what it generated).
-    out_tokens / out_logps (R, steps): what every batch row sampled, by batch row.
+    context). out_tokens / out_logps (R, steps): what every batch row sampled, by batch row.
     """
 
     def __init__(self, engine: TransformersEngine, batch: list[_Unit], plist: list[SamplingParams],
-                 samples: list[tuple[int, int]], cache: SlabCache, width: int, device: torch.device) -> None:
+                 samples: list[tuple[int, int]], cache: SharedPrefixCache | SlabCache, device: torch.device) -> None:
         self.engine, self.cache, self.device = engine, cache, device
         R = len(samples)
         max_new = [plist[i].max_new_tokens for i, _ in samples]
@@ -336,9 +320,6 @@ class _DecodeState:
         self.uniforms = uniforms.to(device)
         self.prompt_len = torch.tensor([len(u.ids) for u in batch for _ in u.samples], dtype=torch.long,
                                        device=device)
-        self.pad = width - self.prompt_len  # left padding of each row in the slab
-        self.mask = torch.zeros(R, cache.capacity, dtype=torch.bool, device=device)
-        self.mask[:, :width] = torch.arange(width, device=device).unsqueeze(0) >= self.pad.unsqueeze(1)
         self.limit = torch.tensor(max_new, dtype=torch.long, device=device)
         if engine.max_positions is not None:
             self.limit = torch.minimum(self.limit, engine.max_positions - self.prompt_len)
@@ -348,7 +329,6 @@ class _DecodeState:
         self.rows = torch.arange(R, device=device)
         self.alive = torch.ones(R, dtype=torch.bool, device=device)
         self.tok = torch.zeros(R, dtype=torch.long, device=device)
-        self.dropped = 0  # leading slab columns dropped so far
 
     def sample(self, logits: torch.Tensor, step: int) -> torch.Tensor:
         """Draw every live row's token `step` from logits (R', V); record it and its log-prob."""
@@ -358,28 +338,18 @@ class _DecodeState:
         return self.tok
 
     def prune(self, step: int) -> None:
-        """Drop the finished rows, the columns that are padding for every kept row, and the capacity no kept
-        row will use (`step` tokens sampled so far)."""
+        """Drop the finished rows (and the cache columns and capacity no kept row needs); `step` tokens have
+        been sampled so far."""
         keep = self.alive.nonzero().squeeze(1)
-        drop = int(self.pad.index_select(0, keep).min()) - self.dropped
-        self.limit, self.pad = self.limit[keep], self.pad[keep]
-        capacity = self.cache.length - drop + int((self.limit - step).max())
-        self.cache.keep_rows(keep, drop, capacity)
-        self.dropped += drop
-        self.mask = self.mask.index_select(0, keep)[:, drop:drop + capacity]
+        self.limit = self.limit[keep]
+        self.cache.keep_rows(keep, self.cache.generated + int((self.limit - step).max()) + 1)
         self.rows, self.tok, self.prompt_len = self.rows[keep], self.tok[keep], self.prompt_len[keep]
         self.settings, self.uniforms = self.settings.select(keep), self.uniforms.index_select(0, keep)
         self.alive = torch.ones(keep.numel(), dtype=torch.bool, device=self.device)
 
     def forward(self, step: int) -> torch.Tensor:
         """Feed the tokens just sampled (position prompt length + step - 1); returns the next logits (R', V)."""
-        L = self.cache.length
-        self.mask[:, L] = True  # the column this step writes
-        if self.cache.layers[0].static:
-            mask = self.mask[:, None, None, :]  # (R', 1, 1, C), used as it is (see attention.py)
-        else:
-            mask = self.mask[:, :L + 1].long()  # (R', L + 1), expanded by the model
-        out = self.engine.model(input_ids=self.tok.unsqueeze(1), attention_mask=mask,
-                                position_ids=(self.prompt_len + step - 1).unsqueeze(1), past_key_values=self.cache,
-                                use_cache=True)
+        out = self.engine.model(input_ids=self.tok.unsqueeze(1), position_ids=(self.prompt_len + step - 1).unsqueeze(1),
+                                past_key_values=self.cache, use_cache=True, **self.cache.model_kwargs())
+        self.cache.advance()
         return out.logits[:, -1]
