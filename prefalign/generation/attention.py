@@ -42,26 +42,23 @@ def decode_attention(module: Any, query: torch.Tensor, key: torch.Tensor, value:
                                       **kwargs)
     cache = prefalign_cache
     layer = cache.layers[module.layer_idx]
+    if scaling is not None and abs(scaling - cache.scale) > 1e-6 * cache.scale:
+        raise RuntimeError(f"attention scale {scaling} differs from the cache's {cache.scale}")
     R, Hq, _, D = query.shape
     Hkv = key.shape[1]
     G = Hq // Hkv
     U, S, P = cache.units, cache.slots, cache.prompt_width
-    q = query.reshape(R, Hkv, G, D) * (scaling if scaling is not None else D ** -0.5)
-    unit, slot = cache.unit_of_row, cache.slot_of_row
-    # prompt part: the queries of a unit's rows stacked, (U, Hkv, S * G, D) @ (U, Hkv, D, P)
-    grouped = q.new_zeros(U, S, Hkv, G, D)
-    grouped[unit, slot] = q
-    grouped = grouped.permute(0, 2, 1, 3, 4).reshape(U, Hkv, S * G, D)
-    s_prompt = torch.matmul(grouped, layer.kp.transpose(-1, -2))  # (U, Hkv, S * G, P)
+    q = query.reshape(R, Hkv, G, D)  # keys carry the scale
+    # prompt part: the queries of a unit's rows stacked in its S slots, (Hkv, U, S * G, D) @ (Hkv, U, D, P)
+    grouped = q.transpose(0, 1).index_select(1, cache.grid).view(Hkv, U, S * G, D)
+    s_prompt = torch.matmul(grouped, layer.kp.transpose(-1, -2))  # (Hkv, U, S * G, P)
     s_prompt.masked_fill_(~cache.prompt_mask, float("-inf"))
-    s_prompt = s_prompt.view(U, Hkv, S, G, P).permute(0, 2, 1, 3, 4)[unit, slot]  # (R, Hkv, G, P)
+    s_prompt = s_prompt.view(Hkv, U * S, G, P).index_select(1, cache.grid_pos).transpose(0, 1)  # (R, Hkv, G, P)
     s_new = torch.matmul(q, key.transpose(-1, -2))  # (R, Hkv, G, L)
     probs = torch.softmax(torch.cat([s_prompt, s_new], dim=-1), dim=-1, dtype=torch.float32).to(value.dtype)
-    p_prompt = probs[..., :P].new_zeros(U, S, Hkv, G, P)
-    p_prompt[unit, slot] = probs[..., :P]
-    p_prompt = p_prompt.permute(0, 2, 1, 3, 4).reshape(U, Hkv, S * G, P)
-    o_prompt = torch.matmul(p_prompt, layer.vp).view(U, Hkv, S, G, D).permute(0, 2, 1, 3, 4)[unit, slot]
-    out = torch.matmul(probs[..., P:], value).add_(o_prompt)  # (R, Hkv, G, D)
+    p_prompt = probs[..., :P].transpose(0, 1).index_select(1, cache.grid).view(Hkv, U, S * G, P)
+    o_prompt = torch.matmul(p_prompt, layer.vp).view(Hkv, U * S, G, D).index_select(1, cache.grid_pos)
+    out = torch.matmul(probs[..., P:], value).add_(o_prompt.transpose(0, 1))  # (R, Hkv, G, D)
     return out.reshape(R, Hq, 1, D).transpose(1, 2), None
 
 

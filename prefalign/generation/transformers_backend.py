@@ -94,6 +94,8 @@ class TransformersEngine:
                                f"attention (supported: {', '.join(sorted(PLAIN_ATTENTION))}); leave it None"],
                               "TransformersEngine")
         self.decode_attention = plain if decode_attention is None else bool(decode_attention)
+        head_dim = getattr(text_config, "head_dim", None) or text_config.hidden_size // text_config.num_attention_heads
+        self.attention_scale = float(head_dim) ** -0.5
         self.max_positions: int | None = getattr(text_config, "max_position_embeddings", None)
         self.weight_version = 0
         if self._device().type == "cpu":
@@ -221,8 +223,12 @@ class TransformersEngine:
         R = len(samples)
         unit_of_row = torch.tensor([k for k, u in enumerate(batch) for _ in u.samples], device=device)
         prompt_lengths = torch.tensor([len(u.ids) for u in batch], device=device)
-        kind = SharedPrefixCache if self.decode_attention else SlabCache
-        cache = kind(self.num_layers, unit_of_row, prompt_lengths, max(plist[i].max_new_tokens for i, _ in samples))
+        capacity = max(plist[i].max_new_tokens for i, _ in samples)
+        if self.decode_attention:
+            cache: SharedPrefixCache | SlabCache = SharedPrefixCache(self.num_layers, unit_of_row, prompt_lengths,
+                                                                      capacity, self.attention_scale)
+        else:
+            cache = SlabCache(self.num_layers, unit_of_row, prompt_lengths, capacity)
 
         t = time.perf_counter()
         logits = self._prefill(batch, cache)
