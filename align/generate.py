@@ -35,13 +35,19 @@ def generate(model: Any, tokenizer: Any, prompts: Sequence[Conversation], max_ne
     """Responses (text, special tokens removed, stripped) to each prompt, in input order.
 
     One completion per prompt through the generation engine (`prefalign.generation`): prompts rendered with the
-    chat template and left-truncated to `max_prompt_length` tokens, at most `batch_size` rows decoded
-    together, greedy when `temperature` is 0 (the default, so evaluations repeat), otherwise sampled with
-    `seed`. backend: "transformers" (`model` is a loaded causal LM) or "vllm" (a loaded model or a path).
+    chat template and left-truncated to `max_prompt_length` tokens. Greedy when `temperature` is 0 (the
+    default, so evaluations repeat): then the transformers backend runs the engine's exact schedule
+    (`exact_batched`: length-sorted, left-padded batches of `batch_size` prompts through the model's own
+    attention), which returns the continuations `model.generate` returned on those batches bit for bit, in bf16
+    too, so recorded evaluations stay comparable. Sampling (`temperature` > 0, with `seed`) uses the engine's
+    fast schedule, at most `batch_size` rows decoded together. backend: "transformers" (`model` is a loaded
+    causal LM) or "vllm" (a loaded model or a path).
     """
-    from prefalign.generation import SamplingParams, make_engine
+    from prefalign.generation import SamplingParams, exact_batched, make_engine
 
-    options = {"max_rows": batch_size} if backend == "transformers" else {}
+    options: dict[str, Any] = {}
+    if backend == "transformers":
+        options = exact_batched(batch_size) if temperature == 0 else {"max_rows": batch_size}
     engine = make_engine(model, tokenizer, backend, **options)
     params = SamplingParams(n=1, temperature=temperature, max_new_tokens=max_new_tokens, seed=seed)
     result = engine.generate([list(p) for p in prompts], params, max_prompt_length=max_prompt_length,

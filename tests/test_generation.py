@@ -276,16 +276,18 @@ def test_sync_weights_into_a_separate_copy(model, tok):
     assert shared.generate(CONVS[:1], greedy).weight_version == 2
 
 
-def test_align_generate_keeps_the_old_greedy_text(tiny_model_ref):
-    """`align.generate.generate` (now the engine) returns the text the old batched `model.generate` path
-    returned (kept as the baseline in benchmarks/generation.py), greedy, on suite prompts."""
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_align_generate_keeps_the_old_greedy_text(tiny_model_ref, dtype):
+    """`align.generate.generate` (now the engine, greedy on its exact schedule) returns the text the old
+    batched `model.generate` path returned (kept as the baseline in benchmarks/generation.py), on suite
+    prompts, in bf16 too."""
     from align.evaluate import load_prompts
     from align.generate import generate, load_policy
     from benchmarks.generation import baseline_generate
     from preference_data.hub import load_tokenizer
 
     tok = load_tokenizer(tiny_model_ref)
-    policy = load_policy(tiny_model_ref, "float32")
+    policy = load_policy(tiny_model_ref, dtype)
     prompts = [p.prompt for p in load_prompts("suite", 10)]
     new = generate(policy, tok, prompts, max_new_tokens=12, batch_size=4)
     old = baseline_generate(policy, tok, prompts, max_new_tokens=12, batch_size=4)

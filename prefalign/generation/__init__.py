@@ -32,6 +32,7 @@ from .api import (FINISH_REASONS, Completion, FinishReason, GenerationEngine, Ge
                   SamplingParams, Timings)
 from .prompts import render_prompts
 from .sampling import processed_logprobs, sample_uniforms
+from .transformers_backend import BATCH_ORDERS, TransformersEngine, exact_batched
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,6 @@ def make_engine(model: Any, tokenizer: Any, backend: str = "transformers", **opt
     return cls(model, tokenizer, **options)
 
 
-__all__ = ["BACKENDS", "FINISH_REASONS", "Backend", "Completion", "FinishReason", "GenerationEngine",
-           "GenerationResult", "RequestOutput", "SamplingParams", "Timings", "make_engine", "processed_logprobs",
-           "render_prompts", "sample_uniforms"]
+__all__ = ["BACKENDS", "BATCH_ORDERS", "FINISH_REASONS", "Backend", "Completion", "FinishReason", "GenerationEngine",
+           "GenerationResult", "RequestOutput", "SamplingParams", "Timings", "TransformersEngine", "exact_batched",
+           "make_engine", "processed_logprobs", "render_prompts", "sample_uniforms"]

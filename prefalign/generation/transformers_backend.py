@@ -27,7 +27,7 @@ from typing import Any
 import torch
 
 from prefalign.cpu import tune_allocator
-from prefalign.errors import ConfigError, UserError
+from prefalign.errors import ConfigError, UserError, did_you_mean
 
 from .api import Completion, GenerationResult, RequestOutput, SamplingParams, Timings, per_prompt_params
 from .attention import PLAIN_ATTENTION, supports_decode_attention, using_decode_attention
@@ -35,6 +35,19 @@ from .cache import SharedPrefixCache, SlabCache
 from .prompts import render_prompts
 from .sampling import RowSettings, sample, sample_uniforms
 from .weights import copy_weights
+
+
+BATCH_ORDERS: dict[str, str] = {
+    "longest_first": "batches filled longest prompt first (the heaviest batch runs first, so memory peaks early)",
+    "shortest_first": "batches filled shortest prompt first, as transformers-based evaluation loops usually do",
+}
+
+
+def exact_batched(batch_size: int) -> dict[str, Any]:
+    """Engine options that reproduce `model.generate` on length-sorted, left-padded batches of `batch_size`
+    prompts (one sample each) exactly, bf16 included: see `TransformersEngine`."""
+    return {"max_rows": batch_size, "token_budget": 1 << 62, "prefill_tokens": 1 << 62, "prune_fraction": 1.0,
+            "decode_attention": False, "batch_order": "shortest_first"}
 
 
 @dataclass
@@ -55,13 +68,20 @@ class TransformersEngine:
     the cache costs about one step; dead rows cost their share of every step). eos_token_ids: tokens that end
     a completion (default: the tokenizer's EOS). decode_attention: attend with `attention.decode_attention`
     while decoding (None: where the model's attention is plain, see `attention.PLAIN_ATTENTION`).
+    batch_order: a key of `BATCH_ORDERS`.
+
+    `exact_batched` (below) gives options that reproduce, bit for bit, the greedy output of transformers' `generate` run on
+    prompts sorted by length in left-padded batches: the model's own attention, fixed batches, one prefill
+    per batch, no pruning. Low-precision matrix products round differently with a batch's shape and
+    padding, so any other schedule changes some bf16 greedy continuations (not fp32 ones, in our tests).
     """
 
     backend = "transformers"
 
     def __init__(self, model: Any, tokenizer: Any, token_budget: int = 1 << 15, max_rows: int = 128,
                  prefill_tokens: int = 2048, prune_fraction: float = 0.125,
-                 eos_token_ids: Sequence[int] | None = None, decode_attention: bool | None = None) -> None:
+                 eos_token_ids: Sequence[int] | None = None, decode_attention: bool | None = None,
+                 batch_order: str = "longest_first") -> None:
         problems = []
         for name, value, lo in (("token_budget", token_budget, 1), ("max_rows", max_rows, 1),
                                 ("prefill_tokens", prefill_tokens, 1)):
@@ -69,6 +89,9 @@ class TransformersEngine:
                 problems.append(f"{name}={value!r}: must be an integer >= {lo}")
         if not isinstance(prune_fraction, int | float) or not 0 <= prune_fraction <= 1:
             problems.append(f"prune_fraction={prune_fraction!r}: must be in [0, 1]")
+        if batch_order not in BATCH_ORDERS:
+            problems.append(f"batch_order={batch_order!r}{did_you_mean(str(batch_order), list(BATCH_ORDERS))}: "
+                            "choose one of " + "; ".join(f"'{k}' ({v})" for k, v in BATCH_ORDERS.items()))
         if not hasattr(model, "config") or not callable(model):
             problems.append(f"model: expected a loaded transformers causal LM, got {type(model).__name__}; load one "
                             "with AutoModelForCausalLM.from_pretrained(...)")
@@ -82,6 +105,7 @@ class TransformersEngine:
         self.model, self.tokenizer = model, tokenizer
         self.token_budget, self.max_rows, self.prefill_tokens = token_budget, max_rows, prefill_tokens
         self.prune_fraction = float(prune_fraction)
+        self.batch_order = batch_order
         self.eos_token_ids = [int(t) for t in eos_token_ids]
         pad = tokenizer.pad_token_id
         self.pad_id = int(pad if pad is not None else self.eos_token_ids[0])
@@ -143,7 +167,7 @@ class TransformersEngine:
             unit.samples.extend((i, j) for j in range(sp.n))
         pieces = [_Unit(u.ids, u.samples[s:s + self.max_rows]) for u in units.values()
                   for s in range(0, len(u.samples), self.max_rows)]
-        pieces.sort(key=lambda u: -len(u.ids))
+        pieces.sort(key=lambda u: len(u.ids) if self.batch_order == "shortest_first" else -len(u.ids))
         results: list[list[Completion | None]] = [[None] * sp.n for sp in plist]
         finish_time = [0.0] * len(plist)
 
@@ -196,11 +220,11 @@ class TransformersEngine:
         logits_units: list[torch.Tensor] = []
         start = 0
         while start < len(batch):
-            end = start + 1
-            while end < len(batch) and (end + 1 - start) * len(batch[start].ids) <= self.prefill_tokens:
-                end += 1  # units are sorted longest first, so the first sets the chunk's width
+            end, W = start + 1, len(batch[start].ids)
+            while end < len(batch) and (end + 1 - start) * max(W, len(batch[end].ids)) <= self.prefill_tokens:
+                W = max(W, len(batch[end].ids))
+                end += 1
             chunk = batch[start:end]
-            W = len(chunk[0].ids)
             input_ids = torch.full((len(chunk), W), self.pad_id, dtype=torch.long)
             mask = torch.zeros((len(chunk), W), dtype=torch.long)
             for r, u in enumerate(chunk):
