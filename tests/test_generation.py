@@ -182,6 +182,15 @@ def test_samples_do_not_depend_on_the_batch(model, tok, shared_prefix):
     assert len({tuple(c.token_ids) for c in alone.completions}) == 3
 
 
+def test_wide_batches_sample_like_narrow_ones(model, tok):
+    """150 samples decoded as one batch (sampled 128 rows at a time) equal the same samples in batches of 50."""
+    params = SamplingParams(n=150, temperature=1.0, top_k=40, max_new_tokens=3, seed=2)
+    wide = make_engine(model, tok, max_rows=200, token_budget=1 << 20).generate([CONVS[0]], params)
+    narrow = make_engine(model, tok, max_rows=50).generate([CONVS[0]], params)
+    assert wide.timings.batches == 1 and narrow.timings.batches == 3
+    assert [c.token_ids for c in wide.outputs[0].completions] == [c.token_ids for c in narrow.outputs[0].completions]
+
+
 def test_stop_strings_cut_exactly(model, tok):
     """Re-run a sample with a stop string taken from the middle of its own text: the text ends right before
     the stop string's first occurrence, the tokens are a prefix of the free run, and the last token is the

@@ -58,6 +58,10 @@ class RowSettings(NamedTuple):
         """The settings of a subset of rows (indices (R',))."""
         return RowSettings(*(t.index_select(0, rows) for t in self))
 
+    def span(self, start: int, stop: int) -> "RowSettings":
+        """The settings of rows start..stop-1."""
+        return RowSettings(*(t[start:stop] for t in self))
+
 
 class Sampled(NamedTuple):
     tokens: torch.Tensor  # (R,) int64

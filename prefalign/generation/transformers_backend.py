@@ -4,16 +4,20 @@ How a `generate` call runs:
 
 1. Render every prompt to token ids (`prompts.py`). Prompts with the same ids form one *unit* holding all
    their samples (n per request), so each distinct prompt is prefilled once.
-2. Sort units by prompt length (longest first) and pack them into batches of at most `max_rows` samples
+2. Sort units by prompt length (`batch_order`) and pack them into batches of at most `max_rows` samples
    whose KV cache, rows x (longest prompt + longest max_new_tokens), fits in `token_budget` slots.
-3. Per batch: prefill the distinct prompts, left-padded, at most `prefill_tokens` tokens per forward (logits
-   of the last position only), and copy each prompt's keys and values into the rows of its n samples in a
-   slab cache (`cache.py`), written in place from then on.
+3. Per batch: prefill the distinct prompts, left-padded, at most `prefill_tokens` padded tokens per forward
+   (logits of the last position only), and write each prompt's keys and values into the batch cache
+   (`cache.py`): once per unit, shared by its samples, when decoding with `attention.decode_attention`;
+   copied into each sample's row otherwise.
 4. Decode: every step samples one token per row (`sampling.py`, each sample with its own pre-drawn
-   uniforms), checks EOS, length and stop strings, and feeds the tokens back. Finished rows leave the
-   batch (cache rows dropped) once `prune_fraction` of the rows have finished.
+   uniforms), checks EOS, length and stop strings, and feeds the tokens back; the cache is written in place.
+   Finished rows leave the batch (their cache rows, and units without rows, dropped) once `prune_fraction`
+   of the rows have finished.
 
 The model is switched to eval mode for the call (dropout off) and restored afterwards; no gradients are kept.
+Sampling is per sample and seeded, so which rows share a batch does not change what a sample draws; in bf16
+the model's logits themselves can round differently with a batch's shape (see `exact_batched`).
 """
 
 from __future__ import annotations
@@ -321,6 +325,9 @@ class TransformersEngine:
         return text[:at], stop
 
 
+_SAMPLE_ROWS = 128
+
+
 class _DecodeState:
     """The live rows of one batch while decoding, all indexed by cache row (R' live rows of R).
 
@@ -361,8 +368,16 @@ class _DecodeState:
         self.tok = torch.zeros(R, dtype=torch.long, device=device)
 
     def sample(self, logits: torch.Tensor, step: int) -> torch.Tensor:
-        """Draw every live row's token `step` from logits (R', V); record it and its log-prob."""
-        self.tok, logp = sample(logits, self.settings, self.uniforms[:, step])
+        """Draw every live row's token `step` from logits (R', V); record it and its log-prob. Rows are taken
+        `_SAMPLE_ROWS` at a time, so the float32 (rows, V) temporaries stay below glibc's mmap threshold as
+        tuned by `tune_allocator` (32 MiB: 128 rows x 49k vocabulary x 4 bytes = 25 MB) and are reused."""
+        u = self.uniforms[:, step]
+        if logits.shape[0] <= _SAMPLE_ROWS:
+            self.tok, logp = sample(logits, self.settings, u)
+        else:
+            parts = [sample(logits[i:i + _SAMPLE_ROWS], self.settings.span(i, i + _SAMPLE_ROWS),
+                            u[i:i + _SAMPLE_ROWS]) for i in range(0, logits.shape[0], _SAMPLE_ROWS)]
+            self.tok, logp = torch.cat([p.tokens for p in parts]), torch.cat([p.logprobs for p in parts])
         self.out_tokens[self.rows, step] = self.tok
         self.out_logps[self.rows, step] = logp
         return self.tok
