@@ -124,6 +124,9 @@ def test_prompt_ids_equal_tokenize_prompts(tok):
     assert render_prompts(tok, CONVS) == tokenize_prompts(messages, tok)
     assert render_prompts(tok, messages, max_prompt_length=12) == tokenize_prompts(messages, tok, 12)
     assert render_prompts(tok, [[5, 6, 7]]) == [[5, 6, 7]]
+    plain = copy.deepcopy(tok)  # no chat template: the plain "Role: content" fallback
+    plain.chat_template = None
+    assert render_prompts(plain, CONVS) == tokenize_prompts(messages, plain)
 
 
 @pytest.mark.parametrize("shared_prefix", [True, False], ids=["decode-attention", "model-attention"])
