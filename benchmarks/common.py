@@ -111,3 +111,56 @@ def report(res: dict) -> None:
     """In a child process: add the peak memory (max RSS) and print the result line `spawn` reads."""
     res["peak_rss_gb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 ** 2
     print("RESULT " + json.dumps(res), flush=True)
+
+
+def _status_kb(field: str) -> int | None:
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+def reset_peak_rss() -> float | None:
+    """Start a new peak-RSS window (Linux: `5` to /proc/self/clear_refs resets VmHWM) and return the current
+    RSS in GB, so a phase's own peak can be told from the peak of loading the model before it."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        return None
+    kb = _status_kb("VmRSS")
+    return kb / 1024 ** 2 if kb is not None else None
+
+
+def peak_rss_since_reset() -> float | None:
+    """Peak RSS (GB) since the last `reset_peak_rss` (VmHWM), or None where /proc is not there."""
+    kb = _status_kb("VmHWM")
+    return kb / 1024 ** 2 if kb is not None else None
+
+
+def cpu_name() -> str:
+    """The CPU model name from /proc/cpuinfo (or the platform's processor string)."""
+    import platform
+
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+def auto_dtype() -> tuple[str, str]:
+    """(dtype, why): bfloat16 where the CPU multiplies bf16 natively (AVX-512 BF16 or AMX), float32 otherwise
+    (an AVX2-only CPU emulates bf16 hundreds of times slower than fp32)."""
+    try:
+        flags = set(Path("/proc/cpuinfo").read_text().split())
+    except OSError:
+        flags = set()
+    native = sorted(flags & {"avx512_bf16", "amx_bf16"})
+    if native:
+        return "bfloat16", f"native bf16 ({', '.join(native)})"
+    return "float32", "no native bf16 (no avx512_bf16 / amx_bf16 flag)"

@@ -1,0 +1,400 @@
+"""The default backend: any transformers causal LM, on whatever device it sits.
+
+How a `generate` call runs:
+
+1. Render every prompt to token ids (`prompts.py`). Prompts with the same ids form one *unit* holding all
+   their samples (n per request), so each distinct prompt is prefilled once.
+2. Sort units by prompt length (`batch_order`) and pack them into batches of at most `max_rows` samples
+   whose KV cache, rows x (longest prompt + longest max_new_tokens), fits in `token_budget` slots.
+3. Per batch: prefill the distinct prompts, left-padded, at most `prefill_tokens` padded tokens per forward
+   (logits of the last position only), and write each prompt's keys and values into the batch cache
+   (`cache.py`): once per unit, shared by its samples, when decoding with `attention.decode_attention`;
+   copied into each sample's row otherwise.
+4. Decode: every step samples one token per row (`sampling.py`, each sample with its own pre-drawn
+   uniforms), checks EOS, length and stop strings, and feeds the tokens back; the cache is written in place.
+   Finished rows leave the batch (their cache rows, and units without rows, dropped) once `prune_fraction`
+   of the rows have finished.
+
+The model is switched to eval mode for the call (dropout off) and restored afterwards; no gradients are kept.
+Sampling is per sample and seeded, so which rows share a batch does not change what a sample draws; in bf16
+the model's logits themselves can round differently with a batch's shape (see `exact_batched`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from prefalign.cpu import tune_allocator
+from prefalign.errors import ConfigError, UserError, did_you_mean
+
+from .api import Completion, GenerationResult, RequestOutput, SamplingParams, Timings, per_prompt_params
+from .attention import PLAIN_ATTENTION, supports_decode_attention, using_decode_attention
+from .cache import SharedPrefixCache, SlabCache
+from .prompts import render_prompts
+from .sampling import RowSettings, sample, sample_uniforms
+from .weights import copy_weights
+
+
+BATCH_ORDERS: dict[str, str] = {
+    "longest_first": "batches filled longest prompt first (the heaviest batch runs first, so memory peaks early)",
+    "shortest_first": "batches filled shortest prompt first, as transformers-based evaluation loops usually do",
+}
+
+
+def exact_batched(batch_size: int) -> dict[str, Any]:
+    """Engine options that reproduce `model.generate` on length-sorted, left-padded batches of `batch_size`
+    prompts (one sample each) exactly, bf16 included: see `TransformersEngine`."""
+    return {"max_rows": batch_size, "token_budget": 1 << 62, "prefill_tokens": 1 << 62, "prune_fraction": 1.0,
+            "decode_attention": False, "batch_order": "shortest_first"}
+
+
+@dataclass
+class _Unit:
+    """One distinct prompt and the samples (request, sample index) drawn from it."""
+
+    ids: list[int]
+    samples: list[tuple[int, int]]
+
+
+class TransformersEngine:
+    """Generation with a transformers causal LM (see the module docstring for the schedule).
+
+    model: a loaded causal LM (e.g. `AutoModelForCausalLM`), used as it is, in its dtype and on its device.
+    tokenizer: its tokenizer (chat template, EOS). token_budget: KV-cache slots per batch (rows x columns).
+    max_rows: samples decoded together at most. prefill_tokens: padded prompt tokens per prefill forward.
+    prune_fraction: drop finished rows from the batch once this fraction of its rows has finished (copying
+    the cache costs about one step; dead rows cost their share of every step). eos_token_ids: tokens that end
+    a completion (default: the tokenizer's EOS). decode_attention: attend with `attention.decode_attention`
+    while decoding (None: where the model's attention is plain, see `attention.PLAIN_ATTENTION`).
+    batch_order: a key of `BATCH_ORDERS`.
+
+    `exact_batched` (below) gives options that reproduce, bit for bit, the greedy output of transformers' `generate` run on
+    prompts sorted by length in left-padded batches: the model's own attention, fixed batches, one prefill
+    per batch, no pruning. Low-precision matrix products round differently with a batch's shape and
+    padding, so any other schedule changes some bf16 greedy continuations (not fp32 ones, in our tests).
+    """
+
+    backend = "transformers"
+
+    def __init__(self, model: Any, tokenizer: Any, token_budget: int = 1 << 15, max_rows: int = 128,
+                 prefill_tokens: int = 2048, prune_fraction: float = 0.125,
+                 eos_token_ids: Sequence[int] | None = None, decode_attention: bool | None = None,
+                 batch_order: str = "longest_first") -> None:
+        problems = []
+        for name, value, lo in (("token_budget", token_budget, 1), ("max_rows", max_rows, 1),
+                                ("prefill_tokens", prefill_tokens, 1)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < lo:
+                problems.append(f"{name}={value!r}: must be an integer >= {lo}")
+        if not isinstance(prune_fraction, int | float) or not 0 <= prune_fraction <= 1:
+            problems.append(f"prune_fraction={prune_fraction!r}: must be in [0, 1]")
+        if batch_order not in BATCH_ORDERS:
+            problems.append(f"batch_order={batch_order!r}{did_you_mean(str(batch_order), list(BATCH_ORDERS))}: "
+                            "choose one of " + "; ".join(f"'{k}' ({v})" for k, v in BATCH_ORDERS.items()))
+        if not hasattr(model, "config") or not callable(model):
+            problems.append(f"model: expected a loaded transformers causal LM, got {type(model).__name__}; load one "
+                            "with AutoModelForCausalLM.from_pretrained(...)")
+        if eos_token_ids is None:
+            eos = tokenizer.eos_token_id
+            if eos is None:
+                problems.append("the tokenizer has no eos_token: set tokenizer.eos_token, or pass eos_token_ids")
+            eos_token_ids = [eos] if eos is not None else []
+        if problems:
+            raise ConfigError(problems, "TransformersEngine")
+        self.model, self.tokenizer = model, tokenizer
+        self.token_budget, self.max_rows, self.prefill_tokens = token_budget, max_rows, prefill_tokens
+        self.prune_fraction = float(prune_fraction)
+        self.batch_order = batch_order
+        self.eos_token_ids = [int(t) for t in eos_token_ids]
+        pad = tokenizer.pad_token_id
+        self.pad_id = int(pad if pad is not None else self.eos_token_ids[0])
+        text_config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+        self.text_config = text_config
+        self.num_layers = int(text_config.num_hidden_layers)
+        plain = supports_decode_attention(text_config)
+        if decode_attention and not plain:
+            raise ConfigError([f"decode_attention=True: model type {text_config.model_type!r} does not use plain "
+                               f"attention (supported: {', '.join(sorted(PLAIN_ATTENTION))}); leave it None"],
+                              "TransformersEngine")
+        self.decode_attention = plain if decode_attention is None else bool(decode_attention)
+        head_dim = getattr(text_config, "head_dim", None) or text_config.hidden_size // text_config.num_attention_heads
+        self.attention_scale = float(head_dim) ** -0.5
+        self.max_positions: int | None = getattr(text_config, "max_position_embeddings", None)
+        self.weight_version = 0
+        if self._device().type == "cpu":
+            # a step allocates and frees (rows x vocabulary) logits and probabilities; glibc's defaults hand
+            # them back to the OS and page-fault them in again, zeroed, at every step (5x the sampling time)
+            tune_allocator()
+
+    # ------------------------------------------------------------------------------------------------
+    # weights
+
+    def sync_weights(self, model: Any | None = None) -> int:
+        """Use `model`'s current weights; returns the new weight version.
+
+        When `model` is the engine's own model (or None) the sampler already sees every optimizer step, so
+        only the version is bumped. Otherwise its weights (LoRA merged, for a peft model) are copied into the
+        engine's model in place (`weights.copy_weights`).
+        """
+        if model is not None and model is not self.model:
+            copy_weights(model, self.model)
+        self.weight_version += 1
+        return self.weight_version
+
+    # ------------------------------------------------------------------------------------------------
+    # generation
+
+    @torch.inference_mode()
+    def generate(self, prompts: Sequence[Any], params: SamplingParams | Sequence[SamplingParams] = SamplingParams(),
+                 max_prompt_length: int | None = None, progress: bool = False) -> GenerationResult:
+        """Sample `params.n` completions per prompt (a conversation or a list of token ids); `params` is one
+        setting for all prompts or one per prompt. Returns one `RequestOutput` per prompt, in input order."""
+        t0 = time.perf_counter()
+        plist = per_prompt_params(params, len(prompts))
+        ids = render_prompts(self.tokenizer, prompts, max_prompt_length)
+        timings = Timings(render_s=time.perf_counter() - t0)
+        if self.max_positions is not None:
+            too_long = [(i, len(x)) for i, x in enumerate(ids) if len(x) >= self.max_positions]
+            if too_long:
+                i, n = too_long[0]
+                raise UserError(f"{len(too_long)} prompt(s) leave no room in the model's context of "
+                                f"{self.max_positions} positions (prompt {i}: {n} tokens); pass max_prompt_length "
+                                "to keep the last tokens of long prompts")
+        units: dict[tuple[int, ...], _Unit] = {}
+        for i, (p, sp) in enumerate(zip(ids, plist)):
+            unit = units.setdefault(tuple(p), _Unit(p, []))
+            unit.samples.extend((i, j) for j in range(sp.n))
+        pieces = [_Unit(u.ids, u.samples[s:s + self.max_rows]) for u in units.values()
+                  for s in range(0, len(u.samples), self.max_rows)]
+        pieces.sort(key=lambda u: len(u.ids) if self.batch_order == "shortest_first" else -len(u.ids))
+        results: list[list[Completion | None]] = [[None] * sp.n for sp in plist]
+        finish_time = [0.0] * len(plist)
+
+        bar = None
+        if progress:
+            from tqdm import tqdm
+
+            bar = tqdm(total=sum(sp.n for sp in plist), desc="generating", unit="sample")
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            for batch in self._batches(pieces, plist):
+                timings.batches += 1
+                self._run_batch(batch, plist, results, finish_time, timings, t0, bar)
+        finally:
+            self.model.train(was_training)
+            if bar is not None:
+                bar.close()
+        timings.total_s = time.perf_counter() - t0
+        outputs = [RequestOutput(ids[i], [c for c in results[i] if c is not None], finish_time[i])
+                   for i in range(len(plist))]
+        return GenerationResult(outputs, timings, self.weight_version)
+
+    def _batches(self, pieces: list[_Unit], plist: list[SamplingParams]) -> list[list[_Unit]]:
+        """Consecutive pieces (longest prompt first) while rows <= max_rows and the KV slots fit the budget."""
+        batches: list[list[_Unit]] = []
+        cur: list[_Unit] = []
+        rows = longest = new = 0
+        for u in pieces:
+            u_new = max(plist[i].max_new_tokens for i, _ in u.samples)
+            r, lp, nn = rows + len(u.samples), max(longest, len(u.ids)), max(new, u_new)
+            if cur and (r > self.max_rows or r * (lp + nn) > self.token_budget):
+                batches.append(cur)
+                cur, r, lp, nn = [], len(u.samples), len(u.ids), u_new
+            cur.append(u)
+            rows, longest, new = r, lp, nn
+        if cur:
+            batches.append(cur)
+        return batches
+
+    def _device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    def _prefill(self, batch: list[_Unit], cache: SharedPrefixCache | SlabCache) -> torch.Tensor:
+        """Run the batch's distinct prompts (left-padded, at most `prefill_tokens` padded tokens a forward) and
+        write their keys/values into `cache`. Returns the last-position logits of every row (R, V)."""
+        from transformers.cache_utils import DynamicCache
+
+        device = self._device()
+        logits_units: list[torch.Tensor] = []
+        start = 0
+        while start < len(batch):
+            end, W = start + 1, len(batch[start].ids)
+            while end < len(batch) and (end + 1 - start) * max(W, len(batch[end].ids)) <= self.prefill_tokens:
+                W = max(W, len(batch[end].ids))
+                end += 1
+            chunk = batch[start:end]
+            input_ids = torch.full((len(chunk), W), self.pad_id, dtype=torch.long)
+            mask = torch.zeros((len(chunk), W), dtype=torch.long)
+            for r, u in enumerate(chunk):
+                input_ids[r, W - len(u.ids):] = torch.tensor(u.ids)
+                mask[r, W - len(u.ids):] = 1
+            positions = (mask.cumsum(-1) - 1).clamp_(min=0)
+            kv = DynamicCache()
+            out = self.model(input_ids=input_ids.to(device), attention_mask=mask.to(device),
+                             position_ids=positions.to(device), past_key_values=kv, use_cache=True, logits_to_keep=1)
+            logits_units.append(out.logits[:, -1])  # (units, V)
+            for layer_idx, layer in enumerate(kv.layers):
+                cache.write_prompts(layer_idx, start, end, layer.keys, layer.values)
+            start = end
+        return torch.cat(logits_units).index_select(0, cache.unit_of_row)
+
+    def _run_batch(self, batch: list[_Unit], plist: list[SamplingParams], results: list[list[Completion | None]],
+                   finish_time: list[float], timings: Timings, t0: float, bar: Any) -> None:
+        device = self._device()
+        samples = [s for u in batch for s in u.samples]  # row -> (request, sample index)
+        R = len(samples)
+        unit_of_row = torch.tensor([k for k, u in enumerate(batch) for _ in u.samples], device=device)
+        prompt_lengths = torch.tensor([len(u.ids) for u in batch], device=device)
+        capacity = max(plist[i].max_new_tokens for i, _ in samples)
+        if self.decode_attention:
+            cache: SharedPrefixCache | SlabCache = SharedPrefixCache(self.num_layers, unit_of_row, prompt_lengths,
+                                                                      capacity, self.attention_scale)
+        else:
+            cache = SlabCache(self.num_layers, unit_of_row, prompt_lengths, capacity)
+
+        t = time.perf_counter()
+        logits = self._prefill(batch, cache)
+        timings.prefill_s += time.perf_counter() - t
+        timings.prompt_tokens += sum(len(u.ids) for u in batch)
+
+        t = time.perf_counter()
+        state = _DecodeState(self, batch, plist, samples, cache, device)
+        lengths, reasons = [0] * R, [""] * R
+        texts: dict[int, tuple[str, str]] = {}  # row -> (text cut right before the stop string, the stop string)
+        stops = {row: plist[i].stop for row, (i, _) in enumerate(samples) if plist[i].stop}
+        windows = {row: 4 * max(len(x) for x in st) + 8 for row, st in stops.items()}  # tokens that spell any stop
+        eos_ids = set(self.eos_token_ids)
+        attend = using_decode_attention(self.text_config) if self.decode_attention else contextlib.nullcontext()
+        with attend:
+            step = 0
+            while True:
+                tok = state.sample(logits, step)
+                step += 1
+                finished = state.alive & (torch.isin(tok, state.eos) | (step >= state.limit))
+                live = state.rows.tolist()
+                for c in finished.nonzero().squeeze(1).tolist():
+                    lengths[live[c]] = step
+                    reasons[live[c]] = "eos" if int(tok[c]) in eos_ids else "length"
+                for c, b in enumerate(live):
+                    if b in stops and b not in texts and not reasons[b]:
+                        hit = self._stop_hit(state.out_tokens[b, :step], stops[b], windows[b])
+                        if hit is not None:
+                            texts[b], lengths[b], reasons[b] = hit, step, "stop"
+                            finished[c] = True
+                n_finished = int(finished.sum())
+                if n_finished:
+                    now = time.perf_counter() - t0
+                    for c in finished.nonzero().squeeze(1).tolist():
+                        i = samples[live[c]][0]
+                        finish_time[i] = max(finish_time[i], now)
+                    if bar is not None:
+                        bar.update(n_finished)
+                    state.alive &= ~finished
+                n_alive = int(state.alive.sum())
+                if n_alive == 0:
+                    break
+                if len(live) - n_alive >= max(1.0, self.prune_fraction * len(live)):
+                    state.prune(step)
+                logits = state.forward(step)
+        timings.decode_s += time.perf_counter() - t
+
+        tokens_all, logps_all = state.out_tokens.tolist(), state.out_logps.tolist()
+        plain = [b for b in range(R) if b not in texts]
+        decoded = self.tokenizer.batch_decode([tokens_all[b][:lengths[b]] for b in plain], skip_special_tokens=True)
+        text_of = dict(zip(plain, decoded))
+        for b, (i, j) in enumerate(samples):
+            n = lengths[b]
+            text, stop = texts.get(b, (text_of.get(b, ""), None))
+            results[i][j] = Completion(text, tokens_all[b][:n], logps_all[b][:n], reasons[b], stop)  # type: ignore[arg-type]
+            timings.generated_tokens += n
+
+    def _stop_hit(self, tokens: torch.Tensor, stops: Sequence[str], window: int) -> tuple[str, str] | None:
+        """(text cut right before the earliest stop string, that string) once the text contains one."""
+        tail = self.tokenizer.decode(tokens[-window:].tolist(), skip_special_tokens=True)
+        if not any(s in tail for s in stops):
+            return None
+        text = self.tokenizer.decode(tokens.tolist(), skip_special_tokens=True)
+        found = [(text.find(s), s) for s in stops if s in text]
+        at, stop = min(found)
+        return text[:at], stop
+
+
+_SAMPLE_ROWS = 128
+
+
+class _DecodeState:
+    """The live rows of one batch while decoding, all indexed by cache row (R' live rows of R).
+
+    rows (R',): each live row's batch row. settings / uniforms (R', steps): its sampling settings and
+    pre-drawn uniforms. limit (R',): the step at which it stops for length (max_new_tokens, or the model's
+    context). out_tokens / out_logps (R, steps): what every batch row sampled, by batch row.
+    """
+
+    def __init__(self, engine: TransformersEngine, batch: list[_Unit], plist: list[SamplingParams],
+                 samples: list[tuple[int, int]], cache: SharedPrefixCache | SlabCache, device: torch.device) -> None:
+        self.engine, self.cache, self.device = engine, cache, device
+        R = len(samples)
+        max_new = [plist[i].max_new_tokens for i, _ in samples]
+        steps = max(max_new)
+        self.settings = RowSettings(
+            torch.tensor([plist[i].temperature for i, _ in samples], dtype=torch.float32, device=device),
+            torch.tensor([plist[i].top_k for i, _ in samples], dtype=torch.long, device=device),
+            torch.tensor([plist[i].top_p for i, _ in samples], dtype=torch.float32, device=device),
+            torch.tensor([plist[i].min_p for i, _ in samples], dtype=torch.float32, device=device))
+        uniforms = torch.zeros(R, steps, dtype=torch.float32)
+        row = 0
+        for u in batch:
+            for i, j in u.samples:
+                if plist[i].temperature > 0:
+                    uniforms[row, :max_new[row]] = sample_uniforms(plist[i].seed, u.ids, j, max_new[row])
+                row += 1
+        self.uniforms = uniforms.to(device)
+        self.prompt_len = torch.tensor([len(u.ids) for u in batch for _ in u.samples], dtype=torch.long,
+                                       device=device)
+        self.limit = torch.tensor(max_new, dtype=torch.long, device=device)
+        if engine.max_positions is not None:
+            self.limit = torch.minimum(self.limit, engine.max_positions - self.prompt_len)
+        self.eos = torch.tensor(engine.eos_token_ids, dtype=torch.long, device=device)
+        self.out_tokens = torch.zeros(R, steps, dtype=torch.long, device=device)
+        self.out_logps = torch.zeros(R, steps, dtype=torch.float32, device=device)
+        self.rows = torch.arange(R, device=device)
+        self.alive = torch.ones(R, dtype=torch.bool, device=device)
+        self.tok = torch.zeros(R, dtype=torch.long, device=device)
+
+    def sample(self, logits: torch.Tensor, step: int) -> torch.Tensor:
+        """Draw every live row's token `step` from logits (R', V); record it and its log-prob. Rows are taken
+        `_SAMPLE_ROWS` at a time, so the float32 (rows, V) temporaries stay below glibc's mmap threshold as
+        tuned by `tune_allocator` (32 MiB: 128 rows x 49k vocabulary x 4 bytes = 25 MB) and are reused."""
+        u = self.uniforms[:, step]
+        if logits.shape[0] <= _SAMPLE_ROWS:
+            self.tok, logp = sample(logits, self.settings, u)
+        else:
+            parts = [sample(logits[i:i + _SAMPLE_ROWS], self.settings.span(i, i + _SAMPLE_ROWS),
+                            u[i:i + _SAMPLE_ROWS]) for i in range(0, logits.shape[0], _SAMPLE_ROWS)]
+            self.tok, logp = torch.cat([p.tokens for p in parts]), torch.cat([p.logprobs for p in parts])
+        self.out_tokens[self.rows, step] = self.tok
+        self.out_logps[self.rows, step] = logp
+        return self.tok
+
+    def prune(self, step: int) -> None:
+        """Drop the finished rows (and the cache columns and capacity no kept row needs); `step` tokens have
+        been sampled so far."""
+        keep = self.alive.nonzero().squeeze(1)
+        self.limit = self.limit[keep]
+        self.cache.keep_rows(keep, self.cache.generated + int((self.limit - step).max()) + 1)
+        self.rows, self.tok, self.prompt_len = self.rows[keep], self.tok[keep], self.prompt_len[keep]
+        self.settings, self.uniforms = self.settings.select(keep), self.uniforms.index_select(0, keep)
+        self.alive = torch.ones(keep.numel(), dtype=torch.bool, device=self.device)
+
+    def forward(self, step: int) -> torch.Tensor:
+        """Feed the tokens just sampled (position prompt length + step - 1); returns the next logits (R', V)."""
+        out = self.engine.model(input_ids=self.tok.unsqueeze(1), position_ids=(self.prompt_len + step - 1).unsqueeze(1),
+                                past_key_values=self.cache, use_cache=True, **self.cache.model_kwargs())
+        self.cache.advance()
+        return out.logits[:, -1]
