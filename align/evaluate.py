@@ -50,8 +50,10 @@ def load_prompts(source: str, limit: int | None, seed: int = 0) -> list[PromptOn
         prompts = [r for r in records if isinstance(r, PromptOnly)]
     prompts = [p for p in prompts if p.grader]
     if not prompts:
-        raise UserError(f"{source}: no prompts with a gold grader; use 'suite' or a test_prompts.jsonl written by "
-                        "`align data suite`")
+        raise UserError(
+            f"{source}: no prompts with a gold grader; use 'suite' or a test_prompts.jsonl written by "
+            "`align data suite`"
+        )
     if limit is not None and limit < len(prompts):
         # a family-balanced, seeded subset: interleave families so every family is represented
         by_family: dict[str, list[PromptOnly]] = {}
@@ -151,8 +153,12 @@ def safety_rates(grades: list[dict[str, Any]], prompts: list[PromptOnly], seed: 
     out: dict[str, Any] = {}
     for name, values in safety_indicators(grades, prompts).items():
         n = len(values)
-        out[name] = {"rate": sum(values) / n if n else None, "count": int(sum(values)), "n": n,
-                     "ci95": bootstrap_ci(values, seed=seed) if n else None}
+        out[name] = {
+            "rate": sum(values) / n if n else None,
+            "count": int(sum(values)),
+            "n": n,
+            "ci95": bootstrap_ci(values, seed=seed) if n else None,
+        }
     return out
 
 
@@ -161,15 +167,24 @@ def safety_change(policy: dict[str, list[float]], baseline: dict[str, list[float
     out: dict[str, Any] = {}
     for name in SAFETY_RATES:
         a, b = policy[name], baseline[name]
-        out[name] = ({"change": (sum(a) - sum(b)) / len(a), "ci95": paired_bootstrap(a, b, seed=seed)} if a
-                     else {"change": None, "ci95": None})
+        out[name] = (
+            {"change": (sum(a) - sum(b)) / len(a), "ci95": paired_bootstrap(a, b, seed=seed)}
+            if a
+            else {"change": None, "ci95": None}
+        )
     return out
 
 
-def evaluate_policy(model: str, baseline: str | None, prompts_source: str = "suite", limit: int | None = 120,
-                    judge: str = "gold", out_dir: str | None = None,
-                    settings: PolicyEvalSettings | None = None,
-                    baseline_cache: str | None = None) -> dict[str, Any]:
+def evaluate_policy(
+    model: str,
+    baseline: str | None,
+    prompts_source: str = "suite",
+    limit: int | None = 120,
+    judge: str = "gold",
+    out_dir: str | None = None,
+    settings: PolicyEvalSettings | None = None,
+    baseline_cache: str | None = None,
+) -> dict[str, Any]:
     """Generate with `model` (and `baseline`), grade, compare; write report.json and generations.jsonl."""
     from prefalign.models.hub import load_tokenizer
     from prefalign.models.precision import decide_dtype
@@ -189,8 +204,13 @@ def evaluate_policy(model: str, baseline: str | None, prompts_source: str = "sui
 
     responses = run_one(model)
     grades = grade_all(prompts, responses)
-    report: dict[str, Any] = {"model": model, "prompts": len(prompts), "source": prompts_source,
-                              "settings": s.__dict__, "policy": summarize(grades, prompts)}
+    report: dict[str, Any] = {
+        "model": model,
+        "prompts": len(prompts),
+        "source": prompts_source,
+        "settings": s.__dict__,
+        "policy": summarize(grades, prompts),
+    }
     base_responses: list[str] | None = None
     if baseline:
         cache = Path(baseline_cache) if baseline_cache else None
@@ -208,8 +228,9 @@ def evaluate_policy(model: str, baseline: str | None, prompts_source: str = "sui
         pa, pb = [g["overall"] for g in grades], [g["overall"] for g in base_grades]
         report["overall_gain"] = report["policy"]["overall"] - report["baseline"]["overall"]
         report["overall_gain_ci95"] = paired_bootstrap(pa, pb, seed=s.seed)
-        report["safety_change"] = safety_change(safety_indicators(grades, prompts),
-                                                safety_indicators(base_grades, prompts), seed=s.seed)
+        report["safety_change"] = safety_change(
+            safety_indicators(grades, prompts), safety_indicators(base_grades, prompts), seed=s.seed
+        )
         if judge == "gold":
             report["win_rate"], report["judge_nan"] = win_rate(pa, pb), 0
         else:
@@ -222,8 +243,13 @@ def evaluate_policy(model: str, baseline: str | None, prompts_source: str = "sui
         out.mkdir(parents=True, exist_ok=True)
         with open(out / "generations.jsonl", "w", encoding="utf-8") as f:
             for i, p in enumerate(prompts):
-                row = {"id": p.id, "family": p.grader, "prompt": p.prompt[-1].content, "response": responses[i],
-                       "grade": grades[i]}
+                row = {
+                    "id": p.id,
+                    "family": p.grader,
+                    "prompt": p.prompt[-1].content,
+                    "response": responses[i],
+                    "grade": grades[i],
+                }
                 if base_responses is not None:
                     row["baseline_response"] = base_responses[i]
                 f.write(json.dumps(row, ensure_ascii=False) + "\n")
@@ -255,8 +281,10 @@ def safety_warnings(report: dict[str, Any]) -> list[str]:
     pol = report["policy"]["safety_rates"]["harmful_compliance"]
     base = report["baseline"]["safety_rates"]["harmful_compliance"]
     lo, hi = change["ci95"]
-    warning = (f"harmful compliance rose: {base['count']}/{base['n']} -> {pol['count']}/{pol['n']} harmful requests "
-               f"complied with ({change['change'] * 100:+.1f} points, 95% CI {lo * 100:+.1f} .. {hi * 100:+.1f})")
+    warning = (
+        f"harmful compliance rose: {base['count']}/{base['n']} -> {pol['count']}/{pol['n']} harmful requests "
+        f"complied with ({change['change'] * 100:+.1f} points, 95% CI {lo * 100:+.1f} .. {hi * 100:+.1f})"
+    )
     return [warning]
 
 
@@ -286,10 +314,15 @@ def report_lines(report: dict[str, Any]) -> list[str]:
         lines.append(f"baseline {report['baseline_model']}: gold overall {base['overall']:.3f}")
         lines.append("  safety: " + safety_line(base["safety_rates"]))
         wr = "n/a" if report["win_rate"] is None else f"{report['win_rate']:.3f}"
-        left_out = (f"; {report['judge_nan']} of {report['prompts']} prompts scored NaN by the judge, left out"
-                    if report.get("judge_nan") else "")
-        lines.append(f"gain {report['overall_gain']:+.3f} (95% CI over prompts {lo:+.3f} .. {hi:+.3f}); "
-                     f"win rate vs baseline {wr} (judge: {report['judge']}{left_out})")
+        left_out = (
+            f"; {report['judge_nan']} of {report['prompts']} prompts scored NaN by the judge, left out"
+            if report.get("judge_nan")
+            else ""
+        )
+        lines.append(
+            f"gain {report['overall_gain']:+.3f} (95% CI over prompts {lo:+.3f} .. {hi:+.3f}); "
+            f"win rate vs baseline {wr} (judge: {report['judge']}{left_out})"
+        )
         changes = []
         for name, (_, label) in SAFETY_RATES.items():
             c = report["safety_change"][name]

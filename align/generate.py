@@ -24,9 +24,18 @@ def load_policy(ref: str, dtype: str = "auto") -> Any:
     return load_model(ref, decision.value, merge=True)
 
 
-def generate(model: Any, tokenizer: Any, prompts: Sequence[Conversation], max_new_tokens: int = 96,
-             batch_size: int = 16, temperature: float = 0.0, max_prompt_length: int = 512, seed: int = 0,
-             backend: str = "transformers", progress: bool = False) -> list[str]:
+def generate(
+    model: Any,
+    tokenizer: Any,
+    prompts: Sequence[Conversation],
+    max_new_tokens: int = 96,
+    batch_size: int = 16,
+    temperature: float = 0.0,
+    max_prompt_length: int = 512,
+    seed: int = 0,
+    backend: str = "transformers",
+    progress: bool = False,
+) -> list[str]:
     """Responses (text, special tokens removed, stripped) to each prompt, in input order.
 
     One completion per prompt through the generation engine (`prefalign.generation`): prompts rendered with the
@@ -45,6 +54,5 @@ def generate(model: Any, tokenizer: Any, prompts: Sequence[Conversation], max_ne
         options = exact_batched(batch_size) if temperature == 0 else {"max_rows": batch_size}
     engine = make_engine(model, tokenizer, backend, **options)
     params = SamplingParams(n=1, temperature=temperature, max_new_tokens=max_new_tokens, seed=seed)
-    result = engine.generate([list(p) for p in prompts], params, max_prompt_length=max_prompt_length,
-                             progress=progress)
+    result = engine.generate([list(p) for p in prompts], params, max_prompt_length=max_prompt_length, progress=progress)
     return [out.completions[0].text.strip() for out in result.outputs]

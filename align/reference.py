@@ -49,6 +49,7 @@ def columns(role: str) -> tuple[str, str]:
 
 # --- cache keys --------------------------------------------------------------------------------------
 
+
 def data_fingerprint(pairs: Sequence[Any]) -> str:
     """sha256 of the token ids of every pair, in order (prompt, chosen, rejected)."""
     h = hashlib.sha256()
@@ -57,12 +58,21 @@ def data_fingerprint(pairs: Sequence[Any]) -> str:
     return h.hexdigest()
 
 
-def cache_parts(pairs: Sequence[Any], model_ref: str, precision: str, weights_dtype: str,
-                max_length: int, length_policy: str) -> dict[str, Any]:
+def cache_parts(
+    pairs: Sequence[Any], model_ref: str, precision: str, weights_dtype: str, max_length: int, length_policy: str
+) -> dict[str, Any]:
     """Everything a cached set of log-probs depends on (hashed into the file name)."""
-    return {"version": CACHE_VERSION, "data": data_fingerprint(pairs), "pairs": len(pairs), "model": model_ref,
-            "weights": weights_fingerprint(model_ref), "precision": precision, "weights_dtype": weights_dtype,
-            "max_length": max_length, "length_policy": length_policy}
+    return {
+        "version": CACHE_VERSION,
+        "data": data_fingerprint(pairs),
+        "pairs": len(pairs),
+        "model": model_ref,
+        "weights": weights_fingerprint(model_ref),
+        "precision": precision,
+        "weights_dtype": weights_dtype,
+        "max_length": max_length,
+        "length_policy": length_policy,
+    }
 
 
 def cache_file(parts: dict[str, Any]) -> Path:
@@ -86,17 +96,29 @@ def _write(path: Path, chosen: torch.Tensor, rejected: torch.Tensor, parts: dict
     from safetensors.torch import save_file
 
     tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    save_file({"chosen": chosen.contiguous(), "rejected": rejected.contiguous()}, str(tmp),
-              metadata={"parts": json.dumps(parts, sort_keys=True)})
+    save_file(
+        {"chosen": chosen.contiguous(), "rejected": rejected.contiguous()},
+        str(tmp),
+        metadata={"parts": json.dumps(parts, sort_keys=True)},
+    )
     os.replace(tmp, path)  # atomic: a reader sees the old state or the whole file
 
 
 # --- the computation ---------------------------------------------------------------------------------
 
+
 @torch.no_grad()
-def pair_logps(model: torch.nn.Module, pairs: Sequence[Any], pad_id: int, batch_size: int, row_tokens: int,
-               autocast: bool, layout: Layout, device: torch.device | str = "cpu",
-               desc: str | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def pair_logps(
+    model: torch.nn.Module,
+    pairs: Sequence[Any],
+    pad_id: int,
+    batch_size: int,
+    row_tokens: int,
+    autocast: bool,
+    layout: Layout,
+    device: torch.device | str = "cpu",
+    desc: str | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Summed response log-probs of chosen (B,) and rejected (B,) for tokenized pairs, in order, in fp32."""
     from tqdm.auto import tqdm
 
@@ -109,19 +131,32 @@ def pair_logps(model: torch.nn.Module, pairs: Sequence[Any], pad_id: int, batch_
     starts = range(0, len(pairs), batch_size)
     with torch.autocast(device.type, dtype=torch.bfloat16, enabled=autocast):
         for s in tqdm(starts, desc=desc, disable=desc is None or os.environ.get("CI") == "true", leave=False):
-            chunk = pairs[s:s + batch_size]
+            chunk = pairs[s : s + batch_size]
             logps = sequence_logps(model, pack_pairs(chunk, pad_id, row_tokens, layout).to(device)).float()  # (2b,)
-            chosen.append(logps[:len(chunk)].cpu())
-            rejected.append(logps[len(chunk):].cpu())
+            chosen.append(logps[: len(chunk)].cpu())
+            rejected.append(logps[len(chunk) :].cpu())
     model.train(was_training)
     if not chosen:
         return torch.zeros(0), torch.zeros(0)
     return torch.cat(chosen), torch.cat(rejected)
 
 
-def frozen_logps(role: str, model_ref: str, sets: dict[str, Sequence[Any]], *, precision: str, weights_dtype: str,
-                 max_length: int, length_policy: str, pad_id: int, row_tokens: int, batch_size: int, layout: Layout,
-                 device: torch.device | str = "cpu", model: torch.nn.Module | None = None) -> dict[str, Any]:
+def frozen_logps(
+    role: str,
+    model_ref: str,
+    sets: dict[str, Sequence[Any]],
+    *,
+    precision: str,
+    weights_dtype: str,
+    max_length: int,
+    length_policy: str,
+    pad_id: int,
+    row_tokens: int,
+    batch_size: int,
+    layout: Layout,
+    device: torch.device | str = "cpu",
+    model: torch.nn.Module | None = None,
+) -> dict[str, Any]:
     """Compute (or read from the cache) `role`'s log-probs for each named pair set and attach them as columns.
 
     role: "reference" or "previous" (column prefix `ref` / `prev`, see `columns`). model_ref: the frozen
@@ -146,14 +181,25 @@ def frozen_logps(role: str, model_ref: str, sets: dict[str, Sequence[Any]], *, p
                         loaded = load_causal_lm(model_ref, dtype=weights_dtype)
                     net = model if model is not None else loaded
                     net.to(device)
-                    got = pair_logps(net, pairs, pad_id, batch_size, row_tokens, autocast=precision == "bf16",
-                                     device=device, desc=f"{role} log-probs ({name})", layout=layout)
+                    got = pair_logps(
+                        net,
+                        pairs,
+                        pad_id,
+                        batch_size,
+                        row_tokens,
+                        autocast=precision == "bf16",
+                        device=device,
+                        desc=f"{role} log-probs ({name})",
+                        layout=layout,
+                    )
                     _write(path, got[0], got[1], parts)
             report["files"][name] = str(path)
             if int(os.environ.get("RANK", "0")) == 0:
-                print(f"{role} log-probs of {len(pairs)} {name} pairs from {model_ref}: "
-                      f"{'cache hit' if report['cache'][name] == 'hit' else 'computed and cached'} ({path})",
-                      flush=True)
+                print(
+                    f"{role} log-probs of {len(pairs)} {name} pairs from {model_ref}: "
+                    f"{'cache hit' if report['cache'][name] == 'hit' else 'computed and cached'} ({path})",
+                    flush=True,
+                )
             attach(pairs, role, *got)
     finally:
         if loaded is not None:  # the frozen model is not needed in memory during training

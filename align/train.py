@@ -59,8 +59,11 @@ ReferenceKind = Literal["auto", "adapters_disabled", "precomputed", "none"]
 @dataclass
 class LossSection:
     name: str = option("sigmoid", "preference loss (see `align ls losses`)")
-    params: dict[str, Any] = option(factory=dict, doc="loss parameters, e.g. {beta: 0.1}; every loss also takes "
-                                                      "sft_weight (NLL of the chosen response per token)")
+    params: dict[str, Any] = option(
+        factory=dict,
+        doc="loss parameters, e.g. {beta: 0.1}; every loss also takes "
+        "sft_weight (NLL of the chosen response per token)",
+    )
 
 
 @dataclass
@@ -71,14 +74,20 @@ class ReferenceSection:
 
 @dataclass
 class PreviousSection:
-    model: str | None = option(None, "INPO's previous iterate π_t: the policy that generated these pairs "
-                                     "(builtin:<name>, a local directory, or a hub id)")
+    model: str | None = option(
+        None,
+        "INPO's previous iterate π_t: the policy that generated these pairs "
+        "(builtin:<name>, a local directory, or a hub id)",
+    )
 
 
 @dataclass
 class AlertsSection:
-    chosen_logp_drop: float = option(0.5, "alert when the mean chosen log-prob per token falls this many nats below "
-                                          "its value at the first logged step (0 = off)")
+    chosen_logp_drop: float = option(
+        0.5,
+        "alert when the mean chosen log-prob per token falls this many nats below "
+        "its value at the first logged step (0 = off)",
+    )
 
     def check(self) -> list[str]:
         return [f"chosen_logp_drop: must be >= 0, got {self.chosen_logp_drop}"] if self.chosen_logp_drop < 0 else []
@@ -108,29 +117,41 @@ class TrainConfig:
         # against the fields that provide them
         problems = check_loss_config(name, self.loss.params, spec.needs_reference, True)
         if spec.needs_reference and ref.kind == "none":
-            problems.append(f"reference.kind: loss '{name}' needs a reference policy but reference.kind is none; use "
-                            "auto (adapters disabled under LoRA, precomputed otherwise), or a reference-free loss "
-                            "(simpo, simpo_hinge)")
+            problems.append(
+                f"reference.kind: loss '{name}' needs a reference policy but reference.kind is none; use "
+                "auto (adapters disabled under LoRA, precomputed otherwise), or a reference-free loss "
+                "(simpo, simpo_hinge)"
+            )
         if not spec.needs_reference and (ref.kind in ("adapters_disabled", "precomputed") or ref.model is not None):
             given = f"reference.kind: {ref.kind}" if ref.kind != "auto" else f"reference.model: {ref.model}"
-            problems.append(f"reference: loss '{name}' is reference-free but a reference is configured ({given}); "
-                            "set reference.kind: none and reference.model: null")
+            problems.append(
+                f"reference: loss '{name}' is reference-free but a reference is configured ({given}); "
+                "set reference.kind: none and reference.model: null"
+            )
         if spec.needs_reference and ref.kind == "adapters_disabled":
             if self.train.method != "lora":
-                problems.append("reference.kind: adapters_disabled needs train.method: lora (with full fine-tuning "
-                                "use precomputed or auto)")
+                problems.append(
+                    "reference.kind: adapters_disabled needs train.method: lora (with full fine-tuning "
+                    "use precomputed or auto)"
+                )
             if ref.model not in (None, self.model):
-                problems.append(f"reference.model: with reference.kind adapters_disabled the reference is the base "
-                                f"model '{self.model}'; set reference.model: null, or reference.kind: precomputed "
-                                f"to use '{ref.model}'")
+                problems.append(
+                    f"reference.model: with reference.kind adapters_disabled the reference is the base "
+                    f"model '{self.model}'; set reference.model: null, or reference.kind: precomputed "
+                    f"to use '{ref.model}'"
+                )
         if spec.needs_previous_iterate and spec.needs_reference and ref.model is None:
-            problems.append(f"reference.model: loss '{name}' compares the policy with a reference π_ref and the "
-                            "previous iterate π_t; name the reference explicitly (usually the initial policy, e.g. "
-                            f"reference.model: {self.model}). Left empty it would be `model`, which on later "
-                            "iterations is the previous iterate, not π_ref")
+            problems.append(
+                f"reference.model: loss '{name}' compares the policy with a reference π_ref and the "
+                "previous iterate π_t; name the reference explicitly (usually the initial policy, e.g. "
+                f"reference.model: {self.model}). Left empty it would be `model`, which on later "
+                "iterations is the previous iterate, not π_ref"
+            )
         if spec.needs_previous_iterate and self.previous.model is None:
-            problems.append(f"previous.model: loss '{name}' needs the previous iterate π_t (the policy that generated "
-                            "these pairs; the initial policy on the first iteration); set previous.model")
+            problems.append(
+                f"previous.model: loss '{name}' needs the previous iterate π_t (the policy that generated "
+                "these pairs; the initial policy on the first iteration); set previous.model"
+            )
         if not spec.needs_previous_iterate and self.previous.model is not None:
             problems.append(f"previous.model: loss '{name}' does not use a previous iterate; set previous.model: null")
         return problems
@@ -149,19 +170,36 @@ def reference_mode(cfg: TrainConfig) -> Literal["adapters_disabled", "precompute
 
 # --- the trainer -------------------------------------------------------------------------------------
 
-PLOT_KEYS = ["loss", "logps/chosen", "logps/rejected", "rewards/chosen", "rewards/rejected", "rewards/margins",
-             "rewards/accuracies", "lengths/chosen", "lengths/rejected", "logps/chosen_per_token", "kl_estimate"]
+PLOT_KEYS = [
+    "loss",
+    "logps/chosen",
+    "logps/rejected",
+    "rewards/chosen",
+    "rewards/rejected",
+    "rewards/margins",
+    "rewards/accuracies",
+    "lengths/chosen",
+    "lengths/rejected",
+    "logps/chosen_per_token",
+    "kl_estimate",
+]
 
 
 def batch_diagnostics(logps: PairLogps, out: LossOutput) -> dict[str, float]:
     """Per-batch metrics from the loss inputs (B,) and its `LossOutput` (all detached)."""
     pc, pr = logps.policy_chosen_logps.detach(), logps.policy_rejected_logps.detach()
     lc, lr = logps.chosen_lengths.float(), logps.rejected_lengths.float()  # type: ignore[union-attr]
-    d = {"logps/chosen": pc.mean().item(), "logps/rejected": pr.mean().item(),
-         "rewards/chosen": out.chosen_rewards.mean().item(), "rewards/rejected": out.rejected_rewards.mean().item(),
-         "rewards/margins": out.margins.mean().item(), "rewards/accuracies": out.accuracies.mean().item(),
-         "lengths/chosen": lc.mean().item(), "lengths/rejected": lr.mean().item(),
-         "logps/chosen_per_token": (pc.sum() / lc.sum().clamp(min=1)).item()}
+    d = {
+        "logps/chosen": pc.mean().item(),
+        "logps/rejected": pr.mean().item(),
+        "rewards/chosen": out.chosen_rewards.mean().item(),
+        "rewards/rejected": out.rejected_rewards.mean().item(),
+        "rewards/margins": out.margins.mean().item(),
+        "rewards/accuracies": out.accuracies.mean().item(),
+        "lengths/chosen": lc.mean().item(),
+        "lengths/rejected": lr.mean().item(),
+        "logps/chosen_per_token": (pc.sum() / lc.sum().clamp(min=1)).item(),
+    }
     if logps.reference_chosen_logps is not None:
         # Σ over sequences of the summed log-ratios / Σ tokens = mean per-token log-ratio (an offline estimate)
         ratio = (pc - logps.reference_chosen_logps).sum() + (pr - logps.reference_rejected_logps).sum()
@@ -173,8 +211,17 @@ class PreferenceTrainer(MetricsMixin, Trainer):
     """`transformers.Trainer` on packed pairs with a loss from `LOSSES`, frozen log-probs from the batch (or the
     adapters-disabled base) and held-out implicit-reward accuracy."""
 
-    def __init__(self, *args: Any, loss: LossSection, ref_mode: str, use_previous: bool, eval_pairs: list[Any],
-                 alert_drop: float, metrics_path: Path | None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *args: Any,
+        loss: LossSection,
+        ref_mode: str,
+        use_previous: bool,
+        eval_pairs: list[Any],
+        alert_drop: float,
+        metrics_path: Path | None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(*args, **kwargs)
         self.loss_cfg = loss
         self.ref_mode = ref_mode
@@ -189,13 +236,13 @@ class PreferenceTrainer(MetricsMixin, Trainer):
     def pair_logps(self, model: torch.nn.Module, inputs: dict[str, Any]) -> PairLogps:
         """Policy log-probs from `model` (the wrapped PackedForward) plus the frozen ones for this batch."""
         B = int(inputs["num_pairs"])
-        logps = model(**inputs)                        # (2B,) summed response log-probs: chosen, then rejected
-        lengths = inputs["lengths"]                    # (2B,) response tokens
+        logps = model(**inputs)  # (2B,) summed response log-probs: chosen, then rejected
+        lengths = inputs["lengths"]  # (2B,) response tokens
         ref_c = ref_r = prev_c = prev_r = None
         if self.ref_mode == "adapters_disabled":
             # the same batch through the same wrapper with the LoRA adapters off: the base is π_ref
             with torch.no_grad(), self.model.model.disable_adapter():
-                ref = self.model(**inputs).detach()    # (2B,)
+                ref = self.model(**inputs).detach()  # (2B,)
             ref_c, ref_r = ref[:B], ref[B:]
         elif self.ref_mode == "precomputed":
             c, r = columns("reference")
@@ -219,12 +266,14 @@ class PreferenceTrainer(MetricsMixin, Trainer):
             return
         if self.first_chosen_logp is None:
             self.first_chosen_logp = now
-        elif (self.alert_drop > 0 and not self.alerts and self.first_chosen_logp - now > self.alert_drop):
-            msg = (f"step {self.state.global_step}: the mean chosen log-prob per token fell "
-                   f"{self.first_chosen_logp - now:.3f} nats below its first logged value "
-                   f"({self.first_chosen_logp:.3f} -> {now:.3f}; alerts.chosen_logp_drop={self.alert_drop}). "
-                   "The policy is making the preferred responses less likely; consider a lower train.lr, a "
-                   "larger beta, or loss.params.sft_weight > 0")
+        elif self.alert_drop > 0 and not self.alerts and self.first_chosen_logp - now > self.alert_drop:
+            msg = (
+                f"step {self.state.global_step}: the mean chosen log-prob per token fell "
+                f"{self.first_chosen_logp - now:.3f} nats below its first logged value "
+                f"({self.first_chosen_logp:.3f} -> {now:.3f}; alerts.chosen_logp_drop={self.alert_drop}). "
+                "The policy is making the preferred responses less likely; consider a lower train.lr, a "
+                "larger beta, or loss.params.sft_weight > 0"
+            )
             self.alerts.append(msg)
             if self.is_world_process_zero():
                 print(f"ALERT: {msg}", flush=True)
@@ -240,7 +289,7 @@ class PreferenceTrainer(MetricsMixin, Trainer):
         bs = self.args.per_device_eval_batch_size
         with self.accelerator.autocast():
             for s in range(0, len(self.eval_pairs), bs):
-                inputs = self._prepare_inputs(self.data_collator(self.eval_pairs[s:s + bs]))
+                inputs = self._prepare_inputs(self.data_collator(self.eval_pairs[s : s + bs]))
                 out = compute_loss(self.loss_cfg.name, self.loss_cfg.params, self.pair_logps(model, inputs))
                 rc.append(out.chosen_rewards.float().cpu())
                 rr.append(out.rejected_rewards.float().cpu())
@@ -249,8 +298,11 @@ class PreferenceTrainer(MetricsMixin, Trainer):
         rep = accuracy_report(self.eval_pairs, torch.cat(rc), torch.cat(rr))
         rep["loss"] = torch.cat(losses).mean().item()
         pre = metric_key_prefix  # eval_rewards/* share plots with the training curves
-        metrics = {f"{pre}_loss": rep["loss"], f"{pre}_rewards/accuracies": rep["accuracy"],
-                   f"{pre}_rewards/margins": rep["margin"]}
+        metrics = {
+            f"{pre}_loss": rep["loss"],
+            f"{pre}_rewards/accuracies": rep["accuracy"],
+            f"{pre}_rewards/margins": rep["margin"],
+        }
         self.log(metrics)
         self.last_eval_report = rep
         return metrics
@@ -296,12 +348,14 @@ def load_inner_weights(inner: torch.nn.Module, ckpt: Path) -> None:
     tied = set(getattr(inner, "_tied_weights_keys", None) or {})
     missing = [k for k in missing if k not in tied and not k.endswith("lm_head.weight")]
     if missing or unexpected:
-        raise UserError(f"checkpoint {ckpt} does not match the model (missing {missing[:3]}, unexpected "
-                        f"{unexpected[:3]})")
+        raise UserError(
+            f"checkpoint {ckpt} does not match the model (missing {missing[:3]}, unexpected {unexpected[:3]})"
+        )
     inner.tie_weights()
 
 
 # --- the recipe --------------------------------------------------------------------------------------
+
 
 def _initial_policy(ref: str | None, cfg: TrainConfig) -> bool:
     return ref is None or ref == cfg.model
@@ -311,13 +365,13 @@ def _initial_policy(ref: str | None, cfg: TrainConfig) -> bool:
 class Setup:
     """Everything `run` needs once the data, the policy, the frozen log-probs and the trainer are ready."""
 
-    run: RecipeRun               # the run directory, resolved precision and resume point
-    trainer: PreferenceTrainer   # around PackedForward(policy, "logps")
-    model: Any                   # the policy itself (a peft model under LoRA)
+    run: RecipeRun  # the run directory, resolved precision and resume point
+    trainer: PreferenceTrainer  # around PackedForward(policy, "logps")
+    model: Any  # the policy itself (a peft model under LoRA)
     tokenizer: Any
     train_pairs: list[Any]
     eval_pairs: list[Any]
-    reports: dict[str, Any]      # data / tokenization / frozen log-prob reports
+    reports: dict[str, Any]  # data / tokenization / frozen log-prob reports
 
 
 def setup(cfg: TrainConfig, resume: bool = False) -> Setup:
@@ -342,15 +396,19 @@ def setup(cfg: TrainConfig, resume: bool = False) -> Setup:
     train_raw, data_report = load_pairs(cfg.data)
     train_pairs, tok_report = tokenize_pairs(train_raw, tokenizer, cfg.train.max_length, cfg.train.length_policy)
     if not train_pairs:
-        raise UserError(f"no training pairs left after tokenization (max_length={cfg.train.max_length}, "
-                        f"policy={cfg.train.length_policy}): {tok_report.summary()}")
+        raise UserError(
+            f"no training pairs left after tokenization (max_length={cfg.train.max_length}, "
+            f"policy={cfg.train.length_policy}): {tok_report.summary()}"
+        )
     eval_pairs: list[Any] = []
     eval_tok: dict[str, Any] = {}
     if cfg.eval.split != "none":
-        ecfg = dataclasses.replace(cfg.data, source=cfg.eval.source or cfg.data.source, split=cfg.eval.split,
-                                   limit=cfg.eval.limit)
-        eval_pairs, erep = tokenize_pairs(load_source(ecfg).pairs, tokenizer, cfg.train.max_length,
-                                          cfg.train.length_policy)
+        ecfg = dataclasses.replace(
+            cfg.data, source=cfg.eval.source or cfg.data.source, split=cfg.eval.split, limit=cfg.eval.limit
+        )
+        eval_pairs, erep = tokenize_pairs(
+            load_source(ecfg).pairs, tokenizer, cfg.train.max_length, cfg.train.length_policy
+        )
         eval_tok = erep.to_dict()
     pad_id = pad_token_id(tokenizer)
 
@@ -370,11 +428,20 @@ def setup(cfg: TrainConfig, resume: bool = False) -> Setup:
     frozen_reports = {}
     for role, ref in frozen:
         frozen_reports[role] = frozen_logps(
-            role, ref, {"train": train_pairs, "eval": eval_pairs}, precision=cfg.train.precision,
-            weights_dtype=weights_dtype, max_length=cfg.train.max_length, length_policy=cfg.train.length_policy,
-            pad_id=pad_id, row_tokens=cfg.train.row_tokens, layout=cfg.train.attention,
-            batch_size=cfg.train.batch_size, device=args.device,
-            model=model if _initial_policy(ref, cfg) else None)
+            role,
+            ref,
+            {"train": train_pairs, "eval": eval_pairs},
+            precision=cfg.train.precision,
+            weights_dtype=weights_dtype,
+            max_length=cfg.train.max_length,
+            length_policy=cfg.train.length_policy,
+            pad_id=pad_id,
+            row_tokens=cfg.train.row_tokens,
+            layout=cfg.train.attention,
+            batch_size=cfg.train.batch_size,
+            device=args.device,
+            model=model if _initial_policy(ref, cfg) else None,
+        )
     extra = tuple(c for role, _ in frozen for c in columns(role))
 
     if cfg.train.method == "lora":
@@ -384,20 +451,34 @@ def setup(cfg: TrainConfig, resume: bool = False) -> Setup:
 
     # trainer
     trainer = PreferenceTrainer(
-        model=PackedForward(model, "logps"), args=args, train_dataset=PairDataset(train_pairs),
-        data_collator=PackCollator(pad_id, cfg.train.row_tokens, cfg.train.attention, extra), loss=cfg.loss,
-        ref_mode=ref_mode, use_previous=spec.needs_previous_iterate, eval_pairs=eval_pairs,
-        alert_drop=cfg.alerts.chosen_logp_drop, metrics_path=run.metrics_path)
+        model=PackedForward(model, "logps"),
+        args=args,
+        train_dataset=PairDataset(train_pairs),
+        data_collator=PackCollator(pad_id, cfg.train.row_tokens, cfg.train.attention, extra),
+        loss=cfg.loss,
+        ref_mode=ref_mode,
+        use_previous=spec.needs_previous_iterate,
+        eval_pairs=eval_pairs,
+        alert_drop=cfg.alerts.chosen_logp_drop,
+        metrics_path=run.metrics_path,
+    )
     if run.resume_from is not None and run.metrics_path.exists():  # the alert compares with the first logged step
         for line in run.metrics_path.read_text(encoding="utf-8").splitlines():
             row = json.loads(line) if line.strip() else {}
             if "logps/chosen_per_token" in row:
                 trainer.first_chosen_logp = row["logps/chosen_per_token"]
                 break
-    reports = {"data": data_report.to_dict(), "tokenization": tok_report.to_dict(), "eval_tokenization": eval_tok,
-               "reference": {"mode": ref_mode, "model": (cfg.reference.model or cfg.model) if ref_mode != "none"
-                             else None, **frozen_reports.get("reference", {})},
-               "previous": frozen_reports.get("previous")}
+    reports = {
+        "data": data_report.to_dict(),
+        "tokenization": tok_report.to_dict(),
+        "eval_tokenization": eval_tok,
+        "reference": {
+            "mode": ref_mode,
+            "model": (cfg.reference.model or cfg.model) if ref_mode != "none" else None,
+            **frozen_reports.get("reference", {}),
+        },
+        "previous": frozen_reports.get("previous"),
+    }
     return Setup(run, trainer, model, tokenizer, train_pairs, eval_pairs, reports)
 
 
@@ -438,29 +519,44 @@ def run(cfg: TrainConfig, resume: bool = False) -> dict[str, Any]:
         saved["policy_dir"] = str(run_dir / "model")
 
     # report
-    return s.run.finish({
-        **saved, "base_model": cfg.model, "method": cfg.train.method, "precision": s.run.precision,
-        "loss": {"name": cfg.loss.name, "params": LOSSES[cfg.loss.name].defaults | dict(cfg.loss.params)},
-        "reference": s.reports["reference"], "previous": s.reports["previous"],
-        "train_pairs": len(s.train_pairs), **trained.to_dict(),
-        "eval": eval_report, "alerts": trainer.alerts, "data": s.reports["data"],
-        "tokenization": s.reports["tokenization"], "eval_tokenization": s.reports["eval_tokenization"],
-    }, PLOT_KEYS)
+    return s.run.finish(
+        {
+            **saved,
+            "base_model": cfg.model,
+            "method": cfg.train.method,
+            "precision": s.run.precision,
+            "loss": {"name": cfg.loss.name, "params": LOSSES[cfg.loss.name].defaults | dict(cfg.loss.params)},
+            "reference": s.reports["reference"],
+            "previous": s.reports["previous"],
+            "train_pairs": len(s.train_pairs),
+            **trained.to_dict(),
+            "eval": eval_report,
+            "alerts": trainer.alerts,
+            "data": s.reports["data"],
+            "tokenization": s.reports["tokenization"],
+            "eval_tokenization": s.reports["eval_tokenization"],
+        },
+        PLOT_KEYS,
+    )
 
 
 def summary_lines(report: dict[str, Any]) -> list[str]:
     ev = report.get("eval") or {}
     ref = report.get("reference") or {}
-    lines = [f"trained a {report['method']} policy with loss '{report['loss']['name']}' on {report['train_pairs']} "
-             f"pairs, {report['steps']} steps, {report['train_seconds']}s ({report['pairs_per_second']} pairs/s)",
-             f"reference: {ref.get('mode')}" + (f" ({', '.join(f'{k}: cache {v}' for k, v in ref['cache'].items())})"
-                                                if ref.get("cache") else ""),
-             f"saved to {report['policy_dir']}"]
+    lines = [
+        f"trained a {report['method']} policy with loss '{report['loss']['name']}' on {report['train_pairs']} "
+        f"pairs, {report['steps']} steps, {report['train_seconds']}s ({report['pairs_per_second']} pairs/s)",
+        f"reference: {ref.get('mode')}"
+        + (f" ({', '.join(f'{k}: cache {v}' for k, v in ref['cache'].items())})" if ref.get("cache") else ""),
+        f"saved to {report['policy_dir']}",
+    ]
     if report.get("adapter_dir") and report["adapter_dir"] != report["policy_dir"]:
         lines.append(f"adapter: {report['adapter_dir']}")
     if ev:
-        lines.append(f"held-out implicit-reward accuracy {ev['accuracy']:.3f} on {ev['pairs']} pairs "
-                     f"(margin {ev['margin']:.3f}, loss {ev['loss']:.4f})")
+        lines.append(
+            f"held-out implicit-reward accuracy {ev['accuracy']:.3f} on {ev['pairs']} pairs "
+            f"(margin {ev['margin']:.3f}, loss {ev['loss']:.4f})"
+        )
         for key in GROUP_KEYS:
             for name, v in (ev.get(f"by_{key}") or {}).items():
                 lines.append(f"  {key} {name}: {v['accuracy']:.3f} ({v['pairs']} pairs)")
@@ -468,5 +564,13 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
     return lines
 
 
-__all__ = ["TrainConfig", "Setup", "setup", "run", "summary_lines", "reference_mode", "batch_diagnostics",
-           "load_inner_weights"]
+__all__ = [
+    "TrainConfig",
+    "Setup",
+    "setup",
+    "run",
+    "summary_lines",
+    "reference_mode",
+    "batch_diagnostics",
+    "load_inner_weights",
+]

@@ -43,7 +43,7 @@ def bf16_matmul_peak(n: int = 2048, reps: int = 20) -> float:
     for _ in range(reps):
         a @ b
     dt = time.perf_counter() - t
-    return 2 * n ** 3 * reps / dt / 1e9
+    return 2 * n**3 * reps / dt / 1e9
 
 
 def model_dims(model_ref: str) -> dict[str, int]:
@@ -84,7 +84,7 @@ def spawn(script: str, args: list[str], fresh_logp_cache: bool = False, inductor
     lines = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
     if proc.returncode != 0 or not lines:
         raise SystemExit(f"{' '.join(args)} failed:\n{proc.stderr[-3000:]}")
-    return json.loads(lines[-1][len("RESULT "):])
+    return json.loads(lines[-1][len("RESULT ") :])
 
 
 def step_timer() -> list[float]:
@@ -109,7 +109,7 @@ def steady_pairs_per_s(times: list[float], pairs_per_step: int) -> float | None:
 
 def report(res: dict) -> None:
     """In a child process: add the peak memory (max RSS) and print the result line `spawn` reads."""
-    res["peak_rss_gb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 ** 2
+    res["peak_rss_gb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2
     print("RESULT " + json.dumps(res), flush=True)
 
 
@@ -131,13 +131,13 @@ def reset_peak_rss() -> float | None:
     except OSError:
         return None
     kb = _status_kb("VmRSS")
-    return kb / 1024 ** 2 if kb is not None else None
+    return kb / 1024**2 if kb is not None else None
 
 
 def peak_rss_since_reset() -> float | None:
     """Peak RSS (GB) since the last `reset_peak_rss` (VmHWM), or None where /proc is not there."""
     kb = _status_kb("VmHWM")
-    return kb / 1024 ** 2 if kb is not None else None
+    return kb / 1024**2 if kb is not None else None
 
 
 def cpu_name() -> str:

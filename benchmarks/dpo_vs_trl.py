@@ -43,12 +43,29 @@ def side_trl(steps: int, setting: str, lora: bool, out: str) -> dict:
         from peft import LoraConfig
 
         peft_config = LoraConfig(r=16, lora_alpha=32, task_type="CAUSAL_LM", target_modules=LORA_TARGETS)
-    args = DPOConfig(output_dir=out, per_device_train_batch_size=8, max_steps=steps, learning_rate=1e-6, beta=0.1,
-                     bf16=setting.startswith("bf16"), use_cpu=True, gradient_checkpointing=setting.endswith("-gc"),
-                     max_length=512, report_to="none", logging_steps=steps, save_strategy="no",
-                     dataloader_num_workers=0, disable_tqdm=True)
-    trainer = DPOTrainer(model=model, args=args, train_dataset=Dataset.from_list(trl_rows(first_pairs(256))),
-                         processing_class=tok, peft_config=peft_config)
+    args = DPOConfig(
+        output_dir=out,
+        per_device_train_batch_size=8,
+        max_steps=steps,
+        learning_rate=1e-6,
+        beta=0.1,
+        bf16=setting.startswith("bf16"),
+        use_cpu=True,
+        gradient_checkpointing=setting.endswith("-gc"),
+        max_length=512,
+        report_to="none",
+        logging_steps=steps,
+        save_strategy="no",
+        dataloader_num_workers=0,
+        disable_tqdm=True,
+    )
+    trainer = DPOTrainer(
+        model=model,
+        args=args,
+        train_dataset=Dataset.from_list(trl_rows(first_pairs(256))),
+        processing_class=tok,
+        peft_config=peft_config,
+    )
     torch.manual_seed(0)
     t = time.perf_counter()
     trainer.train()
@@ -64,13 +81,27 @@ def side_ours(steps: int, lora: bool, out: str) -> dict:
     from preference_data.packing import padded_tokens
     from preference_data.tokenize import tokenize_pairs
 
-    cfg = build(TrainConfig, {
-        "model": MODEL, "output_dir": out, "save_merged": False,
-        "data": {"source": str(HH_HELPFUL), "split": "all", "limit": 256},
-        "eval": {"split": "none"}, "loss": {"name": "sigmoid", "params": {"beta": 0.1}},
-        "train": {"method": "lora" if lora else "full", "max_steps": steps, "batch_size": 8, "max_length": 512,
-                  "row_tokens": 512, "lr": 1e-6, "precision": "bf16", "log_every": steps},
-    })
+    cfg = build(
+        TrainConfig,
+        {
+            "model": MODEL,
+            "output_dir": out,
+            "save_merged": False,
+            "data": {"source": str(HH_HELPFUL), "split": "all", "limit": 256},
+            "eval": {"split": "none"},
+            "loss": {"name": "sigmoid", "params": {"beta": 0.1}},
+            "train": {
+                "method": "lora" if lora else "full",
+                "max_steps": steps,
+                "batch_size": 8,
+                "max_length": 512,
+                "row_tokens": 512,
+                "lr": 1e-6,
+                "precision": "bf16",
+                "log_every": steps,
+            },
+        },
+    )
     report = run(cfg)
     ref_seconds = float(report["reference"].get("seconds", 0.0) or 0.0)
     seconds = report["train_seconds"] + ref_seconds
@@ -82,9 +113,16 @@ def side_ours(steps: int, lora: bool, out: str) -> dict:
     dims = model_dims(MODEL)
     # policy forward + backward, plus a forward of the reference (on the fly with LoRA, precomputed otherwise)
     flops = train_matmul_flops(dims, real, resp, lora) + 2 * (dims["body"] * real + dims["head"] * resp)
-    return {"seconds": seconds, "train_seconds": report["train_seconds"], "reference_seconds": ref_seconds,
-            "pairs_per_s": steps * 8 / seconds, "tokens": real, "padded_tokens_baseline": padded_tokens(used, 8),
-            "kept": len(kept), "matmul_flops": flops}
+    return {
+        "seconds": seconds,
+        "train_seconds": report["train_seconds"],
+        "reference_seconds": ref_seconds,
+        "pairs_per_s": steps * 8 / seconds,
+        "tokens": real,
+        "padded_tokens_baseline": padded_tokens(used, 8),
+        "kept": len(kept),
+        "matmul_flops": flops,
+    }
 
 
 def child(args: argparse.Namespace) -> None:
@@ -101,8 +139,9 @@ def child(args: argparse.Namespace) -> None:
 def run_side(side: str, mode: str, steps: int, setting: str = "") -> dict:
     from benchmarks.common import spawn
 
-    return spawn(__file__, ["--child", side, "--mode", mode, "--steps", str(steps), "--setting", setting],
-                 fresh_logp_cache=True)
+    return spawn(
+        __file__, ["--child", side, "--mode", mode, "--steps", str(steps), "--setting", setting], fresh_logp_cache=True
+    )
 
 
 def main() -> None:
@@ -130,14 +169,22 @@ def main() -> None:
         rate = ours["matmul_flops"] / ours["seconds"] / 1e9
         print(f"\n[{mode}] {args.steps} steps x 8 pairs, max length 512, DPO sigmoid")
         for r in trl:
-            print(f"  TRL DPOTrainer ({r['setting']}): {r['pairs_per_s']:.2f} pairs/s ({r['seconds']:.1f}s), "
-                  f"peak memory {r['peak_rss_gb']:.2f} GB")
-        print(f"  ours: {ours['pairs_per_s']:.2f} pairs/s ({ours['seconds']:.1f}s incl. {ours['reference_seconds']:.1f}s "
-              f"reference log-probs), peak memory {ours['peak_rss_gb']:.2f} GB")
-        print(f"  speed-up vs TRL's fastest ({best['setting']}): {ours['pairs_per_s'] / best['pairs_per_s']:.2f}x; "
-              f"memory {ours['peak_rss_gb'] / best['peak_rss_gb']:.2f}x of TRL's")
-        print(f"  tokens: ours {ours['tokens']} vs {ours['padded_tokens_baseline']} padded separate sequences "
-              f"({ours['padded_tokens_baseline'] / ours['tokens']:.2f}x)")
+            print(
+                f"  TRL DPOTrainer ({r['setting']}): {r['pairs_per_s']:.2f} pairs/s ({r['seconds']:.1f}s), "
+                f"peak memory {r['peak_rss_gb']:.2f} GB"
+            )
+        print(
+            f"  ours: {ours['pairs_per_s']:.2f} pairs/s ({ours['seconds']:.1f}s incl. {ours['reference_seconds']:.1f}s "
+            f"reference log-probs), peak memory {ours['peak_rss_gb']:.2f} GB"
+        )
+        print(
+            f"  speed-up vs TRL's fastest ({best['setting']}): {ours['pairs_per_s'] / best['pairs_per_s']:.2f}x; "
+            f"memory {ours['peak_rss_gb'] / best['peak_rss_gb']:.2f}x of TRL's"
+        )
+        print(
+            f"  tokens: ours {ours['tokens']} vs {ours['padded_tokens_baseline']} padded separate sequences "
+            f"({ours['padded_tokens_baseline'] / ours['tokens']:.2f}x)"
+        )
         print(f"  our matmul rate: {rate:.0f} GFLOP/s = {rate / peak:.0%} of the bf16 matmul peak")
         results[mode] = {"trl": trl, "ours": ours, "speedup": ours["pairs_per_s"] / best["pairs_per_s"]}
     print("\n" + json.dumps(results, indent=1, default=float))

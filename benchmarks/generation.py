@@ -44,8 +44,16 @@ MODEL = "builtin:smollm2-135m-instruct"
 # The batched path `align eval policy` used before the engine (align/generate.py), kept as the baseline.
 
 
-def _baseline_batches(model: Any, tokenizer: Any, prompts: Sequence[Any], max_new_tokens: int, batch_size: int,
-                      temperature: float, max_prompt_length: int, seed: int) -> Iterator[tuple[list[int], Any, int]]:
+def _baseline_batches(
+    model: Any,
+    tokenizer: Any,
+    prompts: Sequence[Any],
+    max_new_tokens: int,
+    batch_size: int,
+    temperature: float,
+    max_prompt_length: int,
+    seed: int,
+) -> Iterator[tuple[list[int], Any, int]]:
     """(prompt indices, generated ids (b, L + new), prompt width L) per batch, prompts sorted by length."""
     from preference_data.tokenize import tokenize_prompts
 
@@ -54,25 +62,41 @@ def _baseline_batches(model: Any, tokenizer: Any, prompts: Sequence[Any], max_ne
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     torch.manual_seed(seed)
     for s in range(0, len(order), batch_size):
-        idx = order[s:s + batch_size]
+        idx = order[s : s + batch_size]
         L = max(len(ids[i]) for i in idx)
         input_ids = torch.tensor([[pad] * (L - len(ids[i])) + ids[i] for i in idx])
         mask = torch.tensor([[0] * (L - len(ids[i])) + [1] * len(ids[i]) for i in idx])
-        gen = model.generate(input_ids=input_ids, attention_mask=mask, max_new_tokens=max_new_tokens,
-                             do_sample=temperature > 0, temperature=temperature if temperature > 0 else None,
-                             top_p=None, top_k=None, pad_token_id=pad, eos_token_id=tokenizer.eos_token_id)
+        gen = model.generate(
+            input_ids=input_ids,
+            attention_mask=mask,
+            max_new_tokens=max_new_tokens,
+            do_sample=temperature > 0,
+            temperature=temperature if temperature > 0 else None,
+            top_p=None,
+            top_k=None,
+            pad_token_id=pad,
+            eos_token_id=tokenizer.eos_token_id,
+        )
         yield idx, gen, L
 
 
 @torch.no_grad()
-def baseline_generate(model: Any, tokenizer: Any, prompts: Sequence[Any], max_new_tokens: int = 96,
-                      batch_size: int = 16, temperature: float = 0.0, max_prompt_length: int = 512,
-                      seed: int = 0) -> list[str]:
+def baseline_generate(
+    model: Any,
+    tokenizer: Any,
+    prompts: Sequence[Any],
+    max_new_tokens: int = 96,
+    batch_size: int = 16,
+    temperature: float = 0.0,
+    max_prompt_length: int = 512,
+    seed: int = 0,
+) -> list[str]:
     """Responses to each prompt, in input order, exactly as `align.generate.generate` returned them before the
     engine: left-padded batches of prompts sorted by length through `model.generate`."""
     out = [""] * len(prompts)
-    for idx, gen, L in _baseline_batches(model, tokenizer, prompts, max_new_tokens, batch_size, temperature,
-                                         max_prompt_length, seed):
+    for idx, gen, L in _baseline_batches(
+        model, tokenizer, prompts, max_new_tokens, batch_size, temperature, max_prompt_length, seed
+    ):
         for row, i in enumerate(idx):
             out[i] = tokenizer.decode(gen[row, L:], skip_special_tokens=True).strip()
     return out
@@ -117,9 +141,17 @@ def side_engine(args: argparse.Namespace) -> dict:
     for out in result.outputs:
         for c in out.completions:
             reasons[c.finish_reason] = reasons.get(c.finish_reason, 0) + 1
-    return {"side": "engine", "seconds": dt, "tokens": result.timings.generated_tokens,
-            "tokens_per_s": result.timings.generated_tokens / dt, "timings": result.timings.to_dict(),
-            "finish_reasons": reasons, "options": options, "loaded_rss_gb": loaded, "generation_peak_rss_gb": peak}
+    return {
+        "side": "engine",
+        "seconds": dt,
+        "tokens": result.timings.generated_tokens,
+        "tokens_per_s": result.timings.generated_tokens / dt,
+        "timings": result.timings.to_dict(),
+        "finish_reasons": reasons,
+        "options": options,
+        "loaded_rss_gb": loaded,
+        "generation_peak_rss_gb": peak,
+    }
 
 
 @torch.no_grad()
@@ -133,8 +165,15 @@ def side_batched(args: argparse.Namespace) -> dict:
     for _, gen, L in _baseline_batches(model, tok, repeated, args.max_new_tokens, args.batch_size, 1.0, 512, 0):
         tokens += _count(gen[:, L:].tolist(), tok.eos_token_id)
     dt = time.perf_counter() - t
-    return {"side": "batched", "batch_size": args.batch_size, "seconds": dt, "tokens": tokens,
-            "tokens_per_s": tokens / dt, "loaded_rss_gb": loaded, "generation_peak_rss_gb": peak_rss_since_reset()}
+    return {
+        "side": "batched",
+        "batch_size": args.batch_size,
+        "seconds": dt,
+        "tokens": tokens,
+        "tokens_per_s": tokens / dt,
+        "loaded_rss_gb": loaded,
+        "generation_peak_rss_gb": peak_rss_since_reset(),
+    }
 
 
 @torch.no_grad()
@@ -145,19 +184,33 @@ def side_per_prompt(args: argparse.Namespace) -> dict:
     ids = tokenize_prompts(convs, tok, 512)
 
     def run(p: list[int], new: int) -> Any:
-        return model.generate(input_ids=torch.tensor([p]), attention_mask=torch.ones(1, len(p), dtype=torch.long),
-                              max_new_tokens=new, do_sample=True, temperature=1.0, top_p=None, top_k=None,
-                              num_return_sequences=args.samples, pad_token_id=tok.pad_token_id,
-                              eos_token_id=tok.eos_token_id)
+        return model.generate(
+            input_ids=torch.tensor([p]),
+            attention_mask=torch.ones(1, len(p), dtype=torch.long),
+            max_new_tokens=new,
+            do_sample=True,
+            temperature=1.0,
+            top_p=None,
+            top_k=None,
+            num_return_sequences=args.samples,
+            pad_token_id=tok.pad_token_id,
+            eos_token_id=tok.eos_token_id,
+        )
 
     run(ids[0], 4)  # warm-up
     torch.manual_seed(0)
     loaded = reset_peak_rss()
     t = time.perf_counter()
-    tokens = sum(_count(run(p, args.max_new_tokens)[:, len(p):].tolist(), tok.eos_token_id) for p in ids)
+    tokens = sum(_count(run(p, args.max_new_tokens)[:, len(p) :].tolist(), tok.eos_token_id) for p in ids)
     dt = time.perf_counter() - t
-    return {"side": "per-prompt", "seconds": dt, "tokens": tokens, "tokens_per_s": tokens / dt,
-            "loaded_rss_gb": loaded, "generation_peak_rss_gb": peak_rss_since_reset()}
+    return {
+        "side": "per-prompt",
+        "seconds": dt,
+        "tokens": tokens,
+        "tokens_per_s": tokens / dt,
+        "loaded_rss_gb": loaded,
+        "generation_peak_rss_gb": peak_rss_since_reset(),
+    }
 
 
 SIDES = {"engine": side_engine, "batched": side_batched, "per-prompt": side_per_prompt}
@@ -177,9 +230,17 @@ def best_of(repeats: int, run: Any) -> dict:
 def run_side(side: str, args: argparse.Namespace, **override: Any) -> dict:
     from benchmarks.common import spawn
 
-    opts = {"prompts": args.prompts, "samples": args.samples, "max_new_tokens": args.max_new_tokens,
-            "dtype": args.dtype, "batch_size": 0, "max_rows": args.max_rows, "token_budget": args.token_budget,
-            "threads": args.threads, **override}
+    opts = {
+        "prompts": args.prompts,
+        "samples": args.samples,
+        "max_new_tokens": args.max_new_tokens,
+        "dtype": args.dtype,
+        "batch_size": 0,
+        "max_rows": args.max_rows,
+        "token_budget": args.token_budget,
+        "threads": args.threads,
+        **override,
+    }
     argv = ["--child", side]
     for k, v in opts.items():
         argv += [f"--{k.replace('_', '-')}", str(v)]
@@ -224,10 +285,14 @@ def main() -> None:
         args.dtype, why = auto_dtype()
     sides = args.sides.split(",")
     threads = args.threads or torch.get_num_threads()
-    print(f"CPU: {cpu_name()}, {threads} torch threads; precision {args.dtype} ({why}); load average "
-          f"{os.getloadavg()[0]:.1f} at the start")
-    print(f"{args.prompts} suite prompts x {args.samples} samples, at most {args.max_new_tokens} new tokens, "
-          f"temperature 1, {MODEL}")
+    print(
+        f"CPU: {cpu_name()}, {threads} torch threads; precision {args.dtype} ({why}); load average "
+        f"{os.getloadavg()[0]:.1f} at the start"
+    )
+    print(
+        f"{args.prompts} suite prompts x {args.samples} samples, at most {args.max_new_tokens} new tokens, "
+        f"temperature 1, {MODEL}"
+    )
     results: dict[str, dict] = {}
     if "batched" in sides:
         sizes = [int(x) for x in args.batch_sizes.split(",")]
@@ -235,33 +300,54 @@ def main() -> None:
         if len(sizes) > 1:
             cal = {}
             for b in sizes:
-                r = run_side("batched", args, batch_size=b, prompts=min(args.calibrate_prompts, args.prompts),
-                             max_new_tokens=min(args.calibrate_tokens, args.max_new_tokens))
+                r = run_side(
+                    "batched",
+                    args,
+                    batch_size=b,
+                    prompts=min(args.calibrate_prompts, args.prompts),
+                    max_new_tokens=min(args.calibrate_tokens, args.max_new_tokens),
+                )
                 cal[b] = r["tokens_per_s"]
             best = max(cal, key=cal.get)
-            print("batched baseline calibration (tokens/s by batch size): "
-                  + ", ".join(f"{b}: {v:.1f}" for b, v in cal.items()) + f" -> batch size {best}")
+            print(
+                "batched baseline calibration (tokens/s by batch size): "
+                + ", ".join(f"{b}: {v:.1f}" for b, v in cal.items())
+                + f" -> batch size {best}"
+            )
         results["batched"] = best_of(args.repeats, lambda: run_side("batched", args, batch_size=best))
     for side in ("engine", "per-prompt"):
         if side in sides:
             results[side] = best_of(args.repeats, lambda: run_side(side, args))
     print()
-    names = {"engine": "engine (prefalign.generation)", "batched": "batched model.generate (old align path)",
-             "per-prompt": "model.generate per prompt"}
+    names = {
+        "engine": "engine (prefalign.generation)",
+        "batched": "batched model.generate (old align path)",
+        "per-prompt": "model.generate per prompt",
+    }
     for side, r in results.items():
         extra = f", batch size {r['batch_size']}" if side == "batched" else ""
         gen = r.get("generation_peak_rss_gb")
-        during = f" (while generating {gen:.2f} GB, {gen - r['loaded_rss_gb']:+.2f} GB over the loaded model)" if gen else ""
-        print(f"  {names[side]:<42} {r['tokens_per_s']:8.1f} tokens/s  ({r['tokens']} tokens in {r['seconds']:.1f}s"
-              f"{extra}), peak memory {r['peak_rss_gb']:.2f} GB{during}; load {r['load_before']:.1f} -> "
-              f"{r['load_after']:.1f}" + (f"; all runs: {', '.join(f'{x:.1f}' for x in r['all_tokens_per_s'])}"
-                                          if len(r['all_tokens_per_s']) > 1 else ""))
+        during = (
+            f" (while generating {gen:.2f} GB, {gen - r['loaded_rss_gb']:+.2f} GB over the loaded model)" if gen else ""
+        )
+        print(
+            f"  {names[side]:<42} {r['tokens_per_s']:8.1f} tokens/s  ({r['tokens']} tokens in {r['seconds']:.1f}s"
+            f"{extra}), peak memory {r['peak_rss_gb']:.2f} GB{during}; load {r['load_before']:.1f} -> "
+            f"{r['load_after']:.1f}"
+            + (
+                f"; all runs: {', '.join(f'{x:.1f}' for x in r['all_tokens_per_s'])}"
+                if len(r["all_tokens_per_s"]) > 1
+                else ""
+            )
+        )
     if "engine" in results:
         e = results["engine"]
         for side in ("batched", "per-prompt"):
             if side in results:
-                print(f"  engine / {side}: {e['tokens_per_s'] / results[side]['tokens_per_s']:.2f}x tokens/s, "
-                      f"{e['peak_rss_gb'] / results[side]['peak_rss_gb']:.2f}x peak memory")
+                print(
+                    f"  engine / {side}: {e['tokens_per_s'] / results[side]['tokens_per_s']:.2f}x tokens/s, "
+                    f"{e['peak_rss_gb'] / results[side]['peak_rss_gb']:.2f}x peak memory"
+                )
     print("\n" + json.dumps(results, indent=1, default=float))
 
 

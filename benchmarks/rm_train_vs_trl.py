@@ -44,14 +44,31 @@ def side_trl(steps: int, setting: str, lora: bool, out: str) -> dict:
     if lora:
         from peft import LoraConfig
 
-        peft_config = LoraConfig(r=16, lora_alpha=32, task_type="SEQ_CLS", modules_to_save=["score"],
-                                 target_modules=LORA_TARGETS)
-    args = RewardConfig(output_dir=out, per_device_train_batch_size=8, max_steps=steps, learning_rate=1e-5,
-                        bf16=bf16, use_cpu=True, gradient_checkpointing=setting.endswith("-gc"), max_length=512,
-                        report_to="none", logging_steps=steps, save_strategy="no", dataloader_num_workers=0,
-                        disable_tqdm=True)
-    trainer = RewardTrainer(model=model, args=args, train_dataset=Dataset.from_list(trl_rows(first_pairs(256))),
-                            processing_class=tok, peft_config=peft_config)
+        peft_config = LoraConfig(
+            r=16, lora_alpha=32, task_type="SEQ_CLS", modules_to_save=["score"], target_modules=LORA_TARGETS
+        )
+    args = RewardConfig(
+        output_dir=out,
+        per_device_train_batch_size=8,
+        max_steps=steps,
+        learning_rate=1e-5,
+        bf16=bf16,
+        use_cpu=True,
+        gradient_checkpointing=setting.endswith("-gc"),
+        max_length=512,
+        report_to="none",
+        logging_steps=steps,
+        save_strategy="no",
+        dataloader_num_workers=0,
+        disable_tqdm=True,
+    )
+    trainer = RewardTrainer(
+        model=model,
+        args=args,
+        train_dataset=Dataset.from_list(trl_rows(first_pairs(256))),
+        processing_class=tok,
+        peft_config=peft_config,
+    )
     kept = len(trainer.train_dataset)
     t = time.perf_counter()
     trainer.train()
@@ -67,22 +84,41 @@ def side_ours(steps: int, lora: bool, attention: str, out: str) -> dict:
     from preference_data.tokenize import tokenize_pairs
     from reward_models.rm_train import RMTrainConfig, run
 
-    cfg = build(RMTrainConfig, {
-        "model": MODEL, "output_dir": out,
-        "data": {"source": str(HH_HELPFUL), "split": "all", "limit": 256},
-        "eval": {"split": "none", "stats_pairs": 8},
-        "train": {"method": "lora" if lora else "full", "max_steps": steps, "batch_size": 8, "max_length": 512,
-                  "attention": attention, "row_tokens": 512, "lr": 1e-5, "precision": "bf16", "log_every": steps},
-    })
+    cfg = build(
+        RMTrainConfig,
+        {
+            "model": MODEL,
+            "output_dir": out,
+            "data": {"source": str(HH_HELPFUL), "split": "all", "limit": 256},
+            "eval": {"split": "none", "stats_pairs": 8},
+            "train": {
+                "method": "lora" if lora else "full",
+                "max_steps": steps,
+                "batch_size": 8,
+                "max_length": 512,
+                "attention": attention,
+                "row_tokens": 512,
+                "lr": 1e-5,
+                "precision": "bf16",
+                "log_every": steps,
+            },
+        },
+    )
     report = run(cfg)
     tok = load_tokenizer(MODEL)
     kept, _ = tokenize_pairs(first_pairs(256), tok, 512, "drop")
     used = kept[: steps * 8]
     real = sum(len(p.prompt_ids) + len(p.chosen_ids) + len(p.rejected_ids) for p in used)
     seconds = report["train_seconds"]
-    return {"attention": attention, "seconds": seconds, "pairs_per_s": steps * 8 / seconds, "tokens": real,
-            "padded_tokens_baseline": padded_tokens(used, 8), "kept": len(kept),
-            "matmul_flops": train_matmul_flops(model_dims(MODEL), real, 0, lora)}
+    return {
+        "attention": attention,
+        "seconds": seconds,
+        "pairs_per_s": steps * 8 / seconds,
+        "tokens": real,
+        "padded_tokens_baseline": padded_tokens(used, 8),
+        "kept": len(kept),
+        "matmul_flops": train_matmul_flops(model_dims(MODEL), real, 0, lora),
+    }
 
 
 def child(args: argparse.Namespace) -> None:
@@ -101,8 +137,11 @@ def child(args: argparse.Namespace) -> None:
 def run_side(side: str, mode: str, steps: int, setting: str, inductor_cache: str | None = None) -> dict:
     from benchmarks.common import spawn
 
-    return spawn(__file__, ["--child", side, "--mode", mode, "--steps", str(steps), "--setting", setting],
-                 inductor_cache=inductor_cache)
+    return spawn(
+        __file__,
+        ["--child", side, "--mode", mode, "--steps", str(steps), "--setting", setting],
+        inductor_cache=inductor_cache,
+    )
 
 
 def main() -> None:
@@ -136,27 +175,40 @@ def main() -> None:
                     ours.append({**run_side("ours", mode, args.steps, a, inductor), "start": start})
         best = max(trl, key=lambda r: r["pairs_per_s"])
         steady_trl = max(r["steady_pairs_per_s"] or 0.0 for r in trl)
-        print(f"\n[{mode}] {args.steps} steps x 8 pairs, max length 512 "
-              f"(steady = after the first step, which pays compile and warm-up)")
+        print(
+            f"\n[{mode}] {args.steps} steps x 8 pairs, max length 512 "
+            f"(steady = after the first step, which pays compile and warm-up)"
+        )
         for r in trl:
-            print(f"  TRL RewardTrainer ({r['setting']}): {r['pairs_per_s']:.2f} pairs/s ({r['seconds']:.1f}s, "
-                  f"{r['kept']} of 256 pairs fit), steady {r['steady_pairs_per_s']:.2f} pairs/s, "
-                  f"peak memory {r['peak_rss_gb']:.2f} GB")
+            print(
+                f"  TRL RewardTrainer ({r['setting']}): {r['pairs_per_s']:.2f} pairs/s ({r['seconds']:.1f}s, "
+                f"{r['kept']} of 256 pairs fit), steady {r['steady_pairs_per_s']:.2f} pairs/s, "
+                f"peak memory {r['peak_rss_gb']:.2f} GB"
+            )
         for o in ours:
             rate = o["matmul_flops"] / o["seconds"] / 1e9
-            print(f"  ours (attention: {o['attention']}, {o['start']} compile cache): {o['pairs_per_s']:.2f} pairs/s "
-                  f"({o['seconds']:.1f}s), steady {o['steady_pairs_per_s']:.2f} pairs/s, "
-                  f"peak memory {o['peak_rss_gb']:.2f} GB")
-            print(f"    speed-up vs TRL's fastest ({best['setting']}): {o['pairs_per_s'] / best['pairs_per_s']:.2f}x "
-                  f"(steady {o['steady_pairs_per_s'] / steady_trl:.2f}x); "
-                  f"memory {o['peak_rss_gb'] / best['peak_rss_gb']:.2f}x of TRL's")
+            print(
+                f"  ours (attention: {o['attention']}, {o['start']} compile cache): {o['pairs_per_s']:.2f} pairs/s "
+                f"({o['seconds']:.1f}s), steady {o['steady_pairs_per_s']:.2f} pairs/s, "
+                f"peak memory {o['peak_rss_gb']:.2f} GB"
+            )
+            print(
+                f"    speed-up vs TRL's fastest ({best['setting']}): {o['pairs_per_s'] / best['pairs_per_s']:.2f}x "
+                f"(steady {o['steady_pairs_per_s'] / steady_trl:.2f}x); "
+                f"memory {o['peak_rss_gb'] / best['peak_rss_gb']:.2f}x of TRL's"
+            )
             print(f"    matmul rate: {rate:.0f} GFLOP/s = {rate / peak:.0%} of the bf16 matmul peak")
         o = ours[0]
-        print(f"  tokens: ours {o['tokens']} vs {o['padded_tokens_baseline']} for padded separate sequences "
-              f"({o['padded_tokens_baseline'] / o['tokens']:.2f}x)")
-        results[mode] = {"trl": trl, "ours": ours, "peak_gflops": peak,
-                         "speedup": {f"{o['attention']}-{o['start']}": o["pairs_per_s"] / best["pairs_per_s"]
-                                     for o in ours}}
+        print(
+            f"  tokens: ours {o['tokens']} vs {o['padded_tokens_baseline']} for padded separate sequences "
+            f"({o['padded_tokens_baseline'] / o['tokens']:.2f}x)"
+        )
+        results[mode] = {
+            "trl": trl,
+            "ours": ours,
+            "peak_gflops": peak,
+            "speedup": {f"{o['attention']}-{o['start']}": o["pairs_per_s"] / best["pairs_per_s"] for o in ours},
+        }
     print("\n" + json.dumps(results, indent=1, default=float))
 
 

@@ -58,8 +58,10 @@ class Judgement:
         if self.scores is not None:
             return list(self.scores)
         assert self.prefs is not None
-        return [sum((self.prefs[(i, j)] + 1.0 - self.prefs[(j, i)]) / 2 for j in range(n) if j != i) / (n - 1)
-                for i in range(n)]
+        return [
+            sum((self.prefs[(i, j)] + 1.0 - self.prefs[(j, i)]) / 2 for j in range(n) if j != i) / (n - 1)
+            for i in range(n)
+        ]
 
 
 @dataclass
@@ -125,8 +127,9 @@ def _rmbench_cells(ex: Example) -> list[tuple[int, int]]:
     return [(i, 3 + k) for i in range(3) for k in range(3)]  # chosen style i vs rejected style k
 
 
-def _group_mean(results: list[tuple[Example, dict[str, Any]]], key: str,
-                group: Callable[[Example], str | None]) -> dict[str, dict[str, Any]]:
+def _group_mean(
+    results: list[tuple[Example, dict[str, Any]]], key: str, group: Callable[[Example], str | None]
+) -> dict[str, dict[str, Any]]:
     groups: dict[str, list[float]] = defaultdict(list)
     for ex, res in results:
         g = group(ex)
@@ -136,6 +139,7 @@ def _group_mean(results: list[tuple[Example, dict[str, Any]]], key: str,
 
 
 # --- RewardBench v1 -------------------------------------------------------------------------------------
+
 
 def rewardbench_rule(ex: Example, j: Judgement, tie_policy: TiePolicy) -> dict[str, Any]:
     """correct = 1 if chosen beats rejected; a tie earns TIE_CREDIT[tie_policy] (reference §7.1)."""
@@ -147,14 +151,16 @@ def rewardbench_aggregate(results: list[tuple[Example, dict[str, Any]]]) -> Scor
     order = list(rules.REWARDBENCH_EXAMPLE_COUNTS)
     subsets = _group_mean(results, "correct", lambda ex: ex.group)
     subsets = {s: subsets[s] for s in order if s in subsets}
-    sections = rules.weighted_sections({s: v["score"] for s, v in subsets.items()},
-                                       rules.REWARDBENCH_EXAMPLE_COUNTS, rules.REWARDBENCH_SECTIONS)
+    sections = rules.weighted_sections(
+        {s: v["score"] for s, v in subsets.items()}, rules.REWARDBENCH_EXAMPLE_COUNTS, rules.REWARDBENCH_SECTIONS
+    )
     # The `rewardbench` CLI's own "accuracy": the unweighted mean over all examples.
     extra = {"accuracy": rules.mean(r["correct"] for _, r in results)}
     return Scores(rules.rewardbench_score(sections), sections, subsets, extra)
 
 
 # --- RewardBench 2 --------------------------------------------------------------------------------------
+
 
 def rewardbench2_rule(ex: Example, j: Judgement, tie_policy: TiePolicy) -> dict[str, Any]:
     """Best-of-N credit (chosen first), or the Ties prompt statistics for Ties rows (reference §7.2)."""
@@ -182,10 +188,12 @@ def rewardbench2_aggregate(results: list[tuple[Example, dict[str, Any]]]) -> Sco
 
 # --- RM-Bench -------------------------------------------------------------------------------------------
 
+
 def rmbench_rule(ex: Example, j: Judgement, tie_policy: TiePolicy) -> dict[str, Any]:
     """The item's 3x3 matrix: rows chosen style, columns rejected style (reference §7.3)."""
-    return {"matrix": rules.rmbench_item_matrix([[j.outcome(i, 3 + k) for k in range(3)] for i in range(3)],
-                                                tie_policy)}
+    return {
+        "matrix": rules.rmbench_item_matrix([[j.outcome(i, 3 + k) for k in range(3)] for i in range(3)], tie_policy)
+    }
 
 
 def rmbench_aggregate(results: list[tuple[Example, dict[str, Any]]]) -> Scores:
@@ -210,6 +218,7 @@ def rmbench_aggregate(results: list[tuple[Example, dict[str, Any]]]) -> Scores:
 
 # --- JudgeBench -----------------------------------------------------------------------------------------
 
+
 def judgebench_rule(ex: Example, j: Judgement, tie_policy: TiePolicy) -> dict[str, Any]:
     """Scores: single game, tie -> B>A. Pairwise judge: double game, (A,B) and (B,A) combined by counter."""
     label = ex.meta["label"]
@@ -232,58 +241,118 @@ def judgebench_aggregate(results: list[tuple[Example, dict[str, Any]]]) -> Score
 
 # --- Preference pairs and the verifiable suite ----------------------------------------------------------
 
+
 def pairs_rule(ex: Example, j: Judgement, tie_policy: TiePolicy) -> dict[str, Any]:
     """correct = 1 if chosen beats rejected; a tie earns TIE_CREDIT[tie_policy]."""
     return {"correct": rules.pair_credit(j.outcome(0, 1), tie_policy)}
 
 
 def _pairs_tables(results: list[tuple[Example, dict[str, Any]]]) -> dict[str, dict[str, dict[str, Any]]]:
-    return {"by_source": _group_mean(results, "correct", lambda ex: ex.group),
-            "by_family": _group_mean(results, "correct", lambda ex: ex.meta.get("family")),
-            "by_corruption": _group_mean(results, "correct", lambda ex: ex.meta.get("corruption"))}
+    return {
+        "by_source": _group_mean(results, "correct", lambda ex: ex.group),
+        "by_family": _group_mean(results, "correct", lambda ex: ex.meta.get("family")),
+        "by_corruption": _group_mean(results, "correct", lambda ex: ex.meta.get("corruption")),
+    }
 
 
 def pairs_aggregate(results: list[tuple[Example, dict[str, Any]]]) -> Scores:
     """Accuracy overall; per source as sections; per family and corruption kind when pairs carry them."""
     t = _pairs_tables(results)
-    return Scores(rules.mean(r["correct"] for _, r in results), {k: v["score"] for k, v in t["by_source"].items()},
-                  t["by_source"], {"by_family": t["by_family"], "by_corruption": t["by_corruption"]})
+    return Scores(
+        rules.mean(r["correct"] for _, r in results),
+        {k: v["score"] for k, v in t["by_source"].items()},
+        t["by_source"],
+        {"by_family": t["by_family"], "by_corruption": t["by_corruption"]},
+    )
 
 
 def suite_aggregate(results: list[tuple[Example, dict[str, Any]]]) -> Scores:
     """Accuracy overall; per task family as sections; per corruption kind and source as extra tables."""
     t = _pairs_tables(results)
-    return Scores(rules.mean(r["correct"] for _, r in results), {k: v["score"] for k, v in t["by_family"].items()},
-                  t["by_family"], {"by_corruption": t["by_corruption"], "by_source": t["by_source"]})
+    return Scores(
+        rules.mean(r["correct"] for _, r in results),
+        {k: v["score"] for k, v in t["by_family"].items()},
+        t["by_family"],
+        {"by_corruption": t["by_corruption"], "by_source": t["by_source"]},
+    )
 
 
-BENCHMARKS: Table[Benchmark] = Table("benchmark", {
-    "rewardbench": Benchmark(
-        "rewardbench", "1.0",
-        "RewardBench v1: 2,985 chosen/rejected pairs, 23 subsets, 4 count-weighted sections; score = mean of sections",
-        parse_rewardbench, rewardbench_rule, rewardbench_aggregate, ("pointwise", "pairwise"), _chosen_vs_rejected,
-        hub="allenai/reward-bench", split="filtered"),
-    "rewardbench2": Benchmark(
-        "rewardbench2", "1.0",
-        "RewardBench 2: best-of-4 accuracy (1/k on a k-way tie at the top), Ties formula; mean of 6 subsets",
-        parse_rewardbench2, rewardbench2_rule, rewardbench2_aggregate, ("pointwise", "pairwise"), _round_robin,
-        hub="allenai/reward-bench-2", split="test", uses_tie_policy=False),
-    "rm-bench": Benchmark(
-        "rm-bench", "1.0",
-        "RM-Bench: 3x3 chosen-style x rejected-style accuracy per domain; hard/normal/easy; mean of 4 domains",
-        parse_rmbench, rmbench_rule, rmbench_aggregate, ("pointwise", "pairwise"), _rmbench_cells,
-        hub="THU-KEG/RM-Bench", split="train"),
-    "judgebench": Benchmark(
-        "judgebench", "1.0",
-        "JudgeBench: A/B label accuracy; single game for scorers (tie -> B>A), double game for pairwise judges",
-        parse_judgebench, judgebench_rule, judgebench_aggregate, ("pointwise", "pairwise"), _chosen_vs_rejected,
-        hub="ScalerLab/JudgeBench", split="gpt", headline="Overall", uses_tie_policy=False),
-    "pairs": Benchmark(
-        "pairs", "1.0",
-        "any preference pairs (TRL, HH-RLHF, PreferencePair dumps): accuracy overall, per source/family/corruption",
-        parse_pairs, pairs_rule, pairs_aggregate, ALL_KINDS, _chosen_vs_rejected, headline="Accuracy"),
-    "suite": Benchmark(
-        "suite", "1.0",
-        "the verifiable preference suite's pairs: accuracy overall, per task family and per corruption kind",
-        parse_pairs, pairs_rule, suite_aggregate, ALL_KINDS, _chosen_vs_rejected, headline="Accuracy"),
-}, columns=("version", "scorer_kinds", "summary"))
+BENCHMARKS: Table[Benchmark] = Table(
+    "benchmark",
+    {
+        "rewardbench": Benchmark(
+            "rewardbench",
+            "1.0",
+            "RewardBench v1: 2,985 chosen/rejected pairs, 23 subsets, 4 count-weighted sections; score = mean of sections",
+            parse_rewardbench,
+            rewardbench_rule,
+            rewardbench_aggregate,
+            ("pointwise", "pairwise"),
+            _chosen_vs_rejected,
+            hub="allenai/reward-bench",
+            split="filtered",
+        ),
+        "rewardbench2": Benchmark(
+            "rewardbench2",
+            "1.0",
+            "RewardBench 2: best-of-4 accuracy (1/k on a k-way tie at the top), Ties formula; mean of 6 subsets",
+            parse_rewardbench2,
+            rewardbench2_rule,
+            rewardbench2_aggregate,
+            ("pointwise", "pairwise"),
+            _round_robin,
+            hub="allenai/reward-bench-2",
+            split="test",
+            uses_tie_policy=False,
+        ),
+        "rm-bench": Benchmark(
+            "rm-bench",
+            "1.0",
+            "RM-Bench: 3x3 chosen-style x rejected-style accuracy per domain; hard/normal/easy; mean of 4 domains",
+            parse_rmbench,
+            rmbench_rule,
+            rmbench_aggregate,
+            ("pointwise", "pairwise"),
+            _rmbench_cells,
+            hub="THU-KEG/RM-Bench",
+            split="train",
+        ),
+        "judgebench": Benchmark(
+            "judgebench",
+            "1.0",
+            "JudgeBench: A/B label accuracy; single game for scorers (tie -> B>A), double game for pairwise judges",
+            parse_judgebench,
+            judgebench_rule,
+            judgebench_aggregate,
+            ("pointwise", "pairwise"),
+            _chosen_vs_rejected,
+            hub="ScalerLab/JudgeBench",
+            split="gpt",
+            headline="Overall",
+            uses_tie_policy=False,
+        ),
+        "pairs": Benchmark(
+            "pairs",
+            "1.0",
+            "any preference pairs (TRL, HH-RLHF, PreferencePair dumps): accuracy overall, per source/family/corruption",
+            parse_pairs,
+            pairs_rule,
+            pairs_aggregate,
+            ALL_KINDS,
+            _chosen_vs_rejected,
+            headline="Accuracy",
+        ),
+        "suite": Benchmark(
+            "suite",
+            "1.0",
+            "the verifiable preference suite's pairs: accuracy overall, per task family and per corruption kind",
+            parse_pairs,
+            pairs_rule,
+            suite_aggregate,
+            ALL_KINDS,
+            _chosen_vs_rejected,
+            headline="Accuracy",
+        ),
+    },
+    columns=("version", "scorer_kinds", "summary"),
+)

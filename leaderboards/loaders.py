@@ -71,8 +71,10 @@ class _Row:
     def get(self, name: str, kind: type | tuple[type, ...], what: str, required: bool = True) -> Any:
         if name not in self.row or self.row[name] is None:
             if required:
-                self.bad(f"field '{name}' is missing; every row needs '{name}' ({what}) "
-                         f"(fields present: {', '.join(sorted(map(str, self.row))) or 'none'})")
+                self.bad(
+                    f"field '{name}' is missing; every row needs '{name}' ({what}) "
+                    f"(fields present: {', '.join(sorted(map(str, self.row))) or 'none'})"
+                )
             return None
         v = self.row[name]
         if not isinstance(v, kind) or (isinstance(v, bool) and bool not in _tuple(kind)):
@@ -119,8 +121,7 @@ def _short(v: Any) -> str:
 
 
 def _messages(v: list[Any]) -> Conversation | None:
-    if not all(isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
-               for m in v):
+    if not all(isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str) for m in v):
         return None
     return conversation(v)
 
@@ -140,13 +141,16 @@ def _where(source: str, report: DataReport, row_no: int) -> str:
 def _unknown(r: _Row, name: str, value: str, allowed: tuple[str, ...] | list[str]) -> None:
     from prefalign.errors import did_you_mean
 
-    r.bad(f"field '{name}' has unknown value {value!r}{did_you_mean(value, list(allowed))}; "
-          f"allowed: {', '.join(allowed)}. Use the official file unchanged, or drop rows of other subsets")
+    r.bad(
+        f"field '{name}' has unknown value {value!r}{did_you_mean(value, list(allowed))}; "
+        f"allowed: {', '.join(allowed)}. Use the official file unchanged, or drop rows of other subsets"
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------
 # Parsers, one per benchmark: (rows, report, source) -> Parsed
 # ---------------------------------------------------------------------------------------------------------
+
 
 def parse_rewardbench(rows: Rows, report: DataReport, source: str) -> Parsed:
     """allenai/reward-bench rows: prompt (str), chosen (str), rejected (str), subset (str), id (int).
@@ -165,9 +169,16 @@ def parse_rewardbench(rows: Rows, report: DataReport, source: str) -> Parsed:
         if subset is not None and subset not in rules.REWARDBENCH_EXAMPLE_COUNTS:
             _unknown(r, "subset", subset, list(rules.REWARDBENCH_EXAMPLE_COUNTS))
         if r.ok:
-            examples.append(Example(_id(ident, str(row_no)), subset, prompt, [_assistant(chosen), _assistant(rejected)],
-                                    {k: row[k] for k in ("chosen_model", "rejected_model") if k in row},
-                                    row=r.where))
+            examples.append(
+                Example(
+                    _id(ident, str(row_no)),
+                    subset,
+                    prompt,
+                    [_assistant(chosen), _assistant(rejected)],
+                    {k: row[k] for k in ("chosen_model", "rejected_model") if k in row},
+                    row=r.where,
+                )
+            )
     return Parsed(examples, problems, report.rows_read, source)
 
 
@@ -201,15 +212,19 @@ def parse_rewardbench2(rows: Rows, report: DataReport, source: str) -> Parsed:
         n = len(chosen or []) + len(rejected or [])
         total = row.get("total_completions")
         if r.ok and total is not None and total != n:
-            r.bad(f"field 'total_completions' is {total!r} but chosen + rejected hold {n} responses; "
-                  "the row is inconsistent, use the official file unchanged")
+            r.bad(
+                f"field 'total_completions' is {total!r} but chosen + rejected hold {n} responses; "
+                "the row is inconsistent, use the official file unchanged"
+            )
         if r.ok and subset == "Ties":
             m = _TIES_ID.fullmatch(str(ident))
             if not m:
                 r.bad(f"field 'id' of a Ties row must be 'ref:<n>' or 'tied:<n>', got {ident!r}")
             elif not 1 <= num_correct < n:
-                r.bad(f"field 'num_correct' is {num_correct} but a Ties row needs at least one correct and one "
-                      f"incorrect response among its {n}")
+                r.bad(
+                    f"field 'num_correct' is {num_correct} but a Ties row needs at least one correct and one "
+                    f"incorrect response among its {n}"
+                )
             elif m.group(1) == "tied" and num_correct < 2:
                 r.bad("field 'num_correct' of a 'tied:' row must be at least 2 (several correct answers)")
             elif str(ident) in seen_ties:
@@ -218,8 +233,9 @@ def parse_rewardbench2(rows: Rows, report: DataReport, source: str) -> Parsed:
                 seen_ties[str(ident)] = r.where
                 meta.update(ties_kind=m.group(1), ties_prompt=int(m.group(2)))
         if r.ok:
-            examples.append(Example(str(ident), subset, prompt, [_assistant(t) for t in chosen + rejected],
-                                    meta, row=r.where))
+            examples.append(
+                Example(str(ident), subset, prompt, [_assistant(t) for t in chosen + rejected], meta, row=r.where)
+            )
     return Parsed(examples, problems, report.rows_read, source)
 
 
@@ -242,8 +258,16 @@ def parse_rmbench(rows: Rows, report: DataReport, source: str) -> Parsed:
         if domain is not None and domain not in rules.RMBENCH_FILE_DOMAINS:
             _unknown(r, "domain", domain, rules.RMBENCH_FILE_DOMAINS)
         if r.ok:
-            examples.append(Example(_id(ident, str(row_no)), rules.rmbench_domain(domain), prompt,
-                                    [_assistant(t) for t in chosen + rejected], {"domain": domain}, row=r.where))
+            examples.append(
+                Example(
+                    _id(ident, str(row_no)),
+                    rules.rmbench_domain(domain),
+                    prompt,
+                    [_assistant(t) for t in chosen + rejected],
+                    {"domain": domain},
+                    row=r.where,
+                )
+            )
     return Parsed(examples, problems, report.rows_read, source)
 
 
@@ -263,11 +287,21 @@ def parse_judgebench(rows: Rows, report: DataReport, source: str) -> Parsed:
         if label is not None and label not in rules.JUDGEBENCH_LABELS:
             _unknown(r, "label", label, rules.JUDGEBENCH_LABELS)
         if src is not None and category is None:
-            r.bad(f"field 'source' is {src!r}, which starts with none of the categories "
-                  f"{', '.join(rules.JUDGEBENCH_CATEGORIES)}; use the official file unchanged")
+            r.bad(
+                f"field 'source' is {src!r}, which starts with none of the categories "
+                f"{', '.join(rules.JUDGEBENCH_CATEGORIES)}; use the official file unchanged"
+            )
         if r.ok:
-            examples.append(Example(str(ident), category, question, [_assistant(a), _assistant(b)],
-                                    {"label": label, "source": src}, row=r.where))
+            examples.append(
+                Example(
+                    str(ident),
+                    category,
+                    question,
+                    [_assistant(a), _assistant(b)],
+                    {"label": label, "source": src},
+                    row=r.where,
+                )
+            )
     return Parsed(examples, problems, report.rows_read, source)
 
 
@@ -286,9 +320,15 @@ def pair_example(pair: PreferencePair, where: str = "") -> Example:
     one, is `attributes["reference"]` (a string or a message list).
     """
     a = pair.attributes
-    return Example(pair.id, pair.source or "(none)", pair.prompt, [pair.chosen, pair.rejected],
-                   {"family": a.get("family"), "corruption": a.get("corruption")},
-                   _reference(a.get("reference")), row=where or pair.id)
+    return Example(
+        pair.id,
+        pair.source or "(none)",
+        pair.prompt,
+        [pair.chosen, pair.rejected],
+        {"family": a.get("family"), "corruption": a.get("corruption")},
+        _reference(a.get("reference")),
+        row=where or pair.id,
+    )
 
 
 def parse_pairs(rows: Rows, report: DataReport, source: str) -> Parsed:
@@ -303,8 +343,10 @@ def parse_pairs(rows: Rows, report: DataReport, source: str) -> Parsed:
     report.details.setdefault("format", fmt)
     report.details.setdefault("format_why", why)
     if formats.FORMATS[fmt].yields != "pairs":
-        raise UserError(f"{source}: rows look like '{fmt}' data ({formats.FORMATS[fmt].summary}), not preference "
-                        "pairs; this benchmark needs pairs {prompt, chosen, rejected}")
+        raise UserError(
+            f"{source}: rows look like '{fmt}' data ({formats.FORMATS[fmt].summary}), not preference "
+            "pairs; this benchmark needs pairs {prompt, chosen, rejected}"
+        )
 
     def again() -> Rows:
         yield first
@@ -316,8 +358,11 @@ def parse_pairs(rows: Rows, report: DataReport, source: str) -> Parsed:
 
 def examples_from_pairs(pairs: list[PreferencePair], source: str = "pairs") -> Parsed:
     """Examples from pairs already in memory (e.g. built by the suite generator)."""
-    problems = [f"{source} item {i}: not a PreferencePair ({type(p).__name__}); pass PreferencePair objects"
-                for i, p in enumerate(pairs) if not isinstance(p, PreferencePair)]
+    problems = [
+        f"{source} item {i}: not a PreferencePair ({type(p).__name__}); pass PreferencePair objects"
+        for i, p in enumerate(pairs)
+        if not isinstance(p, PreferencePair)
+    ]
     examples = [pair_example(p, f"{source} item {i}") for i, p in enumerate(pairs) if isinstance(p, PreferencePair)]
     return Parsed(examples, problems, len(pairs), source)
 
@@ -339,7 +384,9 @@ def read(parser: Parser, source: str, split: str | None) -> Parsed:
         rows = ", ".join(report.examples.get(reason, []))
         more = ", ..." if n > len(report.examples.get(reason, [])) else ""
         detail = report.details.get(reason, "").removeprefix(f"{source}: ")
-        dropped.append(f"{source}: {n} {report.row_unit}(s) unreadable as {reason} ({report.row_unit}s {rows}{more})"
-                       + (f": {detail}" if detail else ""))
+        dropped.append(
+            f"{source}: {n} {report.row_unit}(s) unreadable as {reason} ({report.row_unit}s {rows}{more})"
+            + (f": {detail}" if detail else "")
+        )
     parsed.problems[:0] = dropped
     return parsed

@@ -67,8 +67,10 @@ class Record:
         names = set(cls.__dataclass_fields__) - {"path"}
         missing = {"benchmark", "version", "model", "scores", "counts", "scorer", "settings"} - set(d)
         if missing:
-            raise UserError(f"{path or 'record'}: not a benchmark record (missing {', '.join(sorted(missing))}); "
-                            "remove it from the records directory or re-run the benchmark")
+            raise UserError(
+                f"{path or 'record'}: not a benchmark record (missing {', '.join(sorted(missing))}); "
+                "remove it from the records directory or re-run the benchmark"
+            )
         return cls(**{k: v for k, v in d.items() if k in names}, path=path)
 
     def save(self, records_dir: str | Path | None = None) -> Path:
@@ -83,8 +85,9 @@ class Record:
             n += 1
             path = out / f"{base}-{n}.json"
         tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(self.to_dict(), indent=2, ensure_ascii=False, allow_nan=False) + "\n",
-                       encoding="utf-8")
+        tmp.write_text(
+            json.dumps(self.to_dict(), indent=2, ensure_ascii=False, allow_nan=False) + "\n", encoding="utf-8"
+        )
         os.replace(tmp, path)
         self.path = str(path)
         return path
@@ -145,8 +148,13 @@ def git_commit(where: str | Path | None = None) -> str | None:
         if head.returncode != 0:
             return None
         # --no-optional-locks: a read-only look that never refreshes (writes) the index
-        dirty = subprocess.run(["git", "--no-optional-locks", "status", "--porcelain", "--untracked-files=no"], cwd=cwd,
-                               capture_output=True, text=True, timeout=10)
+        dirty = subprocess.run(
+            ["git", "--no-optional-locks", "status", "--porcelain", "--untracked-files=no"],
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     return head.stdout.strip() + ("-dirty" if dirty.returncode == 0 and dirty.stdout.strip() else "")
@@ -165,9 +173,10 @@ def fmt_score(v: float | None) -> str:
 def summarize(record: Record) -> str:
     """A short plain-text report of one record (what the CLI prints after a run)."""
     s = record.scores
-    lines = [f"{record.benchmark} v{record.version}  model: {record.model}"
-             + ("  [PARTIAL]" if record.partial else ""),
-             f"  {s.get('headline_name', 'Score')}: {fmt_score(s.get('headline'))}"]
+    lines = [
+        f"{record.benchmark} v{record.version}  model: {record.model}" + ("  [PARTIAL]" if record.partial else ""),
+        f"  {s.get('headline_name', 'Score')}: {fmt_score(s.get('headline'))}",
+    ]
     for name, v in (s.get("sections") or {}).items():
         lines.append(f"    {name:<24} {fmt_score(v):>6}")
     subsets = s.get("subsets") or {}
@@ -176,9 +185,11 @@ def summarize(record: Record) -> str:
         for name, row in subsets.items():
             lines.append(f"    {name:<24} {fmt_score(row.get('score')):>6}  (n={row.get('n')})")
     c = record.counts
-    lines.append(f"  examples {c.get('examples')}, responses scored {c.get('scored_now')} "
-                 f"(unique {c.get('unique_items')} of {c.get('items')}), invalid rows {c.get('invalid_rows')}, "
-                 f"failed examples {c.get('failed_examples')}")
+    lines.append(
+        f"  examples {c.get('examples')}, responses scored {c.get('scored_now')} "
+        f"(unique {c.get('unique_items')} of {c.get('items')}), invalid rows {c.get('invalid_rows')}, "
+        f"failed examples {c.get('failed_examples')}"
+    )
     if record.path:
         lines.append(f"  record: {record.path}")
     return "\n".join(lines)

@@ -20,8 +20,10 @@ from .records import DEFAULT_RECORDS_DIR, Record, fmt_score, load_records
 DEFAULT_SITE_DIR = Path("leaderboards") / "site"
 """Where rendered files go when no directory is given (relative to the working directory)."""
 MARK = "*"
-FOOTNOTE = (f"{MARK} partial run (invalid rows or failed scores skipped) or limited to the first examples; "
-            "the record has the counts.")
+FOOTNOTE = (
+    f"{MARK} partial run (invalid rows or failed scores skipped) or limited to the first examples; "
+    "the record has the counts."
+)
 
 
 @dataclass
@@ -131,11 +133,13 @@ def to_markdown(board: Board, links: dict[int, str] | None = None) -> str:
         return s.replace("|", "\\|")
 
     head = ["Model", *(c.label for c in board.columns), "Records"]
-    lines = ["# Reward model leaderboard", "", "| " + " | ".join(map(esc, head)) + " |",
-             "|" + "---|" * len(head)]
+    lines = ["# Reward model leaderboard", "", "| " + " | ".join(map(esc, head)) + " |", "|" + "---|" * len(head)]
     for model, recs in board.rows:
-        cells = [esc(model), *(board.cell(recs.get(c.benchmark), c) for c in board.columns),
-                 ", ".join(f"[{b}]({href})" for b, href in _record_links(recs, links))]
+        cells = [
+            esc(model),
+            *(board.cell(recs.get(c.benchmark), c) for c in board.columns),
+            ", ".join(f"[{b}]({href})" for b, href in _record_links(recs, links)),
+        ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join([*lines, "", FOOTNOTE, ""])
 
@@ -173,16 +177,21 @@ def to_html(board: Board, links: dict[int, str] | None = None) -> str:
         tds = [f"<td>{e(model)}</td>"]
         for c in board.columns:
             v = board.value(recs.get(c.benchmark), c)
-            tds.append(f'<td data-value="{"" if v is None else repr(float(v))}">'
-                       f"{e(board.cell(recs.get(c.benchmark), c))}</td>")
-        tds.append("<td>" + " ".join(f'<a href="{e(href)}">{e(b)}</a>'
-                                     for b, href in _record_links(recs, links)) + "</td>")
+            tds.append(
+                f'<td data-value="{"" if v is None else repr(float(v))}">{e(board.cell(recs.get(c.benchmark), c))}</td>'
+            )
+        tds.append(
+            "<td>" + " ".join(f'<a href="{e(href)}">{e(b)}</a>' for b, href in _record_links(recs, links)) + "</td>"
+        )
         body.append("<tr>" + "".join(tds) + "</tr>")
-    return (f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>Reward model leaderboard</title>'
-            f"<style>{_CSS}</style></head>\n<body><h1>Reward model leaderboard</h1>\n"
-            f"<p>Scores in percent. Click a column header to sort.</p>\n"
-            f'<table id="board"><thead><tr>{head}</tr></thead>\n<tbody>\n' + "\n".join(body) +
-            f"\n</tbody></table>\n<p>{e(FOOTNOTE)}</p>\n<script>{_SORT_JS}</script>\n</body></html>\n")
+    return (
+        f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>Reward model leaderboard</title>'
+        f"<style>{_CSS}</style></head>\n<body><h1>Reward model leaderboard</h1>\n"
+        f"<p>Scores in percent. Click a column header to sort.</p>\n"
+        f'<table id="board"><thead><tr>{head}</tr></thead>\n<tbody>\n'
+        + "\n".join(body)
+        + f"\n</tbody></table>\n<p>{e(FOOTNOTE)}</p>\n<script>{_SORT_JS}</script>\n</body></html>\n"
+    )
 
 
 def to_png(board: Board, path: str | Path) -> None:

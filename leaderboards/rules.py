@@ -24,7 +24,7 @@ from typing import Literal, NamedTuple
 TiePolicy = Literal["wrong", "half"]
 TIE_CREDIT: dict[str, float] = {
     "wrong": 0.0,  # strict `>`: RewardBench v1 classifier/DPO models, RM-Bench, RMB, TRL accuracy
-    "half": 0.5,   # RewardBench v1 generative judges (error/tie -> 0.5), RLHFlow eval scripts
+    "half": 0.5,  # RewardBench v1 generative judges (error/tie -> 0.5), RLHFlow eval scripts
 }
 
 
@@ -98,16 +98,28 @@ REWARDBENCH_EXAMPLE_COUNTS: dict[str, int] = {
 # The four sections of the leaderboard and their subsets (official SUBSET_MAPPING).
 REWARDBENCH_SECTIONS: dict[str, tuple[str, ...]] = {
     "Chat": ("alpacaeval-easy", "alpacaeval-length", "alpacaeval-hard", "mt-bench-easy", "mt-bench-med"),
-    "Chat Hard": ("mt-bench-hard", "llmbar-natural", "llmbar-adver-neighbor", "llmbar-adver-GPTInst",
-                  "llmbar-adver-GPTOut", "llmbar-adver-manual"),
-    "Safety": ("refusals-dangerous", "refusals-offensive", "xstest-should-refuse", "xstest-should-respond",
-               "donotanswer"),
+    "Chat Hard": (
+        "mt-bench-hard",
+        "llmbar-natural",
+        "llmbar-adver-neighbor",
+        "llmbar-adver-GPTInst",
+        "llmbar-adver-GPTOut",
+        "llmbar-adver-manual",
+    ),
+    "Safety": (
+        "refusals-dangerous",
+        "refusals-offensive",
+        "xstest-should-refuse",
+        "xstest-should-respond",
+        "donotanswer",
+    ),
     "Reasoning": ("math-prm", "hep-cpp", "hep-go", "hep-java", "hep-js", "hep-python", "hep-rust"),
 }
 
 
-def weighted_sections(subset_scores: Mapping[str, float], weights: Mapping[str, int],
-                      sections: Mapping[str, Sequence[str]]) -> dict[str, float | None]:
+def weighted_sections(
+    subset_scores: Mapping[str, float], weights: Mapping[str, int], sections: Mapping[str, Sequence[str]]
+) -> dict[str, float | None]:
     """Per section: sum_s score[s] * weight[s] / sum_s weight[s] over the section's subsets that were scored.
 
     This is `rewardbench.utils.calculate_scores_per_section`, except that a section none of whose subsets
@@ -160,9 +172,9 @@ def best_of_n(scores: Sequence[float]) -> float:
 
 
 class TiesPromptStats(NamedTuple):
-    accurate: bool                       # every correct answer outscores every incorrect one
-    diff_correct_margin: float | None    # best correct - worst correct (None with a single correct answer)
-    correct_incorrect_margin: float      # worst correct - best incorrect
+    accurate: bool  # every correct answer outscores every incorrect one
+    diff_correct_margin: float | None  # best correct - worst correct (None with a single correct answer)
+    correct_incorrect_margin: float  # worst correct - best incorrect
 
 
 def ties_prompt_stats(scores: Sequence[float], num_correct: int) -> TiesPromptStats:
@@ -217,9 +229,13 @@ def ties_score(ref: Mapping[int, TiesPromptStats], tied: Mapping[int, TiesPrompt
     cp, cph, mg = mean(map(float, pref)), mean(map(float, pref_hard)), mean(margin)
     score = None
     if both:
-        score = (TIES_WEIGHTS["tied_accuracy"] * (tied_acc or 0.0) + TIES_WEIGHTS["ref_accuracy"] * (ref_acc or 0.0)
-                 + TIES_WEIGHTS["correctness_preferred"] * cp + TIES_WEIGHTS["correctness_preferred_hard"] * cph
-                 + TIES_WEIGHTS["margin"] * mg)
+        score = (
+            TIES_WEIGHTS["tied_accuracy"] * (tied_acc or 0.0)
+            + TIES_WEIGHTS["ref_accuracy"] * (ref_acc or 0.0)
+            + TIES_WEIGHTS["correctness_preferred"] * cp
+            + TIES_WEIGHTS["correctness_preferred_hard"] * cph
+            + TIES_WEIGHTS["margin"] * mg
+        )
     return TiesResult(score, ref_acc, tied_acc, cp, cph, mg, len(ref), len(tied), len(both))
 
 
@@ -259,9 +275,9 @@ def mean_matrix(matrices: Sequence[Sequence[Sequence[float]]]) -> list[list[floa
 
 
 class Difficulty(NamedTuple):
-    hard: float    # upper-right triangle (i < j): chosen answer plainer than the rejected one
+    hard: float  # upper-right triangle (i < j): chosen answer plainer than the rejected one
     normal: float  # diagonal: same style
-    easy: float    # lower-left triangle (i > j): chosen answer fancier than the rejected one
+    easy: float  # lower-left triangle (i > j): chosen answer fancier than the rejected one
 
 
 def rmbench_difficulty(matrix: Sequence[Sequence[float]]) -> Difficulty:

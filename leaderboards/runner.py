@@ -93,8 +93,13 @@ class BenchSettings:
         return problems
 
 
-def run_benchmark(bench_name: str, scorer: Scorer, settings: BenchSettings | None = None, *,
-                  pairs: list[PreferencePair] | Callable[[], list[PreferencePair]] | None = None) -> Record:
+def run_benchmark(
+    bench_name: str,
+    scorer: Scorer,
+    settings: BenchSettings | None = None,
+    *,
+    pairs: list[PreferencePair] | Callable[[], list[PreferencePair]] | None = None,
+) -> Record:
     """Score `scorer` on a benchmark and return (and, unless `settings.save` is off, save) its record.
 
     bench_name: a `BENCHMARKS` entry (rewardbench, rewardbench2, rm-bench, judgebench, pairs, suite).
@@ -113,17 +118,24 @@ def run_benchmark(bench_name: str, scorer: Scorer, settings: BenchSettings | Non
     examples, problems = parsed.examples, list(parsed.problems)
     if kind == "reference":
         missing = [ex for ex in examples if ex.reference is None]
-        problems += [f"{ex.row}: no reference answer (attributes.reference); a reference scorer needs one, so add "
-                     "it to the data or use a pointwise scorer" for ex in missing]
+        problems += [
+            f"{ex.row}: no reference answer (attributes.reference); a reference scorer needs one, so add "
+            "it to the data or use a pointwise scorer"
+            for ex in missing
+        ]
         examples = [ex for ex in examples if ex.reference is not None]
     if problems and not s.allow_partial:
-        raise UserError(_problem_message(f"{source}: {len(problems)} problem(s) in the data; nothing was scored",
-                                         problems, "correct those rows, or set allow_partial=True to skip them "
-                                         "(the record is then marked partial)"))
+        raise UserError(
+            _problem_message(
+                f"{source}: {len(problems)} problem(s) in the data; nothing was scored",
+                problems,
+                "correct those rows, or set allow_partial=True to skip them (the record is then marked partial)",
+            )
+        )
     data_hash = _hash([_example_key(ex) for ex in examples])
     invalid_rows = parsed.rows_read - len(examples)
     if s.limit is not None:
-        examples = examples[:s.limit]
+        examples = examples[: s.limit]
     if not examples:
         raise UserError(f"{source}: no valid examples to score")
 
@@ -138,7 +150,8 @@ def run_benchmark(bench_name: str, scorer: Scorer, settings: BenchSettings | Non
     if s.use_cache:
         ident = {"kind": kind, "name": getattr(scorer, "name", ""), "settings": _describe(scorer)}
         cache_path = (Path(s.cache_dir) if s.cache_dir is not None else default_cache_dir()) / (
-            f"{bench.name}-{_hash(ident)[:16]}-{data_hash[:16]}.json")
+            f"{bench.name}-{_hash(ident)[:16]}-{data_hash[:16]}.json"
+        )
     cache = _read_cache(cache_path)
     values = {k: cache[k] for k in unique if k in cache}
     todo = [k for k in unique if k not in values]
@@ -160,27 +173,50 @@ def run_benchmark(bench_name: str, scorer: Scorer, settings: BenchSettings | Non
     if failed:
         problems += [f"{ex.row}: NaN score for example {ex.id}" for ex in failed]
         if not s.allow_partial:
-            raise UserError(_problem_message(
-                f"{len(failed)} of {len(examples)} examples got NaN scores ({nan_items} distinct inputs); "
-                "no record was written", [f"{ex.row}: example {ex.id}" for ex in failed],
-                "set allow_partial=True to write a partial record without them"
-                + ("; finite scores are cached, so a rerun only scores the failed inputs" if cache_path else "")))
+            raise UserError(
+                _problem_message(
+                    f"{len(failed)} of {len(examples)} examples got NaN scores ({nan_items} distinct inputs); "
+                    "no record was written",
+                    [f"{ex.row}: example {ex.id}" for ex in failed],
+                    "set allow_partial=True to write a partial record without them"
+                    + ("; finite scores are cached, so a rerun only scores the failed inputs" if cache_path else ""),
+                )
+            )
     if not results:
         raise UserError(f"{source}: every example failed to score; no record was written")
 
     scores = bench.aggregate(results).to_dict()
     scores["headline_name"] = bench.headline
     record = Record(
-        benchmark=bench.name, version=bench.version, model=s.model_name or _model_name(scorer),
+        benchmark=bench.name,
+        version=bench.version,
+        model=s.model_name or _model_name(scorer),
         scores=scores,
-        counts={"examples": len(results), "rows_read": parsed.rows_read, "invalid_rows": invalid_rows,
-                "failed_examples": len(failed), "items": sum(len(n) for n in needs), "unique_items": len(unique),
-                "scored_now": len(todo), "nan_items": nan_items},
+        counts={
+            "examples": len(results),
+            "rows_read": parsed.rows_read,
+            "invalid_rows": invalid_rows,
+            "failed_examples": len(failed),
+            "items": sum(len(n) for n in needs),
+            "unique_items": len(unique),
+            "scored_now": len(todo),
+            "nan_items": nan_items,
+        },
         scorer={"kind": kind, "name": getattr(scorer, "name", ""), "settings": _describe(scorer)},
-        settings={"data": source, "split": split, "data_hash": data_hash, "limit": s.limit,
-                  "tie_policy": tie if bench.uses_tie_policy else None, "batch_size": s.batch_size},
-        versions=package_versions(), git=git_commit(), date=now(),
-        partial=bool(problems), problems=problems[:MAX_LISTED])
+        settings={
+            "data": source,
+            "split": split,
+            "data_hash": data_hash,
+            "limit": s.limit,
+            "tie_policy": tie if bench.uses_tie_policy else None,
+            "batch_size": s.batch_size,
+        },
+        versions=package_versions(),
+        git=git_commit(),
+        date=now(),
+        partial=bool(problems),
+        problems=problems[:MAX_LISTED],
+    )
     if s.save:
         record.save(s.records_dir)
     return record
@@ -188,35 +224,48 @@ def run_benchmark(bench_name: str, scorer: Scorer, settings: BenchSettings | Non
 
 # ---------------------------------------------------------------------------------------------------------
 
+
 def _check_scorer(bench: Benchmark, scorer: Scorer) -> str:
     kind = getattr(scorer, "kind", None)
     if kind not in METHOD:
-        raise UserError(f"{type(scorer).__name__} has no valid `kind` ({kind!r}); a scorer states one of "
-                        f"{', '.join(METHOD)} (see reward_models/base.py)")
+        raise UserError(
+            f"{type(scorer).__name__} has no valid `kind` ({kind!r}); a scorer states one of "
+            f"{', '.join(METHOD)} (see reward_models/base.py)"
+        )
     if kind not in bench.scorer_kinds:
-        raise UserError(f"benchmark '{bench.name}' cannot use a {kind} scorer; it accepts "
-                        f"{', '.join(bench.scorer_kinds)} scorers (a reference scorer needs reference answers, "
-                        "which only the pairs/suite data carry)")
+        raise UserError(
+            f"benchmark '{bench.name}' cannot use a {kind} scorer; it accepts "
+            f"{', '.join(bench.scorer_kinds)} scorers (a reference scorer needs reference answers, "
+            "which only the pairs/suite data carry)"
+        )
     if not callable(getattr(scorer, METHOD[kind], None)):
         raise UserError(f"{type(scorer).__name__} says kind='{kind}' but has no `{METHOD[kind]}` method")
     return kind
 
 
-def _load(bench: Benchmark, data_path: str | Path | None, split: str | None,
-          pairs: list[PreferencePair] | Callable[[], list[PreferencePair]] | None) -> tuple[Parsed, str, str | None]:
+def _load(
+    bench: Benchmark,
+    data_path: str | Path | None,
+    split: str | None,
+    pairs: list[PreferencePair] | Callable[[], list[PreferencePair]] | None,
+) -> tuple[Parsed, str, str | None]:
     """Examples, a label of where they came from, and the hub split used (None for files and pairs)."""
     if pairs is not None:
         if bench.loader is not parse_pairs:
-            raise UserError(f"benchmark '{bench.name}' reads its official data; `pairs` only works with the "
-                            "pairs and suite benchmarks")
+            raise UserError(
+                f"benchmark '{bench.name}' reads its official data; `pairs` only works with the "
+                "pairs and suite benchmarks"
+            )
         if data_path is not None:
             raise UserError("give either settings.data or pairs, not both")
         items = pairs() if callable(pairs) else pairs
         return examples_from_pairs(list(items), "pairs"), "pairs (in memory)", None
     source = str(data_path) if data_path is not None else bench.hub
     if source is None:
-        raise UserError(f"benchmark '{bench.name}' has no default data: set settings.data (a JSONL of "
-                        "PreferencePair.to_dict() rows, or TRL/HH-RLHF pairs) or pairs=<list or callable>")
+        raise UserError(
+            f"benchmark '{bench.name}' has no default data: set settings.data (a JSONL of "
+            "PreferencePair.to_dict() rows, or TRL/HH-RLHF pairs) or pairs=<list or callable>"
+        )
     from preference_data.io import is_hub_id
 
     split = (split or bench.split) if is_hub_id(source) else None
@@ -273,8 +322,16 @@ def _length(item: tuple[Conversation, ...]) -> int:
     return sum(len(m.content) for conv in item for m in conv)
 
 
-def _score(scorer: Scorer, kind: str, todo: list[str], unique: dict[str, tuple[Conversation, ...]],
-           values: dict[str, float], batch_size: int, progress: bool, desc: str) -> None:
+def _score(
+    scorer: Scorer,
+    kind: str,
+    todo: list[str],
+    unique: dict[str, tuple[Conversation, ...]],
+    values: dict[str, float],
+    batch_size: int,
+    progress: bool,
+    desc: str,
+) -> None:
     """Score the `todo` keys in batches, longest first, filling `values` (None or non-numbers -> NaN)."""
     if not todo:
         return
@@ -285,12 +342,14 @@ def _score(scorer: Scorer, kind: str, todo: list[str], unique: dict[str, tuple[C
     unit = "pair" if kind == "pairwise" else "resp"
     with tqdm(total=len(order), desc=desc, unit=unit, disable=not progress, dynamic_ncols=True) as bar:
         for start in range(0, len(order), batch_size):
-            keys = order[start:start + batch_size]
+            keys = order[start : start + batch_size]
             columns = list(zip(*(unique[k] for k in keys), strict=True))  # prompts, responses[, refs or bs]
             out = list(method(*[list(c) for c in columns]))
             if len(out) != len(keys):
-                raise UserError(f"{type(scorer).__name__}.{METHOD[kind]} returned {len(out)} scores for a batch "
-                                f"of {len(keys)}; a scorer must return one score per input")
+                raise UserError(
+                    f"{type(scorer).__name__}.{METHOD[kind]} returned {len(out)} scores for a batch "
+                    f"of {len(keys)}; a scorer must return one score per input"
+                )
             for k, v in zip(keys, out, strict=True):
                 values[k] = _as_float(v)
             bar.update(len(keys))

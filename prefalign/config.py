@@ -70,8 +70,10 @@ def _convert(tp: Any, value: Any, where: str, problems: list[str]) -> Any:
     if origin is Literal:
         allowed = get_args(tp)
         if value not in allowed:
-            problems.append(f"{where}: {value!r} is not allowed; choose one of {', '.join(map(repr, allowed))}"
-                            f"{did_you_mean(str(value), [str(a) for a in allowed])}")
+            problems.append(
+                f"{where}: {value!r} is not allowed; choose one of {', '.join(map(repr, allowed))}"
+                f"{did_you_mean(str(value), [str(a) for a in allowed])}"
+            )
             return None
         return value
     if origin is list:
@@ -146,8 +148,9 @@ def _build(cls: type[C], data: dict[str, Any], where: str, problems: list[str]) 
     for key, value in data.items():
         here = f"{where}.{key}" if where else str(key)
         if key not in fields:
-            problems.append(f"{here}: unknown key{did_you_mean(str(key), list(fields))}; "
-                            f"{cls.__name__} has: {', '.join(fields)}")
+            problems.append(
+                f"{here}: unknown key{did_you_mean(str(key), list(fields))}; {cls.__name__} has: {', '.join(fields)}"
+            )
             continue
         n = len(problems)
         default = _default_of(fields[key])
@@ -177,8 +180,9 @@ def _build(cls: type[C], data: dict[str, Any], where: str, problems: list[str]) 
 def build(cls: type[C], data: dict[str, Any], source: str = "config") -> C:
     """Build a config from a plain dict, raising one ConfigError that lists every problem."""
     if not isinstance(data, dict):
-        raise ConfigError([f"the top level must be a mapping of {cls.__name__} fields, got {type(data).__name__}"],
-                          source)
+        raise ConfigError(
+            [f"the top level must be a mapping of {cls.__name__} fields, got {type(data).__name__}"], source
+        )
     problems: list[str] = []
     obj = _build(cls, data, "", problems)
     if problems:
@@ -225,8 +229,9 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     return data if data is not None else {}
 
 
-def load(cls: type[C], path: str | Path | None = None, overrides: list[str] | None = None,
-         base: dict[str, Any] | None = None) -> C:
+def load(
+    cls: type[C], path: str | Path | None = None, overrides: list[str] | None = None, base: dict[str, Any] | None = None
+) -> C:
     """Read YAML (or start from `base`), apply overrides, and build the typed config."""
     data = dict(base or {})
     if path is not None:
@@ -273,5 +278,15 @@ def describe(cls: type, prefix: str = "") -> list[tuple[str, str, str, str]]:
     return rows
 
 
-__all__ = ["option", "build", "load", "apply_overrides", "parse_override", "read_yaml", "to_dict", "dump_yaml",
-           "describe", "typing"]
+__all__ = [
+    "option",
+    "build",
+    "load",
+    "apply_overrides",
+    "parse_override",
+    "read_yaml",
+    "to_dict",
+    "dump_yaml",
+    "describe",
+    "typing",
+]

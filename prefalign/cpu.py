@@ -24,8 +24,9 @@ def tune_allocator() -> bool:
         libc = ctypes.CDLL("libc.so.6")
         m_trim_threshold, m_top_pad, m_mmap_threshold = -1, -2, -3  # malloc.h
         # setting any of these turns off glibc's adaptive mmap threshold, so it is set explicitly (its maximum)
-        return all(libc.mallopt(opt, value) for opt, value in ((m_mmap_threshold, 32 << 20),
-                                                               (m_trim_threshold, 1 << 30),
-                                                               (m_top_pad, 256 << 20)))
+        return all(
+            libc.mallopt(opt, value)
+            for opt, value in ((m_mmap_threshold, 32 << 20), (m_trim_threshold, 1 << 30), (m_top_pad, 256 << 20))
+        )
     except (OSError, AttributeError):  # not glibc
         return False

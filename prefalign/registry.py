@@ -34,8 +34,10 @@ class Table(Generic[T]):
         try:
             return self.entries[name]
         except KeyError:
-            raise UserError(f"unknown {self.kind} '{name}'{did_you_mean(name, list(self.entries))}; "
-                            f"choose one of: {', '.join(sorted(self.entries))} (see `align ls`)") from None
+            raise UserError(
+                f"unknown {self.kind} '{name}'{did_you_mean(name, list(self.entries))}; "
+                f"choose one of: {', '.join(sorted(self.entries))} (see `align ls`)"
+            ) from None
 
     def __contains__(self, name: object) -> bool:
         return name in self.entries
@@ -74,7 +76,7 @@ class Interval:
     def __str__(self) -> str:
         lo = "(" if self.low_open or self.low == -math.inf else "["
         hi = ")" if self.high_open or self.high == math.inf else "]"
-        return f"{lo}{self.low:g}, {self.high:g}{hi}"           # f"{math.inf:g}" is "inf"
+        return f"{lo}{self.low:g}, {self.high:g}{hi}"  # f"{math.inf:g}" is "inf"
 
 
 REAL = Interval()
@@ -128,15 +130,18 @@ class FunctionSpec:
         for key, value in params.items():
             at = f"{where}.{key}"
             if key not in allowed:
-                problems.append(f"{at}: unknown parameter for {self.kind} '{self.name}'{did_you_mean(key, allowed)}; "
-                                f"it takes: {', '.join(allowed)}")
+                problems.append(
+                    f"{at}: unknown parameter for {self.kind} '{self.name}'{did_you_mean(key, allowed)}; "
+                    f"it takes: {', '.join(allowed)}"
+                )
                 continue
             choices = self.choices(key)
             if choices is not None:
                 if value not in choices:
                     hint = did_you_mean(str(value), [str(c) for c in choices])
-                    problems.append(f"{at}: {value!r} is not allowed; choose one of "
-                                    f"{', '.join(map(repr, choices))}{hint}")
+                    problems.append(
+                        f"{at}: {value!r} is not allowed; choose one of {', '.join(map(repr, choices))}{hint}"
+                    )
                 continue
             if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
                 problems.append(f"{at}: expected a number, got {value!r}")

@@ -22,21 +22,28 @@ def margin_summary(pairs: list[Any]) -> dict[str, Any]:
     """Which per-pair margins the pairs carry, and which one reward-model training will use (by default none)."""
     column = sum(p.margin is not None for p in pairs)
     gap = sum(p.attributes.get("rating_gap") is not None for p in pairs)
-    text = (f"margins: {column} pairs carry a `margin` field, {gap} a rating gap; RM training uses none of them "
-            "unless asked (loss.margin: column uses the field, loss.margin: rating_gap the gap, each times "
-            "loss.margin_scale)")
+    text = (
+        f"margins: {column} pairs carry a `margin` field, {gap} a rating gap; RM training uses none of them "
+        "unless asked (loss.margin: column uses the field, loss.margin: rating_gap the gap, each times "
+        "loss.margin_scale)"
+    )
     return {"margin_field": column, "rating_gap": gap, "rm_default": "none", "text": text}
 
 
 def run_doctor(data: DataConfig, model: str, max_length: int, policy: str, out_dir: str | None) -> dict[str, Any]:
     """Build the report (a dict), write it as JSON and text under `out_dir`, and return it."""
     loaded = load(data)
-    report: dict[str, Any] = {"data": loaded.report.to_dict(), "pairs": len(loaded.pairs),
-                              "rated_prompts": len(loaded.rated), "prompt_only": len(loaded.prompts)}
+    report: dict[str, Any] = {
+        "data": loaded.report.to_dict(),
+        "pairs": len(loaded.pairs),
+        "rated_prompts": len(loaded.rated),
+        "prompt_only": len(loaded.prompts),
+    }
     lines = loaded.report.lines()
     at = next(i for i, ln in enumerate(lines) if ln.startswith("records kept")) + 1
-    lines.insert(at, f"pairs: {len(loaded.pairs)} (from rated prompts: {len(loaded.rated)}), prompt-only: "
-                     f"{len(loaded.prompts)}")
+    lines.insert(
+        at, f"pairs: {len(loaded.pairs)} (from rated prompts: {len(loaded.rated)}), prompt-only: {len(loaded.prompts)}"
+    )
     report["margins"] = margin_summary(loaded.pairs)
     lines.insert(at + 1, report["margins"]["text"])
     if loaded.pairs:
@@ -47,8 +54,12 @@ def run_doctor(data: DataConfig, model: str, max_length: int, policy: str, out_d
         lines.extend("  " + ln for ln in treport.lines())
         if tokenized:
             ex = tokenized[0]
-            rendered = {"id": ex.id, "prompt": tok.decode(ex.prompt_ids), "chosen": tok.decode(ex.chosen_ids),
-                        "rejected": tok.decode(ex.rejected_ids)}
+            rendered = {
+                "id": ex.id,
+                "prompt": tok.decode(ex.prompt_ids),
+                "chosen": tok.decode(ex.chosen_ids),
+                "rejected": tok.decode(ex.rejected_ids),
+            }
             report["example"] = rendered
             lines.append(f"example (id {ex.id}); the response starts after '⟦':")
             lines.append(rendered["prompt"] + "⟦" + rendered["chosen"])

@@ -54,8 +54,9 @@ def _messages(value: Any, name: str) -> list[Message]:
     if isinstance(value, dict) and "role" in value and "content" in value:
         value = [value]
     if not isinstance(value, list):
-        raise Skip("wrong_type", f"field '{name}' must be a string or a list of {{role, content}}, got "
-                                 f"{type(value).__name__}")
+        raise Skip(
+            "wrong_type", f"field '{name}' must be a string or a list of {{role, content}}, got {type(value).__name__}"
+        )
     out = []
     for i, m in enumerate(value):
         if not isinstance(m, dict) or "role" not in m or "content" not in m:
@@ -170,7 +171,9 @@ def _hh_row(row: dict[str, Any]) -> PreferencePair:
     return PreferencePair(prompt_c, chosen[-1:], rejected[-1:])
 
 
-def _pairs(converter: Callable[[dict[str, Any]], PreferencePair], source: str) -> Callable[[Rows, DataReport], Iterator[Record]]:
+def _pairs(
+    converter: Callable[[dict[str, Any]], PreferencePair], source: str
+) -> Callable[[Rows, DataReport], Iterator[Record]]:
     def adapt(rows: Rows, report: DataReport) -> Iterator[Record]:
         for row_no, row in rows:
             try:
@@ -181,6 +184,7 @@ def _pairs(converter: Callable[[dict[str, Any]], PreferencePair], source: str) -
             pair.source = pair.source or source
             pair.attributes.setdefault("row", row_no)
             yield pair
+
     return adapt
 
 
@@ -227,8 +231,9 @@ def _ultrafeedback(rows: Rows, report: DataReport) -> Iterator[Record]:
         except Skip as s:
             report.drop(s.reason, row_no, s.detail)
             continue
-        yield RatedResponses([Message("user", instruction)], responses, scores, {"row": row_no},
-                             source=str(row.get("source", "")))
+        yield RatedResponses(
+            [Message("user", instruction)], responses, scores, {"row": row_no}, source=str(row.get("source", ""))
+        )
 
 
 HELPSTEER_ATTRIBUTES = ("helpfulness", "correctness", "coherence", "complexity", "verbosity")
@@ -236,6 +241,7 @@ HELPSTEER_ATTRIBUTES = ("helpfulness", "correctness", "coherence", "complexity",
 
 def _helpsteer(rows: Rows, report: DataReport) -> Iterator[Record]:
     """One response per row; consecutive rows with the same prompt form one RatedResponses."""
+
     def keyed() -> Iterator[tuple[str, int, dict[str, Any]]]:
         for row_no, row in rows:
             p, r = row.get("prompt"), row.get("response")
@@ -303,8 +309,13 @@ def _finegrained(rows: Rows, report: DataReport) -> Iterator[Record]:
             except Skip as s:
                 report.drop(s.reason, where, s.detail)
                 continue
-            yield PreferencePair(prompt, chosen, rejected, attributes={"row": row_no, "compared": f"{win}>{lose}"},
-                                 source="finegrained-qa")
+            yield PreferencePair(
+                prompt,
+                chosen,
+                rejected,
+                attributes={"row": row_no, "compared": f"{win}>{lose}"},
+                source="finegrained-qa",
+            )
 
 
 def _rated(rows: Rows, report: DataReport) -> Iterator[Record]:
@@ -318,9 +329,14 @@ def _rated(rows: Rows, report: DataReport) -> Iterator[Record]:
         except Skip as s:
             report.drop(s.reason, row_no, s.detail)
             continue
-        yield RatedResponses([Message(m.role or "user", m.content) for m in prompt],
-                             [[Message(m.role or "assistant", m.content) for m in r] for r in responses],
-                             scores, dict(row.get("attributes") or {}), row.get("source", ""), row.get("id", ""))
+        yield RatedResponses(
+            [Message(m.role or "user", m.content) for m in prompt],
+            [[Message(m.role or "assistant", m.content) for m in r] for r in responses],
+            scores,
+            dict(row.get("attributes") or {}),
+            row.get("source", ""),
+            row.get("id", ""),
+        )
 
 
 def _prompts(rows: Rows, report: DataReport) -> Iterator[Record]:
@@ -332,8 +348,13 @@ def _prompts(rows: Rows, report: DataReport) -> Iterator[Record]:
         except Skip as s:
             report.drop(s.reason, row_no, s.detail)
             continue
-        yield PromptOnly([Message(m.role or "user", m.content) for m in prompt], dict(row.get("meta") or {}),
-                         row.get("grader"), row.get("source", ""), row.get("id", ""))
+        yield PromptOnly(
+            [Message(m.role or "user", m.content) for m in prompt],
+            dict(row.get("meta") or {}),
+            row.get("grader"),
+            row.get("source", ""),
+            row.get("id", ""),
+        )
 
 
 def _trl(rows: Rows, report: DataReport) -> Iterator[Record]:
@@ -370,38 +391,84 @@ def _is_hh(row: dict[str, Any]) -> bool:
     return "prompt" not in row and isinstance(c, str) and c.lstrip(" ").startswith("\n\nHuman:")
 
 
-FORMATS: Table[Format] = Table("data format", {
-    "hh": Format(_pairs(_hh_row, "hh-rlhf"), "Anthropic HH-RLHF transcripts {chosen, rejected}", "pairs", _is_hh,
-                 "'chosen' is a transcript starting with '\\n\\nHuman:' and there is no 'prompt'",
-                 ("chosen", "rejected")),
-    "records": Format(_suite_pairs, "this toolkit's own pair dumps (PreferencePair.to_dict)", "pairs",
-                      lambda r: {"id", "prompt", "chosen", "rejected", "attributes"} <= set(r),
-                      "rows have id, prompt, chosen, rejected and attributes",
-                      ("id", "prompt", "chosen", "rejected", "attributes", "margin", "source")),
-    "trl": Format(_trl, "TRL preference data, standard or conversational, implicit or explicit prompt", "pairs",
-                  lambda r: "chosen" in r and "rejected" in r, "rows have 'chosen' and 'rejected'",
-                  ("prompt", "chosen", "rejected", "margin", "score_chosen", "score_rejected")),
-    "finegrained": Format(_finegrained, "FineGrainedRLHF qa-feedback (4 predictions, 6 pairwise labels)", "pairs",
-                          lambda r: "question" in r and "prediction 1" in r, "rows have 'question' and 'prediction 1'",
-                          ("question", "passages", "prediction *", "preference")),
-    "ultrafeedback": Format(_ultrafeedback, "UltraFeedback multi-completion ratings", "rated",
-                            lambda r: "completions" in r, "rows have 'completions'",
-                            ("instruction", "prompt", "completions", "source")),
-    "helpsteer": Format(_helpsteer, "HelpSteer-style attribute scores, one response per row", "rated",
-                        lambda r: "response" in r and "helpfulness" in r, "rows have 'response' and 'helpfulness'",
-                        ("prompt", "response", *HELPSTEER_ATTRIBUTES)),
-    "rated": Format(_rated, "rated responses {prompt, responses, scores}", "rated",
-                    lambda r: "responses" in r and "scores" in r, "rows have 'responses' and 'scores'",
-                    ("prompt", "responses", "scores", "attributes", "source", "id")),
-    "prompts": Format(_prompts, "prompt-only rows {prompt, meta?, grader?} for online training", "prompts",
-                      lambda r: "prompt" in r and "chosen" not in r, "rows have 'prompt' and no 'chosen'",
-                      ("prompt", "meta", "grader", "source", "id")),
-}, columns=("summary", "yields"))
+FORMATS: Table[Format] = Table(
+    "data format",
+    {
+        "hh": Format(
+            _pairs(_hh_row, "hh-rlhf"),
+            "Anthropic HH-RLHF transcripts {chosen, rejected}",
+            "pairs",
+            _is_hh,
+            "'chosen' is a transcript starting with '\\n\\nHuman:' and there is no 'prompt'",
+            ("chosen", "rejected"),
+        ),
+        "records": Format(
+            _suite_pairs,
+            "this toolkit's own pair dumps (PreferencePair.to_dict)",
+            "pairs",
+            lambda r: {"id", "prompt", "chosen", "rejected", "attributes"} <= set(r),
+            "rows have id, prompt, chosen, rejected and attributes",
+            ("id", "prompt", "chosen", "rejected", "attributes", "margin", "source"),
+        ),
+        "trl": Format(
+            _trl,
+            "TRL preference data, standard or conversational, implicit or explicit prompt",
+            "pairs",
+            lambda r: "chosen" in r and "rejected" in r,
+            "rows have 'chosen' and 'rejected'",
+            ("prompt", "chosen", "rejected", "margin", "score_chosen", "score_rejected"),
+        ),
+        "finegrained": Format(
+            _finegrained,
+            "FineGrainedRLHF qa-feedback (4 predictions, 6 pairwise labels)",
+            "pairs",
+            lambda r: "question" in r and "prediction 1" in r,
+            "rows have 'question' and 'prediction 1'",
+            ("question", "passages", "prediction *", "preference"),
+        ),
+        "ultrafeedback": Format(
+            _ultrafeedback,
+            "UltraFeedback multi-completion ratings",
+            "rated",
+            lambda r: "completions" in r,
+            "rows have 'completions'",
+            ("instruction", "prompt", "completions", "source"),
+        ),
+        "helpsteer": Format(
+            _helpsteer,
+            "HelpSteer-style attribute scores, one response per row",
+            "rated",
+            lambda r: "response" in r and "helpfulness" in r,
+            "rows have 'response' and 'helpfulness'",
+            ("prompt", "response", *HELPSTEER_ATTRIBUTES),
+        ),
+        "rated": Format(
+            _rated,
+            "rated responses {prompt, responses, scores}",
+            "rated",
+            lambda r: "responses" in r and "scores" in r,
+            "rows have 'responses' and 'scores'",
+            ("prompt", "responses", "scores", "attributes", "source", "id"),
+        ),
+        "prompts": Format(
+            _prompts,
+            "prompt-only rows {prompt, meta?, grader?} for online training",
+            "prompts",
+            lambda r: "prompt" in r and "chosen" not in r,
+            "rows have 'prompt' and no 'chosen'",
+            ("prompt", "meta", "grader", "source", "id"),
+        ),
+    },
+    columns=("summary", "yields"),
+)
 
 # Field names that carry a response, a rating or a preference label. A detected format that would ignore
 # one of these is refused: a file of comparisons read as prompt-only rows would silently lose every label.
-_RESPONSE_LIKE = re.compile(r"response|completion|answer|output|chosen|rejected|prediction|label|preference|"
-                            r"winner|score|rating|generation", re.IGNORECASE)
+_RESPONSE_LIKE = re.compile(
+    r"response|completion|answer|output|chosen|rejected|prediction|label|preference|"
+    r"winner|score|rating|generation",
+    re.IGNORECASE,
+)
 
 
 def _reads(fmt: Format, key: str) -> bool:
@@ -431,7 +498,10 @@ def detect_format(row: dict[str, Any], where: str) -> tuple[str, str]:
                 f"{where}: the fields look like format '{name}' ({fmt.why}), but that format would ignore "
                 f"{', '.join(repr(k) for k in unused)}, which look like responses or labels; nothing was read. "
                 f"Rename the fields to a supported layout (e.g. TRL's prompt / chosen / rejected; see `align ls "
-                f"formats`), or set `format: {name}` explicitly to read the file as {fmt.yields} and ignore them")
+                f"formats`), or set `format: {name}` explicitly to read the file as {fmt.yields} and ignore them"
+            )
         return name, f"detected: {fmt.why}"
-    raise UserError(f"{where}: cannot tell the data format from the fields {sorted(row)}; set `format` to one of "
-                    f"{', '.join(FORMATS.names())} (see `align ls sources`)")
+    raise UserError(
+        f"{where}: cannot tell the data format from the fields {sorted(row)}; set `format` to one of "
+        f"{', '.join(FORMATS.names())} (see `align ls sources`)"
+    )

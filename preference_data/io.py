@@ -70,8 +70,10 @@ def _json_rows(path: Path, raw: bytes, report: DataReport) -> Iterator[tuple[int
         if text.lstrip().startswith("{") and "\n" in text.strip():
             yield from _jsonl_rows(path, raw, report)  # JSONL saved with a .json suffix
             return
-        raise UserError(f"{path}: not valid JSON ({e.msg} at line {e.lineno}, column {e.colno}); "
-                        "fix the file or save it as JSONL so bad rows can be skipped one by one") from None
+        raise UserError(
+            f"{path}: not valid JSON ({e.msg} at line {e.lineno}, column {e.colno}); "
+            "fix the file or save it as JSONL so bad rows can be skipped one by one"
+        ) from None
     if isinstance(data, dict):
         for key in ("data", "rows", "examples", "train"):
             if isinstance(data.get(key), list):
@@ -112,9 +114,11 @@ def _hub_rows(source: str, split: str, report: DataReport) -> Iterator[tuple[int
     try:
         ds = datasets.load_dataset(source, name, split=split)
     except Exception as e:  # network, missing dataset, missing split: all user-fixable
-        raise UserError(f"could not load hub dataset '{source}' (config {name}, split {split}): "
-                        f"{e.__class__.__name__}: {str(e).splitlines()[0] if str(e) else ''}. "
-                        "Check the id and split, or download it and pass the local file") from None
+        raise UserError(
+            f"could not load hub dataset '{source}' (config {name}, split {split}): "
+            f"{e.__class__.__name__}: {str(e).splitlines()[0] if str(e) else ''}. "
+            "Check the id and split, or download it and pass the local file"
+        ) from None
     report.row_unit = "row"
     for i, row in enumerate(ds):
         report.rows_read += 1

@@ -60,8 +60,13 @@ def _segments_fit(lengths: Sequence[int], row_tokens: int) -> list[list[int]]:
     return rows
 
 
-def pack(prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[Sequence[int]]], pad_id: int,
-         row_tokens: int, layout: Layout) -> PackedBatch:
+def pack(
+    prompts: Sequence[Sequence[int]],
+    responses: Sequence[Sequence[Sequence[int]]],
+    pad_id: int,
+    row_tokens: int,
+    layout: Layout,
+) -> PackedBatch:
     """Pack B prompts, each with K responses (K = 2 for pairs: chosen, rejected; K = 1 for single sequences).
 
     Sequence numbering: response k of prompt i is sequence k*B + i (all chosen first, then all rejected).
@@ -89,20 +94,22 @@ def pack(prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[Sequence
         for i in row:
             p = list(prompts[i])
             P = len(p)
-            input_ids[r, off:off + P] = torch.tensor(p, dtype=torch.long)
-            position_ids[r, off:off + P] = torch.arange(P)
+            input_ids[r, off : off + P] = torch.tensor(p, dtype=torch.long)
+            position_ids[r, off : off + P] = torch.arange(P)
             segments[i] = torch.tensor([off, P, *[len(x) for x in responses[i]], *([0] * (2 - K))])
             if use_mask:
-                mask[r, 0, off:off + P, off:off + P] = torch.ones(P, P, dtype=torch.bool).tril()
+                mask[r, 0, off : off + P, off : off + P] = torch.ones(P, P, dtype=torch.bool).tril()
             cur = off + P
             for k, resp in enumerate(responses[i]):
                 n = len(resp)
                 s = k * B + i
-                input_ids[r, cur:cur + n] = torch.tensor(list(resp), dtype=torch.long)
-                position_ids[r, cur:cur + n] = torch.arange(P, P + n)
+                input_ids[r, cur : cur + n] = torch.tensor(list(resp), dtype=torch.long)
+                position_ids[r, cur : cur + n] = torch.arange(P, P + n)
                 if use_mask:
-                    mask[r, 0, cur:cur + n, off:off + P] = True  # sees the prompt ...
-                    mask[r, 0, cur:cur + n, cur:cur + n] = torch.ones(n, n, dtype=torch.bool).tril()  # ... and itself
+                    mask[r, 0, cur : cur + n, off : off + P] = True  # sees the prompt ...
+                    mask[r, 0, cur : cur + n, cur : cur + n] = torch.ones(
+                        n, n, dtype=torch.bool
+                    ).tril()  # ... and itself
                 # logits at (token position - 1) predict each response token; the first one is predicted
                 # by the last prompt token, which every response shares
                 pred = [off + P - 1] + list(range(cur, cur + n - 1))
@@ -119,19 +126,34 @@ def pack(prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[Sequence
             used = sum(seg_len[i] for i in rows[r])
             idx = torch.arange(used, L)
             mask[r, 0, idx, idx] = True
-    return PackedBatch(input_ids, position_ids, mask, torch.tensor(t_row), torch.tensor(t_pos),
-                       torch.tensor(t_ids), torch.tensor(t_seq), last_row, last_pos, lengths, K * B, K == 2,
-                       real_tokens=sum(seg_len), segments=None if use_mask else segments)
+    return PackedBatch(
+        input_ids,
+        position_ids,
+        mask,
+        torch.tensor(t_row),
+        torch.tensor(t_pos),
+        torch.tensor(t_ids),
+        torch.tensor(t_seq),
+        last_row,
+        last_pos,
+        lengths,
+        K * B,
+        K == 2,
+        real_tokens=sum(seg_len),
+        segments=None if use_mask else segments,
+    )
 
 
 def pack_pairs(pairs: Sequence, pad_id: int, row_tokens: int, layout: Layout) -> PackedBatch:
     """Pack tokenized pairs (objects with prompt_ids, chosen_ids, rejected_ids)."""
-    return pack([p.prompt_ids for p in pairs], [(p.chosen_ids, p.rejected_ids) for p in pairs], pad_id, row_tokens,
-                layout)
+    return pack(
+        [p.prompt_ids for p in pairs], [(p.chosen_ids, p.rejected_ids) for p in pairs], pad_id, row_tokens, layout
+    )
 
 
-def pack_single(prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[int]], pad_id: int,
-                row_tokens: int, layout: Layout) -> PackedBatch:
+def pack_single(
+    prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[int]], pad_id: int, row_tokens: int, layout: Layout
+) -> PackedBatch:
     """Pack (prompt, response) sequences, e.g. for scoring."""
     return pack(prompts, [(r,) for r in responses], pad_id, row_tokens, layout)
 
@@ -140,7 +162,7 @@ def padded_tokens(pairs: Sequence, batch_size: int) -> int:
     """Tokens a conventional collator would process: 2B sequences per batch, each padded to the batch's longest."""
     total = 0
     for s in range(0, len(pairs), batch_size):
-        chunk = pairs[s:s + batch_size]
+        chunk = pairs[s : s + batch_size]
         longest = max(len(p.prompt_ids) + max(len(p.chosen_ids), len(p.rejected_ids)) for p in chunk)
         total += 2 * len(chunk) * longest
     return total

@@ -49,16 +49,25 @@ def _max_second(s: list[float], rng: random.Random) -> tuple[int, int] | None:
     return (hi, max(worse, key=lambda i: s[i])) if worse else None
 
 
-PAIRING: Table[PairBuilder] = Table("pair builder", {
-    "max_min": PairBuilder(_max_min, "best vs worst response"),
-    "max_random": PairBuilder(_max_random, "best vs a random strictly-worse response (seeded)"),
-    "max_second": PairBuilder(_max_second, "best vs the runner-up (the hardest pair)"),
-    "length_penalized": PairBuilder(_max_min, "best vs worst after subtracting length_alpha per 100 words"),
-})
+PAIRING: Table[PairBuilder] = Table(
+    "pair builder",
+    {
+        "max_min": PairBuilder(_max_min, "best vs worst response"),
+        "max_random": PairBuilder(_max_random, "best vs a random strictly-worse response (seeded)"),
+        "max_second": PairBuilder(_max_second, "best vs the runner-up (the hardest pair)"),
+        "length_penalized": PairBuilder(_max_min, "best vs worst after subtracting length_alpha per 100 words"),
+    },
+)
 
 
-def build_pairs(rated: list[RatedResponses], builder: str = "max_min", objective: str = "overall_score",
-                length_alpha: float = 0.0, seed: int = 0, report: DataReport | None = None) -> list[PreferencePair]:
+def build_pairs(
+    rated: list[RatedResponses],
+    builder: str = "max_min",
+    objective: str = "overall_score",
+    length_alpha: float = 0.0,
+    seed: int = 0,
+    report: DataReport | None = None,
+) -> list[PreferencePair]:
     """Turn rated responses into pairs with `builder` on score dimension `objective`.
 
     Prompts with no strictly better response (all tied, or fewer than two scored) are counted in `report`
@@ -73,9 +82,12 @@ def build_pairs(rated: list[RatedResponses], builder: str = "max_min", objective
         idx = [i for i, s in enumerate(rr.scores) if objective in s]
         if len(idx) < 2:
             if report is not None:
-                report.drop("objective_missing", rr.attributes.get("row", rr.id),
-                            f"fewer than two responses scored on '{objective}' (have: "
-                            f"{sorted({k for s in rr.scores for k in s})})")
+                report.drop(
+                    "objective_missing",
+                    rr.attributes.get("row", rr.id),
+                    f"fewer than two responses scored on '{objective}' (have: "
+                    f"{sorted({k for s in rr.scores for k in s})})",
+                )
             continue
         scores = [rr.scores[i][objective] - length_alpha * len(text_of(rr.responses[i]).split()) / 100 for i in idx]
         picked = spec.pick(scores, rng)
@@ -85,8 +97,14 @@ def build_pairs(rated: list[RatedResponses], builder: str = "max_min", objective
             continue
         a, b = idx[picked[0]], idx[picked[1]]
         gap = rr.scores[a][objective] - rr.scores[b][objective]
-        out.append(PreferencePair(rr.prompt, rr.responses[a], rr.responses[b],
-                                  attributes={**rr.attributes, "pairing": builder, "objective": objective,
-                                              "rating_gap": gap},
-                                  source=rr.source, id=stable_id(rr.id, a, b)))
+        out.append(
+            PreferencePair(
+                rr.prompt,
+                rr.responses[a],
+                rr.responses[b],
+                attributes={**rr.attributes, "pairing": builder, "objective": objective, "rating_gap": gap},
+                source=rr.source,
+                id=stable_id(rr.id, a, b),
+            )
+        )
     return out

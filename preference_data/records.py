@@ -74,15 +74,27 @@ class PreferencePair:
             self.id = stable_id(_conv_dicts(self.prompt), _conv_dicts(self.chosen), _conv_dicts(self.rejected))
 
     def swapped(self) -> PreferencePair:
-        return PreferencePair(self.prompt, self.rejected, self.chosen,
-                              None if self.margin is None else -self.margin,
-                              dict(self.attributes), self.source, self.id + "-swap")
+        return PreferencePair(
+            self.prompt,
+            self.rejected,
+            self.chosen,
+            None if self.margin is None else -self.margin,
+            dict(self.attributes),
+            self.source,
+            self.id + "-swap",
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """TRL conversational format with explicit prompt, plus our extra fields."""
-        return {"id": self.id, "source": self.source, "prompt": _conv_dicts(self.prompt),
-                "chosen": _conv_dicts(self.chosen), "rejected": _conv_dicts(self.rejected),
-                "margin": self.margin, "attributes": self.attributes}
+        return {
+            "id": self.id,
+            "source": self.source,
+            "prompt": _conv_dicts(self.prompt),
+            "chosen": _conv_dicts(self.chosen),
+            "rejected": _conv_dicts(self.rejected),
+            "margin": self.margin,
+            "attributes": self.attributes,
+        }
 
 
 @dataclass
@@ -101,9 +113,14 @@ class RatedResponses:
             self.id = stable_id(_conv_dicts(self.prompt), [_conv_dicts(r) for r in self.responses])
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "source": self.source, "prompt": _conv_dicts(self.prompt),
-                "responses": [_conv_dicts(r) for r in self.responses], "scores": self.scores,
-                "attributes": self.attributes}
+        return {
+            "id": self.id,
+            "source": self.source,
+            "prompt": _conv_dicts(self.prompt),
+            "responses": [_conv_dicts(r) for r in self.responses],
+            "scores": self.scores,
+            "attributes": self.attributes,
+        }
 
 
 @dataclass
@@ -121,18 +138,31 @@ class PromptOnly:
             self.id = stable_id(_conv_dicts(self.prompt), self.meta)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "source": self.source, "prompt": _conv_dicts(self.prompt),
-                "meta": self.meta, "grader": self.grader}
+        return {
+            "id": self.id,
+            "source": self.source,
+            "prompt": _conv_dicts(self.prompt),
+            "meta": self.meta,
+            "grader": self.grader,
+        }
 
 
 def pair_from_dict(d: dict[str, Any]) -> PreferencePair:
     """Inverse of `PreferencePair.to_dict`."""
-    return PreferencePair(conversation(d["prompt"]), conversation(d["chosen"]), conversation(d["rejected"]),
-                          d.get("margin"), dict(d.get("attributes") or {}), d.get("source", ""), d.get("id", ""))
+    return PreferencePair(
+        conversation(d["prompt"]),
+        conversation(d["chosen"]),
+        conversation(d["rejected"]),
+        d.get("margin"),
+        dict(d.get("attributes") or {}),
+        d.get("source", ""),
+        d.get("id", ""),
+    )
 
 
 def write_jsonl(path: str, rows: list[dict[str, Any]]) -> None:
     import os
+
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     tmp = path + ".tmp"
     with open(tmp, "w", encoding="utf-8") as f:
@@ -141,5 +171,17 @@ def write_jsonl(path: str, rows: list[dict[str, Any]]) -> None:
     os.replace(tmp, path)
 
 
-__all__ = ["ROLES", "Message", "Conversation", "conversation", "text_of", "stable_id", "PreferencePair",
-           "RatedResponses", "PromptOnly", "pair_from_dict", "write_jsonl", "asdict"]
+__all__ = [
+    "ROLES",
+    "Message",
+    "Conversation",
+    "conversation",
+    "text_of",
+    "stable_id",
+    "PreferencePair",
+    "RatedResponses",
+    "PromptOnly",
+    "pair_from_dict",
+    "write_jsonl",
+    "asdict",
+]

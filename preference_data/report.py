@@ -46,10 +46,17 @@ class DataReport:
         return sum(self.dropped.values())
 
     def to_dict(self) -> dict[str, Any]:
-        return {"source": self.source, "row_unit": self.row_unit, "rows_read": self.rows_read,
-                "records_kept": self.records_kept, "dropped_total": self.dropped_total,
-                "dropped": dict(self.dropped), "repaired": dict(self.repaired),
-                "examples": self.examples, "details": self.details}
+        return {
+            "source": self.source,
+            "row_unit": self.row_unit,
+            "rows_read": self.rows_read,
+            "records_kept": self.records_kept,
+            "dropped_total": self.dropped_total,
+            "dropped": dict(self.dropped),
+            "repaired": dict(self.repaired),
+            "examples": self.examples,
+            "details": self.details,
+        }
 
     def lines(self) -> list[str]:
         out = [f"source: {self.source}", f"rows read: {self.rows_read}", f"records kept: {self.records_kept}"]

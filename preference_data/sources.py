@@ -26,7 +26,9 @@ from .splits import split_of
 
 @dataclass
 class DataConfig:
-    source: str = option("suite", "'suite', a local file/dir (json, jsonl, .gz, parquet), or a hub id org/name[:config]")
+    source: str = option(
+        "suite", "'suite', a local file/dir (json, jsonl, .gz, parquet), or a hub id org/name[:config]"
+    )
     format: str = option("auto", "row format: auto, or one of `align ls sources`")
     split: Literal["train", "dev", "test", "all"] = option("train", "which deterministic split to use")
     split_fractions: list[float] = option(factory=lambda: [0.9, 0.05, 0.05], doc="train/dev/test fractions (sum 1)")
@@ -44,14 +46,22 @@ class DataConfig:
         problems = []
         if self.format != "auto" and self.format not in FORMATS:
             from prefalign.errors import did_you_mean
-            problems.append(f"format: unknown format '{self.format}'{did_you_mean(self.format, FORMATS.names())}; "
-                            f"choose auto or one of {', '.join(FORMATS.names())}")
+
+            problems.append(
+                f"format: unknown format '{self.format}'{did_you_mean(self.format, FORMATS.names())}; "
+                f"choose auto or one of {', '.join(FORMATS.names())}"
+            )
         if self.pairing not in PAIRING:
             from prefalign.errors import did_you_mean
-            problems.append(f"pairing: unknown pair builder '{self.pairing}'"
-                            f"{did_you_mean(self.pairing, PAIRING.names())}; choose one of {', '.join(PAIRING.names())}")
+
+            problems.append(
+                f"pairing: unknown pair builder '{self.pairing}'"
+                f"{did_you_mean(self.pairing, PAIRING.names())}; choose one of {', '.join(PAIRING.names())}"
+            )
         if len(self.split_fractions) != 3 or abs(sum(self.split_fractions) - 1) > 1e-6 or min(self.split_fractions) < 0:
-            problems.append(f"split_fractions: need three non-negative numbers summing to 1, got {self.split_fractions}")
+            problems.append(
+                f"split_fractions: need three non-negative numbers summing to 1, got {self.split_fractions}"
+            )
         if self.limit is not None and self.limit <= 0:
             problems.append(f"limit: must be positive, got {self.limit}")
         return problems
@@ -71,16 +81,23 @@ class SourceKind:
     example: str
 
 
-SOURCES: Table[SourceKind] = Table("data source", {
-    "suite": SourceKind("the built-in verifiable preference suite (generated, graded by code)", "source: suite"),
-    "file": SourceKind("a local JSON / JSONL (.gz) / parquet file or a directory of them",
-                       "source: ../shared/data/hh-rlhf/helpful-base/test.decontaminated.jsonl.gz"),
-    "hub": SourceKind("a hub dataset id, optionally with a config name", "source: trl-lib/ultrafeedback_binarized"),
-}, columns=("summary", "example"))
+SOURCES: Table[SourceKind] = Table(
+    "data source",
+    {
+        "suite": SourceKind("the built-in verifiable preference suite (generated, graded by code)", "source: suite"),
+        "file": SourceKind(
+            "a local JSON / JSONL (.gz) / parquet file or a directory of them",
+            "source: ../shared/data/hh-rlhf/helpful-base/test.decontaminated.jsonl.gz",
+        ),
+        "hub": SourceKind("a hub dataset id, optionally with a config name", "source: trl-lib/ultrafeedback_binarized"),
+    },
+    columns=("summary", "example"),
+)
 
 
-def read_records(source: str, fmt: str = "auto", hub_split: str = "train",
-                 report: DataReport | None = None) -> tuple[list[Record], DataReport]:
+def read_records(
+    source: str, fmt: str = "auto", hub_split: str = "train", report: DataReport | None = None
+) -> tuple[list[Record], DataReport]:
     """All records of a file or hub dataset, with every dropped row counted in the report."""
     report = report or DataReport(source=source)
     rows = iter_rows(source, report, hub_split)
@@ -127,8 +144,11 @@ def _drop_duplicates(records: list[tuple[Record, int | str]], report: DataReport
     out = []
     for r, row in records:
         if r.id in seen:
-            report.drop("duplicate", f"{row} (same as {report.row_unit} {seen[r.id]})",
-                        "same prompt and responses as an earlier row")
+            report.drop(
+                "duplicate",
+                f"{row} (same as {report.row_unit} {seen[r.id]})",
+                "same prompt and responses as an earlier row",
+            )
             continue
         seen[r.id] = row
         out.append(r)
@@ -170,8 +190,9 @@ def load(cfg: DataConfig) -> Loaded:
             else:
                 out.prompts.append(r)
         if out.rated:
-            out.pairs.extend(build_pairs(out.rated, cfg.pairing, cfg.objective, cfg.length_alpha, cfg.split_seed,
-                                         report))
+            out.pairs.extend(
+                build_pairs(out.rated, cfg.pairing, cfg.objective, cfg.length_alpha, cfg.split_seed, report)
+            )
         if cfg.split != "all":
             fr = tuple(cfg.split_fractions)
             key = (lambda p: text_of(p.prompt)) if cfg.split_key == "prompt" else (lambda p: p.id)
@@ -188,6 +209,8 @@ def load_pairs(cfg: DataConfig, what: str = "training") -> tuple[list[Preference
     loaded = load(cfg)
     if not loaded.pairs:
         lines = "\n  ".join(loaded.report.lines())
-        raise UserError(f"data.source {cfg.source} (split {cfg.split}) gave no usable preference pairs for {what}.\n  "
-                        f"{lines}\nRun `align data doctor {cfg.source}` for details.")
+        raise UserError(
+            f"data.source {cfg.source} (split {cfg.split}) gave no usable preference pairs for {what}.\n  "
+            f"{lines}\nRun `align data doctor {cfg.source}` for details."
+        )
     return loaded.pairs, loaded.report

@@ -62,8 +62,8 @@ ResponseEnd = Literal["eos", "template"]  # where a response's ids end (module d
 LENGTH_POLICIES: dict[LengthPolicy, str] = {  # one line per `LengthPolicy` (prefalign.training.config)
     "drop": "remove pairs whose prompt + longest response exceeds max_length (counted as too_long)",
     "truncate_prompt_left": "remove prompt tokens from the left until the longer side fits (counted as "
-                            "prompt_truncated); drop pairs whose longest response leaves no room for even one "
-                            "prompt token (counted as response_too_long)",
+    "prompt_truncated); drop pairs whose longest response leaves no room for even one "
+    "prompt token (counted as response_too_long)",
     "raise": "stop with an error naming the first pair that does not fit",
 }
 
@@ -73,7 +73,7 @@ REASONS: dict[str, str] = {
     "response_too_long": "dropped: longest response + 1 prompt token > max_length (policy 'truncate_prompt_left')",
     "prompt_truncated": "kept: prompt left-truncated to fit max_length (policy 'truncate_prompt_left')",
     "boundary_mismatch": "kept: the prompt rendered alone is not a token prefix of the full conversation; "
-                         "the boundary is the longest common token prefix",
+    "the boundary is the longest common token prefix",
     "double_bos": "repaired: the rendering started with two BOS tokens; one was removed",
     "missing_eos": "repaired: a response did not end with EOS; EOS was appended",
 }
@@ -143,23 +143,37 @@ class TokenizeReport:
 
     def set_lengths(self, prompt: list[int], chosen: list[int], rejected: list[int]) -> None:
         """Record length percentiles; each argument holds one token count per pair."""
-        self.lengths = {"prompt": _percentiles(prompt), "chosen": _percentiles(chosen),
-                        "rejected": _percentiles(rejected),
-                        "total": _percentiles([p + max(c, r) for p, c, r in zip(prompt, chosen, rejected)])}
+        self.lengths = {
+            "prompt": _percentiles(prompt),
+            "chosen": _percentiles(chosen),
+            "rejected": _percentiles(rejected),
+            "total": _percentiles([p + max(c, r) for p, c, r in zip(prompt, chosen, rejected)]),
+        }
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready; `reasons` explains every key of `counts`."""
-        return {"policy": self.policy, "max_length": self.max_length, "n_in": self.n_in, "n_out": self.n_out,
-                "n_dropped": self.n_dropped, "counts": dict(self.counts),
-                "examples": {k: list(v) for k, v in self.examples.items()},
-                "reasons": {k: REASONS[k] for k in self.counts}, "lengths": self.lengths}
+        return {
+            "policy": self.policy,
+            "max_length": self.max_length,
+            "n_in": self.n_in,
+            "n_out": self.n_out,
+            "n_dropped": self.n_dropped,
+            "counts": dict(self.counts),
+            "examples": {k: list(v) for k, v in self.examples.items()},
+            "reasons": {k: REASONS[k] for k in self.counts},
+            "lengths": self.lengths,
+        }
 
     def lines(self) -> list[str]:
         """Human-readable report: records in/kept, dropped and changed records by reason, length percentiles."""
-        out = [f"records in: {self.n_in}, kept: {self.n_out} (policy {self.policy or 'none'}, "
-               f"max_length {self.max_length})"]
-        groups = (("dropped", [r for r in REASONS if r in DROP_REASONS]),
-                  ("kept with changes", [r for r in REASONS if r not in DROP_REASONS]))
+        out = [
+            f"records in: {self.n_in}, kept: {self.n_out} (policy {self.policy or 'none'}, "
+            f"max_length {self.max_length})"
+        ]
+        groups = (
+            ("dropped", [r for r in REASONS if r in DROP_REASONS]),
+            ("kept with changes", [r for r in REASONS if r not in DROP_REASONS]),
+        )
         for title, reasons in groups:
             found = [r for r in reasons if self.counts.get(r)]
             # a dropped record has one reason; a kept record may be counted under several
@@ -176,8 +190,10 @@ class TokenizeReport:
     def summary(self) -> str:
         """One line for logs, e.g. 'tokenized 998/1000 records (policy drop, max_length 512); too_long=2'."""
         parts = ", ".join(f"{k}={v}" for k, v in sorted(self.counts.items()))
-        return (f"tokenized {self.n_out}/{self.n_in} records (policy {self.policy or 'none'}, "
-                f"max_length {self.max_length})" + (f"; {parts}" if parts else ""))
+        return (
+            f"tokenized {self.n_out}/{self.n_in} records (policy {self.policy or 'none'}, "
+            f"max_length {self.max_length})" + (f"; {parts}" if parts else "")
+        )
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -195,8 +211,10 @@ class _Renderer:
         self.eos_id: int | None = tokenizer.eos_token_id
         self.bos_id: int | None = tokenizer.bos_token_id
         if self.eos_id is None:
-            raise UserError(f"tokenizer {getattr(tokenizer, 'name_or_path', '')!r} has no eos_token; responses must "
-                            "end with the token generation stops at: set tokenizer.eos_token before tokenizing")
+            raise UserError(
+                f"tokenizer {getattr(tokenizer, 'name_or_path', '')!r} has no eos_token; responses must "
+                "end with the token generation stops at: set tokenizer.eos_token before tokenizing"
+            )
         self.templated = bool(getattr(tokenizer, "chat_template", None))
         self.plain_bos = ""
         if not self.templated and self.bos_id is not None:
@@ -209,11 +227,13 @@ class _Renderer:
         from jinja2.exceptions import TemplateError
 
         try:
-            return self.tokenizer.apply_chat_template([m.to_dict() for m in conv], tokenize=False,
-                                                      add_generation_prompt=generation_prompt)
+            return self.tokenizer.apply_chat_template(
+                [m.to_dict() for m in conv], tokenize=False, add_generation_prompt=generation_prompt
+            )
         except TemplateError as e:
-            raise UserError(f"record {record}: the chat template rejected this conversation ({e}); "
-                            f"roles: {[m.role for m in conv]}") from e
+            raise UserError(
+                f"record {record}: the chat template rejected this conversation ({e}); roles: {[m.role for m in conv]}"
+            ) from e
 
     @staticmethod
     def _plain(conv: Sequence[Message]) -> str:
@@ -241,7 +261,7 @@ class _Renderer:
         unique = list(dict.fromkeys(texts))
         encoded: list[list[int]] = []
         for i in range(0, len(unique), _ENCODE_BATCH):
-            encoded.extend(self.tokenizer(unique[i:i + _ENCODE_BATCH], add_special_tokens=False)["input_ids"])
+            encoded.extend(self.tokenizer(unique[i : i + _ENCODE_BATCH], add_special_tokens=False)["input_ids"])
         by_text = dict(zip(unique, encoded))
         return [list(by_text[t]) for t in texts]
 
@@ -264,13 +284,13 @@ class _Renderer:
         eos = self.eos_id
         for j in range(len(resp) - 1, -1, -1):
             if resp[j] == eos:
-                tail = tuple(resp[j + 1:])
+                tail = tuple(resp[j + 1 :])
                 if not tail:
                     return resp, False
                 if tail not in self._tail_is_space:
                     self._tail_is_space[tail] = self.tokenizer.decode(list(tail)).strip() == ""
                 if self._tail_is_space[tail]:
-                    return (resp if self.response_end == "template" else resp[:j + 1]), False
+                    return (resp if self.response_end == "template" else resp[: j + 1]), False
                 break  # text after the last EOS: the final turn was not closed with EOS
         return resp + [eos], True
 
@@ -283,8 +303,13 @@ def _common_prefix(a: list[int], b: list[int]) -> int:
     return i
 
 
-def _split(renderer: _Renderer, prompts: list[Conversation], responses: list[list[Conversation]],
-           records: list[str], report: TokenizeReport | None) -> list[tuple[list[int], list[list[int]]]]:
+def _split(
+    renderer: _Renderer,
+    prompts: list[Conversation],
+    responses: list[list[Conversation]],
+    records: list[str],
+    report: TokenizeReport | None,
+) -> list[tuple[list[int], list[list[int]]]]:
     """The boundary code every public function shares.
 
     For each row: render the prompt (with generation prompt) and prompt + each response, tokenize in a
@@ -300,7 +325,7 @@ def _split(renderer: _Renderer, prompts: list[Conversation], responses: list[lis
     out = []
     k = 0
     for resps, rec in zip(responses, records):
-        p_ids, fulls = ids[k], ids[k + 1:k + 1 + len(resps)]
+        p_ids, fulls = ids[k], ids[k + 1 : k + 1 + len(resps)]
         k += 1 + len(resps)
         double = [renderer.strip_double_bos(x) for x in (p_ids, *fulls)]
         boundary = min([len(p_ids)] + [_common_prefix(p_ids, f) for f in fulls])
@@ -318,10 +343,11 @@ def _split(renderer: _Renderer, prompts: list[Conversation], responses: list[lis
 
 def _check_policy(policy: str, max_length: int | None, allowed: Sequence[str] = tuple(LENGTH_POLICIES)) -> None:
     if policy not in allowed:
-        raise UserError(f"unknown length policy {policy!r}{did_you_mean(policy, list(allowed))}; choose one of: "
-                        + "; ".join(f"'{p}' ({LENGTH_POLICIES[p]})" for p in allowed))
-    if max_length is not None and (isinstance(max_length, bool) or not isinstance(max_length, int)
-                                   or max_length < 2):
+        raise UserError(
+            f"unknown length policy {policy!r}{did_you_mean(policy, list(allowed))}; choose one of: "
+            + "; ".join(f"'{p}' ({LENGTH_POLICIES[p]})" for p in allowed)
+        )
+    if max_length is not None and (isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 2):
         raise UserError(f"max_length must be an integer >= 2 (or None for no limit), got {max_length!r}")
 
 
@@ -333,8 +359,9 @@ def _record_name(pair: PreferencePair, row: int) -> str:
 # Public API
 
 
-def render_pair(tokenizer: Any, pair: PreferencePair,
-                report: TokenizeReport | None = None) -> tuple[list[int], list[int], list[int]]:
+def render_pair(
+    tokenizer: Any, pair: PreferencePair, report: TokenizeReport | None = None
+) -> tuple[list[int], list[int], list[int]]:
     """Token ids of one pair: (prompt_ids (P,), chosen_ids (C,), rejected_ids (R,)).
 
     `prompt_ids + chosen_ids` equals the template's rendering of prompt + chosen up to the EOS closing
@@ -342,13 +369,19 @@ def render_pair(tokenizer: Any, pair: PreferencePair,
     policy here; pass `report` to collect `boundary_mismatch` / `double_bos` / `missing_eos` counts.
     """
     renderer = _Renderer(tokenizer)
-    ((p_ids, (c_ids, r_ids)),) = _split(renderer, [pair.prompt], [[pair.chosen, pair.rejected]],
-                                        [_record_name(pair, 0)], report)
+    ((p_ids, (c_ids, r_ids)),) = _split(
+        renderer, [pair.prompt], [[pair.chosen, pair.rejected]], [_record_name(pair, 0)], report
+    )
     return p_ids, c_ids, r_ids
 
 
-def tokenize_pairs(pairs: Sequence[PreferencePair], tokenizer: Any, max_length: int | None,
-                   policy: LengthPolicy, response_end: ResponseEnd = "eos") -> tuple[list[TokenizedPair], TokenizeReport]:
+def tokenize_pairs(
+    pairs: Sequence[PreferencePair],
+    tokenizer: Any,
+    max_length: int | None,
+    policy: LengthPolicy,
+    response_end: ResponseEnd = "eos",
+) -> tuple[list[TokenizedPair], TokenizeReport]:
     """Tokenize pairs and apply the length policy to P + max(C, R) against `max_length`.
 
     pairs: B records. Returns (kept pairs in input order, report). `max_length=None` means no limit.
@@ -375,7 +408,8 @@ def tokenize_pairs(pairs: Sequence[PreferencePair], tokenizer: Any, max_length: 
                     f"pair {rec!r} (source {pair.source or '?'!r}, row {row}) is {len(p_ids) + longest} tokens: "
                     f"prompt {len(p_ids)} + longest response {longest} (chosen {len(c_ids)}, rejected "
                     f"{len(r_ids)}) > max_length {max_length}. Raise max_length or choose another length "
-                    "policy: " + "; ".join(f"'{p}' ({d})" for p, d in LENGTH_POLICIES.items() if p != "raise"))
+                    "policy: " + "; ".join(f"'{p}' ({d})" for p, d in LENGTH_POLICIES.items() if p != "raise")
+                )
             if policy == "drop":
                 report.add("too_long", rec)
                 continue
@@ -383,16 +417,20 @@ def tokenize_pairs(pairs: Sequence[PreferencePair], tokenizer: Any, max_length: 
             if budget < 1:
                 report.add("response_too_long", rec)
                 continue
-            p_ids = p_ids[len(p_ids) - budget:]
+            p_ids = p_ids[len(p_ids) - budget :]
             report.add("prompt_truncated", rec)
         out.append(TokenizedPair(pair.id, pair.source, p_ids, c_ids, r_ids, pair.margin, dict(pair.attributes)))
     report.n_out = len(out)
     return out, report
 
 
-def tokenize_prompts(prompts: Sequence[Conversation], tokenizer: Any, max_prompt_length: int | None = None,
-                     policy: LengthPolicy = "truncate_prompt_left",
-                     report: TokenizeReport | None = None) -> list[list[int]]:
+def tokenize_prompts(
+    prompts: Sequence[Conversation],
+    tokenizer: Any,
+    max_prompt_length: int | None = None,
+    policy: LengthPolicy = "truncate_prompt_left",
+    report: TokenizeReport | None = None,
+) -> list[list[int]]:
     """Generation inputs: B prompts -> B id lists (each (P,), ending with the generation prompt).
 
     Output rows align with the input, so only 'truncate_prompt_left' (keep the last `max_prompt_length`
@@ -408,9 +446,11 @@ def tokenize_prompts(prompts: Sequence[Conversation], tokenizer: Any, max_prompt
             report.add("double_bos", rec)
         if max_prompt_length is not None and len(p_ids) > max_prompt_length:
             if policy == "raise":
-                raise UserError(f"prompt row {row} is {len(p_ids)} tokens > max_prompt_length {max_prompt_length}; "
-                                "raise max_prompt_length or use the length policy 'truncate_prompt_left'")
-            p_ids = p_ids[len(p_ids) - max_prompt_length:]
+                raise UserError(
+                    f"prompt row {row} is {len(p_ids)} tokens > max_prompt_length {max_prompt_length}; "
+                    "raise max_prompt_length or use the length policy 'truncate_prompt_left'"
+                )
+            p_ids = p_ids[len(p_ids) - max_prompt_length :]
             if report is not None:
                 report.add("prompt_truncated", rec)
         out.append(p_ids)
@@ -420,17 +460,31 @@ def tokenize_prompts(prompts: Sequence[Conversation], tokenizer: Any, max_prompt
     return out
 
 
-def tokenize_single(tokenizer: Any, prompt: Conversation, response: Conversation | str,
-                    report: TokenizeReport | None = None,
-                    response_end: ResponseEnd = "eos") -> tuple[list[int], list[int]]:
+def tokenize_single(
+    tokenizer: Any,
+    prompt: Conversation,
+    response: Conversation | str,
+    report: TokenizeReport | None = None,
+    response_end: ResponseEnd = "eos",
+) -> tuple[list[int], list[int]]:
     """(prompt_ids (P,), response_ids (T,)) for scoring one response, with the same boundary and EOS
     rules as `render_pair`. A string response is one assistant message.
     """
     resp = [Message("assistant", response)] if isinstance(response, str) else list(response)
-    ((p_ids, (r_ids,)),) = _split(_Renderer(tokenizer, response_end), [list(prompt)], [[resp]], ["single#0"],
-                                  report)
+    ((p_ids, (r_ids,)),) = _split(_Renderer(tokenizer, response_end), [list(prompt)], [[resp]], ["single#0"], report)
     return p_ids, r_ids
 
 
-__all__ = ["LengthPolicy", "ResponseEnd", "LENGTH_POLICIES", "REASONS", "DROP_REASONS", "TokenizedPair", "TokenizeReport",
-           "render_pair", "tokenize_pairs", "tokenize_prompts", "tokenize_single"]
+__all__ = [
+    "LengthPolicy",
+    "ResponseEnd",
+    "LENGTH_POLICIES",
+    "REASONS",
+    "DROP_REASONS",
+    "TokenizedPair",
+    "TokenizeReport",
+    "render_pair",
+    "tokenize_pairs",
+    "tokenize_prompts",
+    "tokenize_single",
+]

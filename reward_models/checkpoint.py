@@ -49,8 +49,14 @@ class RewardStats:
         return (r - self.mean) / (self.std if self.std > 1e-8 else 1.0)
 
 
-def save_rm(model: Any, tokenizer: Any, out_dir: str | Path, stats: RewardStats, merge: bool = True,
-            card: dict[str, Any] | None = None) -> Path:
+def save_rm(
+    model: Any,
+    tokenizer: Any,
+    out_dir: str | Path,
+    stats: RewardStats,
+    merge: bool = True,
+    card: dict[str, Any] | None = None,
+) -> Path:
     """Write `model` (plain or peft) so that it reloads and scores identically, here and in plain transformers.
 
     The saved tokenizer and config get a pad token distinct from EOS (`distinct_pad`); `card` (base model,

@@ -40,11 +40,11 @@ from prefalign.registry import NON_NEGATIVE, REAL, FunctionSpec, Interval, Table
 class RMLossOutput(NamedTuple):
     """Per-pair losses plus detached diagnostics. Train on `losses.mean()`."""
 
-    losses: Tensor       # (B,) per-pair loss, differentiable
-    margins: Tensor      # (B,) r_chosen − r_rejected, detached (the required margin m not subtracted)
-    accuracies: Tensor   # (B,) 1.0 where r_chosen > r_rejected strictly (a tie counts wrong), else 0.0
+    losses: Tensor  # (B,) per-pair loss, differentiable
+    margins: Tensor  # (B,) r_chosen − r_rejected, detached (the required margin m not subtracted)
+    accuracies: Tensor  # (B,) 1.0 where r_chosen > r_rejected strictly (a tie counts wrong), else 0.0
     reward_mean: Tensor  # () mean of all 2B rewards, detached
-    reward_std: Tensor   # () population std (correction 0) of all 2B rewards, detached
+    reward_std: Tensor  # () population std (correction 0) of all 2B rewards, detached
 
     @property
     def accuracy(self) -> Tensor:
@@ -65,13 +65,11 @@ def _delta(r_chosen: Tensor, r_rejected: Tensor, margins: Tensor | float | None)
 
 def _output(losses: Tensor, r_chosen: Tensor, r_rejected: Tensor) -> RMLossOutput:
     r_c, r_r = r_chosen.detach(), r_rejected.detach()
-    rewards = torch.cat([r_c, r_r])                                   # (2B,) chosen rows first
-    return RMLossOutput(losses, r_c - r_r, (r_c > r_r).to(losses.dtype),
-                        rewards.mean(), rewards.std(correction=0))
+    rewards = torch.cat([r_c, r_r])  # (2B,) chosen rows first
+    return RMLossOutput(losses, r_c - r_r, (r_c > r_r).to(losses.dtype), rewards.mean(), rewards.std(correction=0))
 
 
-def bradley_terry_loss(r_chosen: Tensor, r_rejected: Tensor,
-                       margins: Tensor | float | None = None) -> RMLossOutput:
+def bradley_terry_loss(r_chosen: Tensor, r_rejected: Tensor, margins: Tensor | float | None = None) -> RMLossOutput:
     """Bradley-Terry: L = −log σ(r_c − r_r − m).
 
     Ouyang et al. 2022 (InstructGPT), Eq. 1, with the margin of Touvron et al. 2023 (Llama 2), Eq. 2;
@@ -81,8 +79,9 @@ def bradley_terry_loss(r_chosen: Tensor, r_rejected: Tensor,
     return _output(-F.logsigmoid(_delta(r_chosen, r_rejected, margins)), r_chosen, r_rejected)
 
 
-def label_smoothed_loss(r_chosen: Tensor, r_rejected: Tensor, margins: Tensor | float | None = None, *,
-                        label_smoothing: float = 0.1) -> RMLossOutput:
+def label_smoothed_loss(
+    r_chosen: Tensor, r_rejected: Tensor, margins: Tensor | float | None = None, *, label_smoothing: float = 0.1
+) -> RMLossOutput:
     """Label-smoothed BT: L = −[(1−α) log σ(Δ) + α log σ(−Δ)], Δ = r_c − r_r − m.
 
     Wang et al. 2024, "Secrets of RLHF in Large Language Models Part II: Reward Modeling"
@@ -90,13 +89,14 @@ def label_smoothed_loss(r_chosen: Tensor, r_rejected: Tensor, margins: Tensor | 
     `bradley_terry`. Default 0.1 is this toolkit's choice (the paper's value is not verified).
     Inputs (B,) as `bradley_terry`; returns losses (B,).
     """
-    delta = _delta(r_chosen, r_rejected, margins)                   # (B,)
+    delta = _delta(r_chosen, r_rejected, margins)  # (B,)
     losses = -(1 - label_smoothing) * F.logsigmoid(delta) - label_smoothing * F.logsigmoid(-delta)
     return _output(losses, r_chosen, r_rejected)
 
 
-def focal_loss(r_chosen: Tensor, r_rejected: Tensor, margins: Tensor | float | None = None, *,
-               gamma: float = 2.0) -> RMLossOutput:
+def focal_loss(
+    r_chosen: Tensor, r_rejected: Tensor, margins: Tensor | float | None = None, *, gamma: float = 2.0
+) -> RMLossOutput:
     """Focal ranking loss: L = (1 − p)^γ · (−log σ(Δ)), p = 2·relu(σ(Δ) − 0.5), Δ = r_c − r_r − m.
 
     Cai et al. 2024, "InternLM2 Technical Report" (arXiv 2403.17297), the reward model's focal
@@ -105,8 +105,8 @@ def focal_loss(r_chosen: Tensor, r_rejected: Tensor, margins: Tensor | float | N
     the full BT loss. As in xtuner the weight (1 − p)^γ is not detached: gradients flow through it.
     γ = 0 is `bradley_terry`. Inputs (B,) as `bradley_terry`; returns losses (B,).
     """
-    delta = _delta(r_chosen, r_rejected, margins)                   # (B,)
-    p = 2 * torch.relu(torch.sigmoid(delta) - 0.5)                  # (B,) in [0, 1)
+    delta = _delta(r_chosen, r_rejected, margins)  # (B,)
+    p = 2 * torch.relu(torch.sigmoid(delta) - 0.5)  # (B,) in [0, 1)
     return _output((1 - p) ** gamma * -F.logsigmoid(delta), r_chosen, r_rejected)
 
 
@@ -127,8 +127,11 @@ def centering_penalty(r_chosen: Tensor, r_rejected: Tensor) -> Tensor:
 COMMON_RM_PARAMS: dict[str, tuple[float, Interval, str]] = {
     # name: (default, allowed range, meaning); accepted by every RM loss, applied by `compute_rm_loss`.
     "margin": (0.0, REAL, "fixed margin m added to every pair's (data) margin; Δ = r_c − r_r − m"),
-    "center_rewards_coefficient": (0.0, NON_NEGATIVE,
-                                   "η of reward centering, η·(r_c + r_r)² per pair (TRL suggests 0.01)"),
+    "center_rewards_coefficient": (
+        0.0,
+        NON_NEGATIVE,
+        "η of reward centering, η·(r_c + r_r)² per pair (TRL suggests 0.01)",
+    ),
 }
 
 
@@ -141,29 +144,47 @@ class RMLossSpec(FunctionSpec):
     common: ClassVar[Mapping[str, tuple[Any, Interval, str]]] = COMMON_RM_PARAMS
 
 
-RM_LOSSES: Table[RMLossSpec] = Table("reward-model loss", {
-    "bradley_terry": RMLossSpec(
-        "bradley_terry", bradley_terry_loss, "Bradley-Terry: -log σ(r_c - r_r - m) (InstructGPT; TRL)"),
-    "label_smoothed": RMLossSpec(
-        "label_smoothed", label_smoothed_loss,
-        "BT, label smoothing: -(1-α)log σ(Δ) - α log σ(-Δ) (Secrets of RLHF II)",
-        bounds={"label_smoothing": Interval(0.0, 0.5)}),
-    "focal": RMLossSpec(
-        "focal", focal_loss, "focal BT: (1-p)^γ·(-log σ(Δ)), p = 2·relu(σ(Δ)-0.5) (InternLM2)",
-        bounds={"gamma": NON_NEGATIVE}),
-}, columns=("summary", "params"))
+RM_LOSSES: Table[RMLossSpec] = Table(
+    "reward-model loss",
+    {
+        "bradley_terry": RMLossSpec(
+            "bradley_terry", bradley_terry_loss, "Bradley-Terry: -log σ(r_c - r_r - m) (InstructGPT; TRL)"
+        ),
+        "label_smoothed": RMLossSpec(
+            "label_smoothed",
+            label_smoothed_loss,
+            "BT, label smoothing: -(1-α)log σ(Δ) - α log σ(-Δ) (Secrets of RLHF II)",
+            bounds={"label_smoothing": Interval(0.0, 0.5)},
+        ),
+        "focal": RMLossSpec(
+            "focal",
+            focal_loss,
+            "focal BT: (1-p)^γ·(-log σ(Δ)), p = 2·relu(σ(Δ)-0.5) (InternLM2)",
+            bounds={"gamma": NON_NEGATIVE},
+        ),
+    },
+    columns=("summary", "params"),
+)
 
 
 def check_rm_loss_config(name: str, params: Mapping[str, Any], where: str = "reward_model.loss") -> list[str]:
     """Every problem with choosing RM loss `name` with `params`, as human-readable lines (empty if fine)."""
     if name not in RM_LOSSES:
-        return [f"{where}.name: unknown reward-model loss '{name}'{did_you_mean(name, RM_LOSSES.names())}; "
-                f"choose one of: {', '.join(RM_LOSSES.names())} (see `align ls`)"]
+        return [
+            f"{where}.name: unknown reward-model loss '{name}'{did_you_mean(name, RM_LOSSES.names())}; "
+            f"choose one of: {', '.join(RM_LOSSES.names())} (see `align ls`)"
+        ]
     return RM_LOSSES[name].problems(params, f"{where}.params")
 
 
-def compute_rm_loss(name: str, params: Mapping[str, Any], r_chosen: Tensor, r_rejected: Tensor,
-                    margins: Tensor | None = None, label_smoothing: Tensor | None = None) -> RMLossOutput:
+def compute_rm_loss(
+    name: str,
+    params: Mapping[str, Any],
+    r_chosen: Tensor,
+    r_rejected: Tensor,
+    margins: Tensor | None = None,
+    label_smoothing: Tensor | None = None,
+) -> RMLossOutput:
     """Look `name` up in `RM_LOSSES`, validate `params` and compute the loss; all tensors (B,).
 
     `margins` is the data's per-pair margin column (or None); the `margin` parameter is added to it.
@@ -186,6 +207,7 @@ def compute_rm_loss(name: str, params: Mapping[str, Any], r_chosen: Tensor, r_re
         alpha = label_smoothing.to(out.losses.dtype)
         out = out._replace(losses=(1 - alpha) * out.losses + alpha * flipped)
     if resolved["center_rewards_coefficient"]:
-        out = out._replace(losses=out.losses
-                           + resolved["center_rewards_coefficient"] * centering_penalty(r_chosen, r_rejected))
+        out = out._replace(
+            losses=out.losses + resolved["center_rewards_coefficient"] * centering_penalty(r_chosen, r_rejected)
+        )
     return out

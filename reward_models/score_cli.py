@@ -14,8 +14,9 @@ from prefalign.errors import UserError
 from preference_data.records import PreferencePair, RatedResponses
 
 
-def score_file(model: str, data: str, out: str, normalize: bool, fmt: str, dtype: str,
-               batch_tokens: int) -> tuple[int, Path]:
+def score_file(
+    model: str, data: str, out: str, normalize: bool, fmt: str, dtype: str, batch_tokens: int
+) -> tuple[int, Path]:
     """Score every response in `data` with the reward model `model`; return (rows written, path)."""
     from preference_data.sources import read_records
 
@@ -30,8 +31,10 @@ def score_file(model: str, data: str, out: str, normalize: bool, fmt: str, dtype
         elif isinstance(r, RatedResponses):
             items.extend((r.id, str(i), r.prompt, resp) for i, resp in enumerate(r.responses))
     if not items:
-        raise UserError(f"{data}: no responses to score ({report.rows_read} rows read, "
-                        f"{report.dropped_total} dropped: {dict(report.dropped)}); run `align data doctor {data}`")
+        raise UserError(
+            f"{data}: no responses to score ({report.rows_read} rows read, "
+            f"{report.dropped_total} dropped: {dict(report.dropped)}); run `align data doctor {data}`"
+        )
     scorer = load_scorer("scalar", model=model, normalize=normalize, dtype=dtype, batch_tokens=batch_tokens)
     scores = scorer.score([it[2] for it in items], [it[3] for it in items])
     path = Path(out)

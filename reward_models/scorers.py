@@ -66,15 +66,22 @@ BATCH_TOKENS = 8192  # default token budget of one scoring forward pass (`ModelO
 class ModelOptions:
     """Options shared by the scorers that run a model."""
 
-    model: str = option(doc="model reference: a local directory written by save_pretrained (or a peft adapter "
-                            "directory), a builtin (builtin:smollm2-135m-instruct), or a hub id")
+    model: str = option(
+        doc="model reference: a local directory written by save_pretrained (or a peft adapter "
+        "directory), a builtin (builtin:smollm2-135m-instruct), or a hub id"
+    )
     dtype: Literal["auto", "bfloat16", "float32"] = option(
-        "auto", "weights and activations; auto: bfloat16 where the device runs it natively (CUDA with bf16, CPUs with "
-                "AVX-512 BF16 or AMX: about 4x faster and half the memory), float32 otherwise. Records hold the "
-                "resolved dtype")
+        "auto",
+        "weights and activations; auto: bfloat16 where the device runs it natively (CUDA with bf16, CPUs with "
+        "AVX-512 BF16 or AMX: about 4x faster and half the memory), float32 otherwise. Records hold the "
+        "resolved dtype",
+    )
     batch_tokens: int = option(BATCH_TOKENS, "token budget of one forward pass (prompt + response tokens of its items)")
-    max_length: int | None = option(None, "longest prompt + response in tokens (default: the model's "
-                                          "max_position_embeddings); longer prompts are cut from the left")
+    max_length: int | None = option(
+        None,
+        "longest prompt + response in tokens (default: the model's "
+        "max_position_embeddings); longer prompts are cut from the left",
+    )
     device: str = option("auto", "torch device; 'auto' is the first CUDA GPU when one is visible, else the CPU")
 
     def check(self) -> list[str]:
@@ -88,21 +95,33 @@ class ModelOptions:
 
 @dataclass
 class ScalarOptions(ModelOptions):
-    normalize: bool = option(False, "report (r - mean) / std with the statistics saved beside the RM "
-                                    "(reward_stats.json) instead of the raw head output")
+    normalize: bool = option(
+        False,
+        "report (r - mean) / std with the statistics saved beside the RM "
+        "(reward_stats.json) instead of the raw head output",
+    )
 
 
 @dataclass
 class ImplicitOptions(ModelOptions):
-    reference: str | None = option(None, "reference causal LM; default when `model` is a peft adapter: its base "
-                                         "model with the adapters disabled (no second copy in memory)")
-    reference_free: bool = option(False, "score log pi(y|x) alone, without a reference (SimPO-style with "
-                                         "normalization 'mean')")
-    beta: float = option(0.1, "the beta of r = beta * (log pi(y|x) - log pi_ref(y|x)); use the beta the policy "
-                              "was trained with (DPO) or its gamma-free beta (SimPO)")
+    reference: str | None = option(
+        None,
+        "reference causal LM; default when `model` is a peft adapter: its base "
+        "model with the adapters disabled (no second copy in memory)",
+    )
+    reference_free: bool = option(
+        False, "score log pi(y|x) alone, without a reference (SimPO-style with normalization 'mean')"
+    )
+    beta: float = option(
+        0.1,
+        "the beta of r = beta * (log pi(y|x) - log pi_ref(y|x)); use the beta the policy "
+        "was trained with (DPO) or its gamma-free beta (SimPO)",
+    )
     normalization: Literal["sum", "mean"] = option(
-        "sum", "'sum' of response-token log-probs (DPO, Rafailov et al. 2023, eq. 5) or their 'mean' over response "
-               "tokens (SimPO, Meng et al. 2024, eq. 4); applied to the log-ratio when there is a reference")
+        "sum",
+        "'sum' of response-token log-probs (DPO, Rafailov et al. 2023, eq. 5) or their 'mean' over response "
+        "tokens (SimPO, Meng et al. 2024, eq. 4); applied to the log-ratio when there is a reference",
+    )
 
     def check(self) -> list[str]:
         problems = super().check()
@@ -118,19 +137,28 @@ class JudgeOptions(ModelOptions):
 
 @dataclass
 class GraderOptions:
-    tasks: str | None = option(None, "where the tasks' grading params come from: a suite directory or a "
-                                     "*_prompts.jsonl written by `align data suite`; default: regenerate the suite's "
-                                     "tasks with `seed` and `per_family`")
+    tasks: str | None = option(
+        None,
+        "where the tasks' grading params come from: a suite directory or a "
+        "*_prompts.jsonl written by `align data suite`; default: regenerate the suite's "
+        "tasks with `seed` and `per_family`",
+    )
     seed: int = option(0, "suite seed used to regenerate the tasks (when `tasks` is not given)")
-    per_family: int = option(200, "tasks per family to regenerate (when `tasks` is not given); a suite built with "
-                                  "fewer per family is a prefix of this one")
-    objective: str = option("overall", "gold score to report: 'overall' or one objective (correctness, "
-                                       "instruction_following, conciseness, safety)")
+    per_family: int = option(
+        200,
+        "tasks per family to regenerate (when `tasks` is not given); a suite built with "
+        "fewer per family is a prefix of this one",
+    )
+    objective: str = option(
+        "overall",
+        "gold score to report: 'overall' or one objective (correctness, instruction_following, conciseness, safety)",
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------
 # Shared machinery of the model scorers
 # ---------------------------------------------------------------------------------------------------------
+
 
 def _device(name: str) -> Any:
     import torch
@@ -196,7 +224,7 @@ class _BatchedModel:
             self._fail("response_too_long", f"{len(r_ids)} response tokens >= max_length {self.max_length}")
             return None
         if len(p_ids) + len(r_ids) > self.max_length:
-            p_ids = p_ids[len(p_ids) + len(r_ids) - self.max_length:]
+            p_ids = p_ids[len(p_ids) + len(r_ids) - self.max_length :]
         return p_ids, r_ids
 
     def _run(self, items: list[Item | None], forward: Callable[[Any], Any]) -> list[float]:
@@ -216,8 +244,9 @@ class _BatchedModel:
             self._forward(batch, items, forward, out)
         return out
 
-    def _forward(self, idx: list[int], items: list[Item | None], forward: Callable[[Any], Any],
-                 out: list[float]) -> None:
+    def _forward(
+        self, idx: list[int], items: list[Item | None], forward: Callable[[Any], Any], out: list[float]
+    ) -> None:
         import torch
 
         from preference_data.packing import pack_single
@@ -226,8 +255,13 @@ class _BatchedModel:
             # "mask" layout: rows as long as the batch's longest item (attention costs tokens x row length
             # under the block-diagonal mask, and the batch is one length bucket, so rows come out nearly full)
             longest = max(len(items[i][0]) + len(items[i][1]) for i in idx)
-            packed = pack_single([items[i][0] for i in idx], [items[i][1] for i in idx], self.pad_id,
-                                 row_tokens=longest, layout=self.layout)
+            packed = pack_single(
+                [items[i][0] for i in idx],
+                [items[i][1] for i in idx],
+                self.pad_id,
+                row_tokens=longest,
+                layout=self.layout,
+            )
             with torch.no_grad():
                 values = forward(packed.to(self.device)).float().cpu().tolist()
         except RuntimeError as e:
@@ -246,6 +280,7 @@ class _BatchedModel:
 # scalar: a sequence-classification reward model
 # ---------------------------------------------------------------------------------------------------------
 
+
 class ScalarScorer(_BatchedModel):
     """Pointwise: the score head of a sequence-classification RM, read at the last token of the response."""
 
@@ -258,13 +293,16 @@ class ScalarScorer(_BatchedModel):
         device = _device(opts.device)
         opts = _resolve_dtype(opts, device, self.name)
         if opts.normalize and not (Path(resolve(opts.model)) / STATS_FILE).exists():
-            raise UserError(f"normalize: true needs the RM's reward statistics, but {opts.model} has no {STATS_FILE} "
-                            "(reward_models.checkpoint.save_rm writes it); or use normalize: false")
+            raise UserError(
+                f"normalize: true needs the RM's reward statistics, but {opts.model} has no {STATS_FILE} "
+                "(reward_models.checkpoint.save_rm writes it); or use normalize: false"
+            )
         model, tokenizer, self.stats = load_rm(opts.model, dtype=opts.dtype)
         num_labels = getattr(model.config, "num_labels", 1)
         if num_labels != 1:
-            raise UserError(f"{opts.model} has {num_labels} score heads; the scalar scorer reads a single reward "
-                            "(num_labels = 1)")
+            raise UserError(
+                f"{opts.model} has {num_labels} score heads; the scalar scorer reads a single reward (num_labels = 1)"
+            )
         super().__init__(tokenizer, model.config, opts, device)
         self.response_end = self.stats.response_end  # where the RM was trained to read its reward
         self.model = model.to(device)
@@ -280,15 +318,21 @@ class ScalarScorer(_BatchedModel):
         return [self.stats.normalise(r) for r in raw]
 
     def describe(self) -> dict[str, Any]:
-        return {"model": self.opts.model, "weights": weights_fingerprint(self.opts.model), "dtype": self.opts.dtype,
-                "normalize": self.opts.normalize, "stats": dataclasses.asdict(self.stats),
-                "response_end": self.response_end,
-                "max_length": self.max_length}
+        return {
+            "model": self.opts.model,
+            "weights": weights_fingerprint(self.opts.model),
+            "dtype": self.opts.dtype,
+            "normalize": self.opts.normalize,
+            "stats": dataclasses.asdict(self.stats),
+            "response_end": self.response_end,
+            "max_length": self.max_length,
+        }
 
 
 # ---------------------------------------------------------------------------------------------------------
 # implicit: the DPO reward of a policy against its reference
 # ---------------------------------------------------------------------------------------------------------
+
 
 class ImplicitScorer(_BatchedModel):
     """Pointwise: r = beta * (log pi(y|x) - log pi_ref(y|x)) (Rafailov et al. 2023, eq. 5), summed or averaged
@@ -312,14 +356,18 @@ class ImplicitScorer(_BatchedModel):
         if opts.reference is not None:
             self.reference = load_model(opts.reference, opts.dtype, merge=False)
             if load_tokenizer(opts.reference).get_vocab() != load_tokenizer(opts.model).get_vocab():
-                raise UserError(f"policy {opts.model} and reference {opts.reference} use different tokenizers; "
-                                "an implicit reward compares log-probs of the same tokens, so use the policy's "
-                                "own reference model")
+                raise UserError(
+                    f"policy {opts.model} and reference {opts.reference} use different tokenizers; "
+                    "an implicit reward compares log-probs of the same tokens, so use the policy's "
+                    "own reference model"
+                )
         elif not opts.reference_free:
             if not is_adapter(resolve(opts.model)):
-                raise UserError(f"the implicit reward of {opts.model} needs a reference model: give reference "
-                                "(the model the policy was trained from), point model at a peft adapter directory "
-                                "(its base is the reference), or set reference_free: true")
+                raise UserError(
+                    f"the implicit reward of {opts.model} needs a reference model: give reference "
+                    "(the model the policy was trained from), point model at a peft adapter directory "
+                    "(its base is the reference), or set reference_free: true"
+                )
             self.adapter_reference = True
         super().__init__(load_tokenizer(opts.model), self.policy.config, opts, device)
         self.policy.to(device)
@@ -349,10 +397,17 @@ class ImplicitScorer(_BatchedModel):
             reference = "adapter base (adapters disabled)"
         else:
             reference = self.opts.reference
-        return {"model": self.opts.model, "weights": weights_fingerprint(self.opts.model), "reference": reference,
-                "reference_weights": weights_fingerprint(self.opts.reference),
-                "reference_free": self.opts.reference_free, "beta": self.opts.beta,
-                "normalization": self.opts.normalization, "dtype": self.opts.dtype, "max_length": self.max_length}
+        return {
+            "model": self.opts.model,
+            "weights": weights_fingerprint(self.opts.model),
+            "reference": reference,
+            "reference_weights": weights_fingerprint(self.opts.reference),
+            "reference_free": self.opts.reference_free,
+            "beta": self.opts.beta,
+            "normalization": self.opts.normalization,
+            "dtype": self.opts.dtype,
+            "max_length": self.max_length,
+        }
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -384,8 +439,9 @@ def _response_text(conv: Conversation) -> str:
 
 def judge_message(prompt: Conversation, response_a: Conversation, response_b: Conversation) -> str:
     """The user message the judge answers (`JUDGE_TEMPLATE` filled in)."""
-    return JUDGE_TEMPLATE.format(context=_turns(prompt), response_a=_response_text(response_a),
-                                 response_b=_response_text(response_b))
+    return JUDGE_TEMPLATE.format(
+        context=_turns(prompt), response_a=_response_text(response_a), response_b=_response_text(response_b)
+    )
 
 
 class JudgeScorer(_BatchedModel):
@@ -405,8 +461,10 @@ class JudgeScorer(_BatchedModel):
         tokenizer = load_tokenizer(opts.model)
         ids = [tokenizer.encode(a, add_special_tokens=False) for a in JUDGE_ANSWERS]
         if any(len(i) != 1 for i in ids):
-            raise UserError(f"the judge reads the logits of the answers {JUDGE_ANSWERS}, but {opts.model}'s tokenizer "
-                            f"splits them into {ids}; use a model whose tokenizer has them as single tokens")
+            raise UserError(
+                f"the judge reads the logits of the answers {JUDGE_ANSWERS}, but {opts.model}'s tokenizer "
+                f"splits them into {ids}; use a model whose tokenizer has them as single tokens"
+            )
         self.answer_ids = [i[0] for i in ids]
         super().__init__(tokenizer, self.model.config, opts, device)
         self.model.to(device)
@@ -440,20 +498,27 @@ class JudgeScorer(_BatchedModel):
         logits = unwrap(self.model).get_output_embeddings()(h).float()[:, self.answer_ids]  # (S, 2): A, B
         return torch.softmax(logits, dim=-1)[:, 0]
 
-    def compare(self, prompts: list[Conversation], responses_a: list[Conversation],
-                responses_b: list[Conversation]) -> list[float]:
+    def compare(
+        self, prompts: list[Conversation], responses_a: list[Conversation], responses_b: list[Conversation]
+    ) -> list[float]:
         items = [self._encode_judge(p, a, b) for p, a, b in zip(prompts, responses_a, responses_b, strict=True)]
         return self._run(items, self._p_a)
 
     def describe(self) -> dict[str, Any]:
-        return {"model": self.opts.model, "weights": weights_fingerprint(self.opts.model), "dtype": self.opts.dtype,
-                "template": JUDGE_TEMPLATE,
-                "answers": list(JUDGE_ANSWERS), "max_length": self.max_length}
+        return {
+            "model": self.opts.model,
+            "weights": weights_fingerprint(self.opts.model),
+            "dtype": self.opts.dtype,
+            "template": JUDGE_TEMPLATE,
+            "answers": list(JUDGE_ANSWERS),
+            "max_length": self.max_length,
+        }
 
 
 # ---------------------------------------------------------------------------------------------------------
 # grader: the verifiable suite's gold graders
 # ---------------------------------------------------------------------------------------------------------
+
 
 def _prompt_key(prompt: Conversation) -> tuple[tuple[str, str], ...]:
     return tuple((m.role, m.content) for m in prompt)
@@ -477,8 +542,10 @@ class GraderScorer:
         if opts.objective != "overall" and opts.objective not in suite.OBJECTIVES:
             from prefalign.errors import did_you_mean
 
-            raise UserError(f"objective '{opts.objective}' is unknown{did_you_mean(opts.objective, suite.OBJECTIVES)}; "
-                            f"use overall or one of {', '.join(suite.OBJECTIVES)}")
+            raise UserError(
+                f"objective '{opts.objective}' is unknown{did_you_mean(opts.objective, suite.OBJECTIVES)}; "
+                f"use overall or one of {', '.join(suite.OBJECTIVES)}"
+            )
         self.opts = opts
         self.failures: Counter[str] = Counter()
         self.index: dict[tuple[tuple[str, str], ...], tuple[str, dict[str, Any]]] = {}
@@ -494,8 +561,10 @@ class GraderScorer:
                 if record.grader in suite.FAMILIES and isinstance(params, dict):
                     self.index.setdefault(_prompt_key(record.prompt), (record.grader, params))
             if not self.index:
-                raise UserError(f"{opts.tasks} holds no suite prompts with a grader and meta.params; point tasks at "
-                                "the directory `align data suite --out DIR` wrote, or at its *_prompts.jsonl")
+                raise UserError(
+                    f"{opts.tasks} holds no suite prompts with a grader and meta.params; point tasks at "
+                    "the directory `align data suite --out DIR` wrote, or at its *_prompts.jsonl"
+                )
 
     @staticmethod
     def _read_prompts(path: str) -> list[Any]:
@@ -542,6 +611,7 @@ class GraderScorer:
 # The table and the factory
 # ---------------------------------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class ScorerEntry:
     kind: ScorerKind
@@ -554,23 +624,40 @@ class ScorerEntry:
     load: Callable[[Any], Scorer]
 
 
-SCORERS: Table[ScorerEntry] = Table("scorer", {
-    "scalar": ScorerEntry(
-        "pointwise", "sequence-classification reward model; reward at the last response token, raw or normalised",
-        "model: an RM directory (save_rm / save_pretrained, plain or peft), builtin or hub id",
-        ScalarOptions, ScalarScorer),
-    "implicit": ScorerEntry(
-        "pointwise", "DPO implicit reward beta * (log pi - log pi_ref), summed or mean; or reference-free (SimPO)",
-        "model: a causal LM or peft adapter; reference: a causal LM (default: the adapter's base)",
-        ImplicitOptions, ImplicitScorer),
-    "judge": ScorerEntry(
-        "pairwise", "generative judge: P(A better) from the next-token logits of 'A' vs 'B' (JUDGE_TEMPLATE)",
-        "model: a chat causal LM", JudgeOptions, JudgeScorer),
-    "grader": ScorerEntry(
-        "pointwise", "the verifiable suite's gold graders: the `overall` (or one objective's) gold score",
-        "nothing; suite prompts (tasks regenerated or read from the suite's *_prompts.jsonl)",
-        GraderOptions, GraderScorer),
-}, columns=("kind", "summary", "needs"))
+SCORERS: Table[ScorerEntry] = Table(
+    "scorer",
+    {
+        "scalar": ScorerEntry(
+            "pointwise",
+            "sequence-classification reward model; reward at the last response token, raw or normalised",
+            "model: an RM directory (save_rm / save_pretrained, plain or peft), builtin or hub id",
+            ScalarOptions,
+            ScalarScorer,
+        ),
+        "implicit": ScorerEntry(
+            "pointwise",
+            "DPO implicit reward beta * (log pi - log pi_ref), summed or mean; or reference-free (SimPO)",
+            "model: a causal LM or peft adapter; reference: a causal LM (default: the adapter's base)",
+            ImplicitOptions,
+            ImplicitScorer,
+        ),
+        "judge": ScorerEntry(
+            "pairwise",
+            "generative judge: P(A better) from the next-token logits of 'A' vs 'B' (JUDGE_TEMPLATE)",
+            "model: a chat causal LM",
+            JudgeOptions,
+            JudgeScorer,
+        ),
+        "grader": ScorerEntry(
+            "pointwise",
+            "the verifiable suite's gold graders: the `overall` (or one objective's) gold score",
+            "nothing; suite prompts (tasks regenerated or read from the suite's *_prompts.jsonl)",
+            GraderOptions,
+            GraderScorer,
+        ),
+    },
+    columns=("kind", "summary", "needs"),
+)
 
 
 def default_scorer(model: str | None, reference: str | None) -> str:
@@ -607,7 +694,8 @@ def default_scorer(model: str | None, reference: str | None) -> str:
         f"  --scorer implicit --reference REF   DPO implicit reward against REF (the model {model} was trained from)\n"
         "  --scorer implicit --option reference_free=true --option normalization=mean   SimPO-style, no reference\n"
         "  --scorer judge                       ask the model which of two responses is better (pairwise)\n"
-        "  --scorer scalar                      only for a sequence-classification reward model")
+        "  --scorer scalar                      only for a sequence-classification reward model"
+    )
 
 
 def _hub_architectures(ref: str) -> list[str]:
@@ -640,6 +728,22 @@ def load_scorer(spec: str | dict[str, Any], **options: Any) -> Scorer:
     return entry.load(opts)
 
 
-__all__ = ["SCORERS", "ScorerEntry", "load_scorer", "default_scorer", "BATCH_TOKENS", "ModelOptions", "ScalarOptions",
-           "ImplicitOptions", "JudgeOptions", "GraderOptions", "ScalarScorer", "ImplicitScorer", "JudgeScorer",
-           "GraderScorer", "JUDGE_TEMPLATE", "JUDGE_ANSWERS", "judge_message"]
+__all__ = [
+    "SCORERS",
+    "ScorerEntry",
+    "load_scorer",
+    "default_scorer",
+    "BATCH_TOKENS",
+    "ModelOptions",
+    "ScalarOptions",
+    "ImplicitOptions",
+    "JudgeOptions",
+    "GraderOptions",
+    "ScalarScorer",
+    "ImplicitScorer",
+    "JudgeScorer",
+    "GraderScorer",
+    "JUDGE_TEMPLATE",
+    "JUDGE_ANSWERS",
+    "judge_message",
+]

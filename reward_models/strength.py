@@ -59,21 +59,31 @@ def run_strength(cfg: StrengthConfig) -> dict[str, Any]:
     if not models:
         for m in range(cfg.members):
             member = dataclasses.replace(
-                cfg.base, output_dir=str(out / f"member{m}"),
+                cfg.base,
+                output_dir=str(out / f"member{m}"),
                 train=dataclasses.replace(cfg.base.train, seed=cfg.base.train.seed + 1000 * m + 1),
-                eval=dataclasses.replace(cfg.base.eval, split="none"))
+                eval=dataclasses.replace(cfg.base.eval, split="none"),
+            )
             models.append(run(member)["model_dir"])
 
     tokenizer = load_tokenizer(cfg.base.model)
     raw, _ = load_pairs(cfg.base.data)
-    pairs, _ = tokenize_pairs(raw, tokenizer, cfg.base.train.max_length, cfg.base.train.length_policy,
-                              response_end="template")
+    pairs, _ = tokenize_pairs(
+        raw, tokenizer, cfg.base.train.max_length, cfg.base.train.length_policy, response_end="template"
+    )
     pad_id = pad_token_id(tokenizer)
     diffs = []
     for path in models:
         model, _, _ = load_rm(path, dtype="float32" if cfg.base.train.precision == "fp32" else "bfloat16")
-        rc, rr = pair_rewards(model, pairs, pad_id, cfg.base.train.batch_size, cfg.base.train.row_tokens,
-                              autocast=False, layout=cfg.base.train.attention)
+        rc, rr = pair_rewards(
+            model,
+            pairs,
+            pad_id,
+            cfg.base.train.batch_size,
+            cfg.base.train.row_tokens,
+            autocast=False,
+            layout=cfg.base.train.attention,
+        )
         diffs.append(rc - rr)
         del model
     d = torch.stack(diffs)  # (M, B)
@@ -81,10 +91,24 @@ def run_strength(cfg: StrengthConfig) -> dict[str, Any]:
     path = out / "strength.jsonl"
     with open(path, "w", encoding="utf-8") as f:
         for i, p in enumerate(pairs):
-            f.write(json.dumps({"id": p.id, "mean": mean[i].item(), "std": std[i].item(),
-                                "diffs": [round(x, 6) for x in d[:, i].tolist()]}) + "\n")
-    report = {"file": str(path), "pairs": len(pairs), "members": len(models), "models": models,
-              "negative_fraction": (mean < 0).float().mean().item(),
-              "median_std": std.median().item() if len(pairs) else float("nan")}
+            f.write(
+                json.dumps(
+                    {
+                        "id": p.id,
+                        "mean": mean[i].item(),
+                        "std": std[i].item(),
+                        "diffs": [round(x, 6) for x in d[:, i].tolist()],
+                    }
+                )
+                + "\n"
+            )
+    report = {
+        "file": str(path),
+        "pairs": len(pairs),
+        "members": len(models),
+        "models": models,
+        "negative_fraction": (mean < 0).float().mean().item(),
+        "median_std": std.median().item() if len(pairs) else float("nan"),
+    }
     (out / "report.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
     return report

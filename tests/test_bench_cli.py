@@ -31,9 +31,16 @@ def rm_dir(tmp_path_factory, tiny_model_ref) -> str:
 def _rewardbench(path: Path) -> Path:
     """Official allenai/reward-bench rows: prompt, chosen, rejected (strings), subset, id (int)."""
     subsets = ["alpacaeval-easy", "mt-bench-easy", "llmbar-natural", "xstest-should-refuse", "math-prm", "hep-python"]
-    rows = [{"prompt": f"Question {i}: what is {i} + {i}?", "chosen": f"It is {2 * i}.",
-             "rejected": f"I think it might be {2 * i + 1}, but I am not sure.", "subset": s, "id": i}
-            for i, s in enumerate(subsets)]
+    rows = [
+        {
+            "prompt": f"Question {i}: what is {i} + {i}?",
+            "chosen": f"It is {2 * i}.",
+            "rejected": f"I think it might be {2 * i + 1}, but I am not sure.",
+            "subset": s,
+            "id": i,
+        }
+        for i, s in enumerate(subsets)
+    ]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     return path
 
@@ -44,31 +51,61 @@ def _rmbench(path: Path) -> Path:
     for i, domain in enumerate(["chat", "math", "code", "safety-refuse"]):
         good, bad = f"answer {i} is right", f"answer {i} is wrong"
         styles = ["{}", "Here is a detailed answer: {}.", "## Answer\n\n- {}"]
-        rows.append({"id": i, "prompt": f"prompt {i}", "domain": domain,
-                     "chosen": [s.format(good) for s in styles], "rejected": [s.format(bad) for s in styles]})
+        rows.append(
+            {
+                "id": i,
+                "prompt": f"prompt {i}",
+                "domain": domain,
+                "chosen": [s.format(good) for s in styles],
+                "rejected": [s.format(bad) for s in styles],
+            }
+        )
     path.write_text(json.dumps(rows), encoding="utf-8")
     return path
 
 
 def _suite_pairs(path: Path) -> Path:
     """PreferencePair dumps with the suite's family / corruption attributes."""
-    pairs = [PreferencePair([Message("user", f"What is {i} times 3?")], [Message("assistant", f"{3 * i}")],
-                            [Message("assistant", f"{3 * i + 1}")],
-                            attributes={"family": fam, "corruption": cor}, source="verifiable_suite")
-             for i, (fam, cor) in enumerate([("arithmetic", "wrong_value"), ("arithmetic", "padding"),
-                                              ("short_answer", "wrong_value")])]
+    pairs = [
+        PreferencePair(
+            [Message("user", f"What is {i} times 3?")],
+            [Message("assistant", f"{3 * i}")],
+            [Message("assistant", f"{3 * i + 1}")],
+            attributes={"family": fam, "corruption": cor},
+            source="verifiable_suite",
+        )
+        for i, (fam, cor) in enumerate(
+            [("arithmetic", "wrong_value"), ("arithmetic", "padding"), ("short_answer", "wrong_value")]
+        )
+    ]
     path.write_text("".join(json.dumps(p.to_dict()) + "\n" for p in pairs), encoding="utf-8")
     return path
 
 
 def test_run_three_benchmarks_then_show(tmp_path: Path, rm_dir: str, capsys) -> None:
     records, site = tmp_path / "records", tmp_path / "site"
-    runs = [("rewardbench", _rewardbench(tmp_path / "rb.jsonl"), "Chat Hard"),
-            ("rm-bench", _rmbench(tmp_path / "total_dataset.json"), "Hard"),
-            ("suite", _suite_pairs(tmp_path / "suite.jsonl"), "arithmetic")]
+    runs = [
+        ("rewardbench", _rewardbench(tmp_path / "rb.jsonl"), "Chat Hard"),
+        ("rm-bench", _rmbench(tmp_path / "total_dataset.json"), "Hard"),
+        ("suite", _suite_pairs(tmp_path / "suite.jsonl"), "arithmetic"),
+    ]
     for bench, data, expect in runs:
-        rc = main(["bench", "run", bench, "--model", rm_dir, "--data", str(data), "--records", str(records),
-                   "--dtype", "float32", "--no-cache"])
+        rc = main(
+            [
+                "bench",
+                "run",
+                bench,
+                "--model",
+                rm_dir,
+                "--data",
+                str(data),
+                "--records",
+                str(records),
+                "--dtype",
+                "float32",
+                "--no-cache",
+            ]
+        )
         out = capsys.readouterr().out
         assert rc == 0, out
         assert f"{bench} v1.0  model: {rm_dir}" in out and expect in out and "record: " in out
@@ -97,8 +134,11 @@ def test_run_three_benchmarks_then_show(tmp_path: Path, rm_dir: str, capsys) -> 
     from preference_data.records import pair_from_dict
 
     suite = [pair_from_dict(json.loads(x)) for x in (tmp_path / "suite.jsonl").read_text().splitlines()]
-    s_wins = wins([p.prompt[0].content for p in suite], [p.chosen[0].content for p in suite],
-                  [p.rejected[0].content for p in suite])
+    s_wins = wins(
+        [p.prompt[0].content for p in suite],
+        [p.chosen[0].content for p in suite],
+        [p.rejected[0].content for p in suite],
+    )
     scores = recs["suite"]["scores"]
     assert scores["headline"] == pytest.approx(sum(s_wins) / 3)
     assert scores["subsets"]["arithmetic"]["score"] == pytest.approx(sum(s_wins[:2]) / 2)
@@ -121,8 +161,20 @@ def test_grader_on_real_suite_pairs_is_the_gold_ceiling(tmp_path: Path, capsys) 
     pairs = build_suite(n_per_family=2, seed=0).pairs
     data = tmp_path / "pairs.jsonl"
     data.write_text("".join(json.dumps(p.to_dict()) + "\n" for p in pairs), encoding="utf-8")
-    rc = main(["bench", "run", "suite", "--scorer", "grader", "--data", str(data), "--records", str(tmp_path / "r"),
-               "--no-cache"])
+    rc = main(
+        [
+            "bench",
+            "run",
+            "suite",
+            "--scorer",
+            "grader",
+            "--data",
+            str(data),
+            "--records",
+            str(tmp_path / "r"),
+            "--no-cache",
+        ]
+    )
     assert rc == 0, capsys.readouterr().err
     (path,) = (tmp_path / "r").glob("*.json")
     rec = json.loads(path.read_text(encoding="utf-8"))
@@ -131,18 +183,22 @@ def test_grader_on_real_suite_pairs_is_the_gold_ceiling(tmp_path: Path, capsys) 
     assert rec["model"] == "suite gold grader"
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["bench", "run", "rewardbnch", "--model", "x"], "did you mean 'rewardbench'"),
-    (["bench", "run", "rewardbench", "--model", "x", "--data", "{tmp}/missing/rb.jsonl"], "{tmp}/missing/rb.jsonl"),
-    (["bench", "run", "pairs", "--model", "builtin:tiny-llama"], "--scorer implicit --reference"),
-    (["bench", "run", "pairs", "--model", "{rm}", "--reference", "builtin:tiny-llama"],
-     "--reference does not apply to --scorer scalar"),
-    (["bench", "run", "pairs", "--model", "{rm}", "--option", "normalise=true"], "did you mean 'normalize'"),
-    (["bench", "run", "suite", "--scorer", "grader", "--model", "{rm}"], "--model does not apply"),
-    (["bench", "show", "--records", "{tmp}/none"], "does not exist"),
-])
-def test_bad_input_exits_2_with_a_message(tmp_path: Path, rm_dir: str, capsys, argv: list[str],
-                                          message: str) -> None:
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["bench", "run", "rewardbnch", "--model", "x"], "did you mean 'rewardbench'"),
+        (["bench", "run", "rewardbench", "--model", "x", "--data", "{tmp}/missing/rb.jsonl"], "{tmp}/missing/rb.jsonl"),
+        (["bench", "run", "pairs", "--model", "builtin:tiny-llama"], "--scorer implicit --reference"),
+        (
+            ["bench", "run", "pairs", "--model", "{rm}", "--reference", "builtin:tiny-llama"],
+            "--reference does not apply to --scorer scalar",
+        ),
+        (["bench", "run", "pairs", "--model", "{rm}", "--option", "normalise=true"], "did you mean 'normalize'"),
+        (["bench", "run", "suite", "--scorer", "grader", "--model", "{rm}"], "--model does not apply"),
+        (["bench", "show", "--records", "{tmp}/none"], "does not exist"),
+    ],
+)
+def test_bad_input_exits_2_with_a_message(tmp_path: Path, rm_dir: str, capsys, argv: list[str], message: str) -> None:
     fill = {"tmp": str(tmp_path), "rm": rm_dir}
     rc = main([a.format(**fill) for a in argv])
     err = capsys.readouterr().err
@@ -151,8 +207,8 @@ def test_bad_input_exits_2_with_a_message(tmp_path: Path, rm_dir: str, capsys, a
 
 
 def test_default_scorer_follows_the_model_files(tmp_path: Path, rm_dir: str, tiny_model_ref: str) -> None:
-    from reward_models.scorers import default_scorer
     from prefalign.errors import UserError
+    from reward_models.scorers import default_scorer
 
     def adapter(name: str, task: str) -> str:
         d = tmp_path / name

@@ -57,8 +57,12 @@ class TableJudge:
 
     kind = "pairwise"
 
-    def __init__(self, table: dict[tuple[str, str], float] | None = None,
-                 scores: dict[str, float] | None = None, name: str = "table-judge") -> None:
+    def __init__(
+        self,
+        table: dict[tuple[str, str], float] | None = None,
+        scores: dict[str, float] | None = None,
+        name: str = "table-judge",
+    ) -> None:
         self.table, self.scores, self.name = table or {}, scores or {}, name
         self.calls = 0
 
@@ -94,11 +98,13 @@ class ReferenceMatch:
 @pytest.fixture
 def run(tmp_path: Path):
     """run_benchmark with the cache and records in tmp_path and no progress bar."""
+
     def _run(bench: str, scorer: Any, data: Any = None, *, pairs: Any = None, **kw: Any):
         kw.setdefault("cache_dir", tmp_path / "cache")
         kw.setdefault("records_dir", tmp_path / "records")
         kw.setdefault("progress", False)
         return run_benchmark(bench, scorer, BenchSettings(data=data, **kw), pairs=pairs)
+
     return _run
 
 
@@ -113,23 +119,32 @@ def _jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
 
 # (subset, chosen score, rejected score): credit under the strict rule in the comment
 RB1_ROWS = [
-    ("alpacaeval-easy", 2, 1),        # 1
-    ("alpacaeval-easy", 0, 1),        # 0
-    ("mt-bench-easy", 1, 0),          # 1
-    ("llmbar-natural", 1, 1),         # tie -> 0 (wrong) or 0.5 (half)
-    ("xstest-should-refuse", 1, 0),   # 1
+    ("alpacaeval-easy", 2, 1),  # 1
+    ("alpacaeval-easy", 0, 1),  # 0
+    ("mt-bench-easy", 1, 0),  # 1
+    ("llmbar-natural", 1, 1),  # tie -> 0 (wrong) or 0.5 (half)
+    ("xstest-should-refuse", 1, 0),  # 1
     ("xstest-should-respond", 0, 1),  # 0
-    ("math-prm", 1, 0),               # 1
-    ("hep-python", 1, 0),             # 1
-    ("hep-python", 0, 1),             # 0
+    ("math-prm", 1, 0),  # 1
+    ("hep-python", 1, 0),  # 1
+    ("hep-python", 0, 1),  # 0
 ]
 
 
 def _rb1(tmp_path: Path) -> tuple[Path, LookupScorer]:
     rows, table = [], {}
     for i, (subset, c, r) in enumerate(RB1_ROWS):
-        rows.append({"prompt": f"q{i}", "chosen": f"c{i}", "chosen_model": "m1", "rejected": f"r{i}",
-                     "rejected_model": "m2", "subset": subset, "id": i})
+        rows.append(
+            {
+                "prompt": f"q{i}",
+                "chosen": f"c{i}",
+                "chosen_model": "m1",
+                "rejected": f"r{i}",
+                "rejected_model": "m2",
+                "subset": subset,
+                "id": i,
+            }
+        )
         table[f"c{i}"], table[f"r{i}"] = c, r
     return _jsonl(tmp_path / "rb1.jsonl", rows), LookupScorer(table)
 
@@ -143,8 +158,9 @@ def test_rewardbench_sections_and_weights(tmp_path: Path, run) -> None:
     path, scorer = _rb1(tmp_path)
     rec = run("rewardbench", scorer, path)
     s = rec.scores
-    assert s["sections"] == pytest.approx({"Chat": 78 / 128, "Chat Hard": 0.0, "Safety": 154 / 404,
-                                           "Reasoning": 1066 / 1148})
+    assert s["sections"] == pytest.approx(
+        {"Chat": 78 / 128, "Chat Hard": 0.0, "Safety": 154 / 404, "Reasoning": 1066 / 1148}
+    )
     assert s["headline"] == pytest.approx((78 / 128 + 0 + 154 / 404 + 1066 / 1148) / 4)
     assert s["extra"]["accuracy"] == pytest.approx(5 / 9)
     assert s["subsets"]["alpacaeval-easy"] == {"score": 0.5, "n": 2}
@@ -167,8 +183,9 @@ def test_rewardbench_tie_policy_half_and_reasoning_rule(tmp_path: Path, run) -> 
     assert rec.scores["sections"]["Chat Hard"] == 0.5
     assert rec.scores["extra"]["accuracy"] == pytest.approx(5.5 / 9)
     hep = {f"hep-{lang}": 0.25 for lang in ("cpp", "go", "java", "js", "python", "rust")}
-    sections = rules.weighted_sections({"math-prm": 1.0, **hep}, rules.REWARDBENCH_EXAMPLE_COUNTS,
-                                       rules.REWARDBENCH_SECTIONS)
+    sections = rules.weighted_sections(
+        {"math-prm": 1.0, **hep}, rules.REWARDBENCH_EXAMPLE_COUNTS, rules.REWARDBENCH_SECTIONS
+    )
     assert sections["Reasoning"] == pytest.approx(0.5 * 1.0 + 0.5 * 0.25)
     assert sections["Chat"] is None and rules.rewardbench_score(sections) is None
 
@@ -177,10 +194,18 @@ def test_rewardbench_pairwise_judge_both_orders(tmp_path: Path, run) -> None:
     """A pairwise judge is asked (chosen, rejected) and (rejected, chosen); P(chosen) = (p1 + 1 - p2)/2.
     Row 0: 0.9 and 0.3 -> 0.8, correct. Row 1: 0.6 and 0.6 -> 0.5, a tie -> 0.5 under the default "half"
     policy for pairwise judges. Row 2: 0.7 and 0.9 -> 0.4, wrong. alpacaeval-easy acc = 1.5/2 over rows 0-1."""
-    rows = [{"prompt": "q", "chosen": f"c{i}", "rejected": f"r{i}", "subset": s, "id": i}
-            for i, s in enumerate(["alpacaeval-easy", "alpacaeval-easy", "mt-bench-easy"])]
-    table = {("c0", "r0"): 0.9, ("r0", "c0"): 0.3, ("c1", "r1"): 0.6, ("r1", "c1"): 0.6,
-             ("c2", "r2"): 0.7, ("r2", "c2"): 0.9}
+    rows = [
+        {"prompt": "q", "chosen": f"c{i}", "rejected": f"r{i}", "subset": s, "id": i}
+        for i, s in enumerate(["alpacaeval-easy", "alpacaeval-easy", "mt-bench-easy"])
+    ]
+    table = {
+        ("c0", "r0"): 0.9,
+        ("r0", "c0"): 0.3,
+        ("c1", "r1"): 0.6,
+        ("r1", "c1"): 0.6,
+        ("c2", "r2"): 0.7,
+        ("r2", "c2"): 0.9,
+    }
     rec = run("rewardbench", TableJudge(table), _jsonl(tmp_path / "rb.jsonl", rows))
     assert rec.settings["tie_policy"] == "half"
     assert rec.scores["subsets"]["alpacaeval-easy"]["score"] == 0.75
@@ -192,6 +217,7 @@ def test_rewardbench_pairwise_judge_both_orders(tmp_path: Path, run) -> None:
 # RewardBench 2
 # --------------------------------------------------------------------------------------------------------
 
+
 def _rb2_rows() -> tuple[list[dict[str, Any]], dict[str, float]]:
     """Best-of-4 rows (chosen score; rejected scores) and Ties rows (correct scores; incorrect scores)."""
     table: dict[str, float] = {}
@@ -202,22 +228,32 @@ def _rb2_rows() -> tuple[list[dict[str, Any]], dict[str, float]]:
         rejected = [f"{ident}-r{k}" for k in range(len(incorrect))]
         table.update(zip(chosen, correct, strict=True))
         table.update(zip(rejected, incorrect, strict=True))
-        rows.append({"id": ident, "prompt": f"prompt {ident}", "chosen": chosen, "rejected": rejected,
-                     "num_correct": len(chosen), "num_incorrect": len(rejected),
-                     "total_completions": len(chosen) + len(rejected), "models": [], "subset": subset,
-                     "additional_metadata": {}})
+        rows.append(
+            {
+                "id": ident,
+                "prompt": f"prompt {ident}",
+                "chosen": chosen,
+                "rejected": rejected,
+                "num_correct": len(chosen),
+                "num_incorrect": len(rejected),
+                "total_completions": len(chosen) + len(rejected),
+                "models": [],
+                "subset": subset,
+                "additional_metadata": {},
+            }
+        )
 
-    add("f1", "Factuality", [3], [1, 2, 0])   # chosen strictly on top: 1
-    add("f2", "Factuality", [2], [2, 1, 0])   # two-way tie at the top: 1/2
-    add("p1", "Precise IF", [1], [1, 1, 0])   # three-way tie: 1/3
-    add("m1", "Math", [5], [5, 5, 5])         # four-way tie: 1/4
-    add("s1", "Safety", [0], [1, 0, 0])       # chosen below the top: 0
-    add("o1", "Focus", [4], [1, 2, 3])        # 1
-    add("ref:1", "Ties", [10], [4, 6])        # cim = 10-6 = 4, accurate
+    add("f1", "Factuality", [3], [1, 2, 0])  # chosen strictly on top: 1
+    add("f2", "Factuality", [2], [2, 1, 0])  # two-way tie at the top: 1/2
+    add("p1", "Precise IF", [1], [1, 1, 0])  # three-way tie: 1/3
+    add("m1", "Math", [5], [5, 5, 5])  # four-way tie: 1/4
+    add("s1", "Safety", [0], [1, 0, 0])  # chosen below the top: 0
+    add("o1", "Focus", [4], [1, 2, 3])  # 1
+    add("ref:1", "Ties", [10], [4, 6])  # cim = 10-6 = 4, accurate
     add("tied:1", "Ties", [9, 8, 7], [5, 6])  # cim = 7-6 = 1, dcm = 9-7 = 2, accurate
-    add("ref:2", "Ties", [3], [4])            # cim = -1, not accurate
-    add("tied:2", "Ties", [8, 8], [2])        # cim = 6, dcm = 0, accurate
-    add("tied:3", "Ties", [1, 2], [3])        # cim = -2, not accurate; no ref:3, so only in tied_acc
+    add("ref:2", "Ties", [3], [4])  # cim = -1, not accurate
+    add("tied:2", "Ties", [8, 8], [2])  # cim = 6, dcm = 0, accurate
+    add("tied:3", "Ties", [1, 2], [3])  # cim = -2, not accurate; no ref:3, so only in tied_acc
     return rows, table
 
 
@@ -273,10 +309,24 @@ def test_dedupe_scores_each_distinct_response_once(tmp_path: Path, run) -> None:
     """Two RewardBench 2 rows with the same prompt share two responses: 8 inputs, 5 distinct. The scorer
     sees each distinct response exactly once, in batches (lists) sorted longest first."""
     table = {"x": 3.0, "yy": 1.0, "zzz": 0.0, "wwww": 3.0, "vvvvv": 2.5}
-    rows = [{"id": "1", "prompt": "same", "chosen": ["x"], "rejected": ["yy", "zzz", "wwww"], "num_correct": 1,
-             "subset": "Focus"},
-            {"id": "2", "prompt": "same", "chosen": ["x"], "rejected": ["yy", "zzz", "vvvvv"], "num_correct": 1,
-             "subset": "Focus"}]
+    rows = [
+        {
+            "id": "1",
+            "prompt": "same",
+            "chosen": ["x"],
+            "rejected": ["yy", "zzz", "wwww"],
+            "num_correct": 1,
+            "subset": "Focus",
+        },
+        {
+            "id": "2",
+            "prompt": "same",
+            "chosen": ["x"],
+            "rejected": ["yy", "zzz", "vvvvv"],
+            "num_correct": 1,
+            "subset": "Focus",
+        },
+    ]
     scorer = LookupScorer(table)
     rec = run("rewardbench2", scorer, _jsonl(tmp_path / "d.jsonl", rows), batch_size=2)
     seen = [t for batch in scorer.calls for t in batch]
@@ -291,6 +341,7 @@ def test_dedupe_scores_each_distinct_response_once(tmp_path: Path, run) -> None:
 # RM-Bench
 # --------------------------------------------------------------------------------------------------------
 
+
 def _rmbench_rows() -> tuple[list[dict[str, Any]], dict[str, float]]:
     table: dict[str, float] = {}
     rows: list[dict[str, Any]] = []
@@ -302,10 +353,10 @@ def _rmbench_rows() -> tuple[list[dict[str, Any]], dict[str, float]]:
         table.update(zip(r, rejected, strict=True))
         rows.append({"id": ident, "prompt": f"prompt {ident}", "chosen": c, "rejected": r, "domain": domain})
 
-    add("chat1", "chat", [3, 2, 1], [2.5, 1.5, 0.5])   # rows [1,1,1], [0,1,1], [0,0,1]
-    add("chat2", "chat", [1, 1, 1], [1, 0, 2])         # each row [0,1,0] (1 vs 1 is a tie -> wrong)
-    add("math1", "math", [1, 1, 1], [0, 0, 0])         # all 1
-    add("code1", "code", [0, 0, 0], [1, 1, 1])         # all 0
+    add("chat1", "chat", [3, 2, 1], [2.5, 1.5, 0.5])  # rows [1,1,1], [0,1,1], [0,0,1]
+    add("chat2", "chat", [1, 1, 1], [1, 0, 2])  # each row [0,1,0] (1 vs 1 is a tie -> wrong)
+    add("math1", "math", [1, 1, 1], [0, 0, 0])  # all 1
+    add("code1", "code", [0, 0, 0], [1, 1, 1])  # all 0
     add("ref1", "safety-refuse", [2, 2, 2], [1, 1, 1])  # all 1
     add("ref2", "safety-refuse", [2, 2, 2], [1, 1, 1])  # all 1
     add("resp1", "safety-response", [0, 0, 5], [1, 1, 1])  # rows [0,0,0], [0,0,0], [1,1,1]
@@ -327,12 +378,20 @@ def test_rmbench_triangles_and_merged_safety(tmp_path: Path, run) -> None:
     assert sub["chat"]["matrix"] == [[0.5, 1.0, 0.5], [0.0, 1.0, 0.5], [0.0, 0.5, 0.5]]
     assert (sub["chat"]["hard"], sub["chat"]["normal"], sub["chat"]["easy"]) == pytest.approx((2 / 3, 2 / 3, 1 / 6))
     assert (sub["safety"]["hard"], sub["safety"]["normal"], sub["safety"]["easy"]) == pytest.approx(
-        (2 / 3, 7 / 9, 8 / 9))
+        (2 / 3, 7 / 9, 8 / 9)
+    )
     assert sub["safety"]["n"] == 3 and "safety-refuse" not in sub
-    assert rec.scores["sections"] == pytest.approx({
-        "Chat": 0.5, "Math": 1.0, "Code": 0.0, "Safety": 7 / 9,
-        "Hard": (2 / 3 + 1 + 0 + 2 / 3) / 4, "Normal": (2 / 3 + 1 + 0 + 7 / 9) / 4,
-        "Easy": (1 / 6 + 1 + 0 + 8 / 9) / 4})
+    assert rec.scores["sections"] == pytest.approx(
+        {
+            "Chat": 0.5,
+            "Math": 1.0,
+            "Code": 0.0,
+            "Safety": 7 / 9,
+            "Hard": (2 / 3 + 1 + 0 + 2 / 3) / 4,
+            "Normal": (2 / 3 + 1 + 0 + 7 / 9) / 4,
+            "Easy": (1 / 6 + 1 + 0 + 8 / 9) / 4,
+        }
+    )
     assert rec.scores["headline"] == pytest.approx((0.5 + 1 + 0 + 7 / 9) / 4)
     # A pairwise judge that agrees with the scores gives the same matrices under the strict tie policy.
     pair = run("rm-bench", TableJudge(scores=table), path, tie_policy="wrong")
@@ -354,20 +413,29 @@ def test_rmbench_domain_from_file_name(tmp_path: Path, run) -> None:
 # --------------------------------------------------------------------------------------------------------
 
 JB_ROWS = [  # (source, label, score A, score B)
-    ("mmlu-pro-math", "A>B", 3, 1),          # A>B: correct
-    ("mmlu-pro-biology", "B>A", 1, 1),       # tie -> B>A: correct
-    ("livebench-reasoning", "A>B", 1, 1),    # tie -> B>A: wrong
-    ("livecodebench", "A>B", 0, 2),          # B>A: wrong
-    ("livebench-math", "B>A", 0, 2),         # B>A: correct
+    ("mmlu-pro-math", "A>B", 3, 1),  # A>B: correct
+    ("mmlu-pro-biology", "B>A", 1, 1),  # tie -> B>A: correct
+    ("livebench-reasoning", "A>B", 1, 1),  # tie -> B>A: wrong
+    ("livecodebench", "A>B", 0, 2),  # B>A: wrong
+    ("livebench-math", "B>A", 0, 2),  # B>A: correct
 ]
 
 
 def _judgebench(tmp_path: Path) -> tuple[Path, dict[str, float]]:
     rows, table = [], {}
     for i, (src, label, a, b) in enumerate(JB_ROWS):
-        rows.append({"pair_id": f"p{i}", "original_id": str(i), "source": src, "question": f"q{i}",
-                     "response_model": "gpt-4o-2024-05-13", "response_A": f"A{i}", "response_B": f"B{i}",
-                     "label": label})
+        rows.append(
+            {
+                "pair_id": f"p{i}",
+                "original_id": str(i),
+                "source": src,
+                "question": f"q{i}",
+                "response_model": "gpt-4o-2024-05-13",
+                "response_A": f"A{i}",
+                "response_B": f"B{i}",
+                "label": label,
+            }
+        )
         table[f"A{i}"], table[f"B{i}"] = a, b
     return _jsonl(tmp_path / "dataset=judgebench,response_model=gpt-4o-2024-05-13.jsonl", rows), table
 
@@ -378,8 +446,12 @@ def test_judgebench_single_game(tmp_path: Path, run) -> None:
     path, table = _judgebench(tmp_path)
     rec = run("judgebench", LookupScorer(table), path)
     assert rec.scores["headline"] == pytest.approx(3 / 5)
-    assert rec.scores["sections"] == {"mmlu-pro": 1.0, "livebench-reasoning": 0.0, "livebench-math": 1.0,
-                                      "livecodebench": 0.0}
+    assert rec.scores["sections"] == {
+        "mmlu-pro": 1.0,
+        "livebench-reasoning": 0.0,
+        "livebench-math": 1.0,
+        "livecodebench": 0.0,
+    }
 
 
 def test_judgebench_double_game(tmp_path: Path, run) -> None:
@@ -399,8 +471,12 @@ def test_judgebench_double_game(tmp_path: Path, run) -> None:
         table[(f"A{i}", f"B{i}")], table[(f"B{i}", f"A{i}")] = p_ab, p_ba
     rec = run("judgebench", TableJudge(table), path)
     assert rec.scores["headline"] == pytest.approx(3 / 5)
-    assert rec.scores["sections"] == {"mmlu-pro": 0.5, "livebench-reasoning": 1.0, "livebench-math": 1.0,
-                                      "livecodebench": 0.0}
+    assert rec.scores["sections"] == {
+        "mmlu-pro": 0.5,
+        "livebench-reasoning": 1.0,
+        "livebench-math": 1.0,
+        "livecodebench": 0.0,
+    }
     assert rules.judgebench_double_correct("A>B", "B>A", "A>B")
     assert not rules.judgebench_double_correct("A>B", "A>B", "A>B")  # inconsistent: counter 0
 
@@ -409,18 +485,25 @@ def test_judgebench_double_game(tmp_path: Path, run) -> None:
 # Pairs and the suite
 # --------------------------------------------------------------------------------------------------------
 
+
 def _pairs() -> tuple[list[PreferencePair], dict[str, float]]:
     spec = [  # (source, family, corruption, chosen score, rejected score)
         ("s1", "arith", "wrong_value", 2, 1),  # 1
-        ("s1", "format", "padding", 1, 1),     # tie -> 0
+        ("s1", "format", "padding", 1, 1),  # tie -> 0
         ("s1", "format", "wrong_value", 0, 1),  # 0
-        ("s2", "format", "padding", 3, 0),     # 1
+        ("s2", "format", "padding", 3, 0),  # 1
     ]
     pairs, table = [], {}
     for i, (src, fam, corr, c, r) in enumerate(spec):
-        pairs.append(PreferencePair([Message("user", f"task {i}")], [Message("assistant", f"good{i}")],
-                                    [Message("assistant", f"bad{i}")], source=src,
-                                    attributes={"family": fam, "corruption": corr, "reference": f"good{i}"}))
+        pairs.append(
+            PreferencePair(
+                [Message("user", f"task {i}")],
+                [Message("assistant", f"good{i}")],
+                [Message("assistant", f"bad{i}")],
+                source=src,
+                attributes={"family": fam, "corruption": corr, "reference": f"good{i}"},
+            )
+        )
         table[f"good{i}"], table[f"bad{i}"] = c, r
     return pairs, table
 
@@ -433,10 +516,14 @@ def test_pairs_and_suite_breakdowns(tmp_path: Path, run) -> None:
     rec = run("pairs", LookupScorer(table), pairs=pairs)
     assert rec.scores["headline"] == 0.5
     assert rec.scores["sections"] == pytest.approx({"s1": 1 / 3, "s2": 1.0})
-    assert rec.scores["extra"]["by_family"] == {"arith": {"score": 1.0, "n": 1},
-                                               "format": pytest.approx({"score": 1 / 3, "n": 3})}
-    assert {k: v["score"] for k, v in rec.scores["extra"]["by_corruption"].items()} == {"padding": 0.5,
-                                                                                      "wrong_value": 0.5}
+    assert rec.scores["extra"]["by_family"] == {
+        "arith": {"score": 1.0, "n": 1},
+        "format": pytest.approx({"score": 1 / 3, "n": 3}),
+    }
+    assert {k: v["score"] for k, v in rec.scores["extra"]["by_corruption"].items()} == {
+        "padding": 0.5,
+        "wrong_value": 0.5,
+    }
     path = tmp_path / "suite.jsonl"
     write_jsonl(str(path), [p.to_dict() for p in pairs])
     from_file = run("suite", LookupScorer(table), path)
@@ -461,6 +548,7 @@ def test_reference_scorer_uses_reference_answers(tmp_path: Path, run) -> None:
 # --------------------------------------------------------------------------------------------------------
 # Runner: cache, NaN, bad input
 # --------------------------------------------------------------------------------------------------------
+
 
 def test_cache_reuse_costs_no_scorer_calls(tmp_path: Path, run) -> None:
     """A second run (same scorer description, benchmark and data) calls the scorer zero times, also with
@@ -498,8 +586,12 @@ def test_nan_scores_need_allow_partial(tmp_path: Path, run) -> None:
 def test_bad_rows_name_file_row_and_field(tmp_path: Path, run) -> None:
     """Missing field, unknown subset and wrong type are all reported at once, with file, line and field."""
     good = {"prompt": "q", "chosen": "c", "rejected": "r", "subset": "alpacaeval-easy", "id": 1}
-    rows = [good, {k: v for k, v in good.items() if k != "rejected"}, {**good, "subset": "alpacaeval-easyy"},
-            {**good, "chosen": 5}]
+    rows = [
+        good,
+        {k: v for k, v in good.items() if k != "rejected"},
+        {**good, "subset": "alpacaeval-easyy"},
+        {**good, "chosen": 5},
+    ]
     path = _jsonl(tmp_path / "bad.jsonl", rows)
     with pytest.raises(UserError) as e:
         run("rewardbench", LookupScorer({"c": 1, "r": 0}), path)
@@ -525,8 +617,7 @@ def test_rb2_and_rmbench_shape_errors(tmp_path: Path, run) -> None:
         run("rm-bench", LookupScorer(table), p)
     assert f"{p} row 0: field 'chosen' must hold exactly 3 strings" in str(e.value)
     assert f"{p} row 1: field 'domain' has unknown value 'chitchat'" in str(e.value)
-    rb2 = [{"id": "tie-7", "prompt": "q", "chosen": ["a", "b"], "rejected": ["c"], "num_correct": 2,
-            "subset": "Ties"}]
+    rb2 = [{"id": "tie-7", "prompt": "q", "chosen": ["a", "b"], "rejected": ["c"], "num_correct": 2, "subset": "Ties"}]
     with pytest.raises(UserError, match="must be 'ref:<n>' or 'tied:<n>'"):
         run("rewardbench2", LookupScorer({}), _jsonl(tmp_path / "rb2.jsonl", rb2))
 
@@ -541,15 +632,18 @@ def test_unknown_benchmark_suggests_closest() -> None:
 # Records and rendering
 # --------------------------------------------------------------------------------------------------------
 
+
 def _two_models(tmp_path: Path, run) -> list:
     path, scorer = _rb1(tmp_path)
     rows, table = _rmbench_rows()
     rm = tmp_path / "total_dataset.json"
     rm.write_text(json.dumps(rows))
     flipped = {k: -v for k, v in scorer.table.items()}
-    return [run("rewardbench", LookupScorer(scorer.table, "org/model-a"), path),
-            run("rewardbench", LookupScorer(flipped, "org/model-b|pipe"), path),
-            run("rm-bench", LookupScorer(table, "org/model-a"), rm)]
+    return [
+        run("rewardbench", LookupScorer(scorer.table, "org/model-a"), path),
+        run("rewardbench", LookupScorer(flipped, "org/model-b|pipe"), path),
+        run("rm-bench", LookupScorer(table, "org/model-a"), rm),
+    ]
 
 
 def test_record_provenance(tmp_path: Path, run) -> None:
@@ -597,10 +691,20 @@ def test_html_in_headless_chromium(tmp_path: Path, run) -> None:
         pytest.skip("no chromium on PATH or at /usr/bin/chromium; install it to check the page in a browser")
     recs = _two_models(tmp_path, run)
     page = render(tmp_path / "records", tmp_path / "site")["html"]
-    cmd = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-           "--disable-background-networking", "--disable-component-update", "--disable-sync",
-           f"--user-data-dir={tmp_path / 'chromium-profile'}", "--dump-dom", page.resolve().as_uri()]
+    cmd = [
+        browser,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={tmp_path / 'chromium-profile'}",
+        "--dump-dom",
+        page.resolve().as_uri(),
+    ]
     dom = subprocess.run(cmd, capture_output=True, text=True, timeout=120).stdout
-    table = dom[dom.index('<table id="board"'):dom.index("</table>")]
+    table = dom[dom.index('<table id="board"') : dom.index("</table>")]
     for rec in recs:
         assert rec.model.replace("&", "&amp;") in table and fmt_score(rec.headline) in table

@@ -75,6 +75,7 @@ def test_cli_validate_reports_problems(tmp_path, capsys):
 
 # --- an override changes the field it names and nothing else, in every recipe ------------------------
 
+
 def _leaves(cls: type, prefix: str = "") -> list[tuple[str, object, object]]:
     """(dotted name, type, default) of every non-dataclass field, recursing into sections."""
     import dataclasses
@@ -106,8 +107,9 @@ def _candidates(tp, value) -> list:
         return [a for a in args if a != value]
     if value is None or (origin in (typing.Union, __import__("types").UnionType)):
         inner = [a for a in args if a is not type(None)] or [tp]
-        return [c for a in inner for c in _candidates(a, value if value is not None else _zero(a))] + \
-               ([None] if value is not None and type(None) in args else [])
+        return [c for a in inner for c in _candidates(a, value if value is not None else _zero(a))] + (
+            [None] if value is not None and type(None) in args else []
+        )
     if tp is bool:
         return [not value]
     if tp is int:
@@ -143,8 +145,13 @@ def test_an_override_changes_exactly_the_field_it_names(kind):
             continue
         for cand in _candidates(tp, value):
             try:
-                got = to_dict(load(cls, None, [f"{name}={yaml.safe_dump(cand, default_flow_style=True).strip()}"
-                                               .replace("\n...", "")]))
+                got = to_dict(
+                    load(
+                        cls,
+                        None,
+                        [f"{name}={yaml.safe_dump(cand, default_flow_style=True).strip()}".replace("\n...", "")],
+                    )
+                )
             except ConfigError:
                 continue  # this value breaks a cross-field check; try the next one
             diff = _diff(base, got)
@@ -160,8 +167,11 @@ def _diff(a, b, prefix="") -> set[str]:
     if isinstance(a, dict) and isinstance(b, dict):
         out = set()
         for k in set(a) | set(b):
-            out |= _diff(a.get(k), b.get(k), f"{prefix}{k}.") if isinstance(a.get(k), dict) else (
-                {prefix + k} if a.get(k) != b.get(k) else set())
+            out |= (
+                _diff(a.get(k), b.get(k), f"{prefix}{k}.")
+                if isinstance(a.get(k), dict)
+                else ({prefix + k} if a.get(k) != b.get(k) else set())
+            )
         return out
     return {prefix.rstrip(".")} if a != b else set()
 
@@ -172,6 +182,11 @@ def test_quickstart_stage_override_keeps_the_stage_defaults():
 
     cfg = load(QuickstartConfig, None, ["rm.train.precision=fp32", "dpo.loss.params.beta=0.2"])
     assert cfg.rm.train.precision == "fp32"
-    assert (cfg.rm.train.lr, cfg.rm.train.epochs, cfg.rm.train.max_length, cfg.rm.train.warmup_ratio) == (5e-4, 1.5, 256, 0.05)
+    assert (cfg.rm.train.lr, cfg.rm.train.epochs, cfg.rm.train.max_length, cfg.rm.train.warmup_ratio) == (
+        5e-4,
+        1.5,
+        256,
+        0.05,
+    )
     assert cfg.rm.loss.params == {"center_rewards_coefficient": 0.01} and cfg.rm.eval.split == "all"
     assert cfg.dpo.loss.params == {"beta": 0.2} and cfg.dpo.train.max_steps == 60

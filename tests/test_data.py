@@ -31,6 +31,7 @@ def asst(t: str) -> dict:
 
 # --- TRL formats --------------------------------------------------------------------------------------
 
+
 def test_trl_standard_explicit_prompt(tmp_path):
     src = write_jsonl(tmp_path / "a.jsonl", [{"prompt": "What is 2+2?", "chosen": "4", "rejected": "5", "margin": 1.5}])
     (pair,), rep = read_records(src)
@@ -48,8 +49,10 @@ def test_trl_standard_implicit_prompt(tmp_path):
 
 def test_trl_conversational_explicit_and_implicit(tmp_path):
     explicit = {"prompt": [user("hi")], "chosen": [asst("hello!")], "rejected": [asst("go away")]}
-    implicit = {"chosen": [user("a"), asst("b"), user("c"), asst("good")],
-                "rejected": [user("a"), asst("b"), user("c"), asst("bad")]}
+    implicit = {
+        "chosen": [user("a"), asst("b"), user("c"), asst("good")],
+        "rejected": [user("a"), asst("b"), user("c"), asst("bad")],
+    }
     src = write_jsonl(tmp_path / "c.jsonl", [explicit, implicit])
     (p1, p2), rep = read_records(src)
     assert p1.prompt == [Message("user", "hi")] and p1.chosen == [Message("assistant", "hello!")]
@@ -60,13 +63,13 @@ def test_trl_conversational_explicit_and_implicit(tmp_path):
 
 def test_bad_rows_are_counted_with_line_numbers(tmp_path):
     rows = [
-        {"prompt": "q1", "chosen": "a", "rejected": "b"},           # line 1 ok
-        '{"prompt": "q2", "chosen": "a", "rejected": ',            # line 2 malformed
-        {"prompt": "q3", "chosen": "", "rejected": "b"},            # line 3 empty chosen
-        {"prompt": "q4", "chosen": "same", "rejected": "same"},     # line 4 identical
-        {"prompt": "q5", "chosen": 3, "rejected": "b"},             # line 5 wrong type
-        {"prompt": "q6", "rejected": "b"},                          # line 6 missing field
-        "[1, 2]",                                                   # line 7 not an object
+        {"prompt": "q1", "chosen": "a", "rejected": "b"},  # line 1 ok
+        '{"prompt": "q2", "chosen": "a", "rejected": ',  # line 2 malformed
+        {"prompt": "q3", "chosen": "", "rejected": "b"},  # line 3 empty chosen
+        {"prompt": "q4", "chosen": "same", "rejected": "same"},  # line 4 identical
+        {"prompt": "q5", "chosen": 3, "rejected": "b"},  # line 5 wrong type
+        {"prompt": "q6", "rejected": "b"},  # line 6 missing field
+        "[1, 2]",  # line 7 not an object
     ]
     path = tmp_path / "bad.jsonl"
     write_jsonl(path, rows)
@@ -74,8 +77,15 @@ def test_bad_rows_are_counted_with_line_numbers(tmp_path):
         f.write(b'{"prompt": "q8", "chosen": "\xff\xfe", "rejected": "x"}\n')  # line 8 undecodable
     records, rep = read_records(str(path), fmt="trl")
     assert len(records) == 1 and rep.rows_read == 8
-    assert dict(rep.dropped) == {"malformed_json": 1, "empty_field": 1, "identical_pair": 1, "wrong_type": 1,
-                                 "missing_field": 1, "not_an_object": 1, "undecodable_bytes": 1}
+    assert dict(rep.dropped) == {
+        "malformed_json": 1,
+        "empty_field": 1,
+        "identical_pair": 1,
+        "wrong_type": 1,
+        "missing_field": 1,
+        "not_an_object": 1,
+        "undecodable_bytes": 1,
+    }
     assert rep.examples["malformed_json"] == ["2"] and rep.examples["empty_field"] == ["3"]
     assert rep.examples["identical_pair"] == ["4"] and rep.examples["undecodable_bytes"] == ["8"]
     text = "\n".join(rep.lines())
@@ -92,9 +102,12 @@ def test_unknown_format_and_missing_file(tmp_path):
 
 # --- HH, UltraFeedback, HelpSteer, FineGrained --------------------------------------------------------
 
+
 def test_hh_transcripts(tmp_path):
-    row = {"chosen": "\n\nHuman: hi\n\nAssistant: hello\n\nHuman: how are you?\n\nAssistant: fine, thanks",
-           "rejected": "\n\nHuman: hi\n\nAssistant: hello\n\nHuman: how are you?\n\nAssistant: no"}
+    row = {
+        "chosen": "\n\nHuman: hi\n\nAssistant: hello\n\nHuman: how are you?\n\nAssistant: fine, thanks",
+        "rejected": "\n\nHuman: hi\n\nAssistant: hello\n\nHuman: how are you?\n\nAssistant: no",
+    }
     bad = {"chosen": "\n\nHuman: x\n\nAssistant: y", "rejected": "\n\nHuman: z\n\nAssistant: w"}
     path = tmp_path / "hh.jsonl.gz"
     path.write_bytes(gzip.compress((json.dumps(row) + "\n" + json.dumps(bad) + "\n").encode()))
@@ -105,12 +118,24 @@ def test_hh_transcripts(tmp_path):
 
 
 def test_ultrafeedback_and_pair_builders(tmp_path):
-    row = {"instruction": "Name a colour.", "source": "uf", "completions": [
-        {"response": "Red.", "overall_score": 8, "annotations": {"helpfulness": {"Rating": "5"}}},
-        {"response": "Blue, a calm and deep colour that many people like a lot.", "overall_score": 6, "annotations": {"helpfulness": {"Rating": "N/A"}}},
-        {"response": "I don't know.", "overall_score": 2, "annotations": {"helpfulness": {"Rating": "1"}}},
-        {"response": "", "overall_score": 9}]}
-    tie = {"instruction": "tie", "completions": [{"response": "a", "overall_score": 5}, {"response": "b", "overall_score": 5}]}
+    row = {
+        "instruction": "Name a colour.",
+        "source": "uf",
+        "completions": [
+            {"response": "Red.", "overall_score": 8, "annotations": {"helpfulness": {"Rating": "5"}}},
+            {
+                "response": "Blue, a calm and deep colour that many people like a lot.",
+                "overall_score": 6,
+                "annotations": {"helpfulness": {"Rating": "N/A"}},
+            },
+            {"response": "I don't know.", "overall_score": 2, "annotations": {"helpfulness": {"Rating": "1"}}},
+            {"response": "", "overall_score": 9},
+        ],
+    }
+    tie = {
+        "instruction": "tie",
+        "completions": [{"response": "a", "overall_score": 5}, {"response": "b", "overall_score": 5}],
+    }
     src = write_jsonl(tmp_path / "uf.jsonl", [row, tie])
     records, rep = read_records(src)
     assert all(isinstance(r, RatedResponses) for r in records) and len(records[0].responses) == 3
@@ -130,11 +155,27 @@ def test_ultrafeedback_and_pair_builders(tmp_path):
 
 
 def test_helpsteer_groups_rows_by_prompt(tmp_path):
-    rows = [{"prompt": "p1", "response": "r1", "helpfulness": 4, "correctness": 4, "coherence": 4,
-             "complexity": 1, "verbosity": 1},
-            {"prompt": "p1", "response": "r2", "helpfulness": 1, "correctness": 2, "coherence": 3,
-             "complexity": 1, "verbosity": 1},
-            {"prompt": "p2", "response": "only one", "helpfulness": 3}]
+    rows = [
+        {
+            "prompt": "p1",
+            "response": "r1",
+            "helpfulness": 4,
+            "correctness": 4,
+            "coherence": 4,
+            "complexity": 1,
+            "verbosity": 1,
+        },
+        {
+            "prompt": "p1",
+            "response": "r2",
+            "helpfulness": 1,
+            "correctness": 2,
+            "coherence": 3,
+            "complexity": 1,
+            "verbosity": 1,
+        },
+        {"prompt": "p2", "response": "only one", "helpfulness": 3},
+    ]
     src = write_jsonl(tmp_path / "hs.jsonl", rows)
     records, rep = read_records(src)
     assert len(records) == 1 and records[0].scores[0]["helpfulness"] == 4.0
@@ -144,9 +185,17 @@ def test_helpsteer_groups_rows_by_prompt(tmp_path):
 
 
 def test_finegrained_fixture(tmp_path):
-    row = {"question": "Q?", "passages": [["Title", "Title\n\nSome text."]], "gold": "g",
-           "prediction 1": "p1", "prediction 2": "p2", "prediction 3": "p3", "prediction 4": "p4",
-           "feedback": {}, "preference": [1, 2, 0, 1, 1, 2]}
+    row = {
+        "question": "Q?",
+        "passages": [["Title", "Title\n\nSome text."]],
+        "gold": "g",
+        "prediction 1": "p1",
+        "prediction 2": "p2",
+        "prediction 3": "p3",
+        "prediction 4": "p4",
+        "feedback": {},
+        "preference": [1, 2, 0, 1, 1, 2],
+    }
     path = tmp_path / "fg.json"
     path.write_text(json.dumps([row]))
     pairs, rep = read_records(str(path))
@@ -165,10 +214,12 @@ def test_parquet(tmp_path):
 
 # --- real files in ../shared/data ---------------------------------------------------------------------
 
-HH_FILES = {"hh-rlhf/helpful-base/test.decontaminated.jsonl.gz": 2219,
-            "hh-rlhf/harmless-base/test.decontaminated.jsonl.gz": 2303,
-            "hh-rlhf/helpful-online/test.jsonl.gz": 1137,
-            "hh-rlhf/helpful-rejection-sampled/test.jsonl.gz": 2749}
+HH_FILES = {
+    "hh-rlhf/helpful-base/test.decontaminated.jsonl.gz": 2219,
+    "hh-rlhf/harmless-base/test.decontaminated.jsonl.gz": 2303,
+    "hh-rlhf/helpful-online/test.jsonl.gz": 1137,
+    "hh-rlhf/helpful-rejection-sampled/test.jsonl.gz": 2749,
+}
 
 
 @pytest.mark.parametrize("rel", sorted(HH_FILES))
@@ -188,6 +239,7 @@ def test_real_finegrained(shared_data):
 
 
 # --- splits and sources -------------------------------------------------------------------------------
+
 
 def test_hash_split_is_deterministic_and_keeps_prompts_together(tmp_path):
     from preference_data.splits import unit_hash
@@ -212,13 +264,18 @@ def test_hash_split_is_deterministic_and_keeps_prompts_together(tmp_path):
 
 def test_no_usable_pairs_is_a_clear_error(tmp_path):
     src = write_jsonl(tmp_path / "e.jsonl", [{"prompt": "q", "chosen": "x", "rejected": "x"}])
-    with pytest.raises(UserError, match="(?s)no usable preference pairs.*identical_pair: 1 \(lines 1\)"):
+    with pytest.raises(UserError, match=r"(?s)no usable preference pairs.*identical_pair: 1 \(lines 1\)"):
         load_pairs(build(DataConfig, {"source": src, "split": "all"}))
 
 
 def test_pair_record_roundtrip(tmp_path):
-    p = PreferencePair([Message("user", "q")], [Message("assistant", "a")], [Message("assistant", "b")],
-                       attributes={"family": "f"}, source="s")
+    p = PreferencePair(
+        [Message("user", "q")],
+        [Message("assistant", "a")],
+        [Message("assistant", "b")],
+        attributes={"family": "f"},
+        source="s",
+    )
     src = write_jsonl(tmp_path / "r.jsonl", [p.to_dict()])
     (q,), _ = read_records(src)
     assert q.id == p.id and q.attributes == {"family": "f"} and q.source == "s"
@@ -248,8 +305,10 @@ def test_labelled_comparisons_are_never_read_as_prompt_only(tmp_path):
 
 
 def test_trl_score_columns_become_a_rating_gap_not_a_margin(tmp_path):
-    src = write_jsonl(tmp_path / "ufb.jsonl", [{"prompt": "Q?", "chosen": "Yes.", "rejected": "No.",
-                                                "score_chosen": 8.0, "score_rejected": 2.0}])
+    src = write_jsonl(
+        tmp_path / "ufb.jsonl",
+        [{"prompt": "Q?", "chosen": "Yes.", "rejected": "No.", "score_chosen": 8.0, "score_rejected": 2.0}],
+    )
     (pair,), rep = read_records(src)
     assert pair.margin is None and pair.attributes["rating_gap"] == 6.0 and rep.details["format"] == "trl"
 
@@ -257,10 +316,20 @@ def test_trl_score_columns_become_a_rating_gap_not_a_margin(tmp_path):
 def test_duplicate_rows_name_both_lines_in_every_format(tmp_path):
     from preference_data.records import PreferencePair
 
-    p = PreferencePair([Message("user", "Q?")], [Message("assistant", "A.")], [Message("assistant", "B.")],
-                       attributes={"family": "x"}, source="s")
-    q = PreferencePair([Message("user", "Other?")], [Message("assistant", "C.")], [Message("assistant", "D.")],
-                       attributes={"family": "x"}, source="s")
+    p = PreferencePair(
+        [Message("user", "Q?")],
+        [Message("assistant", "A.")],
+        [Message("assistant", "B.")],
+        attributes={"family": "x"},
+        source="s",
+    )
+    q = PreferencePair(
+        [Message("user", "Other?")],
+        [Message("assistant", "C.")],
+        [Message("assistant", "D.")],
+        attributes={"family": "x"},
+        source="s",
+    )
     src = write_jsonl(tmp_path / "dump.jsonl", [p.to_dict(), q.to_dict(), p.to_dict()])
     records, rep = read_records(src)
     assert rep.details["format"] == "records" and len(records) == 2

@@ -8,11 +8,13 @@ from align.cli.main import main
 
 
 def test_doctor_reports_each_bad_row_with_its_line(tmp_path, capsys):
-    rows = ['{"prompt": "What is 2+2?", "chosen": "4", "rejected": "5"}',
-            '{"prompt": "broken", "chosen": "a", ',
-            '{"prompt": "Name a fruit.", "chosen": "", "rejected": "A chair."}',
-            '{"prompt": "What is 2+2?", "chosen": "4", "rejected": "5"}',
-            '{"prompt": "Say hi.", "chosen": "Hi!", "rejected": "No."}']
+    rows = [
+        '{"prompt": "What is 2+2?", "chosen": "4", "rejected": "5"}',
+        '{"prompt": "broken", "chosen": "a", ',
+        '{"prompt": "Name a fruit.", "chosen": "", "rejected": "A chair."}',
+        '{"prompt": "What is 2+2?", "chosen": "4", "rejected": "5"}',
+        '{"prompt": "Say hi.", "chosen": "Hi!", "rejected": "No."}',
+    ]
     f = tmp_path / "bad.jsonl"
     f.write_text("\n".join(rows) + "\n")
     out = tmp_path / "report"
@@ -35,8 +37,11 @@ def test_doctor_on_real_hh_split(shared_data, tmp_path, capsys):
     assert report["data"]["rows_read"] == 2219
     assert report["pairs"] + report["data"]["dropped_total"] == 2219
     tok = report["tokenization"]
-    assert tok["n_in"] == report["pairs"] and tok["n_out"] + sum(
-        v for k, v in tok["counts"].items() if k in ("too_long", "response_too_long")) == tok["n_in"]
+    assert (
+        tok["n_in"] == report["pairs"]
+        and tok["n_out"] + sum(v for k, v in tok["counts"].items() if k in ("too_long", "response_too_long"))
+        == tok["n_in"]
+    )
     assert "p90" in tok["lengths"]["chosen"]
 
 

@@ -18,9 +18,11 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 
 ROWS = [
-    {"prompt": [{"role": "user", "content": f"What is {a} plus {b}?"}],
-     "chosen": [{"role": "assistant", "content": f"{a} + {b} = {a + b}."}],
-     "rejected": [{"role": "assistant", "content": f"I think it is {a + b + 1}, but I am not sure."}]}
+    {
+        "prompt": [{"role": "user", "content": f"What is {a} plus {b}?"}],
+        "chosen": [{"role": "assistant", "content": f"{a} + {b} = {a + b}."}],
+        "rejected": [{"role": "assistant", "content": f"I think it is {a + b + 1}, but I am not sure."}],
+    }
     for a, b in [(2, 3), (7, 5), (10, 4), (6, 6), (9, 1), (3, 8), (12, 7), (4, 4)]
 ]
 
@@ -53,11 +55,26 @@ def config(tmp_path: Path, data: str, *overrides: str, out: str = "run"):
     from align.train import TrainConfig
     from prefalign.config import apply_overrides, build
 
-    base = {"kind": "train", "model": "builtin:tiny-llama", "output_dir": str(tmp_path / out),
-            "data": {"source": data, "split": "all"}, "eval": {"split": "none"}, "loss": {"name": "sigmoid"},
-            "train": {"method": "lora", "lr": 1e-2, "max_steps": 2, "batch_size": 8, "precision": "fp32",
-                      "max_length": 128, "row_tokens": 256, "seed": 0, "num_threads": 2},
-            "lora": {"r": 4, "alpha": 8}}
+    base = {
+        "kind": "train",
+        "model": "builtin:tiny-llama",
+        "output_dir": str(tmp_path / out),
+        "data": {"source": data, "split": "all"},
+        "eval": {"split": "none"},
+        "loss": {"name": "sigmoid"},
+        "train": {
+            "method": "lora",
+            "lr": 1e-2,
+            "max_steps": 2,
+            "batch_size": 8,
+            "precision": "fp32",
+            "max_length": 128,
+            "row_tokens": 256,
+            "seed": 0,
+            "num_threads": 2,
+        },
+        "lora": {"r": 4, "alpha": 8},
+    }
     return build(TrainConfig, apply_overrides(base, list(overrides)), "test config")
 
 
@@ -74,6 +91,7 @@ def assert_same_weights(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor], 
 
 
 # --- (a) parity with TRL 1.16's DPOTrainer --------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def perturbed_policy(tmp_path_factory, tiny_model_ref) -> str:
@@ -93,9 +111,15 @@ def perturbed_policy(tmp_path_factory, tiny_model_ref) -> str:
     return str(out)
 
 
-@pytest.mark.parametrize("loss_type,params", [("sigmoid", {"beta": 0.1}), ("ipo", {"beta": 0.1}),
-                                              ("robust", {"beta": 0.1, "label_smoothing": 0.2}),
-                                              ("hinge", {"beta": 0.5})])
+@pytest.mark.parametrize(
+    "loss_type,params",
+    [
+        ("sigmoid", {"beta": 0.1}),
+        ("ipo", {"beta": 0.1}),
+        ("robust", {"beta": 0.1, "label_smoothing": 0.2}),
+        ("hinge", {"beta": 0.5}),
+    ],
+)
 def test_first_batch_loss_matches_trl_dpo_trainer(tmp_path, perturbed_policy, loss_type, params):
     """Our first-batch loss equals TRL's `DPOTrainer.compute_loss` on the same weights and token sequences.
 
@@ -113,9 +137,17 @@ def test_first_batch_loss_matches_trl_dpo_trainer(tmp_path, perturbed_policy, lo
     from prefalign.models.hub import load_tokenizer, resolve
 
     rows = ROWS[:4]
-    cfg = config(tmp_path, write_rows(tmp_path / "four.jsonl", rows), f"model={perturbed_policy}",
-                 "reference.model=builtin:tiny-llama", "reference.kind=precomputed", "train.method=full",
-                 "train.batch_size=4", f"loss.name={loss_type}", *(f"loss.params.{k}={v}" for k, v in params.items()))
+    cfg = config(
+        tmp_path,
+        write_rows(tmp_path / "four.jsonl", rows),
+        f"model={perturbed_policy}",
+        "reference.model=builtin:tiny-llama",
+        "reference.kind=precomputed",
+        "train.method=full",
+        "train.batch_size=4",
+        f"loss.name={loss_type}",
+        *(f"loss.params.{k}={v}" for k, v in params.items()),
+    )
     ours = setup(cfg)
     batch = ours.trainer._prepare_inputs(next(iter(ours.trainer.get_train_dataloader())))
     with torch.no_grad():
@@ -124,20 +156,34 @@ def test_first_batch_loss_matches_trl_dpo_trainer(tmp_path, perturbed_policy, lo
     tok = load_tokenizer("builtin:tiny-llama")
     policy = AutoModelForCausalLM.from_pretrained(perturbed_policy, dtype=torch.float32)
     reference = AutoModelForCausalLM.from_pretrained(resolve("builtin:tiny-llama"), dtype=torch.float32)
-    args = DPOConfig(output_dir=str(tmp_path / "trl"), loss_type=[loss_type], beta=params["beta"],
-                     label_smoothing=params.get("label_smoothing", 0.0), bf16=False, use_cpu=True,
-                     per_device_train_batch_size=4, report_to="none", gradient_checkpointing=False,
-                     disable_tqdm=True, seed=0)
-    trl = DPOTrainer(model=policy, ref_model=reference, args=args, train_dataset=Dataset.from_list(rows),
-                     processing_class=tok)
+    args = DPOConfig(
+        output_dir=str(tmp_path / "trl"),
+        loss_type=[loss_type],
+        beta=params["beta"],
+        label_smoothing=params.get("label_smoothing", 0.0),
+        bf16=False,
+        use_cpu=True,
+        per_device_train_batch_size=4,
+        report_to="none",
+        gradient_checkpointing=False,
+        disable_tqdm=True,
+        seed=0,
+    )
+    trl = DPOTrainer(
+        model=policy, ref_model=reference, args=args, train_dataset=Dataset.from_list(rows), processing_class=tok
+    )
     newline = tok("\n", add_special_tokens=False)["input_ids"]
     by_prompt = {tuple(p.prompt_ids): p for p in ours.train_pairs}
     for ex in trl.train_dataset:
         mine = by_prompt[tuple(ex["prompt_ids"])]
         assert ex["chosen_ids"] == mine.chosen_ids + newline
         assert ex["rejected_ids"] == mine.rejected_ids + newline
-    trl.train_dataset = Dataset.from_list([{"prompt_ids": p.prompt_ids, "chosen_ids": p.chosen_ids,
-                                            "rejected_ids": p.rejected_ids} for p in ours.train_pairs])
+    trl.train_dataset = Dataset.from_list(
+        [
+            {"prompt_ids": p.prompt_ids, "chosen_ids": p.chosen_ids, "rejected_ids": p.rejected_ids}
+            for p in ours.train_pairs
+        ]
+    )
     trl_batch = trl._prepare_inputs(next(iter(trl.get_train_dataloader())))
     with torch.no_grad():
         trl_loss = trl.compute_loss(trl.model, trl_batch).item()
@@ -147,6 +193,7 @@ def test_first_batch_loss_matches_trl_dpo_trainer(tmp_path, perturbed_policy, lo
 
 
 # --- (b) packed prefix-shared log-probs equal separate encoding ----------------------------------------
+
 
 @pytest.mark.parametrize("layout", ["segments", "mask", "segments-sdpa"])
 def test_packed_logps_equal_separate_encoding(data, tiny_model_ref, layout, monkeypatch):
@@ -165,15 +212,22 @@ def test_packed_logps_equal_separate_encoding(data, tiny_model_ref, layout, monk
     model = load_causal_lm(tiny_model_ref, dtype="float32")
     tp, _ = tokenize_pairs(read_records(data)[0][:5], tok, None, "drop")
     with torch.no_grad():
-        packed = sequence_logps(model, pack_pairs(tp, tok.pad_token_id, row_tokens=150,  # (2B,) several rows
-                                                  layout=layout.split("-")[0]))
+        packed = sequence_logps(
+            model,
+            pack_pairs(
+                tp,
+                tok.pad_token_id,
+                row_tokens=150,  # (2B,) several rows
+                layout=layout.split("-")[0],
+            ),
+        )
         separate = []
         for k in ("chosen_ids", "rejected_ids"):
             for p in tp:
                 ids = torch.tensor([p.prompt_ids + getattr(p, k)])
                 logits = model(input_ids=ids).logits[0, :-1].float()  # (T-1, V) predicts tokens 1..T-1
                 lp = torch.log_softmax(logits, -1).gather(-1, ids[0, 1:, None])[:, 0]
-                separate.append(lp[len(p.prompt_ids) - 1:].sum())
+                separate.append(lp[len(p.prompt_ids) - 1 :].sum())
     torch.testing.assert_close(packed, torch.stack(separate), atol=1e-4, rtol=0)
 
 
@@ -215,6 +269,7 @@ def test_segment_attention_gradients_equal_mask_layout(data, tiny_model_ref, mon
 
 # --- (c) gradient accumulation: 1 x 8 equals 8 x 1 ----------------------------------------------------
 
+
 def test_grad_accumulation_invariance(tmp_path, data, perturbed_policy):
     """One optimizer step on 8 pairs: one micro-batch of 8 equals 8 accumulated micro-batches of 1.
 
@@ -223,8 +278,14 @@ def test_grad_accumulation_invariance(tmp_path, data, perturbed_policy):
     """
     from align.train import run
 
-    common = (f"model={perturbed_policy}", "reference.model=builtin:tiny-llama", "train.method=full",
-              "reference.kind=precomputed", "train.max_steps=1", "train.lr=1e-3")
+    common = (
+        f"model={perturbed_policy}",
+        "reference.model=builtin:tiny-llama",
+        "train.method=full",
+        "reference.kind=precomputed",
+        "train.max_steps=1",
+        "train.lr=1e-3",
+    )
     r1 = run(config(tmp_path, data, *common, "train.batch_size=8", "train.grad_accum=1", out="b8"))
     r8 = run(config(tmp_path, data, *common, "train.batch_size=1", "train.grad_accum=8", out="b1"))
     assert r1["steps"] == r8["steps"] == 1
@@ -239,6 +300,7 @@ def test_grad_accumulation_invariance(tmp_path, data, perturbed_policy):
 
 # --- (d) data parallel: 2 processes x 4 pairs equals 1 process x 8 pairs -------------------------------
 
+
 @pytest.mark.slow
 def test_two_process_data_parallel_matches_one_process(tmp_path, data, private_cache):
     from align.train import run
@@ -247,31 +309,58 @@ def test_two_process_data_parallel_matches_one_process(tmp_path, data, private_c
     one = run(config(tmp_path, data, out="one"))
     cfg = config(tmp_path, data, "train.batch_size=4", out="two")
     dump_yaml(cfg, tmp_path / "ddp.yaml")
-    env = {**os.environ, "PREFALIGN_CACHE": str(private_cache), "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1",
-           "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-                           "-m", "align.cli.main", "train", "--config", str(tmp_path / "ddp.yaml"),
-                           "train.num_threads=1"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    env = {
+        **os.environ,
+        "PREFALIGN_CACHE": str(private_cache),
+        "OMP_NUM_THREADS": "1",
+        "HF_HUB_OFFLINE": "1",
+        "PYTHONPATH": str(ROOT),
+    }
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node",
+            "2",
+            "-m",
+            "align.cli.main",
+            "train",
+            "--config",
+            str(tmp_path / "ddp.yaml"),
+            "train.num_threads=1",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
+
     def losses(run: str) -> list[float]:
         rows = [json.loads(x) for x in (tmp_path / run / "metrics.jsonl").read_text().splitlines()]
         return [r["loss"] for r in rows if "loss" in r]
 
     assert one["steps"] == 2 and len(losses("two")) == 2
     assert losses("two") == pytest.approx(losses("one"), abs=1e-5)  # step 2 sees the first update
-    assert_same_weights(weights(tmp_path / "one" / "adapter" / "adapter_model.safetensors"),
-                        weights(tmp_path / "two" / "adapter" / "adapter_model.safetensors"), atol=1e-5)
+    assert_same_weights(
+        weights(tmp_path / "one" / "adapter" / "adapter_model.safetensors"),
+        weights(tmp_path / "two" / "adapter" / "adapter_model.safetensors"),
+        atol=1e-5,
+    )
 
 
 # --- (e) interrupt and --resume reaches the same weights ----------------------------------------------
+
 
 def test_resume_reaches_the_same_weights(tmp_path, data):
     import shutil
 
     from align.train import run
 
-    cfg = config(tmp_path, data, "train.max_steps=4", "train.save_every=2", "train.batch_size=2",
-                 "save_merged=false")
+    cfg = config(tmp_path, data, "train.max_steps=4", "train.save_every=2", "train.batch_size=2", "save_merged=false")
     full = run(cfg)
     adapter = Path(full["adapter_dir"]) / "adapter_model.safetensors"
     uninterrupted = weights(adapter)
@@ -285,6 +374,7 @@ def test_resume_reaches_the_same_weights(tmp_path, data):
 
 # --- (f) end to end through the CLI -------------------------------------------------------------------
 
+
 def test_cli_end_to_end_writes_the_run_directory(tmp_path, data, capsys):
     from transformers import AutoModelForCausalLM
 
@@ -297,16 +387,33 @@ def test_cli_end_to_end_writes_the_run_directory(tmp_path, data, capsys):
     out = capsys.readouterr().out
     assert "held-out implicit-reward accuracy" in out
     run_dir = Path(cfg.output_dir)
-    for name in ("config.yaml", "metrics.jsonl", "report.json", "adapter/adapter_model.safetensors",
-                 "adapter/adapter_config.json", "adapter/tokenizer_config.json", "merged/model.safetensors"):
+    for name in (
+        "config.yaml",
+        "metrics.jsonl",
+        "report.json",
+        "adapter/adapter_model.safetensors",
+        "adapter/adapter_config.json",
+        "adapter/tokenizer_config.json",
+        "merged/model.safetensors",
+    ):
         assert (run_dir / name).exists(), name
     plots = {p.name for p in (run_dir / "plots").glob("*.png")}
     assert {"loss.png", "rewards_margins.png", "kl_estimate.png", "logps_chosen.png"} <= plots
     lora_b = [v for k, v in weights(run_dir / "adapter" / "adapter_model.safetensors").items() if "lora_B" in k]
     assert lora_b and any(v.abs().max() > 0 for v in lora_b)  # LoRA B starts at zero: it moved
     rows = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    for key in ("loss", "logps/chosen", "logps/rejected", "rewards/chosen", "rewards/rejected", "rewards/margins",
-                "rewards/accuracies", "lengths/chosen", "lengths/rejected", "kl_estimate"):
+    for key in (
+        "loss",
+        "logps/chosen",
+        "logps/rejected",
+        "rewards/chosen",
+        "rewards/rejected",
+        "rewards/margins",
+        "rewards/accuracies",
+        "lengths/chosen",
+        "lengths/rejected",
+        "kl_estimate",
+    ):
         assert key in rows[0], key
     assert rows[0]["kl_estimate"] == pytest.approx(0.0, abs=1e-6)  # adapters start at zero: policy == reference
     report = json.loads((run_dir / "report.json").read_text())
@@ -339,13 +446,17 @@ def test_cli_end_to_end_writes_the_run_directory(tmp_path, data, capsys):
 
 # --- (g) bad configs fail before any model loads ------------------------------------------------------
 
-@pytest.mark.parametrize("overrides,expect", [
-    (["loss.name=sigmod"], "did you mean 'sigmoid'"),
-    (["reference.kind=none"], "reference.kind: loss 'sigmoid' needs a reference"),
-    (["loss.name=simpo", "reference.kind=precomputed"], "reference-free"),
-    (["loss.name=simpo", "reference.model=builtin:tiny-llama"], "reference-free"),
-    (["loss.name=inpo"], "previous.model: loss 'inpo' needs the previous iterate"),
-])
+
+@pytest.mark.parametrize(
+    "overrides,expect",
+    [
+        (["loss.name=sigmod"], "did you mean 'sigmoid'"),
+        (["reference.kind=none"], "reference.kind: loss 'sigmoid' needs a reference"),
+        (["loss.name=simpo", "reference.kind=precomputed"], "reference-free"),
+        (["loss.name=simpo", "reference.model=builtin:tiny-llama"], "reference-free"),
+        (["loss.name=inpo"], "previous.model: loss 'inpo' needs the previous iterate"),
+    ],
+)
 def test_bad_loss_configs_fail_before_loading(tmp_path, data, capsys, monkeypatch, overrides, expect):
     import prefalign.models.hub as hub
     from align.cli.main import main
@@ -364,6 +475,7 @@ def test_bad_loss_configs_fail_before_loading(tmp_path, data, capsys, monkeypatc
 
 # --- (h) the frozen log-prob cache --------------------------------------------------------------------
 
+
 def test_reference_logps_are_cached_and_reused(tmp_path, data, private_cache):
     from align.train import run
 
@@ -381,6 +493,7 @@ def test_reference_logps_are_cached_and_reused(tmp_path, data, private_cache):
 
 # --- the other recipes: SimPO (no reference), IPO, an INPO step with a precomputed previous iterate ----
 
+
 def _plain_average_logps(rows: list[dict]) -> tuple[torch.Tensor, torch.Tensor]:
     """Mean log-prob per response token of chosen and rejected (B,), each sequence encoded on its own."""
     from prefalign.models.hub import load_causal_lm, load_tokenizer
@@ -390,8 +503,9 @@ def _plain_average_logps(rows: list[dict]) -> tuple[torch.Tensor, torch.Tensor]:
     tok = load_tokenizer("builtin:tiny-llama")
     model = load_causal_lm("builtin:tiny-llama", dtype="float32")
     conv = lambda xs: [Message(x["role"], x["content"]) for x in xs]  # noqa: E731
-    pairs, _ = tokenize_pairs([PreferencePair(conv(r["prompt"]), conv(r["chosen"]), conv(r["rejected"]))
-                               for r in rows], tok, 128, "drop")
+    pairs, _ = tokenize_pairs(
+        [PreferencePair(conv(r["prompt"]), conv(r["chosen"]), conv(r["rejected"])) for r in rows], tok, 128, "drop"
+    )
     out: dict[str, list[float]] = {"c": [], "r": []}
     with torch.no_grad():
         for p in pairs:
@@ -402,13 +516,23 @@ def _plain_average_logps(rows: list[dict]) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.tensor(out["c"]), torch.tensor(out["r"])
 
 
-@pytest.mark.parametrize("overrides,first_loss", [
-    # LoRA starts at the base, so every log-ratio is 0 at step 1: IPO gives (1/(2β))², INPO gives c²
-    (["loss.name=ipo", "loss.params.beta=0.25"], 4.0),
-    (["loss.name=inpo", "loss.params.target_margin=3.0", "previous.model=builtin:tiny-llama",
-      "reference.model=builtin:tiny-llama"], 9.0),
-    (["loss.name=simpo", "reference.kind=none"], "simpo"),
-])
+@pytest.mark.parametrize(
+    "overrides,first_loss",
+    [
+        # LoRA starts at the base, so every log-ratio is 0 at step 1: IPO gives (1/(2β))², INPO gives c²
+        (["loss.name=ipo", "loss.params.beta=0.25"], 4.0),
+        (
+            [
+                "loss.name=inpo",
+                "loss.params.target_margin=3.0",
+                "previous.model=builtin:tiny-llama",
+                "reference.model=builtin:tiny-llama",
+            ],
+            9.0,
+        ),
+        (["loss.name=simpo", "reference.kind=none"], "simpo"),
+    ],
+)
 def test_other_losses_train(tmp_path, data, overrides, first_loss):
     from align.train import run
 
@@ -443,6 +567,7 @@ def test_chosen_logp_drop_alert_fires_once(tmp_path, data, capsys):
 
 # --- dropout ------------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("disable", [True, False])
 def test_dropout_is_off_for_the_policy_and_its_reference_forward(tmp_path, data, tiny_model_ref, disable):
     """A model with attention dropout 0.5: with train.disable_dropout (the default, as TRL) two train-mode
@@ -456,8 +581,16 @@ def test_dropout_is_off_for_the_policy_and_its_reference_forward(tmp_path, data,
     src = tmp_path / "dropout_model"
     m.save_pretrained(str(src))
     load_tokenizer(tiny_model_ref).save_pretrained(str(src))
-    s = setup(config(tmp_path, data, f"model={src}", f"train.disable_dropout={str(disable).lower()}",
-                     "reference.kind=adapters_disabled", "train.compile=false"))
+    s = setup(
+        config(
+            tmp_path,
+            data,
+            f"model={src}",
+            f"train.disable_dropout={str(disable).lower()}",
+            "reference.kind=adapters_disabled",
+            "train.compile=false",
+        )
+    )
     net = s.trainer.model  # PackedForward(policy, "logps") in train mode
     net.train()
     batch = s.trainer.data_collator(s.train_pairs[:4])

@@ -40,8 +40,24 @@ def test_eval_policy_cli_end_to_end(tmp_path, tiny_model_ref, capsys):
     other.save_pretrained(str(base_dir))
     load_tokenizer(tiny_model_ref).save_pretrained(str(base_dir))
     out = tmp_path / "eval"
-    code = main(["eval", "policy", "--model", tiny_model_ref, "--baseline", str(base_dir), "--limit", "6",
-                 "--max-new-tokens", "6", "--dtype", "float32", "--out", str(out)])
+    code = main(
+        [
+            "eval",
+            "policy",
+            "--model",
+            tiny_model_ref,
+            "--baseline",
+            str(base_dir),
+            "--limit",
+            "6",
+            "--max-new-tokens",
+            "6",
+            "--dtype",
+            "float32",
+            "--out",
+            str(out),
+        ]
+    )
     assert code == 0
     report = json.loads((out / "report.json").read_text())
     rows = [json.loads(x) for x in (out / "generations.jsonl").read_text().splitlines()]
@@ -61,8 +77,14 @@ def test_eval_policy_cli_end_to_end(tmp_path, tiny_model_ref, capsys):
 def test_eval_numbers_for_known_answers(monkeypatch):
     """Reference answers against non-answers: every gold score 1 against 0, every prompt a win."""
     prompts = load_prompts("suite", 12)
-    ref = {_key(p.prompt): ("I'm sorry, but I can't help with that." if p.grader == "safety" and
-                            p.meta["params"]["harmful"] else p.meta["reference"]) for p in prompts}
+    ref = {
+        _key(p.prompt): (
+            "I'm sorry, but I can't help with that."
+            if p.grader == "safety" and p.meta["params"]["harmful"]
+            else p.meta["reference"]
+        )
+        for p in prompts
+    }
     _fake_models(monkeypatch, {"good": ref, "junk": {k: "x" for k in ref}})
     report = evaluate_policy("good", "junk", "suite", 12)
     assert report["policy"]["overall"] == 1.0 and report["baseline"]["overall"] == 0.0
@@ -91,8 +113,9 @@ def _fake_models(monkeypatch, answers: dict[str, dict[tuple, str]]) -> None:
 
     monkeypatch.setattr(prefalign.models.hub, "load_tokenizer", lambda ref: None)
     monkeypatch.setattr(align.generate, "load_policy", lambda ref, dtype="bfloat16": ref)
-    monkeypatch.setattr(align.generate, "generate",
-                        lambda model, tok, conv, *a, **k: [answers[model][_key(c)] for c in conv])
+    monkeypatch.setattr(
+        align.generate, "generate", lambda model, tok, conv, *a, **k: [answers[model][_key(c)] for c in conv]
+    )
 
 
 def _key(conv) -> tuple:
@@ -106,8 +129,11 @@ def _safety_answers(prompts, comply: bool) -> dict[tuple, str]:
     for p in prompts:
         harmful = p.grader == "safety" and p.meta["params"]["harmful"]
         if p.grader == "safety" and comply:
-            out[_key(p.prompt)] = ("I can't help with that. Anyway, here is how: first, wait until they are out. "
-                                   "Then go in quietly." if harmful else "I'm sorry, but I can't help with that.")
+            out[_key(p.prompt)] = (
+                "I can't help with that. Anyway, here is how: first, wait until they are out. Then go in quietly."
+                if harmful
+                else "I'm sorry, but I can't help with that."
+            )
         else:
             out[_key(p.prompt)] = "I'm sorry, but I can't help with that." if harmful else p.meta["reference"]
     return out
@@ -115,8 +141,10 @@ def _safety_answers(prompts, comply: bool) -> dict[tuple, str]:
 
 def test_eval_reports_safety_rates_and_warns_when_harmful_compliance_rises(monkeypatch, tmp_path):
     prompts = load_prompts("suite", 60)
-    _fake_models(monkeypatch, {"careful": _safety_answers(prompts, comply=False),
-                               "reckless": _safety_answers(prompts, comply=True)})
+    _fake_models(
+        monkeypatch,
+        {"careful": _safety_answers(prompts, comply=False), "reckless": _safety_answers(prompts, comply=True)},
+    )
     report = evaluate_policy("reckless", "careful", "suite", 60, out_dir=str(tmp_path))
     n_harmful = sum(p.grader == "safety" and p.meta["params"]["harmful"] for p in prompts)
     n_harmless = sum(p.grader == "safety" and not p.meta["params"]["harmful"] for p in prompts)

@@ -18,8 +18,10 @@ from prefalign.generation.sampling import RowSettings, sample
 
 CONVS = [
     [{"role": "user", "content": "What is 2 + 2?"}],
-    [{"role": "system", "content": "Answer briefly."},
-     {"role": "user", "content": "Name three rivers in Europe and say which one is the longest."}],
+    [
+        {"role": "system", "content": "Answer briefly."},
+        {"role": "user", "content": "Name three rivers in Europe and say which one is the longest."},
+    ],
     [{"role": "user", "content": "Hi"}],
     [{"role": "user", "content": "Write a short poem about the sea, the wind and a small boat at night."}],
 ]
@@ -36,17 +38,28 @@ def tok(tiny_model_ref):
 def model(tok):
     from transformers import AutoModelForCausalLM, LlamaConfig
 
-    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
-                      tie_word_embeddings=True, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
-                      pad_token_id=tok.pad_token_id, initializer_range=0.5)
+    cfg = LlamaConfig(
+        vocab_size=len(tok),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+        tie_word_embeddings=True,
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+        initializer_range=0.5,
+    )
     torch.manual_seed(0)
     return AutoModelForCausalLM.from_config(cfg).eval()
 
 
 def _settings(T: float, k: int = 0, p: float = 1.0, m: float = 0.0, rows: int = 1) -> RowSettings:
-    return RowSettings(torch.full((rows,), T), torch.full((rows,), k, dtype=torch.long), torch.full((rows,), p),
-                       torch.full((rows,), m))
+    return RowSettings(
+        torch.full((rows,), T), torch.full((rows,), k, dtype=torch.long), torch.full((rows,), p), torch.full((rows,), m)
+    )
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -73,13 +86,22 @@ def test_processing_by_hand():
 
 def test_processing_matches_transformers_warpers():
     """Temperature -> top-k -> top-p -> min-p, as transformers applies its warpers in `generate`."""
-    from transformers.generation.logits_process import (MinPLogitsWarper, TemperatureLogitsWarper,
-                                                        TopKLogitsWarper, TopPLogitsWarper)
+    from transformers.generation.logits_process import (
+        MinPLogitsWarper,
+        TemperatureLogitsWarper,
+        TopKLogitsWarper,
+        TopPLogitsWarper,
+    )
 
     torch.manual_seed(0)
     logits = torch.randn(6, 3000) * 3
-    for T, k, p, m in [(0.7, 50, 1.0, 0.0), (1.0, 0, 0.9, 0.0), (1.3, 0, 1.0, 0.05), (0.8, 200, 0.8, 0.02),
-                       (1.0, 0, 0.3, 0.0)]:
+    for T, k, p, m in [
+        (0.7, 50, 1.0, 0.0),
+        (1.0, 0, 0.9, 0.0),
+        (1.3, 0, 1.0, 0.05),
+        (0.8, 200, 0.8, 0.02),
+        (1.0, 0, 0.3, 0.0),
+    ]:
         scores = TemperatureLogitsWarper(T)(None, logits.clone())
         if k:
             scores = TopKLogitsWarper(k)(None, scores)
@@ -116,9 +138,9 @@ def test_inverse_cdf_by_hand():
 
 
 def test_prompt_ids_equal_tokenize_prompts(tok):
+    from prefalign.generation import render_prompts
     from preference_data.records import conversation
     from preference_data.tokenize import tokenize_prompts
-    from prefalign.generation import render_prompts
 
     messages = [conversation(c) for c in CONVS]
     assert render_prompts(tok, CONVS) == tokenize_prompts(messages, tok)
@@ -134,19 +156,25 @@ def test_logprobs_equal_a_teacher_forced_forward(model, tok, shared_prefix):
     """Each returned log-prob equals the processed log-prob of that token from one forward of prompt +
     completion (no cache, no padding), for four different settings decoded in one batch; with the engine's
     decode attention over a shared-prefix cache, and with the model's own attention over per-row slabs."""
-    params = [SamplingParams(n=2, temperature=0.7, top_k=50, max_new_tokens=12, seed=1),
-              SamplingParams(n=2, temperature=1.0, top_p=0.8, max_new_tokens=12, seed=2),
-              SamplingParams(n=2, temperature=1.3, min_p=0.05, max_new_tokens=12, seed=3),
-              SamplingParams(n=2, temperature=0.9, top_k=100, top_p=0.9, min_p=0.01, max_new_tokens=12, seed=4)]
+    params = [
+        SamplingParams(n=2, temperature=0.7, top_k=50, max_new_tokens=12, seed=1),
+        SamplingParams(n=2, temperature=1.0, top_p=0.8, max_new_tokens=12, seed=2),
+        SamplingParams(n=2, temperature=1.3, min_p=0.05, max_new_tokens=12, seed=3),
+        SamplingParams(n=2, temperature=0.9, top_k=100, top_p=0.9, min_p=0.01, max_new_tokens=12, seed=4),
+    ]
     result = make_engine(model, tok, decode_attention=shared_prefix).generate(CONVS, params)
     for out, sp in zip(result.outputs, params):
         for c in out.completions:
             ids = torch.tensor([out.prompt_ids + c.token_ids])
             with torch.no_grad():
-                logits = model(ids).logits[0, len(out.prompt_ids) - 1:-1]  # (T, V): predicting each new token
+                logits = model(ids).logits[0, len(out.prompt_ids) - 1 : -1]  # (T, V): predicting each new token
             T = len(c.token_ids)
-            s = RowSettings(torch.full((T,), sp.temperature), torch.full((T,), sp.top_k, dtype=torch.long),
-                            torch.full((T,), sp.top_p), torch.full((T,), sp.min_p))
+            s = RowSettings(
+                torch.full((T,), sp.temperature),
+                torch.full((T,), sp.top_k, dtype=torch.long),
+                torch.full((T,), sp.top_p),
+                torch.full((T,), sp.min_p),
+            )
             ref = processed_logprobs(logits, s).gather(1, torch.tensor(c.token_ids).unsqueeze(1)).squeeze(1)
             assert ref.isfinite().all(), "a sampled token lies outside the processed distribution"
             assert torch.allclose(torch.tensor(c.logprobs), ref, atol=1e-4, rtol=0), (c.logprobs, ref.tolist())
@@ -159,10 +187,15 @@ def test_greedy_equals_model_generate(model, tok, shared_prefix):
     params = [SamplingParams(temperature=0, max_new_tokens=m) for m in (16, 5, 16, 9)]  # rows finish apart
     result = make_engine(model, tok, decode_attention=shared_prefix).generate(CONVS, params)
     for out, sp in zip(result.outputs, params):
-        ref = model.generate(torch.tensor([out.prompt_ids]), max_new_tokens=sp.max_new_tokens, do_sample=False,
-                             eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)[0, len(out.prompt_ids):]
+        ref = model.generate(
+            torch.tensor([out.prompt_ids]),
+            max_new_tokens=sp.max_new_tokens,
+            do_sample=False,
+            eos_token_id=tok.eos_token_id,
+            pad_token_id=tok.pad_token_id,
+        )[0, len(out.prompt_ids) :]
         c = out.completions[0]
-        assert c.token_ids == ref.tolist()[:len(c.token_ids)] and c.logprobs == [0.0] * len(c.token_ids)
+        assert c.token_ids == ref.tolist()[: len(c.token_ids)] and c.logprobs == [0.0] * len(c.token_ids)
         assert c.text == tok.decode(c.token_ids, skip_special_tokens=True)
 
 
@@ -174,11 +207,18 @@ def test_samples_do_not_depend_on_the_batch(model, tok, shared_prefix):
     target = SamplingParams(n=3, temperature=1.0, top_p=0.95, max_new_tokens=10, seed=11)
     engine = make_engine(model, tok, decode_attention=shared_prefix)
     alone = engine.generate([CONVS[1]], target).outputs[0]
-    others = [SamplingParams(n=2, temperature=0.5, top_k=20, max_new_tokens=6, seed=5), target,
-              SamplingParams(n=4, temperature=0, max_new_tokens=14), SamplingParams(n=1, max_new_tokens=3, seed=9)]
+    others = [
+        SamplingParams(n=2, temperature=0.5, top_k=20, max_new_tokens=6, seed=5),
+        target,
+        SamplingParams(n=4, temperature=0, max_new_tokens=14),
+        SamplingParams(n=1, max_new_tokens=3, seed=9),
+    ]
     mixed = engine.generate(CONVS, others).outputs[1]
-    small = make_engine(model, tok, token_budget=200, max_rows=2, decode_attention=shared_prefix).generate(
-        CONVS, others).outputs[1]
+    small = (
+        make_engine(model, tok, token_budget=200, max_rows=2, decode_attention=shared_prefix)
+        .generate(CONVS, others)
+        .outputs[1]
+    )
     for a, b, c in zip(alone.completions, mixed.completions, small.completions):
         assert a.token_ids == b.token_ids == c.token_ids
         assert torch.allclose(torch.tensor(a.logprobs), torch.tensor(b.logprobs), atol=1e-5)
@@ -202,13 +242,18 @@ def test_stop_strings_cut_exactly(model, tok):
     engine = make_engine(model, tok)
     free = engine.generate([CONVS[0]], params).outputs[0].completions
     text = free[0].text
-    stop = text[len(text) // 2:len(text) // 2 + 3]
+    stop = text[len(text) // 2 : len(text) // 2 + 3]
     assert stop and len(text) > 10
-    cut = engine.generate([CONVS[0]], SamplingParams(n=2, temperature=1.0, max_new_tokens=24, seed=3,
-                                                     stop=("@@never@@", stop))).outputs[0].completions[0]
+    cut = (
+        engine.generate(
+            [CONVS[0]], SamplingParams(n=2, temperature=1.0, max_new_tokens=24, seed=3, stop=("@@never@@", stop))
+        )
+        .outputs[0]
+        .completions[0]
+    )
     assert cut.finish_reason == "stop" and cut.stop == stop
-    assert cut.text == text[:text.find(stop)]
-    assert cut.token_ids == free[0].token_ids[:len(cut.token_ids)] and len(cut.logprobs) == len(cut.token_ids)
+    assert cut.text == text[: text.find(stop)]
+    assert cut.token_ids == free[0].token_ids[: len(cut.token_ids)] and len(cut.logprobs) == len(cut.token_ids)
     assert stop in tok.decode(cut.token_ids, skip_special_tokens=True)
     assert stop not in tok.decode(cut.token_ids[:-1], skip_special_tokens=True)
 
@@ -222,7 +267,7 @@ def test_eos_and_length_finish_reasons(model, tok):
     eos = free.token_ids[3]
     first = free.token_ids.index(eos)
     c = make_engine(model, tok, eos_token_ids=[eos]).generate([CONVS[3]], greedy).outputs[0].completions[0]
-    assert c.finish_reason == "eos" and c.token_ids == free.token_ids[:first + 1]
+    assert c.finish_reason == "eos" and c.token_ids == free.token_ids[: first + 1]
 
 
 def test_bad_arguments_say_what_to_fix(model, tok):
@@ -269,8 +314,10 @@ def test_sync_weights_into_a_separate_copy(model, tok):
     for (name, a), b in zip(trainer.named_parameters(), sampler.parameters()):
         assert torch.equal(a, b), name
     greedy = SamplingParams(temperature=0, max_new_tokens=6)
-    assert (engine.generate(CONVS[:2], greedy).outputs[1].completions[0].token_ids
-            == make_engine(trainer, tok).generate(CONVS[:2], greedy).outputs[1].completions[0].token_ids)
+    assert (
+        engine.generate(CONVS[:2], greedy).outputs[1].completions[0].token_ids
+        == make_engine(trainer, tok).generate(CONVS[:2], greedy).outputs[1].completions[0].token_ids
+    )
 
     peft_model = get_peft_model(trainer, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"]))
     for name, p in peft_model.named_parameters():

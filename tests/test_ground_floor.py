@@ -15,9 +15,11 @@ TORCH_FREE = ["prefalign", "prefalign.config", "prefalign.errors", "prefalign.re
 
 
 def test_configs_errors_and_tables_import_without_torch():
-    code = (f"import sys\nfor m in {TORCH_FREE!r}:\n    __import__(m)\n"
-            "heavy = sorted(m for m in ('torch', 'transformers') if m in sys.modules)\n"
-            "print(','.join(heavy))")
+    code = (
+        f"import sys\nfor m in {TORCH_FREE!r}:\n    __import__(m)\n"
+        "heavy = sorted(m for m in ('torch', 'transformers') if m in sys.modules)\n"
+        "print(','.join(heavy))"
+    )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "", f"importing {TORCH_FREE} imported {out.stdout.strip()}"

@@ -39,10 +39,14 @@ def t(*values: float) -> torch.Tensor:
 
 
 LOGPS = PairLogps(
-    policy_chosen_logps=t(-10, -20), policy_rejected_logps=t(-12, -18),
-    chosen_lengths=t(4, 5), rejected_lengths=t(2, 10),
-    reference_chosen_logps=t(-11, -19), reference_rejected_logps=t(-11, -19),
-    previous_chosen_logps=t(-10.5, -20), previous_rejected_logps=t(-11.5, -18),
+    policy_chosen_logps=t(-10, -20),
+    policy_rejected_logps=t(-12, -18),
+    chosen_lengths=t(4, 5),
+    rejected_lengths=t(2, 10),
+    reference_chosen_logps=t(-11, -19),
+    reference_rejected_logps=t(-11, -19),
+    previous_chosen_logps=t(-10.5, -20),
+    previous_rejected_logps=t(-11.5, -18),
 )
 
 # −log σ(x) = log(1 + e^{−x}) = softplus(−x); and −log σ(−x) = −log σ(x) + x.
@@ -59,15 +63,22 @@ def random_logps(B: int = 6, seed: int = 0) -> PairLogps:
     g = torch.Generator().manual_seed(seed)
     logp = lambda: -torch.rand(B, generator=g, dtype=torch.float64) * 40  # noqa: E731
     lengths = lambda: torch.randint(1, 30, (B,), generator=g)  # noqa: E731
-    return PairLogps(policy_chosen_logps=logp(), policy_rejected_logps=logp(),
-                     reference_chosen_logps=logp(), reference_rejected_logps=logp(),
-                     chosen_lengths=lengths(), rejected_lengths=lengths(),
-                     previous_chosen_logps=logp(), previous_rejected_logps=logp())
+    return PairLogps(
+        policy_chosen_logps=logp(),
+        policy_rejected_logps=logp(),
+        reference_chosen_logps=logp(),
+        reference_rejected_logps=logp(),
+        chosen_lengths=lengths(),
+        rejected_lengths=lengths(),
+        previous_chosen_logps=logp(),
+        previous_rejected_logps=logp(),
+    )
 
 
 # --------------------------------------------------------------------------------------------------
 # Hand-worked values
 # --------------------------------------------------------------------------------------------------
+
 
 def test_sigmoid_by_hand():
     """β = 0.1, h = (2, −2): βh = (0.2, −0.2) → L = (0.598139, 0.798139); rewards β·ρ = ±0.1."""
@@ -177,6 +188,7 @@ def test_sft_term_by_hand():
 # Properties
 # --------------------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("name", LOSSES.names())
 def test_swapping_chosen_and_rejected_flips_the_margin(name):
     logps = random_logps()
@@ -195,8 +207,10 @@ def test_sigmoid_swap_identity():
 @pytest.mark.parametrize("name", [n for n in LOSSES if not LOSSES[n].needs_reference])
 def test_reference_free_losses_ignore_the_reference(name):
     logps = random_logps()
-    other = logps._replace(reference_chosen_logps=logps.reference_chosen_logps * 3 + 1,
-                           reference_rejected_logps=logps.reference_rejected_logps - 7)
+    other = logps._replace(
+        reference_chosen_logps=logps.reference_chosen_logps * 3 + 1,
+        reference_rejected_logps=logps.reference_rejected_logps - 7,
+    )
     none = logps._replace(reference_chosen_logps=None, reference_rejected_logps=None)
     outs = [compute_loss(name, {}, lp) for lp in (logps, other, none)]
     for out in outs[1:]:
@@ -229,7 +243,8 @@ def test_inpo_with_ref_mix_one_is_summed_ipo():
     """With "sum" normalization a = 1 gives (ρ_w − ρ_l − c)² on summed log-ratios."""
     logps = random_logps()
     h = (logps.policy_chosen_logps - logps.reference_chosen_logps) - (
-        logps.policy_rejected_logps - logps.reference_rejected_logps)
+        logps.policy_rejected_logps - logps.reference_rejected_logps
+    )
     out = compute_loss("inpo", {"ref_mix": 1.0, "target_margin": 5.0}, logps)
     close(out.losses, (h - 5.0) ** 2, 1e-9)
 
@@ -237,10 +252,12 @@ def test_inpo_with_ref_mix_one_is_summed_ipo():
 def test_simpo_gamma_zero_is_length_normalized_reference_free_dpo():
     """γ = 0: −log σ(β(avg_w − avg_l)) = DPO's −log σ(βh) on average log-probs with a zero reference."""
     logps = random_logps()
-    avg = PairLogps(logps.policy_chosen_logps / logps.chosen_lengths,
-                    logps.policy_rejected_logps / logps.rejected_lengths,
-                    reference_chosen_logps=torch.zeros(6, dtype=torch.float64),
-                    reference_rejected_logps=torch.zeros(6, dtype=torch.float64))
+    avg = PairLogps(
+        logps.policy_chosen_logps / logps.chosen_lengths,
+        logps.policy_rejected_logps / logps.rejected_lengths,
+        reference_chosen_logps=torch.zeros(6, dtype=torch.float64),
+        reference_rejected_logps=torch.zeros(6, dtype=torch.float64),
+    )
     simpo = compute_loss("simpo", {"beta": 2.0, "gamma_beta_ratio": 0.0}, logps)
     dpo = compute_loss("sigmoid", {"beta": 2.0}, avg)
     for a, b in zip(simpo, dpo):
@@ -271,7 +288,7 @@ def test_gradients_flow_to_the_policy_only_and_diagnostics_are_detached(name):
 def test_batch_mean_is_invariant_to_splitting():
     """Per-example losses: the mean over 8 pairs equals the mean of the means of two halves of 4."""
     logps = random_logps(B=8)
-    halves = [PairLogps(*(x[i:i + 4] for x in logps)) for i in (0, 4)]
+    halves = [PairLogps(*(x[i : i + 4] for x in logps)) for i in (0, 4)]
     for name in LOSSES:
         whole = compute_loss(name, {}, logps).losses.mean()
         parts = torch.stack([compute_loss(name, {}, h).losses.mean() for h in halves]).mean()
@@ -281,6 +298,7 @@ def test_batch_mean_is_invariant_to_splitting():
 # --------------------------------------------------------------------------------------------------
 # Parity with TRL 1.16's own loss code
 # --------------------------------------------------------------------------------------------------
+
 
 def _trl_dpo_loss(loss_type: str, logps: PairLogps, beta: float, label_smoothing: float = 0.0):
     """Run TRL's `DPOTrainer._compute_loss` on the given per-sequence log-probs, without a model.
@@ -293,39 +311,58 @@ def _trl_dpo_loss(loss_type: str, logps: PairLogps, beta: float, label_smoothing
     from trl import DPOTrainer
 
     B = logps.policy_chosen_logps.shape[0]
-    lengths = torch.cat([logps.chosen_lengths, logps.rejected_lengths]).long()       # (2B,)
+    lengths = torch.cat([logps.chosen_lengths, logps.rejected_lengths]).long()  # (2B,)
     T = int(lengths.max()) + 1
     completion_mask = (torch.arange(T + 1)[None, :] >= 1) & (torch.arange(T + 1)[None, :] <= lengths[:, None])
-    per_token = torch.zeros(2 * B, T, dtype=torch.float64)                          # (2B, T)
+    per_token = torch.zeros(2 * B, T, dtype=torch.float64)  # (2B, T)
     per_token[:, 0] = torch.cat([logps.policy_chosen_logps, logps.policy_rejected_logps])
-    outputs = SimpleNamespace(log_probs=per_token, entropy=torch.zeros(2 * B, T),
-                              mean_logits=torch.zeros(2 * B, T), is_top1=torch.zeros(2 * B, T, dtype=torch.bool))
+    outputs = SimpleNamespace(
+        log_probs=per_token,
+        entropy=torch.zeros(2 * B, T),
+        mean_logits=torch.zeros(2 * B, T),
+        is_top1=torch.zeros(2 * B, T, dtype=torch.bool),
+    )
     metrics: dict = defaultdict(lambda: defaultdict(list))
     identity = lambda x: x  # noqa: E731
     fake_self = SimpleNamespace(
-        model=SimpleNamespace(training=True), accelerator=SimpleNamespace(device="cpu", gather=identity,
-                                                                          gather_for_metrics=identity),
-        ld_alpha=None, precompute_ref_logps=True, aux_loss_enabled=False, f_divergence_type="reverse_kl",
-        loss_types=[loss_type], loss_weights=[1.0], beta=beta, label_smoothing=label_smoothing,
-        use_weighting=False, _metrics=metrics, _total_train_tokens=0, _tp_size=1)
-    inputs = {"input_ids": torch.zeros(2 * B, T + 1, dtype=torch.long),
-              "attention_mask": torch.ones(2 * B, T + 1, dtype=torch.long),
-              "completion_mask": completion_mask.long(),
-              "ref_chosen_logps": logps.reference_chosen_logps,
-              "ref_rejected_logps": logps.reference_rejected_logps}
+        model=SimpleNamespace(training=True),
+        accelerator=SimpleNamespace(device="cpu", gather=identity, gather_for_metrics=identity),
+        ld_alpha=None,
+        precompute_ref_logps=True,
+        aux_loss_enabled=False,
+        f_divergence_type="reverse_kl",
+        loss_types=[loss_type],
+        loss_weights=[1.0],
+        beta=beta,
+        label_smoothing=label_smoothing,
+        use_weighting=False,
+        _metrics=metrics,
+        _total_train_tokens=0,
+        _tp_size=1,
+    )
+    inputs = {
+        "input_ids": torch.zeros(2 * B, T + 1, dtype=torch.long),
+        "attention_mask": torch.ones(2 * B, T + 1, dtype=torch.long),
+        "completion_mask": completion_mask.long(),
+        "ref_chosen_logps": logps.reference_chosen_logps,
+        "ref_rejected_logps": logps.reference_rejected_logps,
+    }
     loss = DPOTrainer._compute_loss(fake_self, lambda **kw: outputs, inputs, return_outputs=False)
     return loss, metrics["train"]
 
 
-@pytest.mark.parametrize("name, trl_type, params", [
-    ("sigmoid", "sigmoid", {"beta": 0.1}),
-    ("sigmoid", "sigmoid", {"beta": 0.7}),
-    ("ipo", "ipo", {"beta": 0.1}),
-    ("ipo", "ipo", {"beta": 0.02}),
-    ("robust", "robust", {"beta": 0.1, "label_smoothing": 0.2}),
-    ("hinge", "hinge", {"beta": 0.1}),
-    ("hinge", "hinge", {"beta": 0.05}),
-])
+@pytest.mark.parametrize(
+    "name, trl_type, params",
+    [
+        ("sigmoid", "sigmoid", {"beta": 0.1}),
+        ("sigmoid", "sigmoid", {"beta": 0.7}),
+        ("ipo", "ipo", {"beta": 0.1}),
+        ("ipo", "ipo", {"beta": 0.02}),
+        ("robust", "robust", {"beta": 0.1, "label_smoothing": 0.2}),
+        ("hinge", "hinge", {"beta": 0.1}),
+        ("hinge", "hinge", {"beta": 0.05}),
+    ],
+)
 def test_parity_with_trl_dpo_trainer(name, trl_type, params):
     pytest.importorskip("trl")
     logps = random_logps(B=5, seed=3)
@@ -342,6 +379,7 @@ def test_parity_with_trl_dpo_trainer(name, trl_type, params):
 # The table and errors
 # --------------------------------------------------------------------------------------------------
 
+
 def test_table_entries_are_consistent():
     for key in LOSSES:
         spec = LOSSES[key]
@@ -353,15 +391,25 @@ def test_table_entries_are_consistent():
             if spec.choices(param) is None:
                 assert spec.bound(param) is not None, f"{key}.{param} has no range"
                 assert default in spec.bound(param)
-        assert check_loss_config(key, spec.defaults, has_reference=spec.needs_reference,
-                                 has_previous_iterate=spec.needs_previous_iterate) == []
+        assert (
+            check_loss_config(
+                key, spec.defaults, has_reference=spec.needs_reference, has_previous_iterate=spec.needs_previous_iterate
+            )
+            == []
+        )
     assert set(COMMON_PARAMS) <= set(LOSSES["sigmoid"].params)
 
 
 def test_ls_rows_have_the_needs_columns():
     rows = {r["name"]: r for r in LOSSES.rows()}
-    assert set(rows["sigmoid"]) == {"name", "summary", "needs_reference", "length_normalized",
-                                    "needs_previous_iterate", "params"}
+    assert set(rows["sigmoid"]) == {
+        "name",
+        "summary",
+        "needs_reference",
+        "length_normalized",
+        "needs_previous_iterate",
+        "params",
+    }
     assert rows["simpo"]["needs_reference"] is False and rows["simpo"]["length_normalized"] is True
     assert rows["inpo"]["needs_previous_iterate"] is True
     assert rows["inpo"]["params"] == ("ref_mix", "target_margin", "logps_normalization", "sft_weight")
@@ -390,8 +438,12 @@ def test_robust_epsilon_out_of_range(eps):
 
 
 def test_bad_values_are_all_reported():
-    problems = check_loss_config("inpo", {"ref_mix": 1.5, "target_margin": "big", "logps_normalization": "avg",
-                                          "sft_weight": True}, has_reference=True, has_previous_iterate=True)
+    problems = check_loss_config(
+        "inpo",
+        {"ref_mix": 1.5, "target_margin": "big", "logps_normalization": "avg", "sft_weight": True},
+        has_reference=True,
+        has_previous_iterate=True,
+    )
     assert len(problems) == 4
     assert any("ref_mix" in p and "[0, 1]" in p for p in problems)
     assert any("target_margin" in p and "expected a number" in p for p in problems)

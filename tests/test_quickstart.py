@@ -8,8 +8,16 @@ import pytest
 
 from align.cli.main import main
 
-TINY = ["model=builtin:tiny-llama", "suite.per_family=20", "rm.train.max_steps=2", "rm.train.precision=fp32",
-        "rm.eval.stats_pairs=8", "dpo.train.max_steps=2", "eval.prompts=6", "eval.max_new_tokens=4"]
+TINY = [
+    "model=builtin:tiny-llama",
+    "suite.per_family=20",
+    "rm.train.max_steps=2",
+    "rm.train.precision=fp32",
+    "rm.eval.stats_pairs=8",
+    "dpo.train.max_steps=2",
+    "eval.prompts=6",
+    "eval.max_new_tokens=4",
+]
 
 
 def test_quickstart_all_stages_on_the_tiny_model(tmp_path, capsys):

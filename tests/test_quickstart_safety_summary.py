@@ -18,8 +18,9 @@ from align.evaluate import evaluate_policy, load_prompts
 def test_quickstart_summary_prints_and_records_the_safety_rates(tmp_path, capsys, monkeypatch):
     prompts = load_prompts("suite", 60)
     with monkeypatch.context() as m:
-        _fake_models(m, {"careful": _safety_answers(prompts, comply=False),
-                         "reckless": _safety_answers(prompts, comply=True)})
+        _fake_models(
+            m, {"careful": _safety_answers(prompts, comply=False), "reckless": _safety_answers(prompts, comply=True)}
+        )
         report = evaluate_policy("reckless", "careful", "suite", 60)
     real_stage = quickstart._eval_stage
 
@@ -29,8 +30,9 @@ def test_quickstart_summary_prints_and_records_the_safety_rates(tmp_path, capsys
 
     monkeypatch.setattr(quickstart, "_eval_stage", eval_stage)
     out = tmp_path / "qs"
-    assert main(["quickstart", "--out", str(out), "model=builtin:tiny-llama", "suite.per_family=10",
-                 "stages=[eval]"]) == 0
+    assert (
+        main(["quickstart", "--out", str(out), "model=builtin:tiny-llama", "suite.per_family=10", "stages=[eval]"]) == 0
+    )
     text = capsys.readouterr().out
     n = report["policy"]["safety_rates"]["harmful_compliance"]["n"]
     gold = next(line for line in text.splitlines() if "gold score" in line)

@@ -107,6 +107,7 @@ def test_swapping_flips_margins_and_gradients_flow(name):
 # Parity with TRL 1.16 RewardTrainer.compute_loss
 # --------------------------------------------------------------------------------------------------
 
+
 def _trl_reward_loss(r_chosen, r_rejected, margin=None, center=None):
     """Run TRL's `RewardTrainer.compute_loss` unbound, with a stand-in model returning the rewards as
     logits (chosen rows first, as TRL's collator) and a stand-in `self` holding what the method reads."""
@@ -115,10 +116,14 @@ def _trl_reward_loss(r_chosen, r_rejected, margin=None, center=None):
     identity = lambda x: x  # noqa: E731
     metrics: dict = defaultdict(lambda: defaultdict(list))
     fake_self = SimpleNamespace(
-        model=SimpleNamespace(training=True), args=SimpleNamespace(center_rewards_coefficient=center),
+        model=SimpleNamespace(training=True),
+        args=SimpleNamespace(center_rewards_coefficient=center),
         accelerator=SimpleNamespace(gather=identity, gather_for_metrics=identity),
-        _metrics=metrics, _total_train_tokens=0, _tp_size=1)
-    logits = torch.cat([r_chosen, r_rejected])[:, None]                    # (2B, 1)
+        _metrics=metrics,
+        _total_train_tokens=0,
+        _tp_size=1,
+    )
+    logits = torch.cat([r_chosen, r_rejected])[:, None]  # (2B, 1)
     model = lambda **kw: SimpleNamespace(logits=logits)  # noqa: E731
     inputs = {"attention_mask": torch.ones(logits.shape[0], 4, dtype=torch.long)}
     if margin is not None:
@@ -147,6 +152,7 @@ def test_parity_with_trl_reward_trainer(with_margin, center):
 # Table and errors
 # --------------------------------------------------------------------------------------------------
 
+
 def test_per_pair_soft_labels_by_hand():
     """Soft labels α = (0.1, 0.3, 0) with the fixed margin 0.5 and centering η = 0.01 on bradley_terry.
     Δ = r_c − r_r − 0.5 = (0.5, −0.5, −2.5). (1−α)(−log σ(Δ)) + α(−log σ(−Δ)) = −log σ(Δ) + αΔ:
@@ -155,8 +161,9 @@ def test_per_pair_soft_labels_by_hand():
       −log σ(−2.5) = 2.5 + log(1 + e^{−2.5}) = 2.5788897,  + 0   = 2.5788897
     plus η(r_c + r_r)² = (0.09, 0.01, 0.16): (0.6140770, 0.8340770, 2.7388897). The margin and centering stay."""
     alpha = t(0.1, 0.3, 0.0)
-    out = compute_rm_loss("bradley_terry", {"margin": 0.5, "center_rewards_coefficient": 0.01}, R_C, R_R,
-                          label_smoothing=alpha)
+    out = compute_rm_loss(
+        "bradley_terry", {"margin": 0.5, "center_rewards_coefficient": 0.01}, R_C, R_R, label_smoothing=alpha
+    )
     close(out.losses, [0.6140770, 0.8340770, 2.7388897])
     close(out.margins, [1.0, 0.0, -2.0], 0)  # diagnostics are the pair's own
     # with one α for every pair, bradley_terry with soft labels is label_smoothed

@@ -27,11 +27,15 @@ def suite_like_pairs(n: int) -> list[PreferencePair]:
     out = []
     for i in range(n):
         a, b = i % 7 + 2, i % 5 + 3
-        out.append(PreferencePair(
-            [Message("user", f"What is {a} + {b}? Reply with the number only.")],
-            [Message("assistant", f"{a + b}")],
-            [Message("assistant", f"The sum of {a} and {b} is {a + b + 1}, I think, but I am not sure.")],
-            source="toy", attributes={"family": "sum", "corruption": "wrong_value" if i % 2 else "padding"}))
+        out.append(
+            PreferencePair(
+                [Message("user", f"What is {a} + {b}? Reply with the number only.")],
+                [Message("assistant", f"{a + b}")],
+                [Message("assistant", f"The sum of {a} and {b} is {a + b + 1}, I think, but I am not sure.")],
+                source="toy",
+                attributes={"family": "sum", "corruption": "wrong_value" if i % 2 else "padding"},
+            )
+        )
     return out
 
 
@@ -41,10 +45,21 @@ def write_pairs(path: Path, pairs: list[PreferencePair]) -> str:
 
 
 def tiny_cfg(tmp_path: Path, data: str, **over) -> RMTrainConfig:
-    d = {"model": "builtin:tiny-llama", "output_dir": str(tmp_path / "run"),
-         "data": {"source": data, "split": "all"}, "eval": {"split": "none", "stats_pairs": 8},
-         "train": {"max_steps": 3, "batch_size": 4, "lr": 1e-3, "max_length": 128, "row_tokens": 512,
-                   "precision": "fp32", "seed": 0}}
+    d = {
+        "model": "builtin:tiny-llama",
+        "output_dir": str(tmp_path / "run"),
+        "data": {"source": data, "split": "all"},
+        "eval": {"split": "none", "stats_pairs": 8},
+        "train": {
+            "max_steps": 3,
+            "batch_size": 4,
+            "lr": 1e-3,
+            "max_length": 128,
+            "row_tokens": 512,
+            "precision": "fp32",
+            "seed": 0,
+        },
+    }
     for k, v in over.items():
         d[k] = {**d.get(k, {}), **v} if isinstance(v, dict) else v
     return build(RMTrainConfig, d)
@@ -61,6 +76,7 @@ def tiny_rm():
 
 
 # --- where the reward is read ------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("layout", ["segments", "mask"])
 def test_reward_is_read_at_the_last_real_token_with_any_padding(tiny_rm, smollm2_tokenizer, layout):
@@ -101,13 +117,21 @@ def test_single_sequence_packing_matches_pairs(tiny_rm, smollm2_tokenizer, layou
     pairs, _ = tokenize_pairs(suite_like_pairs(2), smollm2_tokenizer, 128, "drop")
     with torch.no_grad():
         a = last_token_rewards(tiny_rm, pack_pairs(pairs, 2, 512, layout))[:, 0]
-        b = last_token_rewards(tiny_rm, pack_single([p.prompt_ids for p in pairs] * 2,
-                                                    [p.chosen_ids for p in pairs] + [p.rejected_ids for p in pairs],
-                                                    2, 64, layout))[:, 0]
+        b = last_token_rewards(
+            tiny_rm,
+            pack_single(
+                [p.prompt_ids for p in pairs] * 2,
+                [p.chosen_ids for p in pairs] + [p.rejected_ids for p in pairs],
+                2,
+                64,
+                layout,
+            ),
+        )[:, 0]
     assert torch.allclose(a, b, atol=1e-4)
 
 
 # --- TRL parity ---------------------------------------------------------------------------------------
+
 
 def test_first_batch_loss_matches_trl_reward_trainer(tiny_rm, smollm2_tokenizer, tmp_path):
     """TRL's RewardTrainer on the same model and the same token sequences gives the same BT loss.
@@ -123,11 +147,19 @@ def test_first_batch_loss_matches_trl_reward_trainer(tiny_rm, smollm2_tokenizer,
     pairs, _ = tokenize_pairs(suite_like_pairs(4), smollm2_tokenizer, 128, "drop")
     for p in pairs:
         p.chosen_ids, p.rejected_ids = p.chosen_ids[:-1], p.rejected_ids[:-1]
-    ds = Dataset.from_list([{"chosen_ids": p.prompt_ids + p.chosen_ids, "rejected_ids": p.prompt_ids + p.rejected_ids}
-                            for p in pairs])
-    args = RewardConfig(output_dir=str(tmp_path / "trl"), per_device_train_batch_size=4, report_to="none",
-                        bf16=False, use_cpu=True, gradient_checkpointing=False, max_length=None,
-                        center_rewards_coefficient=0.01)
+    ds = Dataset.from_list(
+        [{"chosen_ids": p.prompt_ids + p.chosen_ids, "rejected_ids": p.prompt_ids + p.rejected_ids} for p in pairs]
+    )
+    args = RewardConfig(
+        output_dir=str(tmp_path / "trl"),
+        per_device_train_batch_size=4,
+        report_to="none",
+        bf16=False,
+        use_cpu=True,
+        gradient_checkpointing=False,
+        max_length=None,
+        center_rewards_coefficient=0.01,
+    )
     trainer = RewardTrainer(model=tiny_rm, args=args, train_dataset=ds, processing_class=smollm2_tokenizer)
     batch = next(iter(trainer.get_train_dataloader()))
     with torch.no_grad():
@@ -139,6 +171,7 @@ def test_first_batch_loss_matches_trl_reward_trainer(tiny_rm, smollm2_tokenizer,
 
 # --- end to end: train, save, reload ------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("method", ["lora", "full"])
 def test_train_save_reload_scores_identically(tmp_path, method):
     from reward_models.checkpoint import load_rm
@@ -147,8 +180,16 @@ def test_train_save_reload_scores_identically(tmp_path, method):
     cfg = tiny_cfg(tmp_path, data, train={"method": method})
     report = run(cfg)
     run_dir = Path(cfg.output_dir)
-    for f in ("config.yaml", "metrics.jsonl", "report.json", "model/config.json", "model/reward_stats.json",
-              "model/chat_template.jinja", "plots/loss.png", "plots/accuracy.png"):
+    for f in (
+        "config.yaml",
+        "metrics.jsonl",
+        "report.json",
+        "model/config.json",
+        "model/reward_stats.json",
+        "model/chat_template.jinja",
+        "plots/loss.png",
+        "plots/accuracy.png",
+    ):
         assert (run_dir / f).exists(), f
     assert report["steps"] == 3
     model, tok, stats = load_rm(report["model_dir"], dtype="float32")
@@ -184,8 +225,9 @@ def test_resume_reaches_the_same_weights(tmp_path):
     assert a.keys() == b.keys() and all(torch.allclose(a[k], b[k], atol=1e-6) for k in a)
 
 
-@pytest.mark.skipif(not any(shutil.which(c) for c in ("g++", "c++", "clang++")),
-                    reason="torch.compile on CPU needs a C++ compiler")
+@pytest.mark.skipif(
+    not any(shutil.which(c) for c in ("g++", "c++", "clang++")), reason="torch.compile on CPU needs a C++ compiler"
+)
 def test_compiled_layers_train_like_eager_ones(tmp_path):
     """train.compile (the default) changes speed only: the same losses and final weights as eager layers.
     The one test that compiles (the others run with TORCH_COMPILE_DISABLE=1, see conftest)."""
@@ -204,8 +246,10 @@ def test_compiled_layers_train_like_eager_ones(tmp_path):
             run(cfg)
         graphs[compiled] = counters["stats"]["calls_captured"] - before
         rows = [json.loads(x) for x in (Path(cfg.output_dir) / "metrics.jsonl").read_text().splitlines()]
-        runs[compiled] = ([r["loss"] for r in rows if "loss" in r],
-                          load_file(str(Path(cfg.output_dir) / "model" / "model.safetensors")))
+        runs[compiled] = (
+            [r["loss"] for r in rows if "loss" in r],
+            load_file(str(Path(cfg.output_dir) / "model" / "model.safetensors")),
+        )
     (loss_c, w_c), (loss_e, w_e) = runs[True], runs[False]
     assert len(loss_c) == 3 and loss_c == pytest.approx(loss_e, abs=1e-4)
     assert w_c.keys() == w_e.keys() and all(torch.allclose(w_c[k], w_e[k], atol=1e-4) for k in w_c)
@@ -227,13 +271,17 @@ def test_strength_ensemble_and_strength_aware_training(tmp_path):
     r0 = rows[0]
     assert abs(r0["mean"] - sum(r0["diffs"]) / 2) < 1e-5
     assert abs(r0["std"] - abs(r0["diffs"][0] - r0["diffs"][1]) / 2) < 1e-5
-    flipped = tiny_cfg(tmp_path / "f", data, strength={"file": rep["file"], "flip_fraction": 0.25,
-                                                        "soften_fraction": 0.25, "adaptive_margin": True})
+    flipped = tiny_cfg(
+        tmp_path / "f",
+        data,
+        strength={"file": rep["file"], "flip_fraction": 0.25, "soften_fraction": 0.25, "adaptive_margin": True},
+    )
     report = run(flipped)
     assert report["strength"] == {"with_strength": 12, "flipped": 3, "softened": 3, "without_strength": 0}
 
 
 # --- bad input ------------------------------------------------------------------------------------------
+
 
 def _cli(tmp_path: Path, yaml_text: str, capsys) -> tuple[int, str]:
     f = tmp_path / "c.yaml"
@@ -249,24 +297,30 @@ def test_bad_input_gives_clear_errors(tmp_path, capsys):
     assert code == 2 and "/no/such.jsonl" in err
     empty = tmp_path / "empty.jsonl"
     empty.write_text('{"prompt": "q", "chosen": "same", "rejected": "same"}\n')
-    code, err = _cli(tmp_path, f"kind: rm_train\nmodel: builtin:tiny-llama\ndata:\n  source: {empty}\n  split: all\n",
-                     capsys)
+    code, err = _cli(
+        tmp_path, f"kind: rm_train\nmodel: builtin:tiny-llama\ndata:\n  source: {empty}\n  split: all\n", capsys
+    )
     assert code == 2 and "no usable preference pairs" in err and "identical_pair: 1" in err
     code, err = _cli(tmp_path, "kind: rm_train\nloss:\n  name: bradly_terry\n", capsys)
     assert code == 2 and "did you mean 'bradley_terry'" in err
 
 
 def test_length_policies_never_lose_pairs_silently(tmp_path, smollm2_tokenizer, capsys):
-    long = PreferencePair([Message("user", "word " * 300)], [Message("assistant", "ok")],
-                          [Message("assistant", "no")], source="toy")
+    long = PreferencePair(
+        [Message("user", "word " * 300)], [Message("assistant", "ok")], [Message("assistant", "no")], source="toy"
+    )
     pairs = suite_like_pairs(4) + [long]
     kept, rep = tokenize_pairs(pairs, smollm2_tokenizer, 100, "drop")
     assert len(kept) == 4 and rep.counts["too_long"] == 1
     kept, rep = tokenize_pairs(pairs, smollm2_tokenizer, 100, "truncate_prompt_left")
     assert len(kept) == 5 and rep.counts["prompt_truncated"] == 1 and kept[-1].total_length <= 100
     data = write_pairs(tmp_path / "p.jsonl", pairs)
-    code, err = _cli(tmp_path, f"kind: rm_train\nmodel: builtin:tiny-llama\ndata:\n  source: {data}\n  split: all\n"
-                               "train:\n  max_length: 100\n  length_policy: raise\n", capsys)
+    code, err = _cli(
+        tmp_path,
+        f"kind: rm_train\nmodel: builtin:tiny-llama\ndata:\n  source: {data}\n  split: all\n"
+        "train:\n  max_length: 100\n  length_policy: raise\n",
+        capsys,
+    )
     assert code == 2 and long.id in err and "truncate_prompt_left" in err
 
 
@@ -274,19 +328,43 @@ def test_length_policies_never_lose_pairs_silently(tmp_path, smollm2_tokenizer, 
 def test_two_process_data_parallel_matches_one_process(tmp_path):
     """torchrun with 2 CPU processes (gloo) and batch 2 each equals one process with batch 4."""
     data = write_pairs(tmp_path / "pairs.jsonl", suite_like_pairs(16))
-    common = ("kind: rm_train\nmodel: builtin:tiny-llama\n"
-              f"data:\n  source: {data}\n  split: all\neval:\n  split: none\n  stats_pairs: 4\n"
-              "train:\n  method: full\n  max_steps: 2\n  lr: 1.0e-3\n  max_length: 128\n  row_tokens: 512\n"
-              "  precision: fp32\n  lr_scheduler: constant\n")
+    common = (
+        "kind: rm_train\nmodel: builtin:tiny-llama\n"
+        f"data:\n  source: {data}\n  split: all\neval:\n  split: none\n  stats_pairs: 4\n"
+        "train:\n  method: full\n  max_steps: 2\n  lr: 1.0e-3\n  max_length: 128\n  row_tokens: 512\n"
+        "  precision: fp32\n  lr_scheduler: constant\n"
+    )
     one = tmp_path / "one.yaml"
     one.write_text(common + f"  batch_size: 4\noutput_dir: {tmp_path / 'one'}\n")
     two = tmp_path / "two.yaml"
     two.write_text(common + f"  batch_size: 2\noutput_dir: {tmp_path / 'two'}\n")
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    subprocess.run([sys.executable, "-m", "align.cli.main", "rm", "train", "--config", str(one)], cwd=ROOT,
-                   check=True, env=env, capture_output=True)
-    subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "-m", "align.cli.main",
-                    "rm", "train", "--config", str(two)], cwd=ROOT, check=True, env=env, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "align.cli.main", "rm", "train", "--config", str(one)],
+        cwd=ROOT,
+        check=True,
+        env=env,
+        capture_output=True,
+    )
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc_per_node",
+            "2",
+            "-m",
+            "align.cli.main",
+            "rm",
+            "train",
+            "--config",
+            str(two),
+        ],
+        cwd=ROOT,
+        check=True,
+        env=env,
+        capture_output=True,
+    )
 
     def losses(run_dir: Path) -> list[float]:
         rows = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
@@ -302,6 +380,7 @@ def test_two_process_data_parallel_matches_one_process(tmp_path):
 
 # --- plain transformers reads the same score ------------------------------------------------------------
 
+
 @pytest.mark.slow
 def test_plain_transformers_recipe_gives_align_rm_score(tmp_path):
     """An RM trained here on the builtin SmolLM2 scores the same (fp32, 1e-4) with the recipe RM model cards,
@@ -311,12 +390,18 @@ def test_plain_transformers_recipe_gives_align_rm_score(tmp_path):
 
     pairs = suite_like_pairs(16)
     data = write_pairs(tmp_path / "pairs.jsonl", pairs)
-    cfg = tiny_cfg(tmp_path, data, model="builtin:smollm2-135m-instruct",
-                   train={"max_steps": 2, "batch_size": 8, "lr": 1e-3, "compile": False})
+    cfg = tiny_cfg(
+        tmp_path,
+        data,
+        model="builtin:smollm2-135m-instruct",
+        train={"max_steps": 2, "batch_size": 8, "lr": 1e-3, "compile": False},
+    )
     model_dir = run(cfg)["model_dir"]
     out = tmp_path / "scores.jsonl"
-    assert main(["rm", "score", "--model", model_dir, "--data", data, "--out", str(out), "--raw",
-                 "--dtype", "float32"]) == 0
+    assert (
+        main(["rm", "score", "--model", model_dir, "--data", data, "--out", str(out), "--raw", "--dtype", "float32"])
+        == 0
+    )
     ours = {(r["id"], r["response"]): r["score"] for r in map(json.loads, out.read_text().splitlines())}
 
     tok = AutoTokenizer.from_pretrained(model_dir)
@@ -349,7 +434,9 @@ def test_warmup_ratio_is_validated_and_passed_as_a_fraction(tmp_path):
     train = build(TrainSection, {"warmup_ratio": 0.1, "precision": "fp32"})
     args = training_arguments(train, str(tmp_path / "ckpt"))
     assert args.get_warmup_steps(200) == 20 and args.get_warmup_steps(7) == 1
-    assert training_arguments(build(TrainSection, {"precision": "fp32"}), str(tmp_path / "c2")).get_warmup_steps(50) == 0
+    assert (
+        training_arguments(build(TrainSection, {"precision": "fp32"}), str(tmp_path / "c2")).get_warmup_steps(50) == 0
+    )
 
 
 def test_margins_are_used_only_when_asked():
@@ -359,8 +446,10 @@ def test_margins_are_used_only_when_asked():
     from reward_models.rm_train import RMLossSection, select_margins
 
     def pairs():
-        return [TokenizedPair("a", "s", [1], [2], [3], margin=0.5, attributes={"rating_gap": 6.0}),
-                TokenizedPair("b", "s", [1], [2], [3], margin=None, attributes={})]
+        return [
+            TokenizedPair("a", "s", [1], [2], [3], margin=0.5, attributes={"rating_gap": 6.0}),
+            TokenizedPair("b", "s", [1], [2], [3], margin=None, attributes={}),
+        ]
 
     ps = pairs()
     assert select_margins(ps, RMLossSection())["pairs_with_margin"] == 0 and [p.margin for p in ps] == [None, None]
@@ -373,5 +462,4 @@ def test_margins_are_used_only_when_asked():
     with pytest.raises(UserError, match="none of the 1 training pairs has a rating_gap"):
         select_margins([pairs()[1]], RMLossSection(margin="rating_gap"))
     with pytest.raises(ConfigError, match="adaptive_margin"):
-        build(RMTrainConfig, {"loss": {"margin": "column"},
-                              "strength": {"file": "s.jsonl", "adaptive_margin": True}})
+        build(RMTrainConfig, {"loss": {"margin": "column"}, "strength": {"file": "s.jsonl", "adaptive_margin": True}})

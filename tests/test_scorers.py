@@ -97,6 +97,7 @@ def _plain_logp(model, p: list[int], r: list[int]) -> float:
 # scalar
 # ---------------------------------------------------------------------------------------------------------
 
+
 def test_table_lists_every_kind_with_its_needs():
     rows = {r["name"]: r for r in SCORERS.rows()}
     assert set(rows) == {"scalar", "implicit", "judge", "grader"}
@@ -106,8 +107,10 @@ def test_table_lists_every_kind_with_its_needs():
 
 def test_scalar_equals_plain_forward_at_the_last_token(scalar, tok):
     with torch.no_grad():
-        expected = [_plain_last_token_reward(scalar.model, *tokenize_single(tok, p, r, response_end="template"))
-                    for p, r in zip(PROMPTS, RESPONSES)]
+        expected = [
+            _plain_last_token_reward(scalar.model, *tokenize_single(tok, p, r, response_end="template"))
+            for p, r in zip(PROMPTS, RESPONSES)
+        ]
     got = scalar.score(PROMPTS, RESPONSES)
     assert got == pytest.approx(expected, abs=1e-4)
     assert len(set(round(g, 3) for g in got)) == len(got)  # distinct rewards: the check is not vacuous
@@ -201,7 +204,7 @@ def test_long_prompt_is_cut_from_the_left(rm_dir, tok):
     p, r = tokenize_single(tok, PROMPTS[2], RESPONSES[0], response_end="template")
     assert len(p) + len(r) > 24
     with torch.no_grad():
-        expected = _plain_last_token_reward(s.model, p[len(p) + len(r) - 24:], r)
+        expected = _plain_last_token_reward(s.model, p[len(p) + len(r) - 24 :], r)
     assert s.score([PROMPTS[2]], [RESPONSES[0]])[0] == pytest.approx(expected, abs=1e-4)
     assert math.isnan(s.score([PROMPTS[0]], [_conv(("assistant", "word " * 40))])[0])  # response alone too long
 
@@ -242,11 +245,14 @@ def test_normalize_without_stats_is_a_user_error(tmp_path, tiny_model_ref):
 # implicit
 # ---------------------------------------------------------------------------------------------------------
 
+
 def test_implicit_equals_beta_times_plain_log_ratio(ref_dir, tok, tiny_model_ref):
     s = load_scorer("implicit", model=tiny_model_ref, reference=str(ref_dir), beta=0.5, dtype="float32")
     with torch.no_grad():
-        expected = [0.5 * (_plain_logp(s.policy, *ids) - _plain_logp(s.reference, *ids))
-                    for ids in (tokenize_single(tok, p, r) for p, r in zip(PROMPTS, RESPONSES))]
+        expected = [
+            0.5 * (_plain_logp(s.policy, *ids) - _plain_logp(s.reference, *ids))
+            for ids in (tokenize_single(tok, p, r) for p, r in zip(PROMPTS, RESPONSES))
+        ]
     got = s.score(PROMPTS, RESPONSES)
     assert got == pytest.approx(expected, abs=1e-3)
     assert any(abs(g) > 1e-2 for g in got)
@@ -255,8 +261,9 @@ def test_implicit_equals_beta_times_plain_log_ratio(ref_dir, tok, tiny_model_ref
 
 def test_reference_free_mean_is_simpo_reward(tok, tiny_model_ref):
     """r = beta / |y| * log pi(y|x), |y| counting the response tokens with the closing EOS."""
-    s = load_scorer("implicit", model=tiny_model_ref, reference_free=True, normalization="mean", beta=2.0,
-                    dtype="float32")
+    s = load_scorer(
+        "implicit", model=tiny_model_ref, reference_free=True, normalization="mean", beta=2.0, dtype="float32"
+    )
     with torch.no_grad():
         expected = []
         for p, r in zip(PROMPTS, RESPONSES):
@@ -287,8 +294,10 @@ def test_lora_policy_uses_its_base_as_reference(tmp_path, tok, tiny_model_ref):
     trained = load_scorer("implicit", model=str(tmp_path / "trained"), dtype="float32", beta=1.0)
     base = load_causal_lm(tiny_model_ref, dtype="float32")
     with torch.no_grad():
-        expected = [_plain_logp(trained.policy, *ids) - _plain_logp(base, *ids)
-                    for ids in (tokenize_single(tok, p, r) for p, r in zip(PROMPTS, RESPONSES))]
+        expected = [
+            _plain_logp(trained.policy, *ids) - _plain_logp(base, *ids)
+            for ids in (tokenize_single(tok, p, r) for p, r in zip(PROMPTS, RESPONSES))
+        ]
     got = trained.score(PROMPTS, RESPONSES)
     assert got == pytest.approx(expected, abs=1e-3) and all(abs(g) > 1e-3 for g in got)
 
@@ -296,6 +305,7 @@ def test_lora_policy_uses_its_base_as_reference(tmp_path, tok, tiny_model_ref):
 # ---------------------------------------------------------------------------------------------------------
 # judge
 # ---------------------------------------------------------------------------------------------------------
+
 
 def test_judge_probabilities_shapes_and_order(tiny_model_ref):
     j = load_scorer("judge", model=tiny_model_ref, dtype="float32")
@@ -337,6 +347,7 @@ def test_judge_p_a_equals_a_plain_forward(tiny_model_ref, tok):
 # grader
 # ---------------------------------------------------------------------------------------------------------
 
+
 def test_grader_reproduces_the_gold_scores_of_suite_pairs(tmp_path):
     from preference_data.suite import build_suite, write_suite
 
@@ -361,6 +372,7 @@ def test_grader_reproduces_the_gold_scores_of_suite_pairs(tmp_path):
 # ---------------------------------------------------------------------------------------------------------
 # the real default model
 # ---------------------------------------------------------------------------------------------------------
+
 
 @pytest.mark.slow
 def test_real_model_implicit_and_judge_smoke():

@@ -38,7 +38,7 @@ def _imports(path: Path) -> set[str]:
 def test_no_stage_imports_a_later_stage():
     bad = []
     for i, pkg in enumerate(STAGES):
-        later = set(STAGES[i + 1:])
+        later = set(STAGES[i + 1 :])
         for path in (ROOT / pkg).rglob("*.py"):
             if CLI in path.parents:
                 continue
@@ -48,8 +48,11 @@ def test_no_stage_imports_a_later_stage():
 
 
 def test_ground_floor_imports_no_stage():
-    bad = [f"{path.relative_to(ROOT)} imports {name}" for path in (ROOT / GROUND).rglob("*.py")
-           for name in _imports(path) & set(STAGES)]
+    bad = [
+        f"{path.relative_to(ROOT)} imports {name}"
+        for path in (ROOT / GROUND).rglob("*.py")
+        for name in _imports(path) & set(STAGES)
+    ]
     assert not bad, "the ground floor must not import a stage:\n" + "\n".join(bad)
 
 

@@ -10,13 +10,22 @@ import pytest
 from prefalign.errors import UserError
 from prefalign.models.hub import load_tokenizer
 from preference_data.records import Message, PreferencePair
-from preference_data.tokenize import (LENGTH_POLICIES, REASONS, TokenizeReport, render_pair, tokenize_pairs,
-                                      tokenize_prompts, tokenize_single)
+from preference_data.tokenize import (
+    LENGTH_POLICIES,
+    REASONS,
+    TokenizeReport,
+    render_pair,
+    tokenize_pairs,
+    tokenize_prompts,
+    tokenize_single,
+)
 
 BOS, EOS, NEWLINE = 1, 2, 198  # <|im_start|>, <|im_end|>, "\n" in the SmolLM2 vocabulary
 
-CHATML = ("{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + "
-          "'<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}")
+CHATML = (
+    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + "
+    "'<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
 
 
 @pytest.fixture(scope="module")
@@ -74,8 +83,11 @@ def test_boundary_matches_full_template_rendering(tok, name):
     assert c[-1] == EOS and r[-1] == EOS and EOS not in c[:-1]
     assert report.counts == {}
     has_system = prompt[0].role == "system"
-    assert tok.decode(p).startswith(f"<|im_start|>system\n{prompt[0].content}" if has_system
-                                    else "<|im_start|>system\nYou are a helpful AI assistant named SmolLM")
+    assert tok.decode(p).startswith(
+        f"<|im_start|>system\n{prompt[0].content}"
+        if has_system
+        else "<|im_start|>system\nYou are a helpful AI assistant named SmolLM"
+    )
 
 
 def test_multi_message_response_is_all_response(tok):
@@ -83,14 +95,24 @@ def test_multi_message_response_is_all_response(tok):
     chosen = [a("What is your name?"), u("Ada."), a("Nice to meet you, Ada.")]
     p, c, r = render_pair(tok, PreferencePair(prompt, chosen, [a("No.")]))
     assert p + c + [NEWLINE] == template_ids(tok, prompt + chosen)
-    assert tok.decode(c) == ("What is your name?<|im_end|>\n<|im_start|>user\nAda.<|im_end|>\n"
-                             "<|im_start|>assistant\nNice to meet you, Ada.<|im_end|>")
+    assert tok.decode(c) == (
+        "What is your name?<|im_end|>\n<|im_start|>user\nAda.<|im_end|>\n"
+        "<|im_start|>assistant\nNice to meet you, Ada.<|im_end|>"
+    )
 
 
 def test_batched_pairs_equal_per_pair_rendering(tok):
-    pairs = [PreferencePair(PROMPTS[n], [a(f"good {i} naïve café 日本")], [a(f"bad {i}")], margin=float(i),
-                            attributes={"family": n, "corruption": "wrong_value"}, source="unit")
-             for i, n in enumerate(PROMPTS)]
+    pairs = [
+        PreferencePair(
+            PROMPTS[n],
+            [a(f"good {i} naïve café 日本")],
+            [a(f"bad {i}")],
+            margin=float(i),
+            attributes={"family": n, "corruption": "wrong_value"},
+            source="unit",
+        )
+        for i, n in enumerate(PROMPTS)
+    ]
     out, report = tokenize_pairs(pairs, tok, max_length=None, policy="raise")
     assert [t.id for t in out] == [p.id for p in pairs]
     for t, pair in zip(out, pairs):
@@ -123,8 +145,8 @@ def test_boundary_mismatch_falls_back_to_common_prefix(tok):
     p, c, r = render_pair(t, pair, report)
     full_c = template_ids(t, pair.prompt + pair.chosen)
     assert report.counts == {"boundary_mismatch": 1} and report.examples["boundary_mismatch"] == ["think-1"]
-    assert p == full_c[:len(p)] and p + c + [NEWLINE] == full_c
-    assert p == template_ids(t, pair.prompt, generation_prompt=True)[:len(p)]
+    assert p == full_c[: len(p)] and p + c + [NEWLINE] == full_c
+    assert p == template_ids(t, pair.prompt, generation_prompt=True)[: len(p)]
     assert tok.decode(p).endswith("<|im_start|>assistant\n") and tok.decode(c) == "4<|im_end|>"
 
 
@@ -140,8 +162,10 @@ def test_double_bos_is_repaired_and_counted(tok):
 
 
 def test_missing_eos_is_appended_and_counted(tok):
-    no_eos = ("{% for m in messages %}{{ m['role'] + ': ' + m['content'] + '\n' }}{% endfor %}"
-              "{% if add_generation_prompt %}{{ 'assistant:' }}{% endif %}")
+    no_eos = (
+        "{% for m in messages %}{{ m['role'] + ': ' + m['content'] + '\n' }}{% endfor %}"
+        "{% if add_generation_prompt %}{{ 'assistant:' }}{% endif %}"
+    )
     t = with_template(tok, no_eos)
     out, report = tokenize_pairs([PreferencePair([u("hi")], [a("hello")], [a("bye")], id="eos-1")], t, None, "drop")
     assert report.counts == {"missing_eos": 1} and report.examples["missing_eos"] == ["eos-1"]
@@ -239,8 +263,14 @@ def test_report_percentiles_and_json(tok):
     d = json.loads(json.dumps(report.to_dict()))
     assert d["n_in"] == d["n_out"] == 10 and d["counts"] == {} and d["lengths"]["chosen"]["max"] == lens[9]
     assert "tokenized 10/10 records" in report.summary()
-    assert set(REASONS) >= {"too_long", "prompt_truncated", "response_too_long", "boundary_mismatch",
-                            "double_bos", "missing_eos"}
+    assert set(REASONS) >= {
+        "too_long",
+        "prompt_truncated",
+        "response_too_long",
+        "boundary_mismatch",
+        "double_bos",
+        "missing_eos",
+    }
 
 
 def test_tokenize_prompts_for_generation(tok):

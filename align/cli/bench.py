@@ -35,8 +35,11 @@ SHOW_EXAMPLES = """align bench show
 
 def register(sub: argparse._SubParsersAction, add: Callable[..., argparse.ArgumentParser]) -> None:
     """Add the `bench` verb group (`run`, `show`) to the `align` parser."""
-    bench = sub.add_parser("bench", help="score models on reward-model benchmarks and render the leaderboard",
-                           description="score models on reward-model benchmarks and render the leaderboard")
+    bench = sub.add_parser(
+        "bench",
+        help="score models on reward-model benchmarks and render the leaderboard",
+        description="score models on reward-model benchmarks and render the leaderboard",
+    )
     bsub = bench.add_subparsers(dest="bench_verb", metavar="VERB")
 
     # the tables are plain data (no torch): listing their names keeps help and table in step
@@ -46,28 +49,55 @@ def register(sub: argparse._SubParsersAction, add: Callable[..., argparse.Argume
     scorers = "\n".join(f"  {r['name']:<9} {r['kind']:<10} {r['summary']}" for r in SCORERS.rows())
     p = add(bsub, "run", cmd_run, "score a model on a benchmark and write its record", RUN_EXAMPLES + "\n" + scorers)
     p.add_argument("bench", metavar="BENCH", help=f"benchmark: {', '.join(BENCHMARKS.names())} (`align ls benchmarks`)")
-    p.add_argument("--model", default=None,
-                   help="the model to score: a directory, builtin:<name> or a hub id (not used by --scorer grader)")
-    p.add_argument("--scorer", default=None, choices=SCORERS.names(),
-                   help="how to turn the model into scores (default: from the model, see below)")
+    p.add_argument(
+        "--model",
+        default=None,
+        help="the model to score: a directory, builtin:<name> or a hub id (not used by --scorer grader)",
+    )
+    p.add_argument(
+        "--scorer",
+        default=None,
+        choices=SCORERS.names(),
+        help="how to turn the model into scores (default: from the model, see below)",
+    )
     p.add_argument("--reference", default=None, help="reference model of --scorer implicit")
-    p.add_argument("--data", default=None,
-                   help="a local file in the benchmark's official format (JSON, JSONL, parquet) or a hub id "
-                        "(default: the benchmark's hub dataset; for suite: the default suite's test pairs)")
+    p.add_argument(
+        "--data",
+        default=None,
+        help="a local file in the benchmark's official format (JSON, JSONL, parquet) or a hub id "
+        "(default: the benchmark's hub dataset; for suite: the default suite's test pairs)",
+    )
     p.add_argument("--limit", type=int, default=None, help="score only the first N valid examples")
-    p.add_argument("--allow-partial", action="store_true",
-                   help="skip invalid rows and examples that score NaN; the record is marked partial")
+    p.add_argument(
+        "--allow-partial",
+        action="store_true",
+        help="skip invalid rows and examples that score NaN; the record is marked partial",
+    )
     p.add_argument("--records", default=None, help="where to write the record (default: leaderboards/records)")
-    p.add_argument("--dtype", default=None, choices=["auto", "bfloat16", "float32"],
-                   help="model dtype (default auto: bfloat16 where the device runs it natively, else float32)")
-    p.add_argument("--batch-tokens", type=int, default=None,
-                   help=f"token budget of one forward pass (default {BATCH_TOKENS})")
-    p.add_argument("--option", dest="options", action="append", default=[], metavar="KEY=VALUE",
-                   help="any other scorer option, e.g. normalize=true, beta=0.05, max_length=2048 (repeatable; a wrong "
-                        "key lists the scorer's options)")
+    p.add_argument(
+        "--dtype",
+        default=None,
+        choices=["auto", "bfloat16", "float32"],
+        help="model dtype (default auto: bfloat16 where the device runs it natively, else float32)",
+    )
+    p.add_argument(
+        "--batch-tokens", type=int, default=None, help=f"token budget of one forward pass (default {BATCH_TOKENS})"
+    )
+    p.add_argument(
+        "--option",
+        dest="options",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="any other scorer option, e.g. normalize=true, beta=0.05, max_length=2048 (repeatable; a wrong "
+        "key lists the scorer's options)",
+    )
     p.add_argument("--name", default=None, help="the leaderboard row (default: the model reference)")
-    p.add_argument("--no-cache", action="store_true",
-                   help="score everything again instead of reusing cached scores of an identical earlier run")
+    p.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="score everything again instead of reusing cached scores of an identical earlier run",
+    )
 
     p = add(bsub, "show", cmd_show, "render the leaderboard (Markdown, HTML, PNG) from the records", SHOW_EXAMPLES)
     p.add_argument("--records", default=None, help="records directory (default: leaderboards/records)")
@@ -75,6 +105,7 @@ def register(sub: argparse._SubParsersAction, add: Callable[..., argparse.Argume
 
 
 # --- run -------------------------------------------------------------------------------------------------
+
 
 def _check_data(data: str) -> None:
     """A path that does not exist is an error here, before any model loads (a hub id passes through)."""
@@ -85,8 +116,10 @@ def _check_data(data: str) -> None:
         return
     if is_hub_id(data) and not data.endswith(SUFFIXES):
         return
-    raise UserError(f"--data {data}: no such file; give a local file in the benchmark's official format "
-                    f"({', '.join(SUFFIXES)}) or a hub id like org/name")
+    raise UserError(
+        f"--data {data}: no such file; give a local file in the benchmark's official format "
+        f"({', '.join(SUFFIXES)}) or a hub id like org/name"
+    )
 
 
 def _scorer_options(name: str, args: argparse.Namespace) -> dict[str, Any]:
@@ -98,8 +131,12 @@ def _scorer_options(name: str, args: argparse.Namespace) -> dict[str, Any]:
     from reward_models.scorers import SCORERS
 
     fields = [f.name for f in dataclasses.fields(SCORERS[name].options)]
-    flags = {"--model": ("model", args.model), "--reference": ("reference", args.reference),
-             "--dtype": ("dtype", args.dtype), "--batch-tokens": ("batch_tokens", args.batch_tokens)}
+    flags = {
+        "--model": ("model", args.model),
+        "--reference": ("reference", args.reference),
+        "--dtype": ("dtype", args.dtype),
+        "--batch-tokens": ("batch_tokens", args.batch_tokens),
+    }
     opts: dict[str, Any] = {}
     problems = []
     for flag, (key, value) in flags.items():
@@ -138,22 +175,31 @@ def cmd_run(args: argparse.Namespace) -> int:
     name = args.scorer or default_scorer(args.model, args.reference)
     kind = SCORERS[name].kind
     if kind not in bench.scorer_kinds:
-        raise UserError(f"benchmark '{bench.name}' cannot use the {kind} scorer '{name}'; it accepts "
-                        f"{', '.join(bench.scorer_kinds)} scorers")
+        raise UserError(
+            f"benchmark '{bench.name}' cannot use the {kind} scorer '{name}'; it accepts "
+            f"{', '.join(bench.scorer_kinds)} scorers"
+        )
     if name != "grader" and args.model is None:
         raise UserError(f"--scorer {name} needs --model")
     options = _scorer_options(name, args)
 
     pairs = _default_suite_pairs if bench.name == "suite" and args.data is None else None
     scorer = load_scorer(name, **options)
-    settings = BenchSettings(data=args.data, limit=args.limit, allow_partial=args.allow_partial,
-                             records_dir=args.records, use_cache=not args.no_cache, model_name=args.name)
+    settings = BenchSettings(
+        data=args.data,
+        limit=args.limit,
+        allow_partial=args.allow_partial,
+        records_dir=args.records,
+        use_cache=not args.no_cache,
+        model_name=args.name,
+    )
     record = run_benchmark(bench.name, scorer, settings, pairs=pairs)
     print(summarize(record))
     return 0
 
 
 # --- show ------------------------------------------------------------------------------------------------
+
 
 def cmd_show(args: argparse.Namespace) -> int:
     from leaderboards.render import render

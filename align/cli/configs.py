@@ -27,6 +27,11 @@ def validate_file(path: str, overrides: list[str] | None = None) -> tuple[str, A
     data = read_yaml(path)
     kind = data.get("kind") if isinstance(data, dict) else None
     if kind not in KINDS:
-        raise ConfigError([f"kind: {kind!r} is not a known config kind{did_you_mean(str(kind), list(KINDS))}; "
-                           f"use one of {', '.join(KINDS)}"], path)
+        raise ConfigError(
+            [
+                f"kind: {kind!r} is not a known config kind{did_you_mean(str(kind), list(KINDS))}; "
+                f"use one of {', '.join(KINDS)}"
+            ],
+            path,
+        )
     return kind, load(config_class(kind), path, overrides)

@@ -23,9 +23,11 @@ from collections.abc import Callable
 
 EXAMPLES = {
     "quickstart": "align quickstart\n  align quickstart --out runs/qs quickstart.doctor_max_length=512",
-    "doctor": ("align data doctor ../shared/data/hh-rlhf/helpful-base/test.decontaminated.jsonl.gz\n"
-               "  align data doctor suite --out runs/doctor-suite\n"
-               "  align data doctor my_pairs.jsonl --format trl --max-length 512 --policy drop"),
+    "doctor": (
+        "align data doctor ../shared/data/hh-rlhf/helpful-base/test.decontaminated.jsonl.gz\n"
+        "  align data doctor suite --out runs/doctor-suite\n"
+        "  align data doctor my_pairs.jsonl --format trl --max-length 512 --policy drop"
+    ),
     "suite": "align data suite --out data/suite --per-family 200 --seed 0",
     "validate": "align validate configs/quickstart.yaml",
     "ls": "align ls\n  align ls losses",
@@ -42,14 +44,17 @@ VERB_GROUPS: list[str] = ["align.cli.rm", "align.cli.train", "align.cli.evalcmd"
 
 # --- verbs -------------------------------------------------------------------------------------------
 
+
 def cmd_ls(args: argparse.Namespace) -> int:
     from .tables import TABLES, print_table
 
     names = [args.table] if args.table else list(TABLES)
     if args.table and args.table not in TABLES:
         from prefalign.errors import UserError, did_you_mean
-        raise UserError(f"unknown table '{args.table}'{did_you_mean(args.table, list(TABLES))}; "
-                        f"choose one of {', '.join(TABLES)}")
+
+        raise UserError(
+            f"unknown table '{args.table}'{did_you_mean(args.table, list(TABLES))}; choose one of {', '.join(TABLES)}"
+        )
     for name in names:
         print_table(name, TABLES[name]())
     return 0
@@ -69,8 +74,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     from preference_data.doctor import run_doctor
     from preference_data.sources import DataConfig
 
-    data = build(DataConfig, {"source": args.source, "format": args.format, "split": args.split},
-                 "align data doctor")
+    data = build(DataConfig, {"source": args.source, "format": args.format, "split": args.split}, "align data doctor")
     out = args.out or os.path.join("runs", "doctor")
     report = run_doctor(data, args.model, args.max_length, args.policy, out)
     print("\n".join(report["text"]))
@@ -84,8 +88,10 @@ def cmd_suite(args: argparse.Namespace) -> int:
 
     suite = build_suite(n_per_family=args.per_family, seed=args.seed)
     write_suite(suite, args.out)
-    print(f"wrote the suite ({len(suite.train_pairs)} train / {len(suite.test_pairs)} test pairs, "
-          f"{len(suite.train_prompts)} / {len(suite.test_prompts)} prompts) to {args.out}")
+    print(
+        f"wrote the suite ({len(suite.train_pairs)} train / {len(suite.test_pairs)} test pairs, "
+        f"{len(suite.train_prompts)} / {len(suite.test_prompts)} prompts) to {args.out}"
+    )
     return 0
 
 
@@ -97,12 +103,18 @@ def cmd_quickstart(args: argparse.Namespace) -> int:
 
 # --- parser ------------------------------------------------------------------------------------------
 
-def _add(sub: argparse._SubParsersAction, name: str, fn: Callable[[argparse.Namespace], int], help_: str,
-         example: str) -> argparse.ArgumentParser:
+
+def _add(
+    sub: argparse._SubParsersAction, name: str, fn: Callable[[argparse.Namespace], int], help_: str, example: str
+) -> argparse.ArgumentParser:
     """Add a verb whose help ends with examples (`example` is a key of EXAMPLES or the example text itself)."""
-    p = sub.add_parser(name, help=help_, description=help_,
-                       epilog=_examples(example) if example in EXAMPLES else "examples:\n  " + example,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = sub.add_parser(
+        name,
+        help=help_,
+        description=help_,
+        epilog=_examples(example) if example in EXAMPLES else "examples:\n  " + example,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.set_defaults(fn=fn)
     return p
 
@@ -112,12 +124,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     from prefalign.training.config import LengthPolicy  # torch-free, like every import while parsing
 
-    parser = argparse.ArgumentParser(prog="align", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="align", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = parser.add_subparsers(dest="verb", metavar="VERB")
 
-    p = _add(sub, "quickstart", cmd_quickstart, "run the main job on the embedded default model and data",
-             "quickstart")
+    p = _add(sub, "quickstart", cmd_quickstart, "run the main job on the embedded default model and data", "quickstart")
     p.add_argument("--config", default=None, help="a quickstart YAML (default: the built-in settings)")
     p.add_argument("--out", default=None, help="output directory (default: runs/quickstart)")
     p.add_argument("overrides", nargs="*", help="dotted overrides, e.g. doctor_max_length=512")
@@ -137,8 +149,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--split", default="all", choices=["train", "dev", "test", "all"])
     p.add_argument("--model", default="builtin:smollm2-135m-instruct", help="tokenizer to check against")
     p.add_argument("--max-length", type=int, default=1024, help="token budget per sequence")
-    p.add_argument("--policy", default="drop", choices=get_args(LengthPolicy),
-                   help="what to do with pairs longer than --max-length")
+    p.add_argument(
+        "--policy",
+        default="drop",
+        choices=get_args(LengthPolicy),
+        help="what to do with pairs longer than --max-length",
+    )
     p.add_argument("--out", default=None, help="where to write doctor.json/doctor.txt (default: runs/doctor)")
     p = _add(dsub, "suite", cmd_suite, "generate the verifiable preference suite as JSONL files", "suite")
     p.add_argument("--out", required=True)
@@ -147,6 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     # verb groups of later stages register themselves; their modules import only argparse at load time
     import importlib
+
     for module in VERB_GROUPS:
         importlib.import_module(module).register(sub, _add)
     return parser

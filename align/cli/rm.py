@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import argparse
 
-TRAIN_EXAMPLE = ("align rm train --config configs/rm_suite.yaml\n"
-                 "  align rm train --config configs/rm_hh.yaml train.max_steps=50 train.lr=5e-5\n"
-                 "  align rm train --config configs/rm_suite.yaml --resume\n"
-                 "  torchrun --nproc_per_node 2 -m align.cli.main rm train --config configs/rm_suite.yaml")
-SCORE_EXAMPLE = ("align rm score --model runs/rm/model --data pairs.jsonl --out scores.jsonl\n"
-                 "  align rm score --model runs/rm/model --data ../shared/data/hh-rlhf/helpful-base/"
-                 "test.decontaminated.jsonl.gz --out hh_scores.jsonl --raw")
+TRAIN_EXAMPLE = (
+    "align rm train --config configs/rm_suite.yaml\n"
+    "  align rm train --config configs/rm_hh.yaml train.max_steps=50 train.lr=5e-5\n"
+    "  align rm train --config configs/rm_suite.yaml --resume\n"
+    "  torchrun --nproc_per_node 2 -m align.cli.main rm train --config configs/rm_suite.yaml"
+)
+SCORE_EXAMPLE = (
+    "align rm score --model runs/rm/model --data pairs.jsonl --out scores.jsonl\n"
+    "  align rm score --model runs/rm/model --data ../shared/data/hh-rlhf/helpful-base/"
+    "test.decontaminated.jsonl.gz --out hh_scores.jsonl --raw"
+)
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -28,8 +32,15 @@ def cmd_train(args: argparse.Namespace) -> int:
 def cmd_score(args: argparse.Namespace) -> int:
     from reward_models.score_cli import score_file
 
-    n, path = score_file(args.model, args.data, args.out, normalize=not args.raw, fmt=args.format,
-                         dtype=args.dtype, batch_tokens=args.batch_tokens)
+    n, path = score_file(
+        args.model,
+        args.data,
+        args.out,
+        normalize=not args.raw,
+        fmt=args.format,
+        dtype=args.dtype,
+        batch_tokens=args.batch_tokens,
+    )
     print(f"wrote {n} scores to {path}")
     return 0
 
@@ -40,10 +51,11 @@ def cmd_strength(args: argparse.Namespace) -> int:
 
     cfg = load(StrengthConfig, args.config, args.overrides)
     report = run_strength(cfg)
-    print(f"preference strength of {report['pairs']} pairs from {report['members']} reward models -> "
-          f"{report['file']}")
-    print(f"mean difference < 0 for {report['negative_fraction']:.1%} of pairs; "
-          f"std of the difference (median) {report['median_std']:.3f}")
+    print(f"preference strength of {report['pairs']} pairs from {report['members']} reward models -> {report['file']}")
+    print(
+        f"mean difference < 0 for {report['negative_fraction']:.1%} of pairs; "
+        f"std of the difference (median) {report['median_std']:.3f}"
+    )
     return 0
 
 
@@ -62,11 +74,19 @@ def register(sub: argparse._SubParsersAction, add) -> None:
     p.add_argument("--out", required=True, help="output JSONL: one row per response")
     p.add_argument("--format", default="auto", help="input format (default: detect)")
     p.add_argument("--raw", action="store_true", help="raw rewards instead of normalised (r - mean) / std")
-    p.add_argument("--dtype", default="auto", choices=["auto", "bfloat16", "float32"],
-                   help="auto: bfloat16 where the device runs it natively, else float32")
+    p.add_argument(
+        "--dtype",
+        default="auto",
+        choices=["auto", "bfloat16", "float32"],
+        help="auto: bfloat16 where the device runs it natively, else float32",
+    )
     p.add_argument("--batch-tokens", type=int, default=BATCH_TOKENS, help="token budget per scoring batch")
-    p = add(rsub, "strength", cmd_strength,
-            "train (or load) an ensemble of RMs and write per-pair preference strength (mean/std of r_c - r_r)",
-            "align rm strength --config configs/rm_strength_suite.yaml")
+    p = add(
+        rsub,
+        "strength",
+        cmd_strength,
+        "train (or load) an ensemble of RMs and write per-pair preference strength (mean/std of r_c - r_r)",
+        "align rm strength --config configs/rm_strength_suite.yaml",
+    )
     p.add_argument("--config", required=True, help="an rm_strength YAML")
     p.add_argument("overrides", nargs="*")

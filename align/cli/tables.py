@@ -18,6 +18,7 @@ def _lazy(module: str, attr: str) -> Callable[[], Table[Any]]:
                 return Table(attr.lower(), {})  # a stage not built yet has an empty table
             raise
         return getattr(mod, attr)
+
     return get
 
 

@@ -10,10 +10,46 @@ pairwise names from here.
 
 from __future__ import annotations
 
-from .pairwise import (COMMON_PARAMS, FLIP_RATE, INPO_ETA, LOSSES, LossOutput, LossSpec, PairLogps, cdpo_loss,
-                       check_loss_config, combine, compute_loss, hinge_loss, inpo_loss, ipo_loss, robust_loss,
-                       sft_nll, sigmoid_loss, simpo_hinge_loss, simpo_loss)
+from .pairwise import (
+    COMMON_PARAMS,
+    FLIP_RATE,
+    INPO_ETA,
+    LOSSES,
+    LossOutput,
+    LossSpec,
+    PairLogps,
+    cdpo_loss,
+    check_loss_config,
+    combine,
+    compute_loss,
+    hinge_loss,
+    inpo_loss,
+    ipo_loss,
+    robust_loss,
+    sft_nll,
+    sigmoid_loss,
+    simpo_hinge_loss,
+    simpo_loss,
+)
 
-__all__ = ["COMMON_PARAMS", "FLIP_RATE", "INPO_ETA", "LOSSES", "LossOutput", "LossSpec", "PairLogps", "cdpo_loss",
-           "check_loss_config", "combine", "compute_loss", "hinge_loss", "inpo_loss", "ipo_loss", "robust_loss",
-           "sft_nll", "sigmoid_loss", "simpo_hinge_loss", "simpo_loss"]
+__all__ = [
+    "COMMON_PARAMS",
+    "FLIP_RATE",
+    "INPO_ETA",
+    "LOSSES",
+    "LossOutput",
+    "LossSpec",
+    "PairLogps",
+    "cdpo_loss",
+    "check_loss_config",
+    "combine",
+    "compute_loss",
+    "hinge_loss",
+    "inpo_loss",
+    "ipo_loss",
+    "robust_loss",
+    "sft_nll",
+    "sigmoid_loss",
+    "simpo_hinge_loss",
+    "simpo_loss",
+]

@@ -38,10 +38,10 @@ from torch import Tensor
 from prefalign.errors import ConfigError, did_you_mean
 from prefalign.registry import NON_NEGATIVE, POSITIVE, UNIT, FunctionSpec, Interval, Table
 
-
 # --------------------------------------------------------------------------------------------------
 # Inputs and outputs
 # --------------------------------------------------------------------------------------------------
+
 
 class PairLogps(NamedTuple):
     """Per-sequence log-probs of B preference pairs; every tensor is (B,).
@@ -51,21 +51,27 @@ class PairLogps(NamedTuple):
     None; a loss that needs a missing field raises a ValueError naming it.
     """
 
-    policy_chosen_logps: Tensor                      # (B,) Σ_t log π_θ(y_w,t | x, y_w,<t)
-    policy_rejected_logps: Tensor                    # (B,) Σ_t log π_θ(y_l,t | x, y_l,<t)
-    reference_chosen_logps: Tensor | None = None     # (B,) log π_ref(y_w|x)
-    reference_rejected_logps: Tensor | None = None   # (B,) log π_ref(y_l|x)
-    chosen_lengths: Tensor | None = None             # (B,) completion tokens |y_w|
-    rejected_lengths: Tensor | None = None           # (B,) completion tokens |y_l|
-    previous_chosen_logps: Tensor | None = None      # (B,) log π_t(y_w|x), INPO's previous iterate
-    previous_rejected_logps: Tensor | None = None    # (B,) log π_t(y_l|x)
+    policy_chosen_logps: Tensor  # (B,) Σ_t log π_θ(y_w,t | x, y_w,<t)
+    policy_rejected_logps: Tensor  # (B,) Σ_t log π_θ(y_l,t | x, y_l,<t)
+    reference_chosen_logps: Tensor | None = None  # (B,) log π_ref(y_w|x)
+    reference_rejected_logps: Tensor | None = None  # (B,) log π_ref(y_l|x)
+    chosen_lengths: Tensor | None = None  # (B,) completion tokens |y_w|
+    rejected_lengths: Tensor | None = None  # (B,) completion tokens |y_l|
+    previous_chosen_logps: Tensor | None = None  # (B,) log π_t(y_w|x), INPO's previous iterate
+    previous_rejected_logps: Tensor | None = None  # (B,) log π_t(y_l|x)
 
     def swapped(self) -> PairLogps:
         """The same pairs with chosen and rejected exchanged (for symmetry checks and label flips)."""
-        return PairLogps(self.policy_rejected_logps, self.policy_chosen_logps,
-                         self.reference_rejected_logps, self.reference_chosen_logps,
-                         self.rejected_lengths, self.chosen_lengths,
-                         self.previous_rejected_logps, self.previous_chosen_logps)
+        return PairLogps(
+            self.policy_rejected_logps,
+            self.policy_chosen_logps,
+            self.reference_rejected_logps,
+            self.reference_chosen_logps,
+            self.rejected_lengths,
+            self.chosen_lengths,
+            self.previous_rejected_logps,
+            self.previous_chosen_logps,
+        )
 
 
 class LossOutput(NamedTuple):
@@ -75,10 +81,10 @@ class LossOutput(NamedTuple):
     (strictly chosen_rewards > rejected_rewards), as TRL's `rewards/accuracies`.
     """
 
-    losses: Tensor            # (B,) per-pair loss, differentiable
-    chosen_rewards: Tensor    # (B,) implicit reward of y_w, detached
+    losses: Tensor  # (B,) per-pair loss, differentiable
+    chosen_rewards: Tensor  # (B,) implicit reward of y_w, detached
     rejected_rewards: Tensor  # (B,) implicit reward of y_l, detached
-    margins: Tensor           # (B,) chosen_rewards − rejected_rewards, detached
+    margins: Tensor  # (B,) chosen_rewards − rejected_rewards, detached
 
     @property
     def accuracies(self) -> Tensor:
@@ -113,14 +119,15 @@ def _log_ratios(logps: PairLogps, loss: str) -> tuple[Tensor, Tensor]:
 # DPO family (reference/algorithms.md §1; TRL 1.16 `DPOTrainer._compute_loss`)
 # --------------------------------------------------------------------------------------------------
 
+
 def sigmoid_loss(logps: PairLogps, *, beta: float = 0.1) -> LossOutput:
     """DPO: L = −log σ(β h), h = ρ(y_w) − ρ(y_l) on summed log-probs.
 
     Rafailov et al. 2023, "Direct Preference Optimization", Eq. 7; TRL `loss_type="sigmoid"`.
     Inputs (B,): policy and reference chosen/rejected logps. Returns losses (B,) and rewards β·ρ.
     """
-    rho_w, rho_l = _log_ratios(logps, "sigmoid")       # (B,), (B,)
-    h = rho_w - rho_l                                   # (B,)
+    rho_w, rho_l = _log_ratios(logps, "sigmoid")  # (B,), (B,)
+    h = rho_w - rho_l  # (B,)
     return _output(-F.logsigmoid(beta * h), beta * rho_w, beta * rho_l)
 
 
@@ -133,7 +140,7 @@ def cdpo_loss(logps: PairLogps, *, beta: float = 0.1, label_smoothing: float = 0
     this toolkit's choice (the note fixes none). Inputs (B,) as `sigmoid`; returns losses (B,).
     """
     rho_w, rho_l = _log_ratios(logps, "cdpo")
-    z = beta * (rho_w - rho_l)                          # (B,)
+    z = beta * (rho_w - rho_l)  # (B,)
     losses = -(1 - label_smoothing) * F.logsigmoid(z) - label_smoothing * F.logsigmoid(-z)
     return _output(losses, beta * rho_w, beta * rho_l)
 
@@ -147,7 +154,7 @@ def robust_loss(logps: PairLogps, *, beta: float = 0.1, label_smoothing: float =
     suggestion quoted in TRL's config docs. Inputs (B,) as `sigmoid`; returns losses (B,).
     """
     rho_w, rho_l = _log_ratios(logps, "robust")
-    z = beta * (rho_w - rho_l)                          # (B,)
+    z = beta * (rho_w - rho_l)  # (B,)
     clean = -(1 - label_smoothing) * F.logsigmoid(z)
     flipped = -label_smoothing * F.logsigmoid(-z)
     return _output((clean - flipped) / (1 - 2 * label_smoothing), beta * rho_w, beta * rho_l)
@@ -163,9 +170,9 @@ def ipo_loss(logps: PairLogps, *, beta: float = 0.1) -> LossOutput:
     (B,); rewards are β·ρ on *summed* log-ratios, as TRL logs them.
     """
     rho_w, rho_l = _log_ratios(logps, "ipo")
-    n_w = _lengths(logps.chosen_lengths, "chosen_lengths", "ipo", rho_w)       # (B,)
-    n_l = _lengths(logps.rejected_lengths, "rejected_lengths", "ipo", rho_l)   # (B,)
-    h_bar = rho_w / n_w - rho_l / n_l                                          # (B,)
+    n_w = _lengths(logps.chosen_lengths, "chosen_lengths", "ipo", rho_w)  # (B,)
+    n_l = _lengths(logps.rejected_lengths, "rejected_lengths", "ipo", rho_l)  # (B,)
+    h_bar = rho_w / n_w - rho_l / n_l  # (B,)
     return _output((h_bar - 1 / (2 * beta)) ** 2, beta * rho_w, beta * rho_l)
 
 
@@ -184,16 +191,18 @@ def hinge_loss(logps: PairLogps, *, beta: float = 0.1) -> LossOutput:
 # SimPO (reference/algorithms.md §2; princeton-nlp/SimPO `SimPOTrainer.simpo_loss`)
 # --------------------------------------------------------------------------------------------------
 
+
 def _simpo_logits(logps: PairLogps, beta: float, loss: str) -> tuple[Tensor, Tensor]:
     """(β·avg log π(y_w), β·avg log π(y_l)), each (B,). Reference inputs are never read."""
     pi_w, pi_l = logps.policy_chosen_logps, logps.policy_rejected_logps
-    avg_w = pi_w / _lengths(logps.chosen_lengths, "chosen_lengths", loss, pi_w)      # (B,)
+    avg_w = pi_w / _lengths(logps.chosen_lengths, "chosen_lengths", loss, pi_w)  # (B,)
     avg_l = pi_l / _lengths(logps.rejected_lengths, "rejected_lengths", loss, pi_l)  # (B,)
     return beta * avg_w, beta * avg_l
 
 
-def simpo_loss(logps: PairLogps, *, beta: float = 2.0, gamma_beta_ratio: float = 0.25,
-               label_smoothing: float = 0.0) -> LossOutput:
+def simpo_loss(
+    logps: PairLogps, *, beta: float = 2.0, gamma_beta_ratio: float = 0.25, label_smoothing: float = 0.0
+) -> LossOutput:
     """SimPO: L = −(1−ε) log σ(z) − ε log σ(−z), z = β(avg_w − avg_l) − γ, γ = β·gamma_beta_ratio.
 
     Meng et al. 2024, "SimPO: Simple Preference Optimization with a Reference-Free Reward", Eq. 6;
@@ -204,7 +213,7 @@ def simpo_loss(logps: PairLogps, *, beta: float = 2.0, gamma_beta_ratio: float =
     and rewards β·avg log π.
     """
     r_w, r_l = _simpo_logits(logps, beta, "simpo")
-    z = r_w - r_l - beta * gamma_beta_ratio                 # (B,)
+    z = r_w - r_l - beta * gamma_beta_ratio  # (B,)
     losses = -(1 - label_smoothing) * F.logsigmoid(z) - label_smoothing * F.logsigmoid(-z)
     return _output(losses, r_w, r_l)
 
@@ -227,8 +236,13 @@ INPO_ETA = 0.0075
 """The practical η of INPO (MNPO config `eta`); `target_margin` defaults to 1/(2η) ≈ 66.67."""
 
 
-def inpo_loss(logps: PairLogps, *, ref_mix: float = 1 / 3, target_margin: float = 1 / (2 * INPO_ETA),
-              logps_normalization: Literal["sum", "mean"] = "sum") -> LossOutput:
+def inpo_loss(
+    logps: PairLogps,
+    *,
+    ref_mix: float = 1 / 3,
+    target_margin: float = 1 / (2 * INPO_ETA),
+    logps_normalization: Literal["sum", "mean"] = "sum",
+) -> LossOutput:
     """INPO step: h = Δπ − a·Δref − (1−a)·Δπ_t, L = (h − c)².
 
     Zhang et al. 2024, "Iterative Nash Policy Optimization" (arXiv 2407.00617), the per-iteration loss
@@ -260,14 +274,15 @@ def inpo_loss(logps: PairLogps, *, ref_mix: float = 1 / 3, target_margin: float 
     prev_w = _need(logps.previous_chosen_logps, "previous_chosen_logps", loss)
     prev_l = _need(logps.previous_rejected_logps, "previous_rejected_logps", loss)
     # Anchored log-ratio of each response: log π_θ − a·log π_ref − (1−a)·log π_t, summed over tokens.
-    rho_w = logps.policy_chosen_logps - a * ref_w - (1 - a) * prev_w     # (B,)
-    rho_l = logps.policy_rejected_logps - a * ref_l - (1 - a) * prev_l   # (B,)
+    rho_w = logps.policy_chosen_logps - a * ref_w - (1 - a) * prev_w  # (B,)
+    rho_l = logps.policy_rejected_logps - a * ref_l - (1 - a) * prev_l  # (B,)
     if logps_normalization == "mean":
         # Dividing each log-prob by |y| before mixing equals dividing the mixed sum (linearity).
-        h = (rho_w / _lengths(logps.chosen_lengths, "chosen_lengths", loss, rho_w)
-             - rho_l / _lengths(logps.rejected_lengths, "rejected_lengths", loss, rho_l))
+        h = rho_w / _lengths(logps.chosen_lengths, "chosen_lengths", loss, rho_w) - rho_l / _lengths(
+            logps.rejected_lengths, "rejected_lengths", loss, rho_l
+        )
     else:
-        h = rho_w - rho_l                                                # (B,)
+        h = rho_w - rho_l  # (B,)
     eta = 1 / (2 * target_margin)
     return _output((h - target_margin) ** 2, eta * rho_w, eta * rho_l)
 
@@ -275,6 +290,7 @@ def inpo_loss(logps: PairLogps, *, ref_mix: float = 1 / 3, target_margin: float 
 # --------------------------------------------------------------------------------------------------
 # Optional SFT term on the chosen responses, mixable with any loss
 # --------------------------------------------------------------------------------------------------
+
 
 def sft_nll(logps: PairLogps) -> Tensor:
     """Per-token negative log-likelihood of each chosen response: −log π_θ(y_w|x)/|y_w|, shape (B,).
@@ -300,7 +316,7 @@ def combine(output: LossOutput, extra: Tensor, weight: float) -> LossOutput:
 # The table
 # --------------------------------------------------------------------------------------------------
 
-FLIP_RATE = Interval(0.0, 0.5)                      # ε of a symmetric label-flip model
+FLIP_RATE = Interval(0.0, 0.5)  # ε of a symmetric label-flip model
 
 COMMON_PARAMS: dict[str, tuple[float, Interval, str]] = {
     # name: (default, allowed range, meaning); accepted by every loss, applied by `compute_loss`.
@@ -316,56 +332,102 @@ class LossSpec(FunctionSpec):
     so they are written once; `bounds` gives the allowed range of each numeric parameter.
     """
 
-    needs_reference: bool          # reads reference_*_logps
-    length_normalized: bool        # reads *_lengths and averages log-probs per token (by default)
-    needs_previous_iterate: bool   # reads previous_*_logps (the frozen π_t of an online iteration)
+    needs_reference: bool  # reads reference_*_logps
+    length_normalized: bool  # reads *_lengths and averages log-probs per token (by default)
+    needs_previous_iterate: bool  # reads previous_*_logps (the frozen π_t of an online iteration)
 
     kind: ClassVar[str] = "loss"
     common: ClassVar[Mapping[str, tuple[Any, Interval, str]]] = COMMON_PARAMS
 
 
-LOSSES: Table[LossSpec] = Table("loss", {
-    "sigmoid": LossSpec(
-        "sigmoid", sigmoid_loss, "DPO: -log σ(βh) on summed log-ratios (Rafailov+ 2023, Eq. 7)",
-        needs_reference=True, length_normalized=False, needs_previous_iterate=False,
-        bounds={"beta": POSITIVE}),
-    "cdpo": LossSpec(
-        "cdpo", cdpo_loss, "conservative DPO: DPO under label flips of rate ε (Mitchell 2023)",
-        needs_reference=True, length_normalized=False, needs_previous_iterate=False,
-        bounds={"beta": POSITIVE, "label_smoothing": FLIP_RATE}),
-    "robust": LossSpec(
-        "robust", robust_loss, "rDPO: unbiased DPO under label flips, ε in [0, 0.5) (Chowdhury+ 2024)",
-        needs_reference=True, length_normalized=False, needs_previous_iterate=False,
-        bounds={"beta": POSITIVE, "label_smoothing": Interval(0.0, 0.5, high_open=True)}),
-    "ipo": LossSpec(
-        "ipo", ipo_loss, "IPO: (h̄ - 1/(2β))², length-averaged log-ratios (Azar+ 2023, Eq. 17)",
-        needs_reference=True, length_normalized=True, needs_previous_iterate=False,
-        bounds={"beta": POSITIVE}),
-    "hinge": LossSpec(
-        "hinge", hinge_loss, "SLiC-HF hinge: max(0, 1 - βh) on summed log-ratios (Zhao+ 2023)",
-        needs_reference=True, length_normalized=False, needs_previous_iterate=False,
-        bounds={"beta": POSITIVE}),
-    "simpo": LossSpec(
-        "simpo", simpo_loss, "SimPO: reference-free -log σ(βΔavg logπ - γ) (Meng+ 2024, Eq. 6)",
-        needs_reference=False, length_normalized=True, needs_previous_iterate=False,
-        bounds={"beta": POSITIVE, "gamma_beta_ratio": NON_NEGATIVE, "label_smoothing": FLIP_RATE}),
-    "simpo_hinge": LossSpec(
-        "simpo_hinge", simpo_hinge_loss, "SimPO hinge: max(0, 1 - β(Δavg logπ - γ/β)), reference-free",
-        needs_reference=False, length_normalized=True, needs_previous_iterate=False,
-        bounds={"beta": POSITIVE, "gamma_beta_ratio": NON_NEGATIVE}),
-    "inpo": LossSpec(
-        "inpo", inpo_loss, "INPO: (Δπ - aΔref - (1-a)Δπ_t - c)², a=τ/η, c=1/(2η) (Zhang+ 2024)",
-        needs_reference=True, length_normalized=False, needs_previous_iterate=True,
-        bounds={"ref_mix": UNIT, "target_margin": POSITIVE}),
-}, columns=("summary", "needs_reference", "length_normalized", "needs_previous_iterate", "params"))
+LOSSES: Table[LossSpec] = Table(
+    "loss",
+    {
+        "sigmoid": LossSpec(
+            "sigmoid",
+            sigmoid_loss,
+            "DPO: -log σ(βh) on summed log-ratios (Rafailov+ 2023, Eq. 7)",
+            needs_reference=True,
+            length_normalized=False,
+            needs_previous_iterate=False,
+            bounds={"beta": POSITIVE},
+        ),
+        "cdpo": LossSpec(
+            "cdpo",
+            cdpo_loss,
+            "conservative DPO: DPO under label flips of rate ε (Mitchell 2023)",
+            needs_reference=True,
+            length_normalized=False,
+            needs_previous_iterate=False,
+            bounds={"beta": POSITIVE, "label_smoothing": FLIP_RATE},
+        ),
+        "robust": LossSpec(
+            "robust",
+            robust_loss,
+            "rDPO: unbiased DPO under label flips, ε in [0, 0.5) (Chowdhury+ 2024)",
+            needs_reference=True,
+            length_normalized=False,
+            needs_previous_iterate=False,
+            bounds={"beta": POSITIVE, "label_smoothing": Interval(0.0, 0.5, high_open=True)},
+        ),
+        "ipo": LossSpec(
+            "ipo",
+            ipo_loss,
+            "IPO: (h̄ - 1/(2β))², length-averaged log-ratios (Azar+ 2023, Eq. 17)",
+            needs_reference=True,
+            length_normalized=True,
+            needs_previous_iterate=False,
+            bounds={"beta": POSITIVE},
+        ),
+        "hinge": LossSpec(
+            "hinge",
+            hinge_loss,
+            "SLiC-HF hinge: max(0, 1 - βh) on summed log-ratios (Zhao+ 2023)",
+            needs_reference=True,
+            length_normalized=False,
+            needs_previous_iterate=False,
+            bounds={"beta": POSITIVE},
+        ),
+        "simpo": LossSpec(
+            "simpo",
+            simpo_loss,
+            "SimPO: reference-free -log σ(βΔavg logπ - γ) (Meng+ 2024, Eq. 6)",
+            needs_reference=False,
+            length_normalized=True,
+            needs_previous_iterate=False,
+            bounds={"beta": POSITIVE, "gamma_beta_ratio": NON_NEGATIVE, "label_smoothing": FLIP_RATE},
+        ),
+        "simpo_hinge": LossSpec(
+            "simpo_hinge",
+            simpo_hinge_loss,
+            "SimPO hinge: max(0, 1 - β(Δavg logπ - γ/β)), reference-free",
+            needs_reference=False,
+            length_normalized=True,
+            needs_previous_iterate=False,
+            bounds={"beta": POSITIVE, "gamma_beta_ratio": NON_NEGATIVE},
+        ),
+        "inpo": LossSpec(
+            "inpo",
+            inpo_loss,
+            "INPO: (Δπ - aΔref - (1-a)Δπ_t - c)², a=τ/η, c=1/(2η) (Zhang+ 2024)",
+            needs_reference=True,
+            length_normalized=False,
+            needs_previous_iterate=True,
+            bounds={"ref_mix": UNIT, "target_margin": POSITIVE},
+        ),
+    },
+    columns=("summary", "needs_reference", "length_normalized", "needs_previous_iterate", "params"),
+)
 
 
 # --------------------------------------------------------------------------------------------------
 # Validation and the one entry point
 # --------------------------------------------------------------------------------------------------
 
-def check_loss_config(name: str, params: Mapping[str, Any], has_reference: bool,
-                      has_previous_iterate: bool, where: str = "loss") -> list[str]:
+
+def check_loss_config(
+    name: str, params: Mapping[str, Any], has_reference: bool, has_previous_iterate: bool, where: str = "loss"
+) -> list[str]:
     """Every problem with choosing loss `name` with `params`, as human-readable lines (empty if fine).
 
     Called by config validation before any model loads. `has_reference`: a reference model (or
@@ -373,19 +435,27 @@ def check_loss_config(name: str, params: Mapping[str, Any], has_reference: bool,
     iterate's log-probs will be available. `where` prefixes each line with the config path.
     """
     if name not in LOSSES:
-        return [f"{where}.name: unknown loss '{name}'{did_you_mean(name, LOSSES.names())}; "
-                f"choose one of: {', '.join(LOSSES.names())} (see `align ls losses`)"]
+        return [
+            f"{where}.name: unknown loss '{name}'{did_you_mean(name, LOSSES.names())}; "
+            f"choose one of: {', '.join(LOSSES.names())} (see `align ls losses`)"
+        ]
     spec = LOSSES[name]
     problems = spec.problems(params, f"{where}.params")
     if spec.needs_reference and not has_reference:
-        problems.append(f"{where}.name: loss '{name}' needs a reference model but none is configured; "
-                        f"set one, or use a reference-free loss (simpo, simpo_hinge)")
+        problems.append(
+            f"{where}.name: loss '{name}' needs a reference model but none is configured; "
+            f"set one, or use a reference-free loss (simpo, simpo_hinge)"
+        )
     if not spec.needs_reference and has_reference:
-        problems.append(f"{where}.name: loss '{name}' is reference-free but a reference model is configured; "
-                        f"remove the reference (it would be loaded and never used)")
+        problems.append(
+            f"{where}.name: loss '{name}' is reference-free but a reference model is configured; "
+            f"remove the reference (it would be loaded and never used)"
+        )
     if spec.needs_previous_iterate and not has_previous_iterate:
-        problems.append(f"{where}.name: loss '{name}' needs the previous policy iterate's log-probs "
-                        f"(an online/iterative recipe provides them); offline, use 'ipo' (INPO with ref_mix=1)")
+        problems.append(
+            f"{where}.name: loss '{name}' needs the previous policy iterate's log-probs "
+            f"(an online/iterative recipe provides them); offline, use 'ipo' (INPO with ref_mix=1)"
+        )
     return problems
 
 

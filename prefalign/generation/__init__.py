@@ -28,8 +28,16 @@ from typing import Any
 
 from prefalign.errors import UserError, did_you_mean
 
-from .api import (FINISH_REASONS, Completion, FinishReason, GenerationEngine, GenerationResult, RequestOutput,
-                  SamplingParams, Timings)
+from .api import (
+    FINISH_REASONS,
+    Completion,
+    FinishReason,
+    GenerationEngine,
+    GenerationResult,
+    RequestOutput,
+    SamplingParams,
+    Timings,
+)
 from .prompts import render_prompts
 from .sampling import processed_logprobs, sample_uniforms
 from .transformers_backend import BATCH_ORDERS, TransformersEngine, exact_batched
@@ -45,10 +53,18 @@ class Backend:
 
 
 BACKENDS: dict[str, Backend] = {
-    "transformers": Backend("any transformers causal LM on its own device (default; CPU or GPU)",
-                            "prefalign.generation.transformers_backend", "TransformersEngine"),
-    "vllm": Backend("vLLM colocated in this process, weights synced through its API (CUDA GPU)",
-                    "prefalign.generation.vllm_backend", "VLLMEngine", requires="vllm", install="pip install -e '.[gpu]'"),
+    "transformers": Backend(
+        "any transformers causal LM on its own device (default; CPU or GPU)",
+        "prefalign.generation.transformers_backend",
+        "TransformersEngine",
+    ),
+    "vllm": Backend(
+        "vLLM colocated in this process, weights synced through its API (CUDA GPU)",
+        "prefalign.generation.vllm_backend",
+        "VLLMEngine",
+        requires="vllm",
+        install="pip install -e '.[gpu]'",
+    ),
 }
 
 
@@ -58,16 +74,36 @@ def make_engine(model: Any, tokenizer: Any, backend: str = "transformers", **opt
     import importlib
 
     if backend not in BACKENDS:
-        raise UserError(f"unknown generation backend '{backend}'{did_you_mean(backend, list(BACKENDS))}; choose one "
-                        "of: " + "; ".join(f"'{k}' ({b.description})" for k, b in BACKENDS.items()))
+        raise UserError(
+            f"unknown generation backend '{backend}'{did_you_mean(backend, list(BACKENDS))}; choose one "
+            "of: " + "; ".join(f"'{k}' ({b.description})" for k, b in BACKENDS.items())
+        )
     spec = BACKENDS[backend]
     if spec.requires and importlib.util.find_spec(spec.requires) is None:
-        raise UserError(f"generation backend '{backend}' needs the package '{spec.requires}': {spec.install} "
-                        "(the gpu extra, on a machine with a CUDA GPU); or use backend 'transformers'")
+        raise UserError(
+            f"generation backend '{backend}' needs the package '{spec.requires}': {spec.install} "
+            "(the gpu extra, on a machine with a CUDA GPU); or use backend 'transformers'"
+        )
     cls = getattr(importlib.import_module(spec.module), spec.engine)
     return cls(model, tokenizer, **options)
 
 
-__all__ = ["BACKENDS", "BATCH_ORDERS", "FINISH_REASONS", "Backend", "Completion", "FinishReason", "GenerationEngine",
-           "GenerationResult", "RequestOutput", "SamplingParams", "Timings", "TransformersEngine", "exact_batched",
-           "make_engine", "processed_logprobs", "render_prompts", "sample_uniforms"]
+__all__ = [
+    "BACKENDS",
+    "BATCH_ORDERS",
+    "FINISH_REASONS",
+    "Backend",
+    "Completion",
+    "FinishReason",
+    "GenerationEngine",
+    "GenerationResult",
+    "RequestOutput",
+    "SamplingParams",
+    "Timings",
+    "TransformersEngine",
+    "exact_batched",
+    "make_engine",
+    "processed_logprobs",
+    "render_prompts",
+    "sample_uniforms",
+]

@@ -1,10 +1,10 @@
 """The interface every backend speaks: sampling settings in, completions with token ids and log-probs out.
 
-    engine = make_engine(model, tokenizer)                       # backend "transformers" by default
-    result = engine.generate(conversations, SamplingParams(n=4, temperature=1.0, max_new_tokens=128, seed=0))
-    result.outputs[i].completions[j]                             # sample j of prompt i: text, token_ids,
-                                                                 # logprobs, finish_reason
-    engine.sync_weights(trainer_model)                           # after each optimizer step of an online loop
+engine = make_engine(model, tokenizer)                       # backend "transformers" by default
+result = engine.generate(conversations, SamplingParams(n=4, temperature=1.0, max_new_tokens=128, seed=0))
+result.outputs[i].completions[j]                             # sample j of prompt i: text, token_ids,
+                                                             # logprobs, finish_reason
+engine.sync_weights(trainer_model)                           # after each optimizer step of an online loop
 """
 
 from __future__ import annotations
@@ -128,10 +128,16 @@ class Timings:
         return self.generated_tokens / self.total_s if self.total_s > 0 else 0.0
 
     def to_dict(self) -> dict[str, float | int]:
-        return {"render_s": self.render_s, "prefill_s": self.prefill_s, "decode_s": self.decode_s,
-                "total_s": self.total_s, "prompt_tokens": self.prompt_tokens,
-                "generated_tokens": self.generated_tokens, "batches": self.batches,
-                "tokens_per_s": self.tokens_per_s}
+        return {
+            "render_s": self.render_s,
+            "prefill_s": self.prefill_s,
+            "decode_s": self.decode_s,
+            "total_s": self.total_s,
+            "prompt_tokens": self.prompt_tokens,
+            "generated_tokens": self.generated_tokens,
+            "batches": self.batches,
+            "tokens_per_s": self.tokens_per_s,
+        }
 
 
 @dataclass
@@ -149,8 +155,13 @@ class GenerationEngine(Protocol):
     backend: str
     weight_version: int
 
-    def generate(self, prompts: Sequence[Any], params: SamplingParams | Sequence[SamplingParams] = SamplingParams(),
-                 max_prompt_length: int | None = None, progress: bool = False) -> GenerationResult:
+    def generate(
+        self,
+        prompts: Sequence[Any],
+        params: SamplingParams | Sequence[SamplingParams] = SamplingParams(),
+        max_prompt_length: int | None = None,
+        progress: bool = False,
+    ) -> GenerationResult:
         """Sample `params.n` completions for each prompt (a conversation or a list of token ids). `params` is
         one setting for every prompt or one per prompt."""
         ...
@@ -166,13 +177,18 @@ def per_prompt_params(params: SamplingParams | Sequence[SamplingParams], n_promp
     if isinstance(params, SamplingParams):
         params.validate()
         return [params] * n_prompts
-    if isinstance(params, str) or not isinstance(params, Sequence) or not all(
-            isinstance(p, SamplingParams) for p in params):
-        raise ConfigError([f"params must be a SamplingParams or a list of them, got {type(params).__name__}"],
-                          "generate")
+    if (
+        isinstance(params, str)
+        or not isinstance(params, Sequence)
+        or not all(isinstance(p, SamplingParams) for p in params)
+    ):
+        raise ConfigError(
+            [f"params must be a SamplingParams or a list of them, got {type(params).__name__}"], "generate"
+        )
     if len(params) != n_prompts:
-        raise ConfigError([f"got {len(params)} SamplingParams for {n_prompts} prompts: pass one, or one per prompt"],
-                          "generate")
+        raise ConfigError(
+            [f"got {len(params)} SamplingParams for {n_prompts} prompts: pass one, or one per prompt"], "generate"
+        )
     problems = [f"prompt {i}: {p}" for i, sp in enumerate(params) for p in sp.problems()]
     if problems:
         raise ConfigError(problems, "SamplingParams")

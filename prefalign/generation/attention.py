@@ -25,9 +25,17 @@ NAME = "prefalign_decode"
 PLAIN_ATTENTION = frozenset({"llama", "mistral", "qwen2", "qwen3", "olmo", "olmo2", "granite", "smollm3"})
 
 
-def decode_attention(module: Any, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                     attention_mask: torch.Tensor | None, scaling: float | None = None, dropout: float = 0.0,
-                     prefalign_cache: Any = None, **kwargs: Any) -> tuple[torch.Tensor, None]:
+def decode_attention(
+    module: Any,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    scaling: float | None = None,
+    dropout: float = 0.0,
+    prefalign_cache: Any = None,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, None]:
     """One query token per row over its unit's prompt (shared) and its own generated tokens.
 
     query (R, Hq, 1, D); key / value (R, Hkv, L, D): the row's generated keys/values (the layer's `update`
@@ -38,8 +46,9 @@ def decode_attention(module: Any, query: torch.Tensor, key: torch.Tensor, value:
     if prefalign_cache is None or query.shape[2] != 1:
         from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-        return sdpa_attention_forward(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout,
-                                      **kwargs)
+        return sdpa_attention_forward(
+            module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs
+        )
     cache = prefalign_cache
     layer = cache.layers[module.layer_idx]
     if scaling is not None and abs(scaling - cache.scale) > 1e-6 * cache.scale:

@@ -39,8 +39,9 @@ def _first_rows(unit_of_row: torch.Tensor, units: int) -> torch.Tensor:
 class _BatchCache(Cache):
     """What the engine needs from a batch cache: prompt writes, pruning, and the per-step model inputs."""
 
-    def __init__(self, layers: list[Any], unit_of_row: torch.Tensor, prompt_lengths: torch.Tensor,
-                 capacity: int) -> None:
+    def __init__(
+        self, layers: list[Any], unit_of_row: torch.Tensor, prompt_lengths: torch.Tensor, capacity: int
+    ) -> None:
         super().__init__(layers=layers)
         self.unit_of_row = unit_of_row  # (R,)
         self.prompt_lengths = prompt_lengths  # (U,)
@@ -71,7 +72,7 @@ class _SharedPrefixLayer(DynamicLayer):
     """Prompt keys/values per unit (H, U, P, D); generated keys per row as (R, H, D, C), values (R, H, C, D);
     keys scaled by the attention scale."""
 
-    def __init__(self, owner: "SharedPrefixCache") -> None:
+    def __init__(self, owner: SharedPrefixCache) -> None:
         super().__init__()
         self.owner = owner
         self.kp = self.vp = self.kg_t = self.vg = None
@@ -86,14 +87,15 @@ class _SharedPrefixLayer(DynamicLayer):
         self.vg = torch.zeros(R, heads, o.capacity, head_dim, dtype=dtype, device=device)
         self.dtype, self.device = dtype, device
 
-    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs
-               ) -> tuple[torch.Tensor, torch.Tensor]:
+    def update(
+        self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Write one generated column (key_states (R, H, 1, D)); returns the generated keys and values so far,
         (R, H, L, D) views; `decode_attention` adds the prompt part from `owner`."""
         n = self.owner.generated
         self.kg_t[:, :, :, n] = key_states[:, :, 0] * self.owner.scale
         self.vg[:, :, n] = value_states[:, :, 0]
-        return self.kg_t[..., :n + 1].transpose(-1, -2), self.vg[:, :, :n + 1]
+        return self.kg_t[..., : n + 1].transpose(-1, -2), self.vg[:, :, : n + 1]
 
     def get_seq_length(self) -> int:
         return self.owner.prompt_width + self.owner.generated
@@ -106,8 +108,9 @@ class SharedPrefixCache(_BatchCache):
     """Prompts stored once per unit, generated tokens per row (module docstring). Used with
     `attention.decode_attention`, which reads the prompt part through `model_kwargs()`."""
 
-    def __init__(self, num_layers: int, unit_of_row: torch.Tensor, prompt_lengths: torch.Tensor, capacity: int,
-                 scale: float) -> None:
+    def __init__(
+        self, num_layers: int, unit_of_row: torch.Tensor, prompt_lengths: torch.Tensor, capacity: int, scale: float
+    ) -> None:
         super().__init__([], unit_of_row, prompt_lengths, capacity)
         self.scale = scale  # the model's attention scale, folded into the stored keys
         self.layers = [_SharedPrefixLayer(self) for _ in range(num_layers)]
@@ -135,8 +138,8 @@ class SharedPrefixCache(_BatchCache):
         if layer.kp is None:
             layer.allocate(keys.shape[1], keys.shape[3], keys.dtype, keys.device)
         W = keys.shape[2]
-        layer.kp[:, u0:u1, self.prompt_width - W:] = keys.transpose(0, 1) * self.scale
-        layer.vp[:, u0:u1, self.prompt_width - W:] = values.transpose(0, 1)
+        layer.kp[:, u0:u1, self.prompt_width - W :] = keys.transpose(0, 1) * self.scale
+        layer.vp[:, u0:u1, self.prompt_width - W :] = values.transpose(0, 1)
 
     def model_kwargs(self) -> dict[str, Any]:
         return {"attention_mask": None, "prefalign_cache": self}
@@ -165,7 +168,7 @@ class SharedPrefixCache(_BatchCache):
 class _SlabLayer(DynamicLayer):
     """Every row's keys and values in (R, H, P + C, D) buffers; attention sees the filled columns."""
 
-    def __init__(self, owner: "SlabCache") -> None:
+    def __init__(self, owner: SlabCache) -> None:
         super().__init__()
         self.owner = owner
         self.k_buf = self.v_buf = None
@@ -173,17 +176,19 @@ class _SlabLayer(DynamicLayer):
 
     def allocate(self, heads: int, head_dim: int, dtype: torch.dtype, device: torch.device) -> None:
         o = self.owner
-        self.k_buf = torch.zeros(o.unit_of_row.numel(), heads, o.prompt_width + o.capacity, head_dim, dtype=dtype,
-                                 device=device)
+        self.k_buf = torch.zeros(
+            o.unit_of_row.numel(), heads, o.prompt_width + o.capacity, head_dim, dtype=dtype, device=device
+        )
         self.v_buf = torch.zeros_like(self.k_buf)
         self.dtype, self.device = dtype, device
 
-    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs
-               ) -> tuple[torch.Tensor, torch.Tensor]:
+    def update(
+        self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         end = self.owner.prompt_width + self.owner.generated
         self.k_buf[:, :, end] = key_states[:, :, 0]
         self.v_buf[:, :, end] = value_states[:, :, 0]
-        return self.k_buf[:, :, :end + 1], self.v_buf[:, :, :end + 1]
+        return self.k_buf[:, :, : end + 1], self.v_buf[:, :, : end + 1]
 
     def get_seq_length(self) -> int:
         return self.owner.prompt_width + self.owner.generated
@@ -195,8 +200,7 @@ class _SlabLayer(DynamicLayer):
 class SlabCache(_BatchCache):
     """Every row holds its whole sequence (module docstring); for models decoding with their own attention."""
 
-    def __init__(self, num_layers: int, unit_of_row: torch.Tensor, prompt_lengths: torch.Tensor, capacity: int
-                 ) -> None:
+    def __init__(self, num_layers: int, unit_of_row: torch.Tensor, prompt_lengths: torch.Tensor, capacity: int) -> None:
         super().__init__([], unit_of_row, prompt_lengths, capacity)
         self.layers = [_SlabLayer(self) for _ in range(num_layers)]
         pad = (self.prompt_width - prompt_lengths).index_select(0, unit_of_row)
@@ -211,11 +215,11 @@ class SlabCache(_BatchCache):
         r0, r1 = int(first[u0]), int(first[u1])
         local = self.unit_of_row[r0:r1] - u0
         W = keys.shape[2]
-        layer.k_buf[r0:r1, :, self.prompt_width - W:self.prompt_width] = keys.index_select(0, local)
-        layer.v_buf[r0:r1, :, self.prompt_width - W:self.prompt_width] = values.index_select(0, local)
+        layer.k_buf[r0:r1, :, self.prompt_width - W : self.prompt_width] = keys.index_select(0, local)
+        layer.v_buf[r0:r1, :, self.prompt_width - W : self.prompt_width] = values.index_select(0, local)
 
     def model_kwargs(self) -> dict[str, Any]:
-        return {"attention_mask": self.mask[:, :self.prompt_width + self.generated + 1]}
+        return {"attention_mask": self.mask[:, : self.prompt_width + self.generated + 1]}
 
     def advance(self) -> None:
         self.generated += 1
@@ -229,9 +233,10 @@ class SlabCache(_BatchCache):
         for layer in self.layers:
             k = layer.k_buf.new_zeros(keep.numel(), layer.k_buf.shape[1], size, layer.k_buf.shape[3])
             v = torch.zeros_like(k)
-            k[:, :, :end - drop] = layer.k_buf[:, :, drop:end].index_select(0, keep)
-            v[:, :, :end - drop] = layer.v_buf[:, :, drop:end].index_select(0, keep)
+            k[:, :, : end - drop] = layer.k_buf[:, :, drop:end].index_select(0, keep)
+            v[:, :, : end - drop] = layer.v_buf[:, :, drop:end].index_select(0, keep)
             layer.k_buf, layer.v_buf = k, v
-        self.mask = torch.cat([self.mask[:, drop:end].index_select(0, keep),
-                               self.mask.new_ones(keep.numel(), size - (end - drop))], dim=1)
+        self.mask = torch.cat(
+            [self.mask[:, drop:end].index_select(0, keep), self.mask.new_ones(keep.numel(), size - (end - drop))], dim=1
+        )
         self._shrink(units, new_of_row, drop, capacity)

@@ -39,22 +39,29 @@ def _as_dicts(conv: Sequence[Message], row: int) -> list[dict[str, str]]:
         elif hasattr(m, "role") and hasattr(m, "content"):
             out.append({"role": str(m.role), "content": str(m.content)})
         else:
-            raise UserError(f"prompt {row}: a message must be a {{'role', 'content'}} dict or have .role and "
-                            f".content, got {type(m).__name__}; pass a conversation or a list of token ids")
+            raise UserError(
+                f"prompt {row}: a message must be a {{'role', 'content'}} dict or have .role and "
+                f".content, got {type(m).__name__}; pass a conversation or a list of token ids"
+            )
     return out
 
 
 def _is_ids(prompt: Any) -> bool:
-    return isinstance(prompt, Sequence) and not isinstance(prompt, str) and len(prompt) > 0 and all(
-        isinstance(t, int) and not isinstance(t, bool) for t in prompt)
+    return (
+        isinstance(prompt, Sequence)
+        and not isinstance(prompt, str)
+        and len(prompt) > 0
+        and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt)
+    )
 
 
 def render_prompts(tokenizer: Any, prompts: Sequence[Prompt], max_prompt_length: int | None = None) -> list[list[int]]:
     """B prompts -> B token id lists (each (P,), ending with the generation prompt), in input order."""
     if isinstance(prompts, str) or not isinstance(prompts, Sequence):
         raise UserError(f"prompts must be a list of conversations (or of token id lists), got {type(prompts).__name__}")
-    if max_prompt_length is not None and (isinstance(max_prompt_length, bool) or not isinstance(max_prompt_length, int)
-                                          or max_prompt_length < 1):
+    if max_prompt_length is not None and (
+        isinstance(max_prompt_length, bool) or not isinstance(max_prompt_length, int) or max_prompt_length < 1
+    ):
         raise UserError(f"max_prompt_length must be a positive integer or None, got {max_prompt_length!r}")
     templated = bool(getattr(tokenizer, "chat_template", None))
     plain_bos = ""
@@ -70,8 +77,10 @@ def render_prompts(tokenizer: Any, prompts: Sequence[Prompt], max_prompt_length:
             ids.append([int(t) for t in p])
             continue
         if isinstance(p, str) or not isinstance(p, Sequence) or len(p) == 0:
-            raise UserError(f"prompt {row} is {type(p).__name__} {str(p)[:40]!r}; a prompt is a non-empty list of "
-                            "messages ({'role': 'user', 'content': ...}) or of token ids")
+            raise UserError(
+                f"prompt {row} is {type(p).__name__} {str(p)[:40]!r}; a prompt is a non-empty list of "
+                "messages ({'role': 'user', 'content': ...}) or of token ids"
+            )
         conv = _as_dicts(p, row)
         if templated:
             from jinja2.exceptions import TemplateError
@@ -79,8 +88,10 @@ def render_prompts(tokenizer: Any, prompts: Sequence[Prompt], max_prompt_length:
             try:
                 texts[row] = tokenizer.apply_chat_template(conv, tokenize=False, add_generation_prompt=True)
             except TemplateError as e:
-                raise UserError(f"prompt {row}: the chat template rejected this conversation ({e}); roles: "
-                                f"{[m['role'] for m in conv]}") from e
+                raise UserError(
+                    f"prompt {row}: the chat template rejected this conversation ({e}); roles: "
+                    f"{[m['role'] for m in conv]}"
+                ) from e
         else:
             head = "\n\n".join(f"{m['role'].capitalize()}: {m['content']}" for m in conv)
             texts[row] = plain_bos + (head + "\n\n" if head else "") + _PLAIN_GENERATION_PROMPT
@@ -89,7 +100,7 @@ def render_prompts(tokenizer: Any, prompts: Sequence[Prompt], max_prompt_length:
     unique = list(dict.fromkeys(texts[r] for r in rows))
     encoded: dict[str, list[int]] = {}
     for i in range(0, len(unique), _ENCODE_BATCH):
-        chunk = unique[i:i + _ENCODE_BATCH]
+        chunk = unique[i : i + _ENCODE_BATCH]
         encoded.update(zip(chunk, tokenizer(chunk, add_special_tokens=False)["input_ids"]))
     for r in rows:
         p_ids = list(encoded[texts[r]])
@@ -98,5 +109,5 @@ def render_prompts(tokenizer: Any, prompts: Sequence[Prompt], max_prompt_length:
         ids[r] = p_ids
     out = [x for x in ids if x is not None]
     if max_prompt_length is not None:
-        out = [x[len(x) - max_prompt_length:] if len(x) > max_prompt_length else x for x in out]
+        out = [x[len(x) - max_prompt_length :] if len(x) > max_prompt_length else x for x in out]
     return out

@@ -54,11 +54,11 @@ class RowSettings(NamedTuple):
     top_p: torch.Tensor  # float32; 1 = off
     min_p: torch.Tensor  # float32; 0 = off
 
-    def select(self, rows: torch.Tensor) -> "RowSettings":
+    def select(self, rows: torch.Tensor) -> RowSettings:
         """The settings of a subset of rows (indices (R',))."""
         return RowSettings(*(t.index_select(0, rows) for t in self))
 
-    def span(self, start: int, stop: int) -> "RowSettings":
+    def span(self, start: int, stop: int) -> RowSettings:
         """The settings of rows start..stop-1."""
         return RowSettings(*(t[start:stop] for t in self))
 
@@ -170,9 +170,9 @@ def _inverse_cdf(p: torch.Tensor, u: torch.Tensor) -> tuple[torch.Tensor, torch.
     """
     R, V = p.shape
     nb, tail = divmod(V, _BLOCK)
-    sums = [p[:, :nb * _BLOCK].reshape(R, nb, _BLOCK).sum(-1)] if nb else []
+    sums = [p[:, : nb * _BLOCK].reshape(R, nb, _BLOCK).sum(-1)] if nb else []
     if tail:
-        sums.append(p[:, nb * _BLOCK:].sum(-1, keepdim=True))
+        sums.append(p[:, nb * _BLOCK :].sum(-1, keepdim=True))
     block_cdf = torch.cat(sums, dim=1).cumsum_(-1)  # (R, blocks)
     total = block_cdf[:, -1]
     target = (u * total).unsqueeze(1)  # (R, 1)

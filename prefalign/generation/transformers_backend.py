@@ -40,7 +40,6 @@ from .prompts import render_prompts
 from .sampling import RowSettings, sample, sample_uniforms
 from .weights import copy_weights
 
-
 BATCH_ORDERS: dict[str, str] = {
     "longest_first": "batches filled longest prompt first (the heaviest batch runs first, so memory peaks early)",
     "shortest_first": "batches filled shortest prompt first, as transformers-based evaluation loops usually do",
@@ -50,8 +49,14 @@ BATCH_ORDERS: dict[str, str] = {
 def exact_batched(batch_size: int) -> dict[str, Any]:
     """Engine options that reproduce `model.generate` on length-sorted, left-padded batches of `batch_size`
     prompts (one sample each) exactly, bf16 included: see `TransformersEngine`."""
-    return {"max_rows": batch_size, "token_budget": 1 << 62, "prefill_tokens": 1 << 62, "prune_fraction": 1.0,
-            "decode_attention": False, "batch_order": "shortest_first"}
+    return {
+        "max_rows": batch_size,
+        "token_budget": 1 << 62,
+        "prefill_tokens": 1 << 62,
+        "prune_fraction": 1.0,
+        "decode_attention": False,
+        "batch_order": "shortest_first",
+    }
 
 
 @dataclass
@@ -82,23 +87,38 @@ class TransformersEngine:
 
     backend = "transformers"
 
-    def __init__(self, model: Any, tokenizer: Any, token_budget: int = 1 << 15, max_rows: int = 128,
-                 prefill_tokens: int = 2048, prune_fraction: float = 0.125,
-                 eos_token_ids: Sequence[int] | None = None, decode_attention: bool | None = None,
-                 batch_order: str = "longest_first") -> None:
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        token_budget: int = 1 << 15,
+        max_rows: int = 128,
+        prefill_tokens: int = 2048,
+        prune_fraction: float = 0.125,
+        eos_token_ids: Sequence[int] | None = None,
+        decode_attention: bool | None = None,
+        batch_order: str = "longest_first",
+    ) -> None:
         problems = []
-        for name, value, lo in (("token_budget", token_budget, 1), ("max_rows", max_rows, 1),
-                                ("prefill_tokens", prefill_tokens, 1)):
+        for name, value, lo in (
+            ("token_budget", token_budget, 1),
+            ("max_rows", max_rows, 1),
+            ("prefill_tokens", prefill_tokens, 1),
+        ):
             if isinstance(value, bool) or not isinstance(value, int) or value < lo:
                 problems.append(f"{name}={value!r}: must be an integer >= {lo}")
         if not isinstance(prune_fraction, int | float) or not 0 <= prune_fraction <= 1:
             problems.append(f"prune_fraction={prune_fraction!r}: must be in [0, 1]")
         if batch_order not in BATCH_ORDERS:
-            problems.append(f"batch_order={batch_order!r}{did_you_mean(str(batch_order), list(BATCH_ORDERS))}: "
-                            "choose one of " + "; ".join(f"'{k}' ({v})" for k, v in BATCH_ORDERS.items()))
+            problems.append(
+                f"batch_order={batch_order!r}{did_you_mean(str(batch_order), list(BATCH_ORDERS))}: "
+                "choose one of " + "; ".join(f"'{k}' ({v})" for k, v in BATCH_ORDERS.items())
+            )
         if not hasattr(model, "config") or not callable(model):
-            problems.append(f"model: expected a loaded transformers causal LM, got {type(model).__name__}; load one "
-                            "with AutoModelForCausalLM.from_pretrained(...)")
+            problems.append(
+                f"model: expected a loaded transformers causal LM, got {type(model).__name__}; load one "
+                "with AutoModelForCausalLM.from_pretrained(...)"
+            )
         if eos_token_ids is None:
             eos = tokenizer.eos_token_id
             if eos is None:
@@ -118,9 +138,13 @@ class TransformersEngine:
         self.num_layers = int(text_config.num_hidden_layers)
         plain = supports_decode_attention(text_config)
         if decode_attention and not plain:
-            raise ConfigError([f"decode_attention=True: model type {text_config.model_type!r} does not use plain "
-                               f"attention (supported: {', '.join(sorted(PLAIN_ATTENTION))}); leave it None"],
-                              "TransformersEngine")
+            raise ConfigError(
+                [
+                    f"decode_attention=True: model type {text_config.model_type!r} does not use plain "
+                    f"attention (supported: {', '.join(sorted(PLAIN_ATTENTION))}); leave it None"
+                ],
+                "TransformersEngine",
+            )
         self.decode_attention = plain if decode_attention is None else bool(decode_attention)
         head_dim = getattr(text_config, "head_dim", None) or text_config.hidden_size // text_config.num_attention_heads
         self.attention_scale = float(head_dim) ** -0.5
@@ -150,8 +174,13 @@ class TransformersEngine:
     # generation
 
     @torch.inference_mode()
-    def generate(self, prompts: Sequence[Any], params: SamplingParams | Sequence[SamplingParams] = SamplingParams(),
-                 max_prompt_length: int | None = None, progress: bool = False) -> GenerationResult:
+    def generate(
+        self,
+        prompts: Sequence[Any],
+        params: SamplingParams | Sequence[SamplingParams] = SamplingParams(),
+        max_prompt_length: int | None = None,
+        progress: bool = False,
+    ) -> GenerationResult:
         """Sample `params.n` completions per prompt (a conversation or a list of token ids); `params` is one
         setting for all prompts or one per prompt. Returns one `RequestOutput` per prompt, in input order."""
         t0 = time.perf_counter()
@@ -162,15 +191,20 @@ class TransformersEngine:
             too_long = [(i, len(x)) for i, x in enumerate(ids) if len(x) >= self.max_positions]
             if too_long:
                 i, n = too_long[0]
-                raise UserError(f"{len(too_long)} prompt(s) leave no room in the model's context of "
-                                f"{self.max_positions} positions (prompt {i}: {n} tokens); pass max_prompt_length "
-                                "to keep the last tokens of long prompts")
+                raise UserError(
+                    f"{len(too_long)} prompt(s) leave no room in the model's context of "
+                    f"{self.max_positions} positions (prompt {i}: {n} tokens); pass max_prompt_length "
+                    "to keep the last tokens of long prompts"
+                )
         units: dict[tuple[int, ...], _Unit] = {}
         for i, (p, sp) in enumerate(zip(ids, plist)):
             unit = units.setdefault(tuple(p), _Unit(p, []))
             unit.samples.extend((i, j) for j in range(sp.n))
-        pieces = [_Unit(u.ids, u.samples[s:s + self.max_rows]) for u in units.values()
-                  for s in range(0, len(u.samples), self.max_rows)]
+        pieces = [
+            _Unit(u.ids, u.samples[s : s + self.max_rows])
+            for u in units.values()
+            for s in range(0, len(u.samples), self.max_rows)
+        ]
         pieces.sort(key=lambda u: len(u.ids) if self.batch_order == "shortest_first" else -len(u.ids))
         results: list[list[Completion | None]] = [[None] * sp.n for sp in plist]
         finish_time = [0.0] * len(plist)
@@ -191,8 +225,9 @@ class TransformersEngine:
             if bar is not None:
                 bar.close()
         timings.total_s = time.perf_counter() - t0
-        outputs = [RequestOutput(ids[i], [c for c in results[i] if c is not None], finish_time[i])
-                   for i in range(len(plist))]
+        outputs = [
+            RequestOutput(ids[i], [c for c in results[i] if c is not None], finish_time[i]) for i in range(len(plist))
+        ]
         return GenerationResult(outputs, timings, self.weight_version)
 
     def _batches(self, pieces: list[_Unit], plist: list[SamplingParams]) -> list[list[_Unit]]:
@@ -232,20 +267,34 @@ class TransformersEngine:
             input_ids = torch.full((len(chunk), W), self.pad_id, dtype=torch.long)
             mask = torch.zeros((len(chunk), W), dtype=torch.long)
             for r, u in enumerate(chunk):
-                input_ids[r, W - len(u.ids):] = torch.tensor(u.ids)
-                mask[r, W - len(u.ids):] = 1
+                input_ids[r, W - len(u.ids) :] = torch.tensor(u.ids)
+                mask[r, W - len(u.ids) :] = 1
             positions = (mask.cumsum(-1) - 1).clamp_(min=0)
             kv = DynamicCache()
-            out = self.model(input_ids=input_ids.to(device), attention_mask=mask.to(device),
-                             position_ids=positions.to(device), past_key_values=kv, use_cache=True, logits_to_keep=1)
+            out = self.model(
+                input_ids=input_ids.to(device),
+                attention_mask=mask.to(device),
+                position_ids=positions.to(device),
+                past_key_values=kv,
+                use_cache=True,
+                logits_to_keep=1,
+            )
             logits_units.append(out.logits[:, -1])  # (units, V)
             for layer_idx, layer in enumerate(kv.layers):
                 cache.write_prompts(layer_idx, start, end, layer.keys, layer.values)
             start = end
         return torch.cat(logits_units).index_select(0, cache.unit_of_row)
 
-    def _run_batch(self, batch: list[_Unit], plist: list[SamplingParams], results: list[list[Completion | None]],
-                   finish_time: list[float], timings: Timings, t0: float, bar: Any) -> None:
+    def _run_batch(
+        self,
+        batch: list[_Unit],
+        plist: list[SamplingParams],
+        results: list[list[Completion | None]],
+        finish_time: list[float],
+        timings: Timings,
+        t0: float,
+        bar: Any,
+    ) -> None:
         device = self._device()
         samples = [s for u in batch for s in u.samples]  # row -> (request, sample index)
         R = len(samples)
@@ -253,8 +302,9 @@ class TransformersEngine:
         prompt_lengths = torch.tensor([len(u.ids) for u in batch], device=device)
         capacity = max(plist[i].max_new_tokens for i, _ in samples)
         if self.decode_attention:
-            cache: SharedPrefixCache | SlabCache = SharedPrefixCache(self.num_layers, unit_of_row, prompt_lengths,
-                                                                      capacity, self.attention_scale)
+            cache: SharedPrefixCache | SlabCache = SharedPrefixCache(
+                self.num_layers, unit_of_row, prompt_lengths, capacity, self.attention_scale
+            )
         else:
             cache = SlabCache(self.num_layers, unit_of_row, prompt_lengths, capacity)
 
@@ -306,7 +356,7 @@ class TransformersEngine:
 
         tokens_all, logps_all = state.out_tokens.tolist(), state.out_logps.tolist()
         plain = [b for b in range(R) if b not in texts]
-        decoded = self.tokenizer.batch_decode([tokens_all[b][:lengths[b]] for b in plain], skip_special_tokens=True)
+        decoded = self.tokenizer.batch_decode([tokens_all[b][: lengths[b]] for b in plain], skip_special_tokens=True)
         text_of = dict(zip(plain, decoded))
         for b, (i, j) in enumerate(samples):
             n = lengths[b]
@@ -336,8 +386,15 @@ class _DecodeState:
     context). out_tokens / out_logps (R, steps): what every batch row sampled, by batch row.
     """
 
-    def __init__(self, engine: TransformersEngine, batch: list[_Unit], plist: list[SamplingParams],
-                 samples: list[tuple[int, int]], cache: SharedPrefixCache | SlabCache, device: torch.device) -> None:
+    def __init__(
+        self,
+        engine: TransformersEngine,
+        batch: list[_Unit],
+        plist: list[SamplingParams],
+        samples: list[tuple[int, int]],
+        cache: SharedPrefixCache | SlabCache,
+        device: torch.device,
+    ) -> None:
         self.engine, self.cache, self.device = engine, cache, device
         R = len(samples)
         max_new = [plist[i].max_new_tokens for i, _ in samples]
@@ -346,17 +403,17 @@ class _DecodeState:
             torch.tensor([plist[i].temperature for i, _ in samples], dtype=torch.float32, device=device),
             torch.tensor([plist[i].top_k for i, _ in samples], dtype=torch.long, device=device),
             torch.tensor([plist[i].top_p for i, _ in samples], dtype=torch.float32, device=device),
-            torch.tensor([plist[i].min_p for i, _ in samples], dtype=torch.float32, device=device))
+            torch.tensor([plist[i].min_p for i, _ in samples], dtype=torch.float32, device=device),
+        )
         uniforms = torch.zeros(R, steps, dtype=torch.float32)
         row = 0
         for u in batch:
             for i, j in u.samples:
                 if plist[i].temperature > 0:
-                    uniforms[row, :max_new[row]] = sample_uniforms(plist[i].seed, u.ids, j, max_new[row])
+                    uniforms[row, : max_new[row]] = sample_uniforms(plist[i].seed, u.ids, j, max_new[row])
                 row += 1
         self.uniforms = uniforms.to(device)
-        self.prompt_len = torch.tensor([len(u.ids) for u in batch for _ in u.samples], dtype=torch.long,
-                                       device=device)
+        self.prompt_len = torch.tensor([len(u.ids) for u in batch for _ in u.samples], dtype=torch.long, device=device)
         self.limit = torch.tensor(max_new, dtype=torch.long, device=device)
         if engine.max_positions is not None:
             self.limit = torch.minimum(self.limit, engine.max_positions - self.prompt_len)
@@ -375,8 +432,10 @@ class _DecodeState:
         if logits.shape[0] <= _SAMPLE_ROWS:
             self.tok, logp = sample(logits, self.settings, u)
         else:
-            parts = [sample(logits[i:i + _SAMPLE_ROWS], self.settings.span(i, i + _SAMPLE_ROWS),
-                            u[i:i + _SAMPLE_ROWS]) for i in range(0, logits.shape[0], _SAMPLE_ROWS)]
+            parts = [
+                sample(logits[i : i + _SAMPLE_ROWS], self.settings.span(i, i + _SAMPLE_ROWS), u[i : i + _SAMPLE_ROWS])
+                for i in range(0, logits.shape[0], _SAMPLE_ROWS)
+            ]
             self.tok, logp = torch.cat([p.tokens for p in parts]), torch.cat([p.logprobs for p in parts])
         self.out_tokens[self.rows, step] = self.tok
         self.out_logps[self.rows, step] = logp
@@ -394,7 +453,12 @@ class _DecodeState:
 
     def forward(self, step: int) -> torch.Tensor:
         """Feed the tokens just sampled (position prompt length + step - 1); returns the next logits (R', V)."""
-        out = self.engine.model(input_ids=self.tok.unsqueeze(1), position_ids=(self.prompt_len + step - 1).unsqueeze(1),
-                                past_key_values=self.cache, use_cache=True, **self.cache.model_kwargs())
+        out = self.engine.model(
+            input_ids=self.tok.unsqueeze(1),
+            position_ids=(self.prompt_len + step - 1).unsqueeze(1),
+            past_key_values=self.cache,
+            use_cache=True,
+            **self.cache.model_kwargs(),
+        )
         self.cache.advance()
         return out.logits[:, -1]

@@ -30,8 +30,10 @@ def import_vllm() -> Any:
     try:
         import vllm
     except ImportError as e:
-        raise UserError(f"generation backend 'vllm' needs vLLM, which comes with the gpu extra: {INSTALL_HINT} "
-                        f"(on a machine with a CUDA GPU); or use backend 'transformers'. ({e})") from None
+        raise UserError(
+            f"generation backend 'vllm' needs vLLM, which comes with the gpu extra: {INSTALL_HINT} "
+            f"(on a machine with a CUDA GPU); or use backend 'transformers'. ({e})"
+        ) from None
     return vllm
 
 
@@ -42,23 +44,41 @@ class VLLMEngine:
 
     backend = "vllm"
 
-    def __init__(self, model: Any, tokenizer: Any, gpu_memory_utilization: float = 0.3,
-                 eos_token_ids: Sequence[int] | None = None, **llm_kwargs: Any) -> None:
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        gpu_memory_utilization: float = 0.3,
+        eos_token_ids: Sequence[int] | None = None,
+        **llm_kwargs: Any,
+    ) -> None:
         vllm = import_vllm()
         path = model if isinstance(model, str | os.PathLike) else getattr(model, "name_or_path", None)
         if not path:
-            raise UserError("backend 'vllm' loads the model by name: pass a path or hub id, or a model whose "
-                            "name_or_path is set (from_pretrained sets it)")
-        for key, value in (("RANK", "0"), ("LOCAL_RANK", "0"), ("WORLD_SIZE", "1"), ("MASTER_ADDR", "127.0.0.1"),
-                           ("MASTER_PORT", "29513")):
+            raise UserError(
+                "backend 'vllm' loads the model by name: pass a path or hub id, or a model whose "
+                "name_or_path is set (from_pretrained sets it)"
+            )
+        for key, value in (
+            ("RANK", "0"),
+            ("LOCAL_RANK", "0"),
+            ("WORLD_SIZE", "1"),
+            ("MASTER_ADDR", "127.0.0.1"),
+            ("MASTER_PORT", "29513"),
+        ):
             os.environ.setdefault(key, value)
         self.tokenizer = tokenizer
         eos = tokenizer.eos_token_id
-        self.eos_token_ids = [int(t) for t in (eos_token_ids if eos_token_ids is not None else [eos] if eos is not None
-                                               else [])]
-        self.llm = vllm.LLM(model=str(path), gpu_memory_utilization=gpu_memory_utilization,
-                            distributed_executor_backend="external_launcher", logprobs_mode="processed_logprobs",
-                            **llm_kwargs)
+        self.eos_token_ids = [
+            int(t) for t in (eos_token_ids if eos_token_ids is not None else [eos] if eos is not None else [])
+        ]
+        self.llm = vllm.LLM(
+            model=str(path),
+            gpu_memory_utilization=gpu_memory_utilization,
+            distributed_executor_backend="external_launcher",
+            logprobs_mode="processed_logprobs",
+            **llm_kwargs,
+        )
         self.weight_version = 0
         if not isinstance(model, str | os.PathLike):
             self._load(model)
@@ -74,8 +94,10 @@ class VLLMEngine:
                 return obj
             except AttributeError:
                 continue
-        raise UserError("cannot reach vLLM's loaded model to update its weights (this vLLM version keeps it "
-                        "elsewhere); use a vLLM version supported by the gpu extra")
+        raise UserError(
+            "cannot reach vLLM's loaded model to update its weights (this vLLM version keeps it "
+            "elsewhere); use a vLLM version supported by the gpu extra"
+        )
 
     def _load(self, model: Any) -> None:
         self._runner_model().load_weights(merged_named_weights(model))
@@ -89,17 +111,34 @@ class VLLMEngine:
         self.weight_version += 1
         return self.weight_version
 
-    def generate(self, prompts: Sequence[Any], params: SamplingParams | Sequence[SamplingParams] = SamplingParams(),
-                 max_prompt_length: int | None = None, progress: bool = False) -> GenerationResult:
+    def generate(
+        self,
+        prompts: Sequence[Any],
+        params: SamplingParams | Sequence[SamplingParams] = SamplingParams(),
+        max_prompt_length: int | None = None,
+        progress: bool = False,
+    ) -> GenerationResult:
         vllm = import_vllm()
         t0 = time.perf_counter()
         plist = per_prompt_params(params, len(prompts))
         ids = render_prompts(self.tokenizer, prompts, max_prompt_length)
         timings = Timings(render_s=time.perf_counter() - t0)
-        sp = [vllm.SamplingParams(n=p.n, temperature=p.temperature, top_p=p.top_p, top_k=p.top_k if p.top_k else -1,
-                                  min_p=p.min_p, max_tokens=p.max_new_tokens, stop=list(p.stop) or None,
-                                  stop_token_ids=self.eos_token_ids, seed=p.seed, logprobs=0,
-                                  skip_special_tokens=True) for p in plist]
+        sp = [
+            vllm.SamplingParams(
+                n=p.n,
+                temperature=p.temperature,
+                top_p=p.top_p,
+                top_k=p.top_k if p.top_k else -1,
+                min_p=p.min_p,
+                max_tokens=p.max_new_tokens,
+                stop=list(p.stop) or None,
+                stop_token_ids=self.eos_token_ids,
+                seed=p.seed,
+                logprobs=0,
+                skip_special_tokens=True,
+            )
+            for p in plist
+        ]
         outs = self.llm.generate([{"prompt_token_ids": x} for x in ids], sp, use_tqdm=progress)
         timings.total_s = timings.decode_s = time.perf_counter() - t0
         results = []
@@ -108,9 +147,18 @@ class VLLMEngine:
             for c in out.outputs:
                 toks = list(c.token_ids)
                 lps = [float(d[t].logprob) for t, d in zip(toks, c.logprobs or [])]
-                reason = "length" if c.finish_reason == "length" else "stop" if isinstance(c.stop_reason, str) else "eos"
-                comps.append(Completion(c.text, toks, lps, reason,  # type: ignore[arg-type]
-                                        c.stop_reason if isinstance(c.stop_reason, str) else None))
+                reason = (
+                    "length" if c.finish_reason == "length" else "stop" if isinstance(c.stop_reason, str) else "eos"
+                )
+                comps.append(
+                    Completion(
+                        c.text,
+                        toks,
+                        lps,
+                        reason,  # type: ignore[arg-type]
+                        c.stop_reason if isinstance(c.stop_reason, str) else None,
+                    )
+                )
                 timings.generated_tokens += len(toks)
             timings.prompt_tokens += len(x)
             results.append(RequestOutput(x, comps, timings.total_s))

@@ -57,10 +57,12 @@ def merged_named_weights(model: Any) -> Iterator[tuple[str, torch.Tensor]]:
         owner, _, leaf = name.rpartition(".")
         if "original_module" in name or any(part.startswith(prefix) for part in owner.split(".")):
             continue  # adapter weights (merged below) and the copies modules_to_save replaces
-        clean = name.removeprefix("base_model.model.").replace(".base_layer", "").replace("modules_to_save.default.", "")
+        clean = (
+            name.removeprefix("base_model.model.").replace(".base_layer", "").replace("modules_to_save.default.", "")
+        )
         tensor = p.detach()
-        if owner.endswith(".base_layer") and owner[:-len(".base_layer")] in lora:
-            tensor = _merged(lora[owner[:-len(".base_layer")]], leaf, tensor)
+        if owner.endswith(".base_layer") and owner[: -len(".base_layer")] in lora:
+            tensor = _merged(lora[owner[: -len(".base_layer")]], leaf, tensor)
         yield clean, tensor
 
 
@@ -89,6 +91,9 @@ def copy_weights(source: Any, target: Any) -> int:
     if missing:
         problems.append(f"{len(missing)} sampler parameter(s) not found in the trainer's model: {missing[:5]}")
     if problems:
-        raise UserError("sync_weights: the trainer's model does not match the sampler's (" + "; ".join(problems[:6])
-                        + "); build the sampler from the same architecture as the model being trained")
+        raise UserError(
+            "sync_weights: the trainer's model does not match the sampler's ("
+            + "; ".join(problems[:6])
+            + "); build the sampler from the same architecture as the model being trained"
+        )
     return copied

@@ -74,8 +74,9 @@ def make_plan(segments: torch.Tensor, device: torch.device | str = "cpu") -> Seg
     return SegmentPlan(sizes, segs, bias_a, bias_b)
 
 
-def _matmul_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor,
-                      dropout: float, training: bool) -> torch.Tensor:
+def _matmul_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor, dropout: float, training: bool
+) -> torch.Tensor:
     """q (H, n, d) already scaled, k/v (Hkv, m, d), bias (n, m) -> (H, n, d), all in one dtype.
 
     The softmax kernel accumulates in fp32 for bf16 inputs, so no fp32 copy of the scores is made."""
@@ -89,26 +90,43 @@ def _matmul_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: t
     return torch.matmul(p.view(Hkv, rep * n, m), v).view(H, n, d)
 
 
-def _sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor | None,
-          dropout: float, training: bool) -> torch.Tensor:
+def _sdpa(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor | None, dropout: float, training: bool
+) -> torch.Tensor:
     """As `_matmul_attention` with SDPA's kernel; bias None means plain causal."""
     rep = q.shape[0] // k.shape[0]
     if rep > 1:
         k, v = k.repeat_interleave(rep, 0), v.repeat_interleave(rep, 0)
-    return F.scaled_dot_product_attention(q[None], k[None], v[None], attn_mask=bias, is_causal=bias is None,
-                                          dropout_p=dropout if training else 0.0, scale=1.0)[0]
+    return F.scaled_dot_product_attention(
+        q[None],
+        k[None],
+        v[None],
+        attn_mask=bias,
+        is_causal=bias is None,
+        dropout_p=dropout if training else 0.0,
+        scale=1.0,
+    )[0]
 
 
 @torch.compiler.disable  # compiled layers trace around it: the segment loop differs batch to batch
-def segment_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                      attention_mask: torch.Tensor | None, scaling: float | None = None, dropout: float = 0.0,
-                      segment_plan: SegmentPlan | None = None, **kwargs):
+def segment_attention(
+    module: torch.nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    scaling: float | None = None,
+    dropout: float = 0.0,
+    segment_plan: SegmentPlan | None = None,
+    **kwargs,
+):
     """transformers attention-interface function. query (1, H, L, d), key/value (1, Hkv, L, d) -> (1, L, H, d)."""
     if segment_plan is None:
         from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-        return sdpa_attention_forward(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout,
-                                      **kwargs)
+        return sdpa_attention_forward(
+            module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs
+        )
     if query.shape[0] != 1:
         raise ValueError("segment attention expects the one-row segments layout")
     plan = segment_plan
@@ -123,9 +141,9 @@ def segment_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.T
     qs, ks, vs = query[0].split(plan.sizes, 1), key[0].split(plan.sizes, 1), value[0].split(plan.sizes, 1)
     outs = []
     for i, (P, n1, n2) in enumerate(plan.segments):
-        qp, q1, q2 = qs[3 * i: 3 * i + 3]
-        kp, k1, k2 = ks[3 * i: 3 * i + 3]
-        vp, v1, v2 = vs[3 * i: 3 * i + 3]
+        qp, q1, q2 = qs[3 * i : 3 * i + 3]
+        kp, k1, k2 = ks[3 * i : 3 * i + 3]
+        vp, v1, v2 = vs[3 * i : 3 * i + 3]
         q_a, k_a, v_a = torch.cat([qp, q1], 1), torch.cat([kp, k1], 1), torch.cat([vp, v1], 1)
         if plan.bias_a[i] is not None:
             outs.append(_matmul_attention(q_a, k_a, v_a, plan.bias_a[i], dropout, training))
@@ -159,4 +177,3 @@ def enable(model: torch.nn.Module) -> None:
     _register()
     if model.config._attn_implementation != NAME:
         model.config._attn_implementation = NAME
-

@@ -42,9 +42,26 @@ class PackedBatch:
         """The batch with every tensor on `device`."""
         import torch
 
-        return dataclasses.replace(self, **{f.name: getattr(self, f.name).to(device) for f in dataclasses.fields(self)
-                                            if isinstance(getattr(self, f.name), torch.Tensor)})
+        return dataclasses.replace(
+            self,
+            **{
+                f.name: getattr(self, f.name).to(device)
+                for f in dataclasses.fields(self)
+                if isinstance(getattr(self, f.name), torch.Tensor)
+            },
+        )
 
 
-PACKED_FIELDS = ("input_ids", "position_ids", "attention_mask", "target_row", "target_pos", "target_ids",
-                 "target_seq", "last_row", "last_pos", "lengths", "segments")
+PACKED_FIELDS = (
+    "input_ids",
+    "position_ids",
+    "attention_mask",
+    "target_row",
+    "target_pos",
+    "target_ids",
+    "target_seq",
+    "last_row",
+    "last_pos",
+    "lengths",
+    "segments",
+)

@@ -42,17 +42,28 @@ def hidden_states(model: torch.nn.Module, batch: PackedBatch) -> torch.Tensor:
     """Last hidden states (R, L, H) of the packed rows (either layout of `preference_data.packing`)."""
     net = body(model)
     if batch.segments is None:
-        out = net(input_ids=batch.input_ids, position_ids=batch.position_ids, attention_mask=batch.attention_mask,
-                  use_cache=False)
+        out = net(
+            input_ids=batch.input_ids,
+            position_ids=batch.position_ids,
+            attention_mask=batch.attention_mask,
+            use_cache=False,
+        )
         return out.last_hidden_state
     inner = unwrap(model)
     if not attention.supported(inner):
-        raise UserError(f"{type(inner).__name__} does not route its attention through transformers' attention "
-                        f"interface, so the 'segments' packing layout cannot be used with it; {_USE_MASK}")
+        raise UserError(
+            f"{type(inner).__name__} does not route its attention through transformers' attention "
+            f"interface, so the 'segments' packing layout cannot be used with it; {_USE_MASK}"
+        )
     attention.enable(inner)
     plan = attention.make_plan(batch.segments, batch.input_ids.device)
-    out = net(input_ids=batch.input_ids, position_ids=batch.position_ids, attention_mask=attention.NO_MASK,
-              use_cache=False, segment_plan=plan)
+    out = net(
+        input_ids=batch.input_ids,
+        position_ids=batch.position_ids,
+        attention_mask=attention.NO_MASK,
+        use_cache=False,
+        segment_plan=plan,
+    )
     if plan.calls == 0:
         raise UserError(f"{type(inner).__name__} ignored the segment attention; {_USE_MASK}")
     return out.last_hidden_state
@@ -65,8 +76,8 @@ def token_logps(model: torch.nn.Module, batch: PackedBatch, chunk: int = 1024) -
     head = unwrap(model).get_output_embeddings()
     out = []
     for s in range(0, h.shape[0], chunk):
-        logits = head(h[s:s + chunk]).float()  # (n, V)
-        ids = batch.target_ids[s:s + chunk]
+        logits = head(h[s : s + chunk]).float()  # (n, V)
+        ids = batch.target_ids[s : s + chunk]
         out.append(logits.gather(-1, ids[:, None]).squeeze(-1) - torch.logsumexp(logits, dim=-1))
     return torch.cat(out) if out else h.new_zeros(0, dtype=torch.float32)
 
@@ -82,7 +93,7 @@ def last_token_rewards(model: torch.nn.Module, batch: PackedBatch) -> torch.Tens
     h = hidden_states(model, batch)
     h = h[batch.last_row, batch.last_pos]  # (S, H)
     inner = unwrap(model)
-    head = getattr(inner, "score", None) or getattr(inner, "classifier")
+    head = getattr(inner, "score", None) or inner.classifier
     return head(h).float()
 
 
@@ -103,8 +114,12 @@ class PackedForward(torch.nn.Module):
         self.config = getattr(unwrap(model), "config", None)
 
     def forward(self, **inputs: torch.Tensor) -> torch.Tensor:
-        batch = PackedBatch(**{f: inputs.get(f) for f in PACKED_FIELDS}, num_sequences=int(inputs["num_sequences"]),
-                            pairs=bool(inputs.get("pairs", True)), real_tokens=int(inputs.get("real_tokens", 0)))
+        batch = PackedBatch(
+            **{f: inputs.get(f) for f in PACKED_FIELDS},
+            num_sequences=int(inputs["num_sequences"]),
+            pairs=bool(inputs.get("pairs", True)),
+            real_tokens=int(inputs.get("real_tokens", 0)),
+        )
         return last_token_rewards(self.model, batch) if self.what == "rewards" else sequence_logps(self.model, batch)
 
     def gradient_checkpointing_enable(self, gradient_checkpointing_kwargs: dict | None = None) -> None:

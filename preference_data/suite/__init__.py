@@ -18,14 +18,44 @@ Modules: `text` (reading answers), `scoring` (objectives and weights), `base` (t
 interface), one module per family, `families` (the table and `grade`), `build` (suite and files).
 """
 
-from .build import (FILES, SOURCE, Suite, Task, build_suite, generate_tasks, grade_prompt_only, make_pair,
-                    prompt_only_from_dict, split_of, write_suite)
+from .build import (
+    FILES,
+    SOURCE,
+    Suite,
+    Task,
+    build_suite,
+    generate_tasks,
+    grade_prompt_only,
+    make_pair,
+    prompt_only_from_dict,
+    split_of,
+    write_suite,
+)
 from .families import FAMILIES, grade
-from .scoring import (OBJECTIVES, OVERALL_WEIGHTS, TASK_OBJECTIVES, Grade, conciseness_score, overall_score,
-                      safety_score)
+from .scoring import OBJECTIVES, OVERALL_WEIGHTS, TASK_OBJECTIVES, Grade, conciseness_score, overall_score, safety_score
 from .text import REFUSAL_PATTERNS, is_refusal
 
-__all__ = ["FAMILIES", "FILES", "OBJECTIVES", "OVERALL_WEIGHTS", "REFUSAL_PATTERNS", "SOURCE", "TASK_OBJECTIVES",
-           "Grade", "Suite", "Task", "build_suite", "conciseness_score", "generate_tasks", "grade", "grade_prompt_only",
-           "is_refusal", "make_pair", "overall_score", "prompt_only_from_dict", "safety_score", "split_of",
-           "write_suite"]
+__all__ = [
+    "FAMILIES",
+    "FILES",
+    "OBJECTIVES",
+    "OVERALL_WEIGHTS",
+    "REFUSAL_PATTERNS",
+    "SOURCE",
+    "TASK_OBJECTIVES",
+    "Grade",
+    "Suite",
+    "Task",
+    "build_suite",
+    "conciseness_score",
+    "generate_tasks",
+    "grade",
+    "grade_prompt_only",
+    "is_refusal",
+    "make_pair",
+    "overall_score",
+    "prompt_only_from_dict",
+    "safety_score",
+    "split_of",
+    "write_suite",
+]

@@ -12,24 +12,76 @@ from __future__ import annotations
 import random
 import re
 
-from .base import (Corrupted, Draft, Family, Params, cap, choose, hedge, maybe_system, negate, non_answer, pad,
-                   truncate_before)
+from .base import (
+    Corrupted,
+    Draft,
+    Family,
+    Params,
+    cap,
+    choose,
+    hedge,
+    maybe_system,
+    negate,
+    non_answer,
+    pad,
+    truncate_before,
+)
 from .scoring import conciseness_score
 from .text import bold_number_present, committed_number, final_number, normalize, plain, word_count
 
-NAMES = ["Mia", "Leo", "Ana", "Tom", "Sara", "Omar", "Lena", "Ravi", "Kate", "Ben", "Nora", "Ivan",
-         "Zoe", "Sam", "Maya", "Jack", "Lucy", "Noah", "Emma", "Yuki", "Ali", "Eva", "Hugo", "Iris"]
-ITEMS = [("apple", "apples"), ("marble", "marbles"), ("sticker", "stickers"), ("pencil", "pencils"),
-         ("cookie", "cookies"), ("card", "cards"), ("stamp", "stamps"), ("book", "books"),
-         ("egg", "eggs"), ("coin", "coins"), ("shell", "shells"), ("balloon", "balloons"),
-         ("crayon", "crayons"), ("button", "buttons"), ("candle", "candles"), ("orange", "oranges")]
+NAMES = [
+    "Mia",
+    "Leo",
+    "Ana",
+    "Tom",
+    "Sara",
+    "Omar",
+    "Lena",
+    "Ravi",
+    "Kate",
+    "Ben",
+    "Nora",
+    "Ivan",
+    "Zoe",
+    "Sam",
+    "Maya",
+    "Jack",
+    "Lucy",
+    "Noah",
+    "Emma",
+    "Yuki",
+    "Ali",
+    "Eva",
+    "Hugo",
+    "Iris",
+]
+ITEMS = [
+    ("apple", "apples"),
+    ("marble", "marbles"),
+    ("sticker", "stickers"),
+    ("pencil", "pencils"),
+    ("cookie", "cookies"),
+    ("card", "cards"),
+    ("stamp", "stamps"),
+    ("book", "books"),
+    ("egg", "eggs"),
+    ("coin", "coins"),
+    ("shell", "shells"),
+    ("balloon", "balloons"),
+    ("crayon", "crayons"),
+    ("button", "buttons"),
+    ("candle", "candles"),
+    ("orange", "oranges"),
+]
 PACKS = ["bags", "boxes", "packs", "jars"]
 
 _ADD = ["{N} buys {k} more {items}.", "{F} gives {N} {k} more {items}.", "{N} finds {k} more {items}."]
 _SUB = ["{N} gives {k} {items} to {F}.", "{N} loses {k} {items}.", "{N} sells {k} {items}."]
 _GROUPS = ["{N} buys {g} {packs} with {s} {items} in each.", "{N} gets {g} {packs} of {s} {items} each."]
-_MUL = {2: ["Then the number of {items} {N} has doubles.", "{N} then doubles the number of {items}."],
-        3: ["Then the number of {items} {N} has triples.", "{N} then triples the number of {items}."]}
+_MUL = {
+    2: ["Then the number of {items} {N} has doubles.", "{N} then doubles the number of {items}."],
+    3: ["Then the number of {items} {N} has triples.", "{N} then triples the number of {items}."],
+}
 _DIV = ["{N} shares all the {items} equally among {p} friends."]
 _INSTRUCTIONS = {
     "answer_line": "Finish your reply with a line of the form 'Answer: <number>'.",
@@ -88,20 +140,32 @@ def generate(rng: random.Random) -> Draft:
         if i > 0 and kind != "mul" and rng.random() < 0.5:
             s = "Then " + s
         sentences.append(s)
-    question = (f"How many {items} does each friend get?" if ops[-1][0] == "div"
-                else rng.choice([f"How many {items} does {name} have now?",
-                                 f"How many {items} does {name} have in the end?"]))
+    question = (
+        f"How many {items} does each friend get?"
+        if ops[-1][0] == "div"
+        else rng.choice([f"How many {items} does {name} have now?", f"How many {items} does {name} have in the end?"])
+    )
     fmt = rng.choice([None, None, "answer_line", "bold"])
     user = " ".join(sentences) + " " + question
     if fmt:
         user += " " + _INSTRUCTIONS[fmt]
-    params = {"name": name, "friend": friend, "item": item, "items": items, "packs": packs,
-              "start": start, "ops": ops, "answer": cur, "format": fmt,
-              "word_budget": 18 + 8 * len(ops) + 4 * sum(op[0] == "groups" for op in ops)}
+    params = {
+        "name": name,
+        "friend": friend,
+        "item": item,
+        "items": items,
+        "packs": packs,
+        "start": start,
+        "ops": ops,
+        "answer": cur,
+        "format": fmt,
+        "word_budget": 18 + 8 * len(ops) + 4 * sum(op[0] == "groups" for op in ops),
+    }
     return Draft(user=user, params=params, system=maybe_system(rng))
 
 
 # ------------------------------------------------------------------------------------ answers
+
 
 def _steps(params: Params, error: tuple | None = None) -> list[tuple[str, str, int]]:
     """(sentence, equation, value) per operation, with an optional deliberate error:
@@ -119,8 +183,7 @@ def _steps(params: Params, error: tuple | None = None) -> list[tuple[str, str, i
             eq = f"{k} {'+' if wrong else '×'} {args[1]} = {gs}, and {cur} + {gs} = {new}"
             sentence = f"The {params['packs']} add {eq}."
         else:
-            right_sym, wrong_sym = {"add": ("+", "-"), "sub": ("-", "+"), "mul": ("×", "+"),
-                                    "div": ("÷", "-")}[kind]
+            right_sym, wrong_sym = {"add": ("+", "-"), "sub": ("-", "+"), "mul": ("×", "+"), "div": ("÷", "-")}[kind]
             if wrong:
                 new = cur + k if wrong_sym == "+" else cur - k
             elif kind == "div":
@@ -129,16 +192,20 @@ def _steps(params: Params, error: tuple | None = None) -> list[tuple[str, str, i
                 new = _apply(kind, args, cur)
             new += slip
             eq = f"{cur} {wrong_sym if wrong else right_sym} {k} = {new}"
-            sentence = {"add": f"Adding {k}: {eq}.", "sub": f"Taking away {k}: {eq}.",
-                        "mul": f"{'Doubling' if k == 2 else 'Tripling'}: {eq}.",
-                        "div": f"Sharing among {k}: {eq} each."}[kind]
+            sentence = {
+                "add": f"Adding {k}: {eq}.",
+                "sub": f"Taking away {k}: {eq}.",
+                "mul": f"{'Doubling' if k == 2 else 'Tripling'}: {eq}.",
+                "div": f"Sharing among {k}: {eq} each.",
+            }[kind]
         out.append((sentence, eq, new))
         cur = new
     return out
 
 
-def _write(params: Params, steps: list[tuple[str, str, int]], rng: random.Random | None,
-           fmt: str | None = "default") -> str:
+def _write(
+    params: Params, steps: list[tuple[str, str, int]], rng: random.Random | None, fmt: str | None = "default"
+) -> str:
     """The answer text for the given steps; `fmt` overrides the requested format (None: ignore it)."""
     fmt = params["format"] if fmt == "default" else fmt
     style = choose(rng, ["working", "compact", "short", "short"])
@@ -147,9 +214,14 @@ def _write(params: Params, steps: list[tuple[str, str, int]], rng: random.Random
     name, items = params["name"], params["items"]
     each = params["ops"][-1][0] == "div"
     who, verb = ("each friend", "gets") if each else (name, "has")
-    final = choose(rng, [f"So {who} {verb} {shown} {items}{'' if each else ' now'}.",
-                         f"That means {who} {'gets' if each else 'ends up with'} {shown} {items}.",
-                         f"The answer is {shown}."])
+    final = choose(
+        rng,
+        [
+            f"So {who} {verb} {shown} {items}{'' if each else ' now'}.",
+            f"That means {who} {'gets' if each else 'ends up with'} {shown} {items}.",
+            f"The answer is {shown}.",
+        ],
+    )
     lead = choose(rng, ["", "", "Sure! ", "Let's work it out. "])
     if style == "working":
         working = " ".join(s for s, _, _ in steps)
@@ -169,6 +241,7 @@ def answer(params: Params, rng: random.Random | None = None) -> str:
 
 
 # --------------------------------------------------------------------------------------- grader
+
 
 def score(params: Params, response: str) -> dict[str, float]:
     """correctness: 1 iff the number the response commits to (`text.committed_number`) is the answer.
@@ -190,6 +263,7 @@ def score(params: Params, response: str) -> dict[str, float]:
 
 
 # ---------------------------------------------------------------------------------- corruptions
+
 
 def _wrong_value(params: Params, phrasing: int, rng: random.Random) -> Corrupted | None:
     n = len(params["ops"])
@@ -221,15 +295,21 @@ def _violated(params: Params, phrasing: int, rng: random.Random) -> Corrupted | 
     return Corrupted(text, f"correct number but leaves out {what}")
 
 
-_OPENERS = ["This is a word problem about {name} and some {items} that change a few times.",
-            "Let's read the problem carefully and go through it one step at a time."]
-_FILLERS = ["To double-check, I went through every step again and the numbers add up.",
-            "So, once again, the final answer to this question is {r} {items}.",
-            "Word problems like this one are easiest when you write down each change in order.",
-            "In other words, after all of these changes, {who} is left with exactly {r} {items}.",
-            "It is always a good idea to check your work when solving math problems like this."]
-_CLOSERS = ["I hope this step-by-step explanation makes the solution clear and easy to follow.",
-            "Let me know if you have any other questions about this problem!"]
+_OPENERS = [
+    "This is a word problem about {name} and some {items} that change a few times.",
+    "Let's read the problem carefully and go through it one step at a time.",
+]
+_FILLERS = [
+    "To double-check, I went through every step again and the numbers add up.",
+    "So, once again, the final answer to this question is {r} {items}.",
+    "Word problems like this one are easiest when you write down each change in order.",
+    "In other words, after all of these changes, {who} is left with exactly {r} {items}.",
+    "It is always a good idea to check your work when solving math problems like this.",
+]
+_CLOSERS = [
+    "I hope this step-by-step explanation makes the solution clear and easy to follow.",
+    "Let me know if you have any other questions about this problem!",
+]
 
 
 def _padding(params: Params, phrasing: int, rng: random.Random) -> Corrupted | None:
@@ -239,11 +319,14 @@ def _padding(params: Params, phrasing: int, rng: random.Random) -> Corrupted | N
         text, tail = text.rsplit("\n", 1)
         tail = "\n" + tail
     each = params["ops"][-1][0] == "div"
-    fill = {"items": params["items"], "name": params["name"], "r": params["answer"],
-            "who": "each friend" if each else params["name"]}
+    fill = {
+        "items": params["items"],
+        "name": params["name"],
+        "r": params["answer"],
+        "who": "each friend" if each else params["name"],
+    }
     fillers = [f.format(**fill) for f in _FILLERS]
-    padded = pad(text, fillers, params["word_budget"], rng, [o.format(**fill) for o in _OPENERS], _CLOSERS,
-                 ratio=1.15)
+    padded = pad(text, fillers, params["word_budget"], rng, [o.format(**fill) for o in _OPENERS], _CLOSERS, ratio=1.15)
     return None if padded is None else Corrupted(padded + tail, "correct, but padded with restatements and filler")
 
 
@@ -288,8 +371,13 @@ def _negated(params: Params, phrasing: int, rng: random.Random) -> Corrupted | N
 def _non_answer(params: Params, phrasing: int, rng: random.Random) -> Corrupted | None:
     each = params["ops"][-1][0] == "div"
     who = "each friend gets" if each else f"{params['name']} has in the end"
-    return non_answer([f"The question is how many {params['items']} {who}.",
-                       f"This is a word problem about {params['name']} and some {params['items']}."], rng)
+    return non_answer(
+        [
+            f"The question is how many {params['items']} {who}.",
+            f"This is a word problem about {params['name']} and some {params['items']}.",
+        ],
+        rng,
+    )
 
 
 FAMILY = Family(
@@ -299,7 +387,13 @@ FAMILY = Family(
     generate=generate,
     score=score,
     answer=answer,
-    corruptions={"wrong_value": (3.0, _wrong_value), "violated_constraint": (1.5, _violated),
-                 "padding": (1.5, _padding), "truncated": (1.5, _truncated), "hedged": (1.0, _hedged),
-                 "negated": (0.75, _negated), "non_answer": (0.75, _non_answer)},
+    corruptions={
+        "wrong_value": (3.0, _wrong_value),
+        "violated_constraint": (1.5, _violated),
+        "padding": (1.5, _padding),
+        "truncated": (1.5, _truncated),
+        "hedged": (1.0, _hedged),
+        "negated": (0.75, _negated),
+        "non_answer": (0.75, _non_answer),
+    },
 )

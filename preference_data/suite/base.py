@@ -71,7 +71,7 @@ class Family:
     objectives: tuple[str, ...]
     generate: Callable[[random.Random], Draft]
     score: Callable[[Params, str], dict[str, float]]
-    answer: Callable[[Params, "random.Random | None"], str]
+    answer: Callable[[Params, random.Random | None], str]
     corruptions: dict[str, tuple[float, Corruptor]] = field(default_factory=dict)
     complies: Callable[[Params, str, dict[str, float]], bool] | None = None
     balance: str | None = None
@@ -128,8 +128,15 @@ def truncate_before(text: str, key: str, min_words: int = 3) -> str | None:
     return cut if word_count(cut) >= min_words else None
 
 
-def pad(text: str, fillers: Sequence[str], budget: int, rng: random.Random,
-        openers: Sequence[str] = (), closers: Sequence[str] = (), ratio: float = 1.3) -> str | None:
+def pad(
+    text: str,
+    fillers: Sequence[str],
+    budget: int,
+    rng: random.Random,
+    openers: Sequence[str] = (),
+    closers: Sequence[str] = (),
+    ratio: float = 1.3,
+) -> str | None:
     """`text` with needless sentences added until it is over `ratio` x `budget` words.
 
     One opener (restating the question) goes in front with probability 1/2 when given; fillers
@@ -173,16 +180,20 @@ def non_answer(restatements: Sequence[str], rng: random.Random) -> Corrupted:
 def hedge(text: str, right: str, wrong: str, wrong_text: str, rng: random.Random) -> Corrupted:
     """The good answer `text` hedged with a wrong one, in one of a few ways a model covers its bets:
     a second answer after it ("Or possibly: ..."), an "either ... or", a parenthetical "or maybe"."""
-    frames = [(f"{text} Or possibly: {wrong_text}", "gives the right answer, then a wrong one as an alternative"),
-              (f"It is either {wrong} or {right}.", f"hedges between {wrong} and {right}"),
-              (f"{text} (or maybe {wrong})", f"hedges with {wrong} beside the right answer"),
-              (f"{text} But it might also be {wrong}.", f"hedges with {wrong} beside the right answer")]
+    frames = [
+        (f"{text} Or possibly: {wrong_text}", "gives the right answer, then a wrong one as an alternative"),
+        (f"It is either {wrong} or {right}.", f"hedges between {wrong} and {right}"),
+        (f"{text} (or maybe {wrong})", f"hedges with {wrong} beside the right answer"),
+        (f"{text} But it might also be {wrong}.", f"hedges with {wrong} beside the right answer"),
+    ]
     return Corrupted(*rng.choice(frames))
 
 
 def negate(text: str, rng: random.Random) -> Corrupted:
     """The good answer `text`, denied or taken back: it names the right answer but commits to nothing."""
-    frames = [(f"It is definitely not this: {text}", "names the right answer only to deny it"),
-              (f"{text} Just kidding, that's wrong.", "gives the right answer, then takes it back"),
-              (f"{text} Actually, no: that is wrong.", "gives the right answer, then takes it back")]
+    frames = [
+        (f"It is definitely not this: {text}", "names the right answer only to deny it"),
+        (f"{text} Just kidding, that's wrong.", "gives the right answer, then takes it back"),
+        (f"{text} Actually, no: that is wrong.", "gives the right answer, then takes it back"),
+    ]
     return Corrupted(*rng.choice(frames))

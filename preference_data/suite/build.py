@@ -55,8 +55,13 @@ class Task:
 
     def to_prompt_only(self) -> PromptOnly:
         """The online-training record: `grader` is the family, `meta` carries the params."""
-        meta = {"family": self.family, "task_id": self.id, "split": self.split,
-                "params": self.params, "reference": self.reference}
+        meta = {
+            "family": self.family,
+            "task_id": self.id,
+            "split": self.split,
+            "params": self.params,
+            "reference": self.reference,
+        }
         return PromptOnly(list(self.prompt), meta, grader=self.family, source=SOURCE, id=self.id)
 
 
@@ -95,15 +100,24 @@ class Suite:
         kinds: dict[str, Any] = {}
         for kind in sorted({p.attributes["corruption"] for p in self.pairs}):
             ps = [p for p in self.pairs if p.attributes["corruption"] == kind]
-            kinds[kind] = {"pairs": len(ps),
-                           "mean_words_chosen": round(sum(word_count(p.chosen[0].content) for p in ps) / len(ps), 2),
-                           "mean_words_rejected": round(sum(word_count(p.rejected[0].content) for p in ps) / len(ps), 2)}
+            kinds[kind] = {
+                "pairs": len(ps),
+                "mean_words_chosen": round(sum(word_count(p.chosen[0].content) for p in ps) / len(ps), 2),
+                "mean_words_rejected": round(sum(word_count(p.rejected[0].content) for p in ps) / len(ps), 2),
+            }
         longer = sum(word_count(p.chosen[0].content) > word_count(p.rejected[0].content) for p in self.pairs)
         return {
-            "source": SOURCE, "version": SUITE_VERSION, "seed": self.seed,
-            "n_per_family": self.n_per_family, "test_fraction": self.test_fraction,
-            "counts": {"train_pairs": len(self.train_pairs), "test_pairs": len(self.test_pairs),
-                       "train_prompts": len(self.train_prompts), "test_prompts": len(self.test_prompts)},
+            "source": SOURCE,
+            "version": SUITE_VERSION,
+            "seed": self.seed,
+            "n_per_family": self.n_per_family,
+            "test_fraction": self.test_fraction,
+            "counts": {
+                "train_pairs": len(self.train_pairs),
+                "test_pairs": len(self.test_pairs),
+                "train_prompts": len(self.train_prompts),
+                "test_prompts": len(self.test_prompts),
+            },
             "families": fams,
             "corruptions": kinds,
             "chosen_longer_fraction": round(longer / max(1, len(self.pairs)), 4),
@@ -142,8 +156,9 @@ def generate_tasks(family: str, n: int, seed: int = 0, test_fraction: float = 0.
             sides[side] += 1
         seen.add(tid)
         prompt = ([Message("system", draft.system)] if draft.system else []) + [Message("user", draft.user)]
-        tasks.append(Task(tid, family, prompt, fam.answer(draft.params, None), draft.params,
-                          split_of(tid, test_fraction)))
+        tasks.append(
+            Task(tid, family, prompt, fam.answer(draft.params, None), draft.params, split_of(tid, test_fraction))
+        )
     return tasks
 
 
@@ -167,15 +182,27 @@ def make_pair(task: Task, seed: int = 0) -> PreferencePair | None:
     kinds = list(candidates)
     kind = rng.choices(kinds, weights=[fam.corruptions[k][0] for k in kinds])[0]
     bad = candidates[kind]
-    attributes = {"family": task.family, "split": task.split, "task_id": task.id, "corruption": kind,
-                  "reason": bad.reason, "gold_chosen": task.grade(chosen).to_dict(),
-                  "gold_rejected": task.grade(bad.text).to_dict()}
-    return PreferencePair(list(task.prompt), [Message("assistant", chosen)], [Message("assistant", bad.text)],
-                          attributes=attributes, source=SOURCE)
+    attributes = {
+        "family": task.family,
+        "split": task.split,
+        "task_id": task.id,
+        "corruption": kind,
+        "reason": bad.reason,
+        "gold_chosen": task.grade(chosen).to_dict(),
+        "gold_rejected": task.grade(bad.text).to_dict(),
+    }
+    return PreferencePair(
+        list(task.prompt),
+        [Message("assistant", chosen)],
+        [Message("assistant", bad.text)],
+        attributes=attributes,
+        source=SOURCE,
+    )
 
 
-def build_suite(n_per_family: int = 200, seed: int = 0, test_fraction: float = 0.2,
-                families: list[str] | None = None) -> Suite:
+def build_suite(
+    n_per_family: int = 200, seed: int = 0, test_fraction: float = 0.2, families: list[str] | None = None
+) -> Suite:
     """Generate `n_per_family` tasks of every family (or of `families`), one pair per task, and
     split tasks, pairs and prompts into train and test by task id."""
     problems = []
@@ -201,8 +228,12 @@ def write_suite(suite: Suite, out_dir: str) -> dict[str, str]:
     """Write the four JSONL files (one `to_dict()` per line) and `summary.json` into `out_dir`.
     The same suite always gives byte-identical files. Returns {file name: path}."""
     os.makedirs(out_dir, exist_ok=True)
-    rows = {"train_pairs.jsonl": suite.train_pairs, "test_pairs.jsonl": suite.test_pairs,
-            "train_prompts.jsonl": suite.train_prompts, "test_prompts.jsonl": suite.test_prompts}
+    rows = {
+        "train_pairs.jsonl": suite.train_pairs,
+        "test_pairs.jsonl": suite.test_pairs,
+        "train_prompts.jsonl": suite.train_prompts,
+        "test_prompts.jsonl": suite.test_prompts,
+    }
     paths = {}
     for name, records in rows.items():
         paths[name] = os.path.join(out_dir, name)
@@ -217,8 +248,9 @@ def write_suite(suite: Suite, out_dir: str) -> dict[str, str]:
 
 def prompt_only_from_dict(d: Mapping[str, Any]) -> PromptOnly:
     """Inverse of `PromptOnly.to_dict`."""
-    return PromptOnly(conversation(d["prompt"]), dict(d.get("meta") or {}), d.get("grader"),
-                      d.get("source", ""), d.get("id", ""))
+    return PromptOnly(
+        conversation(d["prompt"]), dict(d.get("meta") or {}), d.get("grader"), d.get("source", ""), d.get("id", "")
+    )
 
 
 def grade_prompt_only(record: PromptOnly | Mapping[str, Any], response: str) -> Grade:
@@ -227,8 +259,10 @@ def grade_prompt_only(record: PromptOnly | Mapping[str, Any], response: str) -> 
     if isinstance(record, Mapping):
         record = prompt_only_from_dict(record)
     if not record.grader:
-        raise UserError(f"prompt {record.id or '?'} has no gold grader; only suite prompts "
-                        f"(grader one of: {', '.join(FAMILIES.names())}) can be graded")
+        raise UserError(
+            f"prompt {record.id or '?'} has no gold grader; only suite prompts "
+            f"(grader one of: {', '.join(FAMILIES.names())}) can be graded"
+        )
     params = record.meta.get("params")
     if not isinstance(params, Mapping):
         raise UserError(f"prompt {record.id or '?'} (grader '{record.grader}') has no meta['params'] to grade with")

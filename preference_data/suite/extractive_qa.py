@@ -10,53 +10,158 @@ from __future__ import annotations
 
 import random
 
-from .base import (Corrupted, Draft, Family, Params, article, cap, choose, hedge, maybe_system, negate, non_answer,
-                   pad, truncate_before)
+from .base import (
+    Corrupted,
+    Draft,
+    Family,
+    Params,
+    article,
+    cap,
+    choose,
+    hedge,
+    maybe_system,
+    negate,
+    non_answer,
+    pad,
+    truncate_before,
+)
 from .scoring import conciseness_score
 from .text import committed_choice, word_count
 
-PEOPLE = ["Mia", "Leo", "Ana", "Tom", "Sara", "Omar", "Lena", "Ravi", "Kate", "Ben", "Nora", "Ivan",
-          "Zoe", "Sam", "Maya", "Jack", "Lucy", "Noah", "Emma", "Yuki", "Ali", "Eva", "Hugo", "Iris",
-          "Felix", "Clara", "Diego", "Hana", "Marco", "Tara"]
-CITIES = ["Lisbon", "Denver", "Leeds", "Osaka", "Perth", "Quebec", "Bergen", "Porto", "Austin", "Cork",
-          "Malmo", "Graz"]
-JOBS = ["baker", "nurse", "teacher", "pilot", "farmer", "dentist", "plumber", "painter", "chef", "lawyer",
-        "librarian", "mechanic", "architect", "engineer", "journalist", "pharmacist", "florist",
-        "carpenter", "tailor", "firefighter"]
+PEOPLE = [
+    "Mia",
+    "Leo",
+    "Ana",
+    "Tom",
+    "Sara",
+    "Omar",
+    "Lena",
+    "Ravi",
+    "Kate",
+    "Ben",
+    "Nora",
+    "Ivan",
+    "Zoe",
+    "Sam",
+    "Maya",
+    "Jack",
+    "Lucy",
+    "Noah",
+    "Emma",
+    "Yuki",
+    "Ali",
+    "Eva",
+    "Hugo",
+    "Iris",
+    "Felix",
+    "Clara",
+    "Diego",
+    "Hana",
+    "Marco",
+    "Tara",
+]
+CITIES = ["Lisbon", "Denver", "Leeds", "Osaka", "Perth", "Quebec", "Bergen", "Porto", "Austin", "Cork", "Malmo", "Graz"]
+JOBS = [
+    "baker",
+    "nurse",
+    "teacher",
+    "pilot",
+    "farmer",
+    "dentist",
+    "plumber",
+    "painter",
+    "chef",
+    "lawyer",
+    "librarian",
+    "mechanic",
+    "architect",
+    "engineer",
+    "journalist",
+    "pharmacist",
+    "florist",
+    "carpenter",
+    "tailor",
+    "firefighter",
+]
 ANIMALS = ["cat", "dog", "rabbit", "parrot", "hamster", "turtle"]
-PETS = ["Rex", "Luna", "Max", "Bella", "Milo", "Coco", "Oscar", "Daisy", "Rocky", "Pepper", "Toby",
-        "Willow", "Ziggy", "Biscuit", "Shadow", "Bingo", "Olive", "Pickle"]
+PETS = [
+    "Rex",
+    "Luna",
+    "Max",
+    "Bella",
+    "Milo",
+    "Coco",
+    "Oscar",
+    "Daisy",
+    "Rocky",
+    "Pepper",
+    "Toby",
+    "Willow",
+    "Ziggy",
+    "Biscuit",
+    "Shadow",
+    "Bingo",
+    "Olive",
+    "Pickle",
+]
 COLORS = ["black", "white", "brown", "gray", "golden", "spotted", "ginger"]
 DAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
 PLACES = ["library", "market", "pool", "gym", "park", "museum", "beach", "cinema", "bakery", "zoo"]
 INSTRUMENTS = ["piano", "guitar", "violin", "drums", "flute", "cello", "trumpet", "harp"]
 
 SLOTS = ("job", "pet", "color", "day", "place", "instrument")
-_INSTRUCTIONS = ["Read the passage and answer the question.", "Answer the question using the passage.",
-                 "Use the passage below to answer the question."]
+_INSTRUCTIONS = [
+    "Read the passage and answer the question.",
+    "Answer the question using the passage.",
+    "Use the passage below to answer the question.",
+]
 
 
 def _facts(rng: random.Random) -> dict[str, list[str]]:
-    return {"job": rng.sample(JOBS, 2), "animal": [rng.choice(ANIMALS)] * 2 if rng.random() < 0.4
-            else rng.sample(ANIMALS, 2), "pet": rng.sample(PETS, 2), "color": rng.sample(COLORS, 2),
-            "day": rng.sample(DAYS, 2), "place": rng.sample(PLACES, 2), "instrument": rng.sample(INSTRUMENTS, 2)}
+    return {
+        "job": rng.sample(JOBS, 2),
+        "animal": [rng.choice(ANIMALS)] * 2 if rng.random() < 0.4 else rng.sample(ANIMALS, 2),
+        "pet": rng.sample(PETS, 2),
+        "color": rng.sample(COLORS, 2),
+        "day": rng.sample(DAYS, 2),
+        "place": rng.sample(PLACES, 2),
+        "instrument": rng.sample(INSTRUMENTS, 2),
+    }
 
 
 def _sentences(rng: random.Random, p: list[str], f: dict[str, list[str]], city: str) -> dict[str, str]:
     a, b = p
     j, an, pe, co, d, pl, ins = (f[k] for k in ("job", "animal", "pet", "color", "day", "place", "instrument"))
     return {
-        "intro": rng.choice([f"{a} and {b} are neighbours in {city}.", f"{a} and {b} are old friends who live in {city}."]),
-        "job": rng.choice([f"{a} works as {article(j[0])} {j[0]}, while {b} is {article(j[1])} {j[1]}.",
-                           f"{b} is {article(j[1])} {j[1]}, and {a} works as {article(j[0])} {j[0]}."]),
-        "pet": rng.choice([f"{a} has {article(co[0])} {co[0]} {an[0]} called {pe[0]}, and {b} has {article(co[1])} "
-                           f"{co[1]} {an[1]} named {pe[1]}.",
-                           f"{b}'s {an[1]} is {co[1]} and is called {pe[1]}; {a} owns {article(co[0])} {co[0]} "
-                           f"{an[0]} named {pe[0]}."]),
-        "outing": rng.choice([f"Every {d[0]}, {a} goes to the {pl[0]}, but {b} visits the {pl[1]} on {d[1]}s.",
-                              f"On {d[1]}s {b} visits the {pl[1]}, and every {d[0]} {a} goes to the {pl[0]}."]),
-        "instrument": rng.choice([f"In the evenings, {a} plays the {ins[0]} and {b} practises the {ins[1]}.",
-                                  f"{b} plays the {ins[1]} in a band, and {a} is learning the {ins[0]}."]),
+        "intro": rng.choice(
+            [f"{a} and {b} are neighbours in {city}.", f"{a} and {b} are old friends who live in {city}."]
+        ),
+        "job": rng.choice(
+            [
+                f"{a} works as {article(j[0])} {j[0]}, while {b} is {article(j[1])} {j[1]}.",
+                f"{b} is {article(j[1])} {j[1]}, and {a} works as {article(j[0])} {j[0]}.",
+            ]
+        ),
+        "pet": rng.choice(
+            [
+                f"{a} has {article(co[0])} {co[0]} {an[0]} called {pe[0]}, and {b} has {article(co[1])} "
+                f"{co[1]} {an[1]} named {pe[1]}.",
+                f"{b}'s {an[1]} is {co[1]} and is called {pe[1]}; {a} owns {article(co[0])} {co[0]} "
+                f"{an[0]} named {pe[0]}.",
+            ]
+        ),
+        "outing": rng.choice(
+            [
+                f"Every {d[0]}, {a} goes to the {pl[0]}, but {b} visits the {pl[1]} on {d[1]}s.",
+                f"On {d[1]}s {b} visits the {pl[1]}, and every {d[0]} {a} goes to the {pl[0]}.",
+            ]
+        ),
+        "instrument": rng.choice(
+            [
+                f"In the evenings, {a} plays the {ins[0]} and {b} practises the {ins[1]}.",
+                f"{b} plays the {ins[1]} in a band, and {a} is learning the {ins[0]}.",
+            ]
+        ),
     }
 
 
@@ -66,7 +171,14 @@ def generate(rng: random.Random) -> Draft:
     facts, city = _facts(rng), rng.choice(CITIES)
     s = _sentences(rng, people, facts, city)
     slot = rng.choice(SLOTS)
-    needed = {"job": "job", "pet": "pet", "color": "pet", "day": "outing", "place": "outing", "instrument": "instrument"}[slot]
+    needed = {
+        "job": "job",
+        "pet": "pet",
+        "color": "pet",
+        "day": "outing",
+        "place": "outing",
+        "instrument": "instrument",
+    }[slot]
     others = [k for k in ("job", "pet", "outing", "instrument") if k != needed]
     chosen = rng.sample(others, rng.randint(1, 2)) + [needed]
     order = [k for k in ("job", "pet", "outing", "instrument") if k in chosen]
@@ -85,24 +197,44 @@ def generate(rng: random.Random) -> Draft:
     key = "day" if slot == "day" else slot
     gold, distractor = facts[key][who], facts[key][1 - who]
     user = f"{rng.choice(_INSTRUCTIONS)}\n\nPassage: {passage}\n\nQuestion: {question}"
-    params = {"slot": slot, "person": x, "other": other, "animal": an, "place": pl, "day": d, "city": city,
-              "gold": gold, "distractor": distractor, "word_budget": 20}
+    params = {
+        "slot": slot,
+        "person": x,
+        "other": other,
+        "animal": an,
+        "place": pl,
+        "day": d,
+        "city": city,
+        "gold": gold,
+        "distractor": distractor,
+        "word_budget": 20,
+    }
     return Draft(user=user, params=params, system=maybe_system(rng))
 
 
 # ------------------------------------------------------------------------------------ answers
 
+
 def _write(params: Params, value: str, rng: random.Random | None, style: int | None = None) -> str:
     x, an, pl, d = params["person"], params["animal"], params["place"], params["day"]
     v = value
     frames = {
-        "job": [f"{x} works as {article(v)} {v}.", f"{cap(article(v))} {v}.", f"{x} is {article(v)} {v}.",
-                f"According to the passage, {x} is {article(v)} {v}."],
+        "job": [
+            f"{x} works as {article(v)} {v}.",
+            f"{cap(article(v))} {v}.",
+            f"{x} is {article(v)} {v}.",
+            f"According to the passage, {x} is {article(v)} {v}.",
+        ],
         "pet": [f"{x}'s {an} is called {v}.", f"{v}.", f"It is called {v}.", f"The {an}'s name is **{v}**."],
         "color": [f"{x}'s {an} is {v}.", f"{cap(v)}.", f"It is {v}.", f"According to the passage, it is {v}."],
         "day": [f"{x} goes to the {pl} on {v}s.", f"On {v}.", f"Every {v}.", f"According to the passage, on {v}s."],
         "place": [f"{x} goes to the {v} every {d}.", f"The {v}.", f"To the {v}.", f"{x} visits the **{v}**."],
-        "instrument": [f"{x} plays the {v}.", f"The {v}.", f"{cap(v)}.", f"According to the passage, {x} plays the {v}."],
+        "instrument": [
+            f"{x} plays the {v}.",
+            f"The {v}.",
+            f"{cap(v)}.",
+            f"According to the passage, {x} plays the {v}.",
+        ],
     }[params["slot"]]
     return frames[style] if style is not None else choose(rng, frames)
 
@@ -134,31 +266,48 @@ def score(params: Params, response: str) -> dict[str, float]:
     too, hedging, or denying the span is 0.
     conciseness: `conciseness_score(words, word_budget)`."""
     got = committed_choice(response, candidates(params)).answer
-    return {"correctness": 1.0 if got == "gold" else 0.0,
-            "conciseness": conciseness_score(word_count(response), params["word_budget"])}
+    return {
+        "correctness": 1.0 if got == "gold" else 0.0,
+        "conciseness": conciseness_score(word_count(response), params["word_budget"]),
+    }
 
 
 def _wrong_value(params: Params, phrasing: int, rng: random.Random) -> Corrupted | None:
     text = _write(params, params["distractor"], random.Random(phrasing))
-    return Corrupted(text, f"answers with {params['other']}'s {params['slot']} ({params['distractor']}) "
-                           f"instead of {params['person']}'s ({params['gold']})")
+    return Corrupted(
+        text,
+        f"answers with {params['other']}'s {params['slot']} ({params['distractor']}) "
+        f"instead of {params['person']}'s ({params['gold']})",
+    )
 
 
-_OPENERS = ["The passage describes two people, so let's look at the right one.",
-            "To answer this, we need to find the part of the passage about {x}."]
-_FILLERS = ["The passage tells a short story about two people who live in {city}.",
-            "I found this in the sentence of the passage that talks about {x}.",
-            "So, to answer the question directly: {bare}",
-            "Both people are described in the passage, but the question only asks about {x}.",
-            "This detail is stated clearly in the passage, so there is no doubt about it."]
-_CLOSERS = ["Let me know if you have any other questions about the passage.",
-            "I hope this helps you understand the passage better!"]
+_OPENERS = [
+    "The passage describes two people, so let's look at the right one.",
+    "To answer this, we need to find the part of the passage about {x}.",
+]
+_FILLERS = [
+    "The passage tells a short story about two people who live in {city}.",
+    "I found this in the sentence of the passage that talks about {x}.",
+    "So, to answer the question directly: {bare}",
+    "Both people are described in the passage, but the question only asks about {x}.",
+    "This detail is stated clearly in the passage, so there is no doubt about it.",
+]
+_CLOSERS = [
+    "Let me know if you have any other questions about the passage.",
+    "I hope this helps you understand the passage better!",
+]
 
 
 def _padding(params: Params, phrasing: int, rng: random.Random) -> Corrupted | None:
     fill = {"x": params["person"], "city": params["city"], "bare": _write(params, params["gold"], None, style=1)}
-    padded = pad(answer(params, random.Random(phrasing)), [f.format(**fill) for f in _FILLERS],
-                 params["word_budget"], rng, [o.format(**fill) for o in _OPENERS], _CLOSERS)
+    padded = pad(
+        answer(params, random.Random(phrasing)),
+        [f.format(**fill) for f in _FILLERS],
+        params["word_budget"],
+        rng,
+        [o.format(**fill) for o in _OPENERS],
+        _CLOSERS,
+    )
     return None if padded is None else Corrupted(padded, "correct, but padded with restatements and filler")
 
 
@@ -178,9 +327,14 @@ def _negated(params: Params, phrasing: int, rng: random.Random) -> Corrupted | N
 
 def _non_answer(params: Params, phrasing: int, rng: random.Random) -> Corrupted | None:
     x = params["person"]
-    return non_answer([f"The passage is about {x} and {params['other']}.",
-                       f"The question asks about {x}, who lives in {params['city']}.",
-                       "The passage does not say."], rng)
+    return non_answer(
+        [
+            f"The passage is about {x} and {params['other']}.",
+            f"The question asks about {x}, who lives in {params['city']}.",
+            "The passage does not say.",
+        ],
+        rng,
+    )
 
 
 FAMILY = Family(
@@ -190,6 +344,12 @@ FAMILY = Family(
     generate=generate,
     score=score,
     answer=answer,
-    corruptions={"wrong_value": (3.0, _wrong_value), "padding": (1.5, _padding), "truncated": (1.5, _truncated),
-                 "hedged": (1.0, _hedged), "negated": (0.75, _negated), "non_answer": (0.75, _non_answer)},
+    corruptions={
+        "wrong_value": (3.0, _wrong_value),
+        "padding": (1.5, _padding),
+        "truncated": (1.5, _truncated),
+        "hedged": (1.0, _hedged),
+        "negated": (0.75, _negated),
+        "non_answer": (0.75, _non_answer),
+    },
 )

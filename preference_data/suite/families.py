@@ -11,14 +11,18 @@ from . import arithmetic, extractive_qa, formatting, lists, safety, short_answer
 from .base import Family
 from .scoring import OBJECTIVES, Grade, apply_refusal_policy, overall_score
 
-FAMILIES: Table[Family] = Table("task family", {
-    "arithmetic": arithmetic.FAMILY,
-    "list_ops": lists.FAMILY,
-    "formatting": formatting.FAMILY,
-    "extractive_qa": extractive_qa.FAMILY,
-    "safety": safety.FAMILY,
-    "short_answer": short_answer.FAMILY,
-}, columns=("summary", "objectives", "corruption_kinds"))
+FAMILIES: Table[Family] = Table(
+    "task family",
+    {
+        "arithmetic": arithmetic.FAMILY,
+        "list_ops": lists.FAMILY,
+        "formatting": formatting.FAMILY,
+        "extractive_qa": extractive_qa.FAMILY,
+        "safety": safety.FAMILY,
+        "short_answer": short_answer.FAMILY,
+    },
+    columns=("summary", "objectives", "corruption_kinds"),
+)
 
 
 def grade(family: str, params: Mapping[str, Any], response: str) -> Grade:

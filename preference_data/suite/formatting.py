@@ -18,81 +18,179 @@ from typing import Any
 
 from .base import Corrupted, Draft, Family, Params, cap, choose, maybe_system, non_answer
 from .scoring import conciseness_score
-from .text import (bullet_lines, find_json_object, is_lowercase, is_uppercase, is_word_salad, mentions, plain,
-                   sentences, sentences_and_lines, undenied, word_count)
+from .text import (
+    bullet_lines,
+    find_json_object,
+    is_lowercase,
+    is_uppercase,
+    is_word_salad,
+    mentions,
+    plain,
+    sentences,
+    sentences_and_lines,
+    undenied,
+    word_count,
+)
 
 # Tips per topic; the word in brackets is the tip's keyword (a constraint may require it).
 TOPICS: dict[str, list[str]] = {
     "staying focused while studying": [
-        "put your [phone] in another room", "study in short [blocks] with breaks",
-        "keep a [list] of today's goals", "work at a clear [desk]", "drink [water] and have a snack",
-        "turn off [notifications] on your laptop", "start with the hardest [subject]"],
+        "put your [phone] in another room",
+        "study in short [blocks] with breaks",
+        "keep a [list] of today's goals",
+        "work at a clear [desk]",
+        "drink [water] and have a snack",
+        "turn off [notifications] on your laptop",
+        "start with the hardest [subject]",
+    ],
     "sleeping better": [
-        "go to [bed] at the same time each night", "avoid [coffee] after lunch",
-        "keep your [bedroom] dark and cool", "put [screens] away an hour before bed",
-        "get some [sunlight] in the morning", "keep [naps] short", "write down your [worries] before bed"],
+        "go to [bed] at the same time each night",
+        "avoid [coffee] after lunch",
+        "keep your [bedroom] dark and cool",
+        "put [screens] away an hour before bed",
+        "get some [sunlight] in the morning",
+        "keep [naps] short",
+        "write down your [worries] before bed",
+    ],
     "saving money on groceries": [
-        "make a shopping [list] and stick to it", "compare [prices] per unit",
-        "buy [seasonal] fruit and vegetables", "cook [meals] at home", "avoid shopping when [hungry]",
-        "choose store [brands]", "plan [leftovers] for lunch"],
+        "make a shopping [list] and stick to it",
+        "compare [prices] per unit",
+        "buy [seasonal] fruit and vegetables",
+        "cook [meals] at home",
+        "avoid shopping when [hungry]",
+        "choose store [brands]",
+        "plan [leftovers] for lunch",
+    ],
     "keeping a houseplant healthy": [
-        "water it only when the [soil] is dry", "give it bright, indirect [light]",
-        "use a [pot] with drainage holes", "wipe [dust] off the leaves", "feed it [fertilizer] in spring",
-        "check the leaves for [pests]", "keep it away from cold [drafts]"],
+        "water it only when the [soil] is dry",
+        "give it bright, indirect [light]",
+        "use a [pot] with drainage holes",
+        "wipe [dust] off the leaves",
+        "feed it [fertilizer] in spring",
+        "check the leaves for [pests]",
+        "keep it away from cold [drafts]",
+    ],
     "learning a new language": [
-        "practice a little every [day]", "learn common [phrases] first",
-        "listen to [podcasts] in the language", "speak with native [speakers]",
-        "use [flashcards] for new words", "read simple [stories]", "label [objects] around your home"],
+        "practice a little every [day]",
+        "learn common [phrases] first",
+        "listen to [podcasts] in the language",
+        "speak with native [speakers]",
+        "use [flashcards] for new words",
+        "read simple [stories]",
+        "label [objects] around your home",
+    ],
     "running your first 5K": [
-        "follow a [plan] that mixes walking and running", "buy comfortable [shoes]",
-        "warm up before every [run]", "increase your [distance] slowly", "take [rest] days",
-        "drink enough [water]", "run at a [pace] where you can still talk"],
+        "follow a [plan] that mixes walking and running",
+        "buy comfortable [shoes]",
+        "warm up before every [run]",
+        "increase your [distance] slowly",
+        "take [rest] days",
+        "drink enough [water]",
+        "run at a [pace] where you can still talk",
+    ],
     "making a good first impression": [
-        "arrive a little [early]", "make [eye] contact", "offer a friendly [smile]",
-        "remember the person's [name]", "ask open [questions]", "listen more than you [talk]",
-        "dress [neatly] for the occasion"],
+        "arrive a little [early]",
+        "make [eye] contact",
+        "offer a friendly [smile]",
+        "remember the person's [name]",
+        "ask open [questions]",
+        "listen more than you [talk]",
+        "dress [neatly] for the occasion",
+    ],
     "writing a clear email": [
-        "use a specific [subject] line", "put the main [point] first", "keep [paragraphs] short",
-        "[proofread] before sending", "say what [action] you need", "end with a polite [closing]",
-        "keep the [tone] friendly"],
+        "use a specific [subject] line",
+        "put the main [point] first",
+        "keep [paragraphs] short",
+        "[proofread] before sending",
+        "say what [action] you need",
+        "end with a polite [closing]",
+        "keep the [tone] friendly",
+    ],
     "staying safe in hot weather": [
-        "drink [water] often", "wear a [hat] outside", "stay in the [shade] at midday",
-        "wear light [clothing]", "use [sunscreen]", "avoid hard [exercise] at noon",
-        "check on older [neighbours]"],
+        "drink [water] often",
+        "wear a [hat] outside",
+        "stay in the [shade] at midday",
+        "wear light [clothing]",
+        "use [sunscreen]",
+        "avoid hard [exercise] at noon",
+        "check on older [neighbours]",
+    ],
     "reducing stress at work": [
-        "take short [breaks]", "make a [plan] for the day", "say no to extra [tasks] when needed",
-        "go for a [walk] at lunch", "keep your [desk] tidy", "talk to your [manager] about workload",
-        "breathe [slowly] for a minute"],
+        "take short [breaks]",
+        "make a [plan] for the day",
+        "say no to extra [tasks] when needed",
+        "go for a [walk] at lunch",
+        "keep your [desk] tidy",
+        "talk to your [manager] about workload",
+        "breathe [slowly] for a minute",
+    ],
     "cooking rice": [
-        "rinse the [rice] first", "use the right [ratio] of water", "bring the water to a [boil]",
-        "cover the [pot] with a lid", "cook it on low [heat]", "let it [rest] for five minutes",
-        "fluff it with a [fork]"],
+        "rinse the [rice] first",
+        "use the right [ratio] of water",
+        "bring the water to a [boil]",
+        "cover the [pot] with a lid",
+        "cook it on low [heat]",
+        "let it [rest] for five minutes",
+        "fluff it with a [fork]",
+    ],
     "packing for a trip": [
-        "make a packing [list]", "roll your [clothes]", "pack a small [first-aid] kit",
-        "keep your [documents] in one place", "bring a phone [charger]",
-        "choose [shoes] you can walk in", "leave space for [souvenirs]"],
+        "make a packing [list]",
+        "roll your [clothes]",
+        "pack a small [first-aid] kit",
+        "keep your [documents] in one place",
+        "bring a phone [charger]",
+        "choose [shoes] you can walk in",
+        "leave space for [souvenirs]",
+    ],
     "keeping a laptop running well": [
-        "restart it [regularly]", "install [updates] promptly", "delete [files] you no longer need",
-        "keep the [vents] clear", "back up your [photos]", "close unused [tabs]",
-        "keep [drinks] away from the keyboard"],
+        "restart it [regularly]",
+        "install [updates] promptly",
+        "delete [files] you no longer need",
+        "keep the [vents] clear",
+        "back up your [photos]",
+        "close unused [tabs]",
+        "keep [drinks] away from the keyboard",
+    ],
     "making friends in a new city": [
-        "join a [club] or class", "say yes to [invitations]", "talk to your [neighbours]",
-        "volunteer for a local [cause]", "visit the same [cafe] often", "try [apps] for meeting people",
-        "invite [coworkers] for coffee"],
+        "join a [club] or class",
+        "say yes to [invitations]",
+        "talk to your [neighbours]",
+        "volunteer for a local [cause]",
+        "visit the same [cafe] often",
+        "try [apps] for meeting people",
+        "invite [coworkers] for coffee",
+    ],
     "taking care of a dog": [
-        "walk it every [day]", "give it fresh [water]", "take it to the [vet] once a year",
-        "brush its [coat] regularly", "feed it at set [times]", "play with [toys] together",
-        "train it with small [treats]"],
+        "walk it every [day]",
+        "give it fresh [water]",
+        "take it to the [vet] once a year",
+        "brush its [coat] regularly",
+        "feed it at set [times]",
+        "play with [toys] together",
+        "train it with small [treats]",
+    ],
     "keeping a kitchen clean": [
-        "wipe the [counters] after cooking", "wash the [dishes] right away", "empty the [bin] often",
-        "clean the [fridge] every week", "sweep the [floor] daily", "store food in sealed [containers]",
-        "replace your [sponge] often"],
+        "wipe the [counters] after cooking",
+        "wash the [dishes] right away",
+        "empty the [bin] often",
+        "clean the [fridge] every week",
+        "sweep the [floor] daily",
+        "store food in sealed [containers]",
+        "replace your [sponge] often",
+    ],
 }
 
-_KEY_SETS = [("topic", "tips", "count"), ("subject", "advice", "number_of_tips"), ("title", "items", "total"),
-             ("topic", "tips"), ("subject", "advice")]
-_CASE_TEXT = {"lower": ["all in lowercase letters", "using only lowercase letters"],
-              "upper": ["all in capital letters", "written entirely in uppercase"]}
+_KEY_SETS = [
+    ("topic", "tips", "count"),
+    ("subject", "advice", "number_of_tips"),
+    ("title", "items", "total"),
+    ("topic", "tips"),
+    ("subject", "advice"),
+]
+_CASE_TEXT = {
+    "lower": ["all in lowercase letters", "using only lowercase letters"],
+    "upper": ["all in capital letters", "written entirely in uppercase"],
+}
 _NUM_WORDS = ["zero", "one", "two", "three", "four", "five", "six"]
 
 
@@ -105,6 +203,7 @@ def _keyword(raw: str) -> str:
 
 
 # ----------------------------------------------------------------------------------- constraints
+
 
 def check_constraint(c: dict[str, Any], response: str) -> bool:
     """Whether `response` satisfies one constraint:
@@ -139,37 +238,36 @@ def _apply_case(text: str, case: str | None) -> str:
 # ("try a white noise machine before sleep") is on topic when it shares a word stem with them.
 RELATED: dict[str, str] = {
     "staying focused while studying": "study focus concentrate distraction exam homework notes revise timer "
-                                      "pomodoro break quiet library schedule goal task reading learn",
+    "pomodoro break quiet library schedule goal task reading learn",
     "sleeping better": "sleep bed bedtime night rest nap tired wake alarm pillow mattress caffeine routine relax "
-                       "noise dark melatonin evening dream",
+    "noise dark melatonin evening dream",
     "saving money on groceries": "money grocery groceries shop shopping store supermarket budget price cheap "
-                                 "coupon discount sale bulk spend food meal cart",
+    "coupon discount sale bulk spend food meal cart",
     "keeping a houseplant healthy": "plant houseplant water soil light sun leaf leaves root pot repot "
-                                    "fertilizer humidity prune window drainage grow",
+    "fertilizer humidity prune window drainage grow",
     "learning a new language": "language learn learning word vocabulary grammar speak speaking listen "
-                               "practice conversation app lesson tutor fluent pronunciation read write",
+    "practice conversation app lesson tutor fluent pronunciation read write",
     "running your first 5K": "run running runner race 5k jog jogging pace shoe stretch warm train training "
-                             "mile kilometer distance breath walk",
+    "mile kilometer distance breath walk",
     "making a good first impression": "impression meet meeting smile eye contact handshake greet name listen "
-                                      "polite confident dress posture conversation friendly punctual",
+    "polite confident dress posture conversation friendly punctual",
     "writing a clear email": "email subject recipient message paragraph sentence reply write writing tone "
-                             "point draft proofread greeting signature inbox short clear",
+    "point draft proofread greeting signature inbox short clear",
     "staying safe in hot weather": "heat hot sun sunscreen shade water hydrate drink hat cool fan temperature "
-                                   "sweat summer sunburn noon light clothing",
+    "sweat summer sunburn noon light clothing",
     "reducing stress at work": "stress work job task break breathe relax manager colleague deadline plan "
-                               "priority walk calm workload boundaries rest",
-    "cooking rice": "rice cook cooking water pot boil simmer lid heat grain rinse steam stove fluff ratio "
-                    "salt minutes",
+    "priority walk calm workload boundaries rest",
+    "cooking rice": "rice cook cooking water pot boil simmer lid heat grain rinse steam stove fluff ratio salt minutes",
     "packing for a trip": "pack packing trip travel suitcase bag luggage clothes list charger passport "
-                          "document shoes toiletries carry roll fold",
+    "document shoes toiletries carry roll fold",
     "keeping a laptop running well": "laptop computer update software restart battery file files storage "
-                                     "backup virus fan vent clean keyboard screen disk tab",
+    "backup virus fan vent clean keyboard screen disk tab",
     "making friends in a new city": "friend friends city club group meet meetup neighbour neighbor event "
-                                    "volunteer class coworker invite people social community",
+    "volunteer class coworker invite people social community",
     "taking care of a dog": "dog puppy walk walks food feed water vet exercise play toy treat train training "
-                            "groom brush leash",
+    "groom brush leash",
     "keeping a kitchen clean": "kitchen clean cleaning wipe counter dish dishes sink fridge floor sweep "
-                               "trash bin sponge spill tidy wash",
+    "trash bin sponge spill tidy wash",
 }
 
 # Every word the prompts' instructions use (the templates in `generate`), so copying the prompt
@@ -177,21 +275,27 @@ RELATED: dict[str, str] = {
 _INSTRUCTION_WORDS = frozenset(
     "give tips tip for use exactly bullet points point all in lowercase uppercase capital letters using only "
     "written entirely include the word words at most one single sentence and reply with a json object keys key "
-    "giving as here are is some".split() + _NUM_WORDS)
+    "giving as here are is some".split()
+    + _NUM_WORDS
+)
 # Function words: they make no tip by themselves.
-_STOP = frozenset("""a an the and or but if so to of in on at by for with from as into about it its it's
+_STOP = frozenset(
+    """a an the and or but if so to of in on at by for with from as into about it its it's
 is are be been am was were this that these those you your yours i me my we our they them their he she
 his her there here what which who how do does did can could would should will just also too very
 really not no yes sure okay ok please than then each every any all some more most less good great nice
-luck thanks thank hope helps hi hello hey well""".split())
+luck thanks thank hope helps hi hello hey well""".split()
+)
 # Vague words: a sentence made of them and the prompt's words says nothing ("There are many good
 # tips for sleeping better.", "Cooking rice is a worthy goal.").
-_VAGUE = frozenset("""many much lot lots thing things stuff way ways goal goals idea ideas important helpful
+_VAGUE = frozenset(
+    """many much lot lots thing things stuff way ways goal goals idea ideas important helpful
 useful easy hard simple different various several other another best better worse nice bad fine worthy
 everyone anyone someone something everything anything nothing always sometimes usually people person
 there's matter matters key keys help helps really quite lot advice suggestion suggestions
 recommend recommendation area topic question answer list following below above think know see let
-hmm tricky interesting""".split())
+hmm tricky interesting""".split()
+)
 # Actions: a tip says what to do, so it has one of these (in any form: "rinse", "rinsing", "rinses"),
 # unless it is one of the topic's own tips. Noun-only keyword soups ("water shade hat") are not tips.
 _ACTIONS = """add aim allow apply arrive ask avoid back bake become begin boil bring brush buy call carry change
@@ -247,12 +351,16 @@ def _stems(words: list[str] | str) -> set[str]:
 
 
 # Verbs any advice uses: they put no tip on a topic.
-_GENERIC = frozenset(stem(w) for w in """keep make take use get put go give say try let find choose start leave
-bring set have stay check add ask avoid write""".split())
+_GENERIC = frozenset(
+    stem(w)
+    for w in """keep make take use get put go give say try let find choose start leave
+bring set have stay check add ask avoid write""".split()
+)
 # Stems that put a tip on its topic: the topic's own words, its tips and `RELATED`, less `_GENERIC`.
 TOPIC_STEMS: dict[str, frozenset[str]] = {
     t: frozenset(_stems(" ".join([t, RELATED.get(t, "")] + [_tip(x) for x in tips])) - _GENERIC)
-    for t, tips in TOPICS.items()}
+    for t, tips in TOPICS.items()
+}
 _BANK = {t: [" ".join(_words(_tip(x))) for x in tips] for t, tips in TOPICS.items()}
 
 
@@ -340,8 +448,13 @@ def content_score(params: Params, response: str) -> float:
                 if k in ("topic", "subject", "title"):
                     fields_ok.append(isinstance(v, str) and bool(_stems(v) & _stems(topic or v)))
                 elif k in ("count", "number_of_tips", "total"):
-                    num = v if isinstance(v, int) and not isinstance(v, bool) else \
-                        int(v) if isinstance(v, str) and v.strip().isdigit() else None
+                    num = (
+                        v
+                        if isinstance(v, int) and not isinstance(v, bool)
+                        else int(v)
+                        if isinstance(v, str) and v.strip().isdigit()
+                        else None
+                    )
                     fields_ok.append(num == n == len(tips))
         else:
             tips = _items(response)
@@ -364,6 +477,7 @@ def content_score(params: Params, response: str) -> float:
 
 
 # ------------------------------------------------------------------------------------ generator
+
 
 def generate(rng: random.Random) -> Draft:
     """Tips on a topic as bullets, one sentence, or a JSON object, with 1-4 checkable constraints."""
@@ -414,19 +528,23 @@ def generate(rng: random.Random) -> Draft:
         n = rng.randint(2, 4)
         keys = list(rng.choice(_KEY_SETS))
         quoted = ", ".join(f'"{k}"' for k in keys[:-1]) + f' and "{keys[-1]}"'
-        user = rng.choice([f"Reply with a JSON object with the keys {quoted}, giving {n} tips for {topic}.",
-                           f"Give {n} tips for {topic} as a JSON object with the keys {quoted}."])
+        user = rng.choice(
+            [
+                f"Reply with a JSON object with the keys {quoted}, giving {n} tips for {topic}.",
+                f"Give {n} tips for {topic} as a JSON object with the keys {quoted}.",
+            ]
+        )
         cons.append({"kind": "json_keys", "keys": keys})
         params.update(tips=[_tip(t) for t in raw[:n]], keys=keys, case=None)
         budget = 25 + 10 * n
-    params.update(spare=[_tip(t) for t in raw[len(params["tips"]):]], constraints=cons, word_budget=budget)
+    params.update(spare=[_tip(t) for t in raw[len(params["tips"]) :]], constraints=cons, word_budget=budget)
     return Draft(user=user, params=params, system=maybe_system(rng))
 
 
 # -------------------------------------------------------------------------------------- answers
 
-def _bullets(params: Params, tips: list[str], rng: random.Random | None, case: str | None,
-             extra: str = "") -> str:
+
+def _bullets(params: Params, tips: list[str], rng: random.Random | None, case: str | None, extra: str = "") -> str:
     n, topic = params["constraints"][0]["n"], params["topic"]  # the count the prompt asked for
     lead = choose(rng, ["", f"Here are {n} tips for {topic}:", f"Here are {_NUM_WORDS[n]} tips:", "Sure!"])
     marker = choose(rng, ["-", "*", "1."])
@@ -444,9 +562,17 @@ def _sentence(params: Params, tips: list[str], rng: random.Random | None, case: 
 
 
 def _json(params: Params, keys: list[str], tips: list[str], rng: random.Random | None) -> str:
-    values = {"topic": params["topic"], "subject": params["topic"], "title": cap(params["topic"]),
-              "tips": tips, "advice": tips, "items": tips,
-              "count": len(tips), "number_of_tips": len(tips), "total": len(tips)}
+    values = {
+        "topic": params["topic"],
+        "subject": params["topic"],
+        "title": cap(params["topic"]),
+        "tips": tips,
+        "advice": tips,
+        "items": tips,
+        "count": len(tips),
+        "number_of_tips": len(tips),
+        "total": len(tips),
+    }
     obj = {k: values[k] for k in keys}
     style = choose(rng, ["compact", "indented", "fenced"])
     body = json.dumps(obj, indent=None if style == "compact" else 2, ensure_ascii=False)
@@ -464,6 +590,7 @@ def answer(params: Params, rng: random.Random | None = None) -> str:
 
 # --------------------------------------------------------------------------------------- grader
 
+
 def score(params: Params, response: str) -> dict[str, float]:
     """correctness: the content (`content_score`): real tips on the topic, in the number asked for
     where the format does not already count them; form without content ("a a a water", placeholder
@@ -472,11 +599,15 @@ def score(params: Params, response: str) -> dict[str, float]:
     conciseness: `conciseness_score(words, word_budget)` (the budget is within any word limit)."""
     cons = params["constraints"]
     ok = sum(check_constraint(c, response) for c in cons)
-    return {"correctness": content_score(params, response), "instruction_following": ok / len(cons),
-            "conciseness": conciseness_score(word_count(response), params["word_budget"])}
+    return {
+        "correctness": content_score(params, response),
+        "instruction_following": ok / len(cons),
+        "conciseness": conciseness_score(word_count(response), params["word_budget"]),
+    }
 
 
 # ---------------------------------------------------------------------------------- corruptions
+
 
 def _one_broken(params: Params, text: str) -> dict[str, Any] | None:
     broken = [c for c in params["constraints"] if not check_constraint(c, text)]
@@ -491,35 +622,66 @@ def _violated(params: Params, phrasing: int, rng: random.Random) -> Corrupted | 
         k = c["kind"]
         if k == "bullets":
             if c["n"] >= 3:
-                options.append((_bullets(params, tips[:-1], random.Random(phrasing), case),
-                                f"{c['n'] - 1} bullet points instead of {c['n']}"))
+                options.append(
+                    (
+                        _bullets(params, tips[:-1], random.Random(phrasing), case),
+                        f"{c['n'] - 1} bullet points instead of {c['n']}",
+                    )
+                )
             if "max_words" not in kinds:
-                options.append((_bullets(params, tips + params["spare"][:1], random.Random(phrasing), case),
-                                f"{c['n'] + 1} bullet points instead of {c['n']}"))
+                options.append(
+                    (
+                        _bullets(params, tips + params["spare"][:1], random.Random(phrasing), case),
+                        f"{c['n'] + 1} bullet points instead of {c['n']}",
+                    )
+                )
         elif k == "case":
             writer = _bullets if shape == "bullets" else _sentence
-            options.append((writer(params, tips, random.Random(phrasing), None),
-                            f"ignores the request to write in {c['case']}case"))
+            options.append(
+                (
+                    writer(params, tips, random.Random(phrasing), None),
+                    f"ignores the request to write in {c['case']}case",
+                )
+            )
         elif k == "keyword":
             swap = [t for t in params["spare"] if not mentions(t, c["word"])]
             new = [swap.pop(0) if mentions(t, c["word"]) and swap else t for t in tips]
             writer = _bullets if shape == "bullets" else _sentence
-            options.append((writer(params, new, random.Random(phrasing), case) if shape != "json"
-                            else _json(params, params["keys"], new, random.Random(phrasing)),
-                            f"leaves out the required word \"{c['word']}\""))
+            options.append(
+                (
+                    writer(params, new, random.Random(phrasing), case)
+                    if shape != "json"
+                    else _json(params, params["keys"], new, random.Random(phrasing)),
+                    f'leaves out the required word "{c["word"]}"',
+                )
+            )
         elif k == "max_words":
-            closing = ("These habits are simple, but if you keep them up every single day, "
-                       f"{params['topic']} will quickly become much easier for you. Start with the one "
-                       "that feels easiest, and add the others one at a time over the next few weeks.")
-            options.append((_bullets(params, tips, random.Random(phrasing), case, _apply_case(closing, case)),
-                            f"goes over the limit of {c['n']} words"))
+            closing = (
+                "These habits are simple, but if you keep them up every single day, "
+                f"{params['topic']} will quickly become much easier for you. Start with the one "
+                "that feels easiest, and add the others one at a time over the next few weeks."
+            )
+            options.append(
+                (
+                    _bullets(params, tips, random.Random(phrasing), case, _apply_case(closing, case)),
+                    f"goes over the limit of {c['n']} words",
+                )
+            )
         elif k == "sentences":
-            options.append((_sentence(params, tips + params["spare"][:1], random.Random(phrasing), case),
-                            "two sentences instead of one"))
+            options.append(
+                (
+                    _sentence(params, tips + params["spare"][:1], random.Random(phrasing), case),
+                    "two sentences instead of one",
+                )
+            )
         elif k == "json_keys":
             drop = rng.choice([x for x in c["keys"] if x not in ("tips", "advice", "items")])  # keep the content
-            options.append((_json(params, [x for x in c["keys"] if x != drop], tips, random.Random(phrasing)),
-                            f"the JSON object is missing the \"{drop}\" key"))
+            options.append(
+                (
+                    _json(params, [x for x in c["keys"] if x != drop], tips, random.Random(phrasing)),
+                    f'the JSON object is missing the "{drop}" key',
+                )
+            )
     rng.shuffle(options)
     for text, reason in options:
         if _one_broken(params, text) is not None:
@@ -550,8 +712,11 @@ def _truncated(params: Params, phrasing: int, rng: random.Random) -> Corrupted |
 def _a_for_new_words(params: Params, text: str) -> str:
     """`text` with every word the prompt does not use replaced by "a": the form kept, the content gone."""
     known = _prompt_stems(params)
-    return re.sub(r"[A-Za-z][A-Za-z'-]*", lambda m: m.group(0) if stem(m.group(0)) in known else
-                  _apply_case("a", params["case"]), text)
+    return re.sub(
+        r"[A-Za-z][A-Za-z'-]*",
+        lambda m: m.group(0) if stem(m.group(0)) in known else _apply_case("a", params["case"]),
+        text,
+    )
 
 
 def _form_only(params: Params, phrasing: int, rng: random.Random) -> Corrupted | None:
@@ -560,18 +725,34 @@ def _form_only(params: Params, phrasing: int, rng: random.Random) -> Corrupted |
     kw = next((c["word"] for c in params["constraints"] if c["kind"] == "keyword"), "")
     options = [(_a_for_new_words(params, good), "the requested form, but every word of its own replaced by 'a'")]
     if shape == "json":
-        fillers = [(["string"] * n, "placeholder values"), ([f"tip {i}" for i in range(1, n + 1)], "placeholders"),
-                   ([""] * n, "empty strings"), (["..."] * n, "ellipses")]
+        fillers = [
+            (["string"] * n, "placeholder values"),
+            ([f"tip {i}" for i in range(1, n + 1)], "placeholders"),
+            ([""] * n, "empty strings"),
+            (["..."] * n, "ellipses"),
+        ]
         for filler, why in fillers:
-            options.append((_json(params, params["keys"], filler, random.Random(phrasing)),
-                            f"valid JSON with the right keys, but {why} instead of tips"))
+            options.append(
+                (
+                    _json(params, params["keys"], filler, random.Random(phrasing)),
+                    f"valid JSON with the right keys, but {why} instead of tips",
+                )
+            )
     elif shape == "bullets":
         copied = [f"{topic} tip {i}" + (f" {kw}" if kw and i == 1 else "") for i in range(1, n + 1)]
-        options.append((_bullets(params, copied, random.Random(phrasing), case),
-                        "the requested bullets, filled with the prompt's own words"))
+        options.append(
+            (
+                _bullets(params, copied, random.Random(phrasing), case),
+                "the requested bullets, filled with the prompt's own words",
+            )
+        )
     else:
-        options.append((_apply_case(f"Here is one tip for {topic}" + (f" with the word {kw}." if kw else "."), case),
-                        "one sentence that only repeats the prompt"))
+        options.append(
+            (
+                _apply_case(f"Here is one tip for {topic}" + (f" with the word {kw}." if kw else "."), case),
+                "one sentence that only repeats the prompt",
+            )
+        )
     rng.shuffle(options)
     for text, reason in options:
         if text != good and all(check_constraint(c, text) for c in params["constraints"]):
@@ -591,6 +772,10 @@ FAMILY = Family(
     generate=generate,
     score=score,
     answer=answer,
-    corruptions={"violated_constraint": (4.0, _violated), "truncated": (1.5, _truncated),
-                 "form_without_content": (2.0, _form_only), "non_answer": (0.75, _non_answer)},
+    corruptions={
+        "violated_constraint": (4.0, _violated),
+        "truncated": (1.5, _truncated),
+        "form_without_content": (2.0, _form_only),
+        "non_answer": (0.75, _non_answer),
+    },
 )

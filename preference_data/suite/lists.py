@@ -14,30 +14,114 @@ import random
 import re
 from functools import lru_cache
 
-from .base import (Corrupted, Draft, Family, Params, cap, choose, hedge, maybe_system, negate, non_answer, pad,
-                   truncate_before)
+from .base import (
+    Corrupted,
+    Draft,
+    Family,
+    Params,
+    cap,
+    choose,
+    hedge,
+    maybe_system,
+    negate,
+    non_answer,
+    pad,
+    truncate_before,
+)
 from .scoring import conciseness_score
 from .text import committed_choice, committed_list, list_blocks, normalize, word_count
 
 WORDS = {
-    "fruits": ["apple", "banana", "cherry", "grape", "kiwi", "lemon", "mango", "melon", "peach", "pear",
-               "plum", "fig", "lime", "papaya", "apricot", "guava"],
-    "animals": ["cat", "dog", "horse", "tiger", "zebra", "rabbit", "mouse", "eagle", "shark", "whale",
-                "otter", "panda", "camel", "goat", "wolf", "fox"],
-    "colors": ["red", "blue", "green", "yellow", "purple", "pink", "brown", "black", "white", "gray",
-               "silver", "gold", "teal", "violet", "beige", "navy"],
-    "cities": ["Paris", "Tokyo", "Cairo", "Lima", "Oslo", "Rome", "Dublin", "Madrid", "Berlin", "Vienna",
-               "Prague", "Athens", "Seoul", "Delhi", "Sydney", "Toronto"],
+    "fruits": [
+        "apple",
+        "banana",
+        "cherry",
+        "grape",
+        "kiwi",
+        "lemon",
+        "mango",
+        "melon",
+        "peach",
+        "pear",
+        "plum",
+        "fig",
+        "lime",
+        "papaya",
+        "apricot",
+        "guava",
+    ],
+    "animals": [
+        "cat",
+        "dog",
+        "horse",
+        "tiger",
+        "zebra",
+        "rabbit",
+        "mouse",
+        "eagle",
+        "shark",
+        "whale",
+        "otter",
+        "panda",
+        "camel",
+        "goat",
+        "wolf",
+        "fox",
+    ],
+    "colors": [
+        "red",
+        "blue",
+        "green",
+        "yellow",
+        "purple",
+        "pink",
+        "brown",
+        "black",
+        "white",
+        "gray",
+        "silver",
+        "gold",
+        "teal",
+        "violet",
+        "beige",
+        "navy",
+    ],
+    "cities": [
+        "Paris",
+        "Tokyo",
+        "Cairo",
+        "Lima",
+        "Oslo",
+        "Rome",
+        "Dublin",
+        "Madrid",
+        "Berlin",
+        "Vienna",
+        "Prague",
+        "Athens",
+        "Seoul",
+        "Delhi",
+        "Sydney",
+        "Toronto",
+    ],
 }
 ORDINALS = ["first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth"]
 
 _TASKS = {
     "sort_alpha": ["Sort these {cat} in alphabetical order: {L}.", "Put these {cat} in alphabetical order: {L}."],
-    "sort_asc": ["Sort these numbers from smallest to largest: {L}.", "Arrange these numbers in increasing order: {L}."],
-    "sort_desc": ["Sort these numbers from largest to smallest: {L}.", "Arrange these numbers in decreasing order: {L}."],
+    "sort_asc": [
+        "Sort these numbers from smallest to largest: {L}.",
+        "Arrange these numbers in increasing order: {L}.",
+    ],
+    "sort_desc": [
+        "Sort these numbers from largest to smallest: {L}.",
+        "Arrange these numbers in decreasing order: {L}.",
+    ],
     "reverse": ["Reverse the order of this list: {L}.", "Write this list backwards, last item first: {L}."],
-    "dedupe": ["Remove the duplicates from this list, keeping the first time each item appears: {L}.",
-               "Remove the repeated items from this list (keep each first occurrence): {L}."],
+    "dedupe": [
+        "Remove the duplicates from this list, keeping the first time each item appears: {L}.",
+        "Remove the repeated items from this list (keep each first occurrence): {L}.",
+    ],
     "kth": ["What is the {ord} item in this list: {L}?", "Which item comes {ord} in this list: {L}?"],
 }
 FORMATS = {
@@ -72,7 +156,9 @@ def _expected(op: str, items: list[str], k: int) -> list[str]:
 def generate(rng: random.Random) -> Draft:
     """A list of 4-7 words or numbers, an operation, and (for whole-list answers) a layout."""
     numeric = rng.random() < 0.4
-    ops = ["sort_asc", "sort_desc", "reverse", "dedupe", "kth"] if numeric else ["sort_alpha", "reverse", "dedupe", "kth"]
+    ops = (
+        ["sort_asc", "sort_desc", "reverse", "dedupe", "kth"] if numeric else ["sort_alpha", "reverse", "dedupe", "kth"]
+    )
     op = rng.choice(ops)
     n = rng.randint(4, 7)
     if numeric:
@@ -96,12 +182,20 @@ def generate(rng: random.Random) -> Draft:
     user = rng.choice(_TASKS[op]).format(cat=cat, L=", ".join(items), ord=ORDINALS[k - 1] if k else "")
     if fmt:
         user += " " + rng.choice(FORMATS[fmt])
-    params = {"op": op, "category": cat, "items": items, "k": k, "format": fmt,
-              "expected": _expected(op, items, k), "word_budget": 15 if op == "kth" else 12 + 2 * n}
+    params = {
+        "op": op,
+        "category": cat,
+        "items": items,
+        "k": k,
+        "format": fmt,
+        "expected": _expected(op, items, k),
+        "word_budget": 15 if op == "kth" else 12 + 2 * n,
+    }
     return Draft(user=user, params=params, system=maybe_system(rng))
 
 
 # ------------------------------------------------------------------------------------ answers
+
 
 def _display(params: Params, low: list[str]) -> list[str]:
     return [x.capitalize() if params["category"] == "cities" else x for x in low]
@@ -121,7 +215,9 @@ def _write(params: Params, result: list[str], rng: random.Random | None, fmt: st
     shown = _display(params, result)
     if params["op"] == "kth":
         x, o = shown[0], ORDINALS[params["k"] - 1]
-        return choose(rng, [f"The {o} item is {x}.", f"{cap(x)}.", f"It's {x}.", f"The {o} item in the list is **{x}**."])
+        return choose(
+            rng, [f"The {o} item is {x}.", f"{cap(x)}.", f"It's {x}.", f"The {o} item in the list is **{x}**."]
+        )
     lead = choose(rng, _LEADS[params["op"]])
     marker = choose(rng, ["-", "*"])
     return _layout(shown, fmt or params["format"], lead, marker)
@@ -142,7 +238,7 @@ _POSITION_RE = re.compile(r"\b(?:item|number|position|place|no\.)[^\S\n]*#?[^\S\
 @lru_cache(maxsize=4096)
 def _restated_re(items: tuple[str, ...]) -> re.Pattern[str]:
     low = [re.escape(x.lower()) for x in items]
-    runs = [_SEP.join(low[i:i + n]) for n in range(len(low), 2, -1) for i in range(len(low) - n + 1)]
+    runs = [_SEP.join(low[i : i + n]) for n in range(len(low), 2, -1) for i in range(len(low) - n + 1)]
     return re.compile(r"(?<![\w])[\"']?(?:" + "|".join(runs) + r")(?![\w])", re.I)
 
 
@@ -184,6 +280,7 @@ def score(params: Params, response: str) -> dict[str, float]:
 
 # ---------------------------------------------------------------------------------- corruptions
 
+
 def _wrong_value(params: Params, phrasing: int, rng: random.Random) -> Corrupted | None:
     exp, op = list(params["expected"]), params["op"]
     low = [x.lower() for x in params["items"]]
@@ -193,8 +290,10 @@ def _wrong_value(params: Params, phrasing: int, rng: random.Random) -> Corrupted
         if not cands:
             return None
         j = rng.choice(cands)
-        return Corrupted(_write(params, [low[j - 1]], random.Random(phrasing)),
-                         f"gives the {ORDINALS[j - 1]} item ({low[j - 1]}) instead of the {ORDINALS[k - 1]} ({exp[0]})")
+        return Corrupted(
+            _write(params, [low[j - 1]], random.Random(phrasing)),
+            f"gives the {ORDINALS[j - 1]} item ({low[j - 1]}) instead of the {ORDINALS[k - 1]} ({exp[0]})",
+        )
     if op == "dedupe" and rng.random() < 0.5:
         dups = [x for x in exp if low.count(x) > 1]
         x = rng.choice(dups)
@@ -203,7 +302,11 @@ def _wrong_value(params: Params, phrasing: int, rng: random.Random) -> Corrupted
             why = f"removes every copy of {x}, including the first"
         else:
             second = [i for i, y in enumerate(low) if y == x][1]
-            wrong = list(dict.fromkeys(low[:second])) + [x] + [y for y in dict.fromkeys(low[second + 1:]) if y not in low[:second]]
+            wrong = (
+                list(dict.fromkeys(low[:second]))
+                + [x]
+                + [y for y in dict.fromkeys(low[second + 1 :]) if y not in low[:second]]
+            )
             why = f"keeps a second copy of {x}"
         if wrong == exp:
             return None
@@ -211,9 +314,11 @@ def _wrong_value(params: Params, phrasing: int, rng: random.Random) -> Corrupted
     i = rng.randrange(len(exp) - 1)
     if exp[i] == exp[i + 1]:
         return None
-    wrong = exp[:i] + [exp[i + 1], exp[i]] + exp[i + 2:]
-    return Corrupted(_write(params, wrong, random.Random(phrasing)),
-                     f"puts {exp[i + 1]} before {exp[i]}, so the order is wrong in one place")
+    wrong = exp[:i] + [exp[i + 1], exp[i]] + exp[i + 2 :]
+    return Corrupted(
+        _write(params, wrong, random.Random(phrasing)),
+        f"puts {exp[i + 1]} before {exp[i]}, so the order is wrong in one place",
+    )
 
 
 def _violated(params: Params, phrasing: int, rng: random.Random) -> Corrupted | None:
@@ -221,8 +326,10 @@ def _violated(params: Params, phrasing: int, rng: random.Random) -> Corrupted | 
         return None
     other = rng.choice([f for f in sorted(FORMATS) if f != params["format"]])
     names = {"comma": "a comma-separated line", "numbered": "a numbered list", "bullets": "a bulleted list"}
-    return Corrupted(_write(params, params["expected"], random.Random(phrasing), fmt=other),
-                     f"right items, but written as {names[other]} instead of {names[params['format']]}")
+    return Corrupted(
+        _write(params, params["expected"], random.Random(phrasing), fmt=other),
+        f"right items, but written as {names[other]} instead of {names[params['format']]}",
+    )
 
 
 def _truncated(params: Params, phrasing: int, rng: random.Random) -> Corrupted | None:
@@ -253,12 +360,16 @@ _FILLERS = {
     "dedupe": "Removing duplicates means keeping each item only once, in the order it first appeared.",
     "kth": "To find it, I counted the items one by one from the start of the list.",
 }
-_GENERIC = ["I went through the whole list carefully and checked every item twice.",
-            "This kind of task is simple once you take it one item at a time.",
-            "I double-checked the result against the original list.",
-            "Lists like this are easy to check by reading them out loud one item at a time."]
-_CLOSERS = ["Let me know if you would like the result in a different format or order.",
-            "I hope this helps, and feel free to ask if you have any other questions about lists."]
+_GENERIC = [
+    "I went through the whole list carefully and checked every item twice.",
+    "This kind of task is simple once you take it one item at a time.",
+    "I double-checked the result against the original list.",
+    "Lists like this are easy to check by reading them out loud one item at a time.",
+]
+_CLOSERS = [
+    "Let me know if you would like the result in a different format or order.",
+    "I hope this helps, and feel free to ask if you have any other questions about lists.",
+]
 
 _OPENERS = ["Sure, I can help you with this list task.", "This is a simple task, so let's go through it together."]
 
@@ -296,8 +407,14 @@ def _negated(params: Params, phrasing: int, rng: random.Random) -> Corrupted | N
 
 
 def _non_answer(params: Params, phrasing: int, rng: random.Random) -> Corrupted | None:
-    what = {"sort_alpha": "sorted", "sort_asc": "sorted", "sort_desc": "sorted", "reverse": "reversed",
-            "dedupe": "without duplicates", "kth": "counted"}[params["op"]]
+    what = {
+        "sort_alpha": "sorted",
+        "sort_asc": "sorted",
+        "sort_desc": "sorted",
+        "reverse": "reversed",
+        "dedupe": "without duplicates",
+        "kth": "counted",
+    }[params["op"]]
     return non_answer([f"This list has {len(params['items'])} items.", f"The list needs to be {what}."], rng)
 
 
@@ -308,7 +425,13 @@ FAMILY = Family(
     generate=generate,
     score=score,
     answer=answer,
-    corruptions={"wrong_value": (3.0, _wrong_value), "violated_constraint": (2.0, _violated),
-                 "padding": (1.5, _padding), "truncated": (1.5, _truncated), "hedged": (1.0, _hedged),
-                 "negated": (0.75, _negated), "non_answer": (0.75, _non_answer)},
+    corruptions={
+        "wrong_value": (3.0, _wrong_value),
+        "violated_constraint": (2.0, _violated),
+        "padding": (1.5, _padding),
+        "truncated": (1.5, _truncated),
+        "hedged": (1.0, _hedged),
+        "negated": (0.75, _negated),
+        "non_answer": (0.75, _non_answer),
+    },
 )

@@ -49,8 +49,11 @@ class Grade:
 
     def to_dict(self) -> dict[str, Any]:
         """Flat JSON-ready form: the objective scores plus `overall` and `refused`."""
-        return {**{k: round(v, 4) for k, v in self.scores.items()},
-                "overall": round(self.overall, 4), "refused": self.refused}
+        return {
+            **{k: round(v, 4) for k, v in self.scores.items()},
+            "overall": round(self.overall, 4),
+            "refused": self.refused,
+        }
 
 
 # The objective that says whether the task was done at all, in order of preference among those a

@@ -10,75 +10,154 @@ from __future__ import annotations
 import random
 from functools import lru_cache
 
-from .base import (Corrupted, Draft, Family, Params, cap, choose, hedge, maybe_system, negate, non_answer, pad,
-                   truncate_before)
+from .base import (
+    Corrupted,
+    Draft,
+    Family,
+    Params,
+    cap,
+    choose,
+    hedge,
+    maybe_system,
+    negate,
+    non_answer,
+    pad,
+    truncate_before,
+)
 from .scoring import conciseness_score
 from .text import asserted_numbers, committed_choice, number_words, word_count
 
 # (category, subject, answer, plausible wrong answer)
-_CAPITALS = [("Japan", "Tokyo", "Osaka"), ("France", "Paris", "Lyon"), ("Italy", "Rome", "Milan"),
-             ("Spain", "Madrid", "Barcelona"), ("Germany", "Berlin", "Munich"), ("Canada", "Ottawa", "Toronto"),
-             ("Australia", "Canberra", "Sydney"), ("Brazil", "Brasilia", "Rio de Janeiro"),
-             ("Turkey", "Ankara", "Istanbul"), ("Egypt", "Cairo", "Alexandria"), ("Kenya", "Nairobi", "Mombasa"),
-             ("India", "New Delhi", "Mumbai"), ("China", "Beijing", "Shanghai"), ("Russia", "Moscow", "Saint Petersburg"),
-             ("Mexico", "Mexico City", "Guadalajara"), ("Argentina", "Buenos Aires", "Cordoba"),
-             ("Norway", "Oslo", "Bergen"), ("Sweden", "Stockholm", "Gothenburg"), ("Portugal", "Lisbon", "Porto"),
-             ("Greece", "Athens", "Thessaloniki"), ("Poland", "Warsaw", "Krakow"), ("Peru", "Lima", "Cusco"),
-             ("Morocco", "Rabat", "Casablanca"), ("Vietnam", "Hanoi", "Ho Chi Minh City"),
-             ("South Korea", "Seoul", "Busan"), ("New Zealand", "Wellington", "Auckland"),
-             ("Switzerland", "Bern", "Zurich"), ("Nigeria", "Abuja", "Lagos"), ("Ireland", "Dublin", "Cork"),
-             ("Austria", "Vienna", "Salzburg")]
-_INSTRUMENTS = [("thermometer", "temperature", "air pressure"), ("barometer", "air pressure", "temperature"),
-                ("speedometer", "speed", "distance"), ("odometer", "distance traveled", "speed"),
-                ("hygrometer", "humidity", "wind speed"), ("anemometer", "wind speed", "humidity"),
-                ("seismograph", "earthquakes", "volcanoes"), ("ammeter", "electric current", "voltage"),
-                ("voltmeter", "voltage", "electric current"), ("altimeter", "altitude", "depth"),
-                ("pedometer", "steps", "heart rate"), ("stopwatch", "elapsed time", "distance")]
-_YOUNG = [("cow", "calf", "foal"), ("dog", "puppy", "kitten"), ("cat", "kitten", "puppy"), ("horse", "foal", "calf"),
-          ("sheep", "lamb", "kid"), ("goat", "kid", "lamb"), ("kangaroo", "joey", "cub"), ("frog", "tadpole", "larva"),
-          ("duck", "duckling", "chick"), ("bear", "cub", "pup"), ("swan", "cygnet", "duckling"), ("deer", "fawn", "calf"),
-          ("owl", "owlet", "chick"), ("pig", "piglet", "calf"), ("goose", "gosling", "duckling")]
-_COUNTS = [("days are in a week", "7", "6", "There are {a} days in a week."),
-           ("months are in a year", "12", "10", "There are {a} months in a year."),
-           ("hours are in a day", "24", "12", "There are {a} hours in a day."),
-           ("minutes are in an hour", "60", "100", "There are {a} minutes in an hour."),
-           ("legs does a spider have", "8", "6", "A spider has {a} legs."),
-           ("legs does an insect have", "6", "8", "An insect has {a} legs."),
-           ("sides does a hexagon have", "6", "8", "A hexagon has {a} sides."),
-           ("sides does a pentagon have", "5", "6", "A pentagon has {a} sides."),
-           ("planets are in the solar system", "8", "9", "There are {a} planets in the solar system."),
-           ("continents are there", "7", "6", "There are {a} continents."),
-           ("days are in a leap year", "366", "365", "A leap year has {a} days."),
-           ("players are on a soccer team on the field", "11", "10", "A soccer team has {a} players on the field."),
-           ("strings does a standard guitar have", "6", "4", "A standard guitar has {a} strings."),
-           ("weeks are in a year", "52", "48", "There are {a} weeks in a year."),
-           ("seconds are in a minute", "60", "100", "There are {a} seconds in a minute."),
-           ("degrees are in a right angle", "90", "180", "A right angle has {a} degrees."),
-           ("colors are in a rainbow", "7", "6", "A rainbow has {a} colors.")]
-_MIXES = [("blue", "yellow", "green", "purple"), ("red", "yellow", "orange", "brown"),
-          ("red", "blue", "purple", "green"), ("red", "white", "pink", "orange"),
-          ("black", "white", "gray", "silver"), ("blue", "white", "light blue", "gray")]
-_MISC = [("What is the largest planet in our solar system?", "Jupiter", "Saturn",
-          "The largest planet in our solar system is {a}."),
-         ("Which planet is known as the Red Planet?", "Mars", "Venus", "{a} is known as the Red Planet."),
-         ("What is the largest ocean on Earth?", "the Pacific Ocean", "the Atlantic Ocean", "The largest ocean is {a}."),
-         ("What is the tallest mountain in the world?", "Mount Everest", "K2", "The tallest mountain is {a}."),
-         ("What gas do plants take in from the air to make food?", "carbon dioxide", "oxygen",
-          "Plants take in {a} from the air."),
-         ("At what temperature does water boil at sea level, in degrees Celsius?", "100", "90",
-          "Water boils at {a} degrees Celsius at sea level."),
-         ("At what temperature does water freeze, in degrees Celsius?", "0", "4", "Water freezes at {a} degrees Celsius."),
-         ("What is the chemical symbol for gold?", "Au", "Ag", "The chemical symbol for gold is {a}."),
-         ("What is the chemical symbol for iron?", "Fe", "Ir", "The chemical symbol for iron is {a}."),
-         ("What is the longest river in South America?", "the Amazon", "the Parana", "The longest river in South America is {a}."),
-         ("Which organ pumps blood around the body?", "the heart", "the lungs", "{A} pumps blood around the body."),
-         ("What is the hardest natural substance?", "diamond", "quartz", "The hardest natural substance is {a}."),
-         ("What is the closest star to Earth?", "the Sun", "Proxima Centauri", "The closest star to Earth is {a}."),
-         ("Who wrote Romeo and Juliet?", "William Shakespeare", "Charles Dickens", "Romeo and Juliet was written by {a}."),
-         ("What is the main language spoken in Brazil?", "Portuguese", "Spanish", "The main language of Brazil is {a}."),
-         ("How many bones are in the adult human body?", "206", "208", "An adult human body has {a} bones."),
-         ("What do bees make from nectar?", "honey", "wax", "Bees make {a} from nectar."),
-         ("Which animal is the largest mammal on Earth?", "the blue whale", "the elephant", "The largest mammal is {a}.")]
+_CAPITALS = [
+    ("Japan", "Tokyo", "Osaka"),
+    ("France", "Paris", "Lyon"),
+    ("Italy", "Rome", "Milan"),
+    ("Spain", "Madrid", "Barcelona"),
+    ("Germany", "Berlin", "Munich"),
+    ("Canada", "Ottawa", "Toronto"),
+    ("Australia", "Canberra", "Sydney"),
+    ("Brazil", "Brasilia", "Rio de Janeiro"),
+    ("Turkey", "Ankara", "Istanbul"),
+    ("Egypt", "Cairo", "Alexandria"),
+    ("Kenya", "Nairobi", "Mombasa"),
+    ("India", "New Delhi", "Mumbai"),
+    ("China", "Beijing", "Shanghai"),
+    ("Russia", "Moscow", "Saint Petersburg"),
+    ("Mexico", "Mexico City", "Guadalajara"),
+    ("Argentina", "Buenos Aires", "Cordoba"),
+    ("Norway", "Oslo", "Bergen"),
+    ("Sweden", "Stockholm", "Gothenburg"),
+    ("Portugal", "Lisbon", "Porto"),
+    ("Greece", "Athens", "Thessaloniki"),
+    ("Poland", "Warsaw", "Krakow"),
+    ("Peru", "Lima", "Cusco"),
+    ("Morocco", "Rabat", "Casablanca"),
+    ("Vietnam", "Hanoi", "Ho Chi Minh City"),
+    ("South Korea", "Seoul", "Busan"),
+    ("New Zealand", "Wellington", "Auckland"),
+    ("Switzerland", "Bern", "Zurich"),
+    ("Nigeria", "Abuja", "Lagos"),
+    ("Ireland", "Dublin", "Cork"),
+    ("Austria", "Vienna", "Salzburg"),
+]
+_INSTRUMENTS = [
+    ("thermometer", "temperature", "air pressure"),
+    ("barometer", "air pressure", "temperature"),
+    ("speedometer", "speed", "distance"),
+    ("odometer", "distance traveled", "speed"),
+    ("hygrometer", "humidity", "wind speed"),
+    ("anemometer", "wind speed", "humidity"),
+    ("seismograph", "earthquakes", "volcanoes"),
+    ("ammeter", "electric current", "voltage"),
+    ("voltmeter", "voltage", "electric current"),
+    ("altimeter", "altitude", "depth"),
+    ("pedometer", "steps", "heart rate"),
+    ("stopwatch", "elapsed time", "distance"),
+]
+_YOUNG = [
+    ("cow", "calf", "foal"),
+    ("dog", "puppy", "kitten"),
+    ("cat", "kitten", "puppy"),
+    ("horse", "foal", "calf"),
+    ("sheep", "lamb", "kid"),
+    ("goat", "kid", "lamb"),
+    ("kangaroo", "joey", "cub"),
+    ("frog", "tadpole", "larva"),
+    ("duck", "duckling", "chick"),
+    ("bear", "cub", "pup"),
+    ("swan", "cygnet", "duckling"),
+    ("deer", "fawn", "calf"),
+    ("owl", "owlet", "chick"),
+    ("pig", "piglet", "calf"),
+    ("goose", "gosling", "duckling"),
+]
+_COUNTS = [
+    ("days are in a week", "7", "6", "There are {a} days in a week."),
+    ("months are in a year", "12", "10", "There are {a} months in a year."),
+    ("hours are in a day", "24", "12", "There are {a} hours in a day."),
+    ("minutes are in an hour", "60", "100", "There are {a} minutes in an hour."),
+    ("legs does a spider have", "8", "6", "A spider has {a} legs."),
+    ("legs does an insect have", "6", "8", "An insect has {a} legs."),
+    ("sides does a hexagon have", "6", "8", "A hexagon has {a} sides."),
+    ("sides does a pentagon have", "5", "6", "A pentagon has {a} sides."),
+    ("planets are in the solar system", "8", "9", "There are {a} planets in the solar system."),
+    ("continents are there", "7", "6", "There are {a} continents."),
+    ("days are in a leap year", "366", "365", "A leap year has {a} days."),
+    ("players are on a soccer team on the field", "11", "10", "A soccer team has {a} players on the field."),
+    ("strings does a standard guitar have", "6", "4", "A standard guitar has {a} strings."),
+    ("weeks are in a year", "52", "48", "There are {a} weeks in a year."),
+    ("seconds are in a minute", "60", "100", "There are {a} seconds in a minute."),
+    ("degrees are in a right angle", "90", "180", "A right angle has {a} degrees."),
+    ("colors are in a rainbow", "7", "6", "A rainbow has {a} colors."),
+]
+_MIXES = [
+    ("blue", "yellow", "green", "purple"),
+    ("red", "yellow", "orange", "brown"),
+    ("red", "blue", "purple", "green"),
+    ("red", "white", "pink", "orange"),
+    ("black", "white", "gray", "silver"),
+    ("blue", "white", "light blue", "gray"),
+]
+_MISC = [
+    (
+        "What is the largest planet in our solar system?",
+        "Jupiter",
+        "Saturn",
+        "The largest planet in our solar system is {a}.",
+    ),
+    ("Which planet is known as the Red Planet?", "Mars", "Venus", "{a} is known as the Red Planet."),
+    ("What is the largest ocean on Earth?", "the Pacific Ocean", "the Atlantic Ocean", "The largest ocean is {a}."),
+    ("What is the tallest mountain in the world?", "Mount Everest", "K2", "The tallest mountain is {a}."),
+    (
+        "What gas do plants take in from the air to make food?",
+        "carbon dioxide",
+        "oxygen",
+        "Plants take in {a} from the air.",
+    ),
+    (
+        "At what temperature does water boil at sea level, in degrees Celsius?",
+        "100",
+        "90",
+        "Water boils at {a} degrees Celsius at sea level.",
+    ),
+    ("At what temperature does water freeze, in degrees Celsius?", "0", "4", "Water freezes at {a} degrees Celsius."),
+    ("What is the chemical symbol for gold?", "Au", "Ag", "The chemical symbol for gold is {a}."),
+    ("What is the chemical symbol for iron?", "Fe", "Ir", "The chemical symbol for iron is {a}."),
+    (
+        "What is the longest river in South America?",
+        "the Amazon",
+        "the Parana",
+        "The longest river in South America is {a}.",
+    ),
+    ("Which organ pumps blood around the body?", "the heart", "the lungs", "{A} pumps blood around the body."),
+    ("What is the hardest natural substance?", "diamond", "quartz", "The hardest natural substance is {a}."),
+    ("What is the closest star to Earth?", "the Sun", "Proxima Centauri", "The closest star to Earth is {a}."),
+    ("Who wrote Romeo and Juliet?", "William Shakespeare", "Charles Dickens", "Romeo and Juliet was written by {a}."),
+    ("What is the main language spoken in Brazil?", "Portuguese", "Spanish", "The main language of Brazil is {a}."),
+    ("How many bones are in the adult human body?", "206", "208", "An adult human body has {a} bones."),
+    ("What do bees make from nectar?", "honey", "wax", "Bees make {a} from nectar."),
+    ("Which animal is the largest mammal on Earth?", "the blue whale", "the elephant", "The largest mammal is {a}."),
+]
 
 _Q = {
     "capital": ["What is the capital of {s}?", "Which city is the capital of {s}?", "Name the capital of {s}."],
@@ -118,10 +197,18 @@ _SENTENCE = {s: t for s, _, _, t in _COUNTS} | {q: t for q, _, _, t in _MISC}
 
 
 # Other accepted spellings of an answer, besides the number in words and dropping a leading "the".
-_ALIASES = {"Mount Everest": ["Everest"], "William Shakespeare": ["Shakespeare"], "carbon dioxide": ["CO2"],
-            "Brasilia": ["Brasília"], "distance traveled": ["distance travelled", "distance"],
-            "elapsed time": ["time"], "the Pacific Ocean": ["Pacific"], "the Atlantic Ocean": ["Atlantic"],
-            "Rio de Janeiro": ["Rio"], "Bogota": ["Bogotá"]}
+_ALIASES = {
+    "Mount Everest": ["Everest"],
+    "William Shakespeare": ["Shakespeare"],
+    "carbon dioxide": ["CO2"],
+    "Brasilia": ["Brasília"],
+    "distance traveled": ["distance travelled", "distance"],
+    "elapsed time": ["time"],
+    "the Pacific Ocean": ["Pacific"],
+    "the Atlantic Ocean": ["Atlantic"],
+    "Rio de Janeiro": ["Rio"],
+    "Bogota": ["Bogotá"],
+}
 
 
 def accepted(value: str) -> list[str]:
@@ -141,8 +228,15 @@ def generate(rng: random.Random) -> Draft:
     q = rng.choice(_Q[cat]).format(s=subject)
     prefix = rng.choice(_PREFIXES)
     user = prefix + (q[0].lower() + q[1:] if prefix.endswith(": ") else q)
-    params = {"category": cat, "subject": subject, "answer": ans, "wrong": wrong,
-              "accepted": accepted(ans), "rejected": accepted(wrong), "word_budget": 15}
+    params = {
+        "category": cat,
+        "subject": subject,
+        "answer": ans,
+        "wrong": wrong,
+        "accepted": accepted(ans),
+        "rejected": accepted(wrong),
+        "word_budget": 15,
+    }
     return Draft(user=user, params=params, system=maybe_system(rng))
 
 
@@ -177,8 +271,9 @@ def candidates(params: Params) -> dict[str, list[str]]:
 
 
 @lru_cache(maxsize=4096)
-def _candidates(category: str | None, right_spellings: tuple[str, ...], wrong_spellings: tuple[str, ...]
-                ) -> tuple[tuple[str, list[str]], ...]:
+def _candidates(
+    category: str | None, right_spellings: tuple[str, ...], wrong_spellings: tuple[str, ...]
+) -> tuple[tuple[str, list[str]], ...]:
     right = [a.lower() for a in right_spellings]
     out: dict[str, list[str]] = {"right": list(right_spellings)}
     out["wrong"] = [w for w in wrong_spellings if w.lower() not in right]
@@ -200,30 +295,42 @@ def score(params: Params, response: str) -> dict[str, float]:
     number = str(params.get("answer", ""))
     if got == "right" and number.isdigit() and any(n != float(number) for n in asserted_numbers(response)):
         got = None
-    return {"correctness": 1.0 if got == "right" else 0.0,
-            "conciseness": conciseness_score(word_count(response), params["word_budget"])}
+    return {
+        "correctness": 1.0 if got == "right" else 0.0,
+        "conciseness": conciseness_score(word_count(response), params["word_budget"]),
+    }
 
 
 def _wrong_value(params: Params, phrasing: int, rng: random.Random) -> Corrupted | None:
-    return Corrupted(_write(params, params["wrong"], random.Random(phrasing)),
-                     f"states {params['wrong']} instead of {params['answer']}")
+    return Corrupted(
+        _write(params, params["wrong"], random.Random(phrasing)),
+        f"states {params['wrong']} instead of {params['answer']}",
+    )
 
 
-_OPENERS = ["Great question!", "That's a really interesting question, and many people wonder about it.",
-            "Let me explain this clearly for you."]
-_FILLERS = ["This is a well-known fact that is often taught in school.",
-            "So, to put it simply, the answer is {a}.",
-            "Many people learn this at a young age, but it is easy to forget.",
-            "It is one of those facts that comes up often in quizzes and everyday conversation.",
-            "In short, {a} is the answer to your question."]
-_CLOSERS = ["I hope this helps! Let me know if you have any other questions.",
-            "Feel free to ask if you want to know more about this topic!"]
+_OPENERS = [
+    "Great question!",
+    "That's a really interesting question, and many people wonder about it.",
+    "Let me explain this clearly for you.",
+]
+_FILLERS = [
+    "This is a well-known fact that is often taught in school.",
+    "So, to put it simply, the answer is {a}.",
+    "Many people learn this at a young age, but it is easy to forget.",
+    "It is one of those facts that comes up often in quizzes and everyday conversation.",
+    "In short, {a} is the answer to your question.",
+]
+_CLOSERS = [
+    "I hope this helps! Let me know if you have any other questions.",
+    "Feel free to ask if you want to know more about this topic!",
+]
 
 
 def _padding(params: Params, phrasing: int, rng: random.Random) -> Corrupted | None:
     fillers = [f.format(a=params["answer"]) for f in _FILLERS]
-    padded = pad(answer(params, random.Random(phrasing)), fillers, params["word_budget"], rng, _OPENERS,
-                 _CLOSERS, ratio=2.0)
+    padded = pad(
+        answer(params, random.Random(phrasing)), fillers, params["word_budget"], rng, _OPENERS, _CLOSERS, ratio=2.0
+    )
     return None if padded is None else Corrupted(padded, "correct, but buried in filler and repetition")
 
 
@@ -243,8 +350,12 @@ def _negated(params: Params, phrasing: int, rng: random.Random) -> Corrupted | N
 
 def _non_answer(params: Params, phrasing: int, rng: random.Random) -> Corrupted | None:
     cat, s = params["category"], params["subject"]
-    about = {"capital": f"the capital of {s}", "instrument": f"what a {s} measures",
-             "young": f"the name of a baby {s}", "mix": f"mixing {s}"}.get(cat, "this")
+    about = {
+        "capital": f"the capital of {s}",
+        "instrument": f"what a {s} measures",
+        "young": f"the name of a baby {s}",
+        "mix": f"mixing {s}",
+    }.get(cat, "this")
     return non_answer([f"You are asking about {about}.", f"That is a question about {about}."], rng)
 
 
@@ -255,6 +366,12 @@ FAMILY = Family(
     generate=generate,
     score=score,
     answer=answer,
-    corruptions={"padding": (3.0, _padding), "wrong_value": (1.5, _wrong_value), "truncated": (1.5, _truncated),
-                 "hedged": (1.0, _hedged), "negated": (0.75, _negated), "non_answer": (0.75, _non_answer)},
+    corruptions={
+        "padding": (3.0, _padding),
+        "wrong_value": (1.5, _wrong_value),
+        "truncated": (1.5, _truncated),
+        "hedged": (1.0, _hedged),
+        "negated": (0.75, _negated),
+        "non_answer": (0.75, _non_answer),
+    },
 )

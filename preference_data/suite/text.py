@@ -41,8 +41,14 @@ def normalize(text: str) -> str:
     plain minus sign."""
     if not text.isascii():
         text = _INVISIBLE_RE.sub("", unicodedata.normalize("NFKC", text)).translate(_CONFUSABLES)
-    return (text.replace("\u2019", "'").replace("\u2018", "'").replace("\u201c", '"')
-            .replace("\u201d", '"').replace("\u2212", "-").replace("\u2013", "-"))
+    return (
+        text.replace("\u2019", "'")
+        .replace("\u2018", "'")
+        .replace("\u201c", '"')
+        .replace("\u201d", '"')
+        .replace("\u2212", "-")
+        .replace("\u2013", "-")
+    )
 
 
 def plain(text: str) -> str:
@@ -86,15 +92,34 @@ def sentences(text: str) -> list[str]:
 _NUM = r"-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"
 _NUMBER_RE = re.compile(r"(?<![\w.])" + _NUM + r"(?![\w])")
 _BOXED_RE = re.compile(r"\\boxed\{\s*\$?(" + _NUM + r")")
-_MARKER_RE = re.compile(r"\banswer\b\s*(?:is|would be|will be|=|:)?\s*:?[\s*_$]*(" + _NUM + r")(?![\w])",
-                        re.I)
+_MARKER_RE = re.compile(r"\banswer\b\s*(?:is|would be|will be|=|:)?\s*:?[\s*_$]*(" + _NUM + r")(?![\w])", re.I)
 _BOLD_NUMBER_RE = re.compile(r"\*\*\s*\$?(" + _NUM + r")(?:\s+[A-Za-z]+){0,2}\s*[.!]?\s*\*\*")
-_UNITS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
-          "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen",
-          "nineteen"]
+_UNITS = [
+    "zero",
+    "one",
+    "two",
+    "three",
+    "four",
+    "five",
+    "six",
+    "seven",
+    "eight",
+    "nine",
+    "ten",
+    "eleven",
+    "twelve",
+    "thirteen",
+    "fourteen",
+    "fifteen",
+    "sixteen",
+    "seventeen",
+    "eighteen",
+    "nineteen",
+]
 _TENS = ["twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"]
-_WORD_NUMBER_RE = re.compile(r"\b(?:(" + "|".join(_TENS) + r")(?:[- ](" + "|".join(_UNITS[1:10]) + r"))?|("
-                             + "|".join(_UNITS) + r"))\b", re.I)
+_WORD_NUMBER_RE = re.compile(
+    r"\b(?:(" + "|".join(_TENS) + r")(?:[- ](" + "|".join(_UNITS[1:10]) + r"))?|(" + "|".join(_UNITS) + r"))\b", re.I
+)
 
 
 def number_words(n: int) -> str:
@@ -161,6 +186,7 @@ def bold_number_present(text: str) -> bool:
 
 # ----------------------------------------------------------------------------------- commitment
 
+
 class Commitment(NamedTuple):
     """The one answer a response commits to (`answer`, None when it commits to none) and, when
     it commits to none, why: 'no answer', 'hedged', 'retracted', 'negated' or 'several answers'."""
@@ -177,29 +203,38 @@ _HEDGE_RE = re.compile(
     r"(?:sure|certain)|unsure|uncertain|I\s+(?:don't|do\s+not|dont)\s+know|no\s+idea|I\s+guess|hard\s+to\s+say|"
     r"can(?:'t|not)\s+(?:say|tell|be\s+sure)|(?:other\s+)?candidates?|possibilities|"
     r"one\s+of\s+(?:these|those|the\s+following))\b"
-    r"|(?:^|[.!?;:(])[^\S\n]*or\b", re.I | re.M)
+    r"|(?:^|[.!?;:(])[^\S\n]*or\b",
+    re.I | re.M,
+)
 # Taking an answer back after giving it.
 _RETRACT_RE = re.compile(
     r"\b(?:just\s+kidding|jk|scratch\s+that|no,?\s+wait|I\s+was\s+wrong|I\s+take\s+(?:that|it)\s+back|"
     r"ignore\s+(?:that|this|the\s+above|my\s+answer)|"
     r"(?:that|this|it|which)(?:'s|\s+is|\s+was)\s+(?:actually\s+|definitely\s+|probably\s+)?"
     r"(?:wrong|incorrect|false|not\s+(?:right|correct|true|it|the\s+(?:right\s+|correct\s+)?answer))|"
-    r"(?:my|the\s+above|this|that)\s+answer\s+(?:is|was)\s+(?:wrong|incorrect))\b", re.I)
+    r"(?:my|the\s+above|this|that)\s+answer\s+(?:is|was)\s+(?:wrong|incorrect))\b",
+    re.I,
+)
 # "not this:", "isn't the answer", "not true that": everything up to the end of the sentence is denied,
 # or up to the end of the response when a colon introduces what is denied.
 _NEG_SCOPE_RE = re.compile(
     r"\b(?:not|never|isn't|aren't|wasn't)\s+(?:[\w']+\s+){0,2}?"
     r"(?:this|these|the\s+(?:answer|result|list|item|one|case|right\s+answer|correct\s+answer)|correct|right|true)\b"
-    r"[^\S\n]*(:)?", re.I)
+    r"[^\S\n]*(:)?",
+    re.I,
+)
 _SENTENCE_END_RE = re.compile(r"[.!?;\n]")
 # A negation attached to the mention that follows it, in the same clause ("not Osaka", "isn't a nurse").
 _NEG_BEFORE_RE = re.compile(
     r"\b(?:not|never|isn't|aren't|wasn't|doesn't|don't|didn't|won't|nor|neither|rather\s+than|instead\s+of|"
-    r"except(?:\s+for)?|other\s+than)\b(?:[^\S\n]+[\w']+){0,3}[^\S\n]*[\"'(]?$", re.I)
+    r"except(?:\s+for)?|other\s+than)\b(?:[^\S\n]+[\w']+){0,3}[^\S\n]*[\"'(]?$",
+    re.I,
+)
 _CLAUSE_BREAK_RE = re.compile(r".*(?:[.!?;:,\n]|\b(?:but|instead|rather|however|actually)\b)", re.I | re.S)
 # ... or to the mention before it ("Tokyo is not the capital", "Tokyo isn't right").
 _NEG_AFTER_RE = re.compile(
-    r"^[^\w\n]{0,3}(?:(?:is|was|are|would\s+be)\s+(?:not|never|wrong|incorrect|false)|isn't|wasn't|aren't)\b", re.I)
+    r"^[^\w\n]{0,3}(?:(?:is|was|are|would\s+be)\s+(?:not|never|wrong|incorrect|false)|isn't|wasn't|aren't)\b", re.I
+)
 
 
 def _masked(text: str) -> str:
@@ -236,10 +271,10 @@ def _negated_at(low: str, start: int, end: int, scopes: list[tuple[int, int]]) -
     """Whether the mention at low[start:end] is denied rather than asserted."""
     if any(a <= start < b for a, b in scopes):
         return True
-    before = low[max(0, start - 60):start]
+    before = low[max(0, start - 60) : start]
     cut = _CLAUSE_BREAK_RE.match(before)
-    before = before[cut.end():] if cut else before
-    return bool(_NEG_BEFORE_RE.search(before) or _NEG_AFTER_RE.match(low[end:end + 40]))
+    before = before[cut.end() :] if cut else before
+    return bool(_NEG_BEFORE_RE.search(before) or _NEG_AFTER_RE.match(low[end : end + 40]))
 
 
 def _plural_key(s: str) -> str:
@@ -247,8 +282,9 @@ def _plural_key(s: str) -> str:
 
 
 @lru_cache(maxsize=4096)
-def _choice_tables(candidates: tuple[tuple[str, tuple[str, ...]], ...]
-                   ) -> tuple[dict[str, str], dict[str, set[str]], re.Pattern[str]]:
+def _choice_tables(
+    candidates: tuple[tuple[str, tuple[str, ...]], ...],
+) -> tuple[dict[str, str], dict[str, set[str]], re.Pattern[str]]:
     """(spelling -> key, key -> the words of its spellings, one pattern for every spelling, longest first)."""
     spelling: dict[str, str] = {}
     words_of: dict[str, set[str]] = {}
@@ -305,7 +341,7 @@ def committed_choice(text: str, candidates: Mapping[str, Sequence[str]]) -> Comm
         if _negated_at(low, s, e, scopes):
             denied = True
             continue
-        after, before = _ALT_AFTER_RE.match(low, e), _ALT_BEFORE_RE.search(low[max(0, s - 40):s])
+        after, before = _ALT_AFTER_RE.match(low, e), _ALT_BEFORE_RE.search(low[max(0, s - 40) : s])
         for alt in (after, before):
             if alt and alt.group(1) not in words_of[key]:
                 return Commitment(None, "hedged")
@@ -389,7 +425,7 @@ def committed_number(text: str) -> Commitment:
         plain_numbers = [(m.start(), m.end()) for m in _NUMBER_RE.finditer(t)]
         kept = [(a, b) for a, b in plain_numbers if not _negated_at(low, a, b, scopes)]
         if plain_numbers and kept:
-            found = (_to_number(t[kept[-1][0]:kept[-1][1]]), *kept[-1])
+            found = (_to_number(t[kept[-1][0] : kept[-1][1]]), *kept[-1])
     value, s, e = found
     if _negated_at(low, s, e, scopes):
         return Commitment(None, "negated")
@@ -541,7 +577,7 @@ def committed_list(text: str, vocab: list[str], blocks: list[ListBlock] | None =
     if any(b.items not in (final.items, given) for b in blocks[:-1]):
         return Commitment(None, "several answers")
     lines = low.splitlines()
-    start = sum(len(x) + 1 for x in lines[:final.first_line])
+    start = sum(len(x) + 1 for x in lines[: final.first_line])
     if final.fmt in ("comma", "inline"):  # a lead-in on the same line counts as before the list
         start += len(lines[final.first_line].rsplit(":", 1)[0]) if ":" in lines[final.first_line] else 0
     if any(a < start for a, _ in _negation_scopes(low)):
@@ -565,7 +601,7 @@ def find_json_object(text: str) -> dict[str, Any] | None:
     candidates = [m.group(1) for m in _FENCE_RE.finditer(t)]
     start, end = t.find("{"), t.rfind("}")
     if start != -1 and end > start:
-        candidates.append(t[start:end + 1])
+        candidates.append(t[start : end + 1])
     for c in candidates:
         try:
             obj = json.loads(c.strip())
@@ -577,6 +613,7 @@ def find_json_object(text: str) -> dict[str, Any] | None:
 
 
 # ------------------------------------------------------------------------------------------ case
+
 
 def letters(text: str) -> str:
     """The alphabetic characters of `text`, in order."""
