@@ -317,7 +317,7 @@ def main() -> None:
         results["batched"] = best_of(args.repeats, lambda: run_side("batched", args, batch_size=best))
     for side in ("engine", "per-prompt"):
         if side in sides:
-            results[side] = best_of(args.repeats, lambda: run_side(side, args))
+            results[side] = best_of(args.repeats, lambda side=side: run_side(side, args))
     print()
     names = {
         "engine": "engine (prefalign.generation)",

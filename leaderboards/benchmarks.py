@@ -283,7 +283,8 @@ BENCHMARKS: Table[Benchmark] = Table(
         "rewardbench": Benchmark(
             "rewardbench",
             "1.0",
-            "RewardBench v1: 2,985 chosen/rejected pairs, 23 subsets, 4 count-weighted sections; score = mean of sections",
+            "RewardBench v1: 2,985 chosen/rejected pairs, 23 subsets, 4 count-weighted sections; "
+            "score = mean of sections",
             parse_rewardbench,
             rewardbench_rule,
             rewardbench_aggregate,

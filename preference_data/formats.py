@@ -5,13 +5,15 @@ counted in the `DataReport` under a named reason (with its row number), never si
 
 | format         | rows look like                                                          | yields          |
 |----------------|-------------------------------------------------------------------------|-----------------|
-| trl            | {prompt?, chosen, rejected, margin?, score_chosen?, score_rejected?}: strings or {role,content} lists | PreferencePair |
+| trl            | {prompt?, chosen, rejected, margin?, score_chosen?, score_rejected?} (1) | PreferencePair  |
 | hh             | {chosen, rejected}: "\\n\\nHuman: ...\\n\\nAssistant: ..." transcripts    | PreferencePair  |
 | ultrafeedback  | {instruction, completions: [{response, annotations, overall_score}]}     | RatedResponses  |
 | helpsteer      | {prompt, response, helpfulness, correctness, ...}, one response per row  | RatedResponses  |
 | finegrained    | FineGrainedRLHF qa-feedback {question, passages, prediction 1..4, preference} | PreferencePair |
 | rated          | {prompt, responses, scores} (RatedResponses.to_dict)                     | RatedResponses  |
 | prompts        | {prompt, meta?, grader?} (PromptOnly.to_dict, or a plain prompt string)  | PromptOnly      |
+
+(1) each of prompt, chosen and rejected is a string or a list of {role, content} messages.
 """
 
 from __future__ import annotations
@@ -358,8 +360,7 @@ def _prompts(rows: Rows, report: DataReport) -> Iterator[Record]:
 
 
 def _trl(rows: Rows, report: DataReport) -> Iterator[Record]:
-    for pair in _pairs(_trl_row, "")(rows, report):
-        yield pair
+    yield from _pairs(_trl_row, "")(rows, report)
 
 
 def _suite_pairs(rows: Rows, report: DataReport) -> Iterator[Record]:

@@ -147,7 +147,7 @@ class TokenizeReport:
             "prompt": _percentiles(prompt),
             "chosen": _percentiles(chosen),
             "rejected": _percentiles(rejected),
-            "total": _percentiles([p + max(c, r) for p, c, r in zip(prompt, chosen, rejected)]),
+            "total": _percentiles([p + max(c, r) for p, c, r in zip(prompt, chosen, rejected, strict=True)]),
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -262,7 +262,7 @@ class _Renderer:
         encoded: list[list[int]] = []
         for i in range(0, len(unique), _ENCODE_BATCH):
             encoded.extend(self.tokenizer(unique[i : i + _ENCODE_BATCH], add_special_tokens=False)["input_ids"])
-        by_text = dict(zip(unique, encoded))
+        by_text = dict(zip(unique, encoded, strict=True))
         return [list(by_text[t]) for t in texts]
 
     def strip_double_bos(self, ids: list[int]) -> bool:
@@ -318,13 +318,13 @@ def _split(
     rendering up to its closing EOS.
     """
     texts: list[str] = []
-    for conv, resps, rec in zip(prompts, responses, records):
+    for conv, resps, rec in zip(prompts, responses, records, strict=True):
         texts.append(renderer.prompt(conv, rec))
         texts.extend(renderer.full(conv, r, rec) for r in resps)
     ids = renderer.encode(texts)
     out = []
     k = 0
-    for resps, rec in zip(responses, records):
+    for resps, rec in zip(responses, records, strict=True):
         p_ids, fulls = ids[k], ids[k + 1 : k + 1 + len(resps)]
         k += 1 + len(resps)
         double = [renderer.strip_double_bos(x) for x in (p_ids, *fulls)]
@@ -400,7 +400,7 @@ def tokenize_pairs(
     report.set_lengths([len(p) for p, _ in split], [len(r[0]) for _, r in split], [len(r[1]) for _, r in split])
 
     out: list[TokenizedPair] = []
-    for row, (pair, rec, (p_ids, (c_ids, r_ids))) in enumerate(zip(pairs, records, split)):
+    for row, (pair, rec, (p_ids, (c_ids, r_ids))) in enumerate(zip(pairs, records, split, strict=True)):
         longest = max(len(c_ids), len(r_ids))
         if max_length is not None and len(p_ids) + longest > max_length:
             if policy == "raise":
@@ -439,9 +439,9 @@ def tokenize_prompts(
     _check_policy(policy, max_prompt_length, allowed=("truncate_prompt_left", "raise"))
     renderer = _Renderer(tokenizer)
     records = [f"prompt#{i}" for i in range(len(prompts))]
-    ids = renderer.encode([renderer.prompt(list(c), rec) for c, rec in zip(prompts, records)])
+    ids = renderer.encode([renderer.prompt(list(c), rec) for c, rec in zip(prompts, records, strict=True)])
     out = []
-    for row, (p_ids, rec) in enumerate(zip(ids, records)):
+    for row, (p_ids, rec) in enumerate(zip(ids, records, strict=True)):
         if renderer.strip_double_bos(p_ids) and report is not None:
             report.add("double_bos", rec)
         if max_prompt_length is not None and len(p_ids) > max_prompt_length:

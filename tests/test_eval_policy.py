@@ -69,7 +69,7 @@ def test_eval_policy_cli_end_to_end(tmp_path, tiny_model_ref, capsys):
     assert report["policy"]["overall"] == pytest.approx(sum(pa) / 6)
     assert report["baseline"]["overall"] == pytest.approx(sum(pb) / 6)
     assert report["overall_gain"] == pytest.approx((sum(pa) - sum(pb)) / 6)
-    wins = sum(1.0 if a > b else 0.5 if a == b else 0.0 for a, b in zip(pa, pb))
+    wins = sum(1.0 if a > b else 0.5 if a == b else 0.0 for a, b in zip(pa, pb, strict=True))
     assert report["win_rate"] == pytest.approx(wins / 6)
     assert "gold overall" in capsys.readouterr().out
 

@@ -163,7 +163,7 @@ def test_logprobs_equal_a_teacher_forced_forward(model, tok, shared_prefix):
         SamplingParams(n=2, temperature=0.9, top_k=100, top_p=0.9, min_p=0.01, max_new_tokens=12, seed=4),
     ]
     result = make_engine(model, tok, decode_attention=shared_prefix).generate(CONVS, params)
-    for out, sp in zip(result.outputs, params):
+    for out, sp in zip(result.outputs, params, strict=True):
         for c in out.completions:
             ids = torch.tensor([out.prompt_ids + c.token_ids])
             with torch.no_grad():
@@ -186,7 +186,7 @@ def test_greedy_equals_model_generate(model, tok, shared_prefix):
     each prompt alone."""
     params = [SamplingParams(temperature=0, max_new_tokens=m) for m in (16, 5, 16, 9)]  # rows finish apart
     result = make_engine(model, tok, decode_attention=shared_prefix).generate(CONVS, params)
-    for out, sp in zip(result.outputs, params):
+    for out, sp in zip(result.outputs, params, strict=True):
         ref = model.generate(
             torch.tensor([out.prompt_ids]),
             max_new_tokens=sp.max_new_tokens,
@@ -219,7 +219,7 @@ def test_samples_do_not_depend_on_the_batch(model, tok, shared_prefix):
         .generate(CONVS, others)
         .outputs[1]
     )
-    for a, b, c in zip(alone.completions, mixed.completions, small.completions):
+    for a, b, c in zip(alone.completions, mixed.completions, small.completions, strict=True):
         assert a.token_ids == b.token_ids == c.token_ids
         assert torch.allclose(torch.tensor(a.logprobs), torch.tensor(b.logprobs), atol=1e-5)
     assert len({tuple(c.token_ids) for c in alone.completions}) == 3
@@ -311,7 +311,7 @@ def test_sync_weights_into_a_separate_copy(model, tok):
     with torch.no_grad():
         trainer.model.layers[0].mlp.up_proj.weight.mul_(-1.0)
     assert engine.sync_weights(trainer) == 1
-    for (name, a), b in zip(trainer.named_parameters(), sampler.parameters()):
+    for (name, a), b in zip(trainer.named_parameters(), sampler.parameters(), strict=True):
         assert torch.equal(a, b), name
     greedy = SamplingParams(temperature=0, max_new_tokens=6)
     assert (

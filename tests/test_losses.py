@@ -214,7 +214,7 @@ def test_reference_free_losses_ignore_the_reference(name):
     none = logps._replace(reference_chosen_logps=None, reference_rejected_logps=None)
     outs = [compute_loss(name, {}, lp) for lp in (logps, other, none)]
     for out in outs[1:]:
-        for a, b in zip(outs[0], out):
+        for a, b in zip(outs[0], out, strict=True):
             torch.testing.assert_close(a, b, atol=0, rtol=0)
 
 
@@ -232,7 +232,7 @@ def test_inpo_with_ref_mix_one_is_ipo_on_mean_normalized_log_ratios():
         ipo = compute_loss("ipo", {"beta": beta}, logps)
         params = {"ref_mix": 1.0, "target_margin": 1 / (2 * beta), "logps_normalization": "mean"}
         inpo = compute_loss("inpo", params, logps)
-        for a, b in zip(ipo, inpo):
+        for a, b in zip(ipo, inpo, strict=True):
             torch.testing.assert_close(a, b, atol=1e-12, rtol=1e-12)
         # The previous iterate no longer matters.
         moved = logps._replace(previous_chosen_logps=logps.previous_chosen_logps + 3)
@@ -260,7 +260,7 @@ def test_simpo_gamma_zero_is_length_normalized_reference_free_dpo():
     )
     simpo = compute_loss("simpo", {"beta": 2.0, "gamma_beta_ratio": 0.0}, logps)
     dpo = compute_loss("sigmoid", {"beta": 2.0}, avg)
-    for a, b in zip(simpo, dpo):
+    for a, b in zip(simpo, dpo, strict=True):
         torch.testing.assert_close(a, b, atol=1e-12, rtol=1e-12)
 
 
@@ -269,7 +269,7 @@ def test_zero_label_smoothing_is_sigmoid(name):
     logps = random_logps()
     expected = compute_loss("sigmoid", {"beta": 0.3}, logps)
     out = compute_loss(name, {"beta": 0.3, "label_smoothing": 0.0}, logps)
-    for a, b in zip(expected, out):
+    for a, b in zip(expected, out, strict=True):
         torch.testing.assert_close(a, b, atol=1e-12, rtol=1e-12)
 
 

@@ -36,7 +36,7 @@ def test_quickstart_all_stages_on_the_tiny_model(tmp_path, capsys):
     sr = scorer.score([p.prompt for p in test_pairs], [p.rejected for p in test_pairs])
     rm_report = json.loads((out / "rm" / "report.json").read_text())
     assert rm_report["eval"]["pairs"] == len(test_pairs)  # no test pair dropped for length here
-    assert summary["rm"]["accuracy"] == pytest.approx(sum(a > b for a, b in zip(sc, sr)) / len(test_pairs))
+    assert summary["rm"]["accuracy"] == pytest.approx(sum(a > b for a, b in zip(sc, sr, strict=True)) / len(test_pairs))
     assert set(summary["rm"]["by_family"]) == {p.attributes["family"] for p in test_pairs}
     e = summary["eval"]
     assert e["gain"] == pytest.approx(e["after"] - e["before"])

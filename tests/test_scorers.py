@@ -109,7 +109,7 @@ def test_scalar_equals_plain_forward_at_the_last_token(scalar, tok):
     with torch.no_grad():
         expected = [
             _plain_last_token_reward(scalar.model, *tokenize_single(tok, p, r, response_end="template"))
-            for p, r in zip(PROMPTS, RESPONSES)
+            for p, r in zip(PROMPTS, RESPONSES, strict=True)
         ]
     got = scalar.score(PROMPTS, RESPONSES)
     assert got == pytest.approx(expected, abs=1e-4)
@@ -251,7 +251,7 @@ def test_implicit_equals_beta_times_plain_log_ratio(ref_dir, tok, tiny_model_ref
     with torch.no_grad():
         expected = [
             0.5 * (_plain_logp(s.policy, *ids) - _plain_logp(s.reference, *ids))
-            for ids in (tokenize_single(tok, p, r) for p, r in zip(PROMPTS, RESPONSES))
+            for ids in (tokenize_single(tok, p, r) for p, r in zip(PROMPTS, RESPONSES, strict=True))
         ]
     got = s.score(PROMPTS, RESPONSES)
     assert got == pytest.approx(expected, abs=1e-3)
@@ -266,7 +266,7 @@ def test_reference_free_mean_is_simpo_reward(tok, tiny_model_ref):
     )
     with torch.no_grad():
         expected = []
-        for p, r in zip(PROMPTS, RESPONSES):
+        for p, r in zip(PROMPTS, RESPONSES, strict=True):
             ids = tokenize_single(tok, p, r)
             expected.append(2.0 * _plain_logp(s.policy, *ids) / len(ids[1]))
     assert s.score(PROMPTS, RESPONSES) == pytest.approx(expected, abs=1e-3)
@@ -296,7 +296,7 @@ def test_lora_policy_uses_its_base_as_reference(tmp_path, tok, tiny_model_ref):
     with torch.no_grad():
         expected = [
             _plain_logp(trained.policy, *ids) - _plain_logp(base, *ids)
-            for ids in (tokenize_single(tok, p, r) for p, r in zip(PROMPTS, RESPONSES))
+            for ids in (tokenize_single(tok, p, r) for p, r in zip(PROMPTS, RESPONSES, strict=True))
         ]
     got = trained.score(PROMPTS, RESPONSES)
     assert got == pytest.approx(expected, abs=1e-3) and all(abs(g) > 1e-3 for g in got)
@@ -315,7 +315,7 @@ def test_judge_probabilities_shapes_and_order(tiny_model_ref):
     ba = j.compare(PROMPTS, b, a)
     assert len(ab) == len(ba) == len(PROMPTS)
     assert all(0.0 < x < 1.0 for x in ab + ba)
-    assert any(abs(x - y) > 1e-6 for x, y in zip(ab, ba))  # swapping A and B changes the judge's input
+    assert any(abs(x - y) > 1e-6 for x, y in zip(ab, ba, strict=True))  # swapping A and B changes the judge's input
     assert j.compare(PROMPTS[:1], a[:1], b[:1])[0] == pytest.approx(ab[0], abs=1e-5)  # batch-independent
     out = j.compare(PROMPTS[:2], [a[0], _conv(("assistant", ""))], b[:2])
     assert out[0] == pytest.approx(ab[0], abs=1e-5) and math.isnan(out[1])
@@ -335,7 +335,7 @@ def test_judge_p_a_equals_a_plain_forward(tiny_model_ref, tok):
     ids_ab = [tok.encode(x, add_special_tokens=False)[0] for x in ("A", "B")]
     want = []
     with torch.no_grad():
-        for p, ra, rb in zip(PROMPTS, a, b):
+        for p, ra, rb in zip(PROMPTS, a, b, strict=True):
             (ids,) = tokenize_prompts([[Message("user", judge_message(p, ra, rb))]], tok)
             logits = j.model(input_ids=torch.tensor([ids])).logits[0, -1, ids_ab]  # (2,): A, B
             want.append(torch.softmax(logits.float(), -1)[0].item())

@@ -115,7 +115,7 @@ def test_batched_pairs_equal_per_pair_rendering(tok):
     ]
     out, report = tokenize_pairs(pairs, tok, max_length=None, policy="raise")
     assert [t.id for t in out] == [p.id for p in pairs]
-    for t, pair in zip(out, pairs):
+    for t, pair in zip(out, pairs, strict=True):
         assert (t.prompt_ids, t.chosen_ids, t.rejected_ids) == render_pair(tok, pair)
         assert t.prompt_ids + t.chosen_ids + [NEWLINE] == template_ids(tok, pair.prompt + pair.chosen)
         assert (t.margin, t.source, t.attributes) == (pair.margin, "unit", pair.attributes)

@@ -71,8 +71,6 @@ BACKENDS: dict[str, Backend] = {
 def make_engine(model: Any, tokenizer: Any, backend: str = "transformers", **options: Any) -> GenerationEngine:
     """A generation engine for a loaded causal LM and its tokenizer. `backend` is a key of `BACKENDS`;
     `options` go to its engine class (e.g. `token_budget`, `max_rows` for transformers)."""
-    import importlib
-
     if backend not in BACKENDS:
         raise UserError(
             f"unknown generation backend '{backend}'{did_you_mean(backend, list(BACKENDS))}; choose one "

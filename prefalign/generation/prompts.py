@@ -18,12 +18,12 @@ Prompts longer than `max_prompt_length` keep their last tokens (the latest turn 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Union
+from typing import Any
 
 from prefalign.errors import UserError
 
 Message = Any  # a {"role", "content"} dict or an object with .role and .content
-Prompt = Union[Sequence[Message], Sequence[int]]
+Prompt = Sequence[Message] | Sequence[int]
 
 _PLAIN_GENERATION_PROMPT = "Assistant:"
 _ENCODE_BATCH = 512
@@ -101,7 +101,7 @@ def render_prompts(tokenizer: Any, prompts: Sequence[Prompt], max_prompt_length:
     encoded: dict[str, list[int]] = {}
     for i in range(0, len(unique), _ENCODE_BATCH):
         chunk = unique[i : i + _ENCODE_BATCH]
-        encoded.update(zip(chunk, tokenizer(chunk, add_special_tokens=False)["input_ids"]))
+        encoded.update(zip(chunk, tokenizer(chunk, add_special_tokens=False)["input_ids"], strict=True))
     for r in rows:
         p_ids = list(encoded[texts[r]])
         while bos is not None and len(p_ids) >= 2 and p_ids[0] == bos and p_ids[1] == bos:

@@ -79,8 +79,8 @@ class TransformersEngine:
     while decoding (None: where the model's attention is plain, see `attention.PLAIN_ATTENTION`).
     batch_order: a key of `BATCH_ORDERS`.
 
-    `exact_batched` (below) gives options that reproduce, bit for bit, the greedy output of transformers' `generate` run on
-    prompts sorted by length in left-padded batches: the model's own attention, fixed batches, one prefill
+    `exact_batched` (below) gives options that reproduce, bit for bit, the greedy output of transformers' `generate`
+    run on prompts sorted by length in left-padded batches: the model's own attention, fixed batches, one prefill
     per batch, no pruning. Low-precision matrix products round differently with a batch's shape and
     padding, so any other schedule changes some bf16 greedy continuations (not fp32 ones, in our tests).
     """
@@ -197,7 +197,7 @@ class TransformersEngine:
                     "to keep the last tokens of long prompts"
                 )
         units: dict[tuple[int, ...], _Unit] = {}
-        for i, (p, sp) in enumerate(zip(ids, plist)):
+        for i, (p, sp) in enumerate(zip(ids, plist, strict=True)):
             unit = units.setdefault(tuple(p), _Unit(p, []))
             unit.samples.extend((i, j) for j in range(sp.n))
         pieces = [
@@ -357,7 +357,7 @@ class TransformersEngine:
         tokens_all, logps_all = state.out_tokens.tolist(), state.out_logps.tolist()
         plain = [b for b in range(R) if b not in texts]
         decoded = self.tokenizer.batch_decode([tokens_all[b][: lengths[b]] for b in plain], skip_special_tokens=True)
-        text_of = dict(zip(plain, decoded))
+        text_of = dict(zip(plain, decoded, strict=True))
         for b, (i, j) in enumerate(samples):
             n = lengths[b]
             text, stop = texts.get(b, (text_of.get(b, ""), None))

@@ -142,11 +142,11 @@ class VLLMEngine:
         outs = self.llm.generate([{"prompt_token_ids": x} for x in ids], sp, use_tqdm=progress)
         timings.total_s = timings.decode_s = time.perf_counter() - t0
         results = []
-        for x, out in zip(ids, outs):
+        for x, out in zip(ids, outs, strict=True):
             comps = []
             for c in out.outputs:
                 toks = list(c.token_ids)
-                lps = [float(d[t].logprob) for t, d in zip(toks, c.logprobs or [])]
+                lps = [float(d[t].logprob) for t, d in zip(toks, c.logprobs or [], strict=False)]
                 reason = (
                     "length" if c.finish_reason == "length" else "stop" if isinstance(c.stop_reason, str) else "eos"
                 )

@@ -140,7 +140,7 @@ def segment_attention(
     plan.cast(dtype)
     qs, ks, vs = query[0].split(plan.sizes, 1), key[0].split(plan.sizes, 1), value[0].split(plan.sizes, 1)
     outs = []
-    for i, (P, n1, n2) in enumerate(plan.segments):
+    for i, (P, _n1, n2) in enumerate(plan.segments):
         qp, q1, q2 = qs[3 * i : 3 * i + 3]
         kp, k1, k2 = ks[3 * i : 3 * i + 3]
         vp, v1, v2 = vs[3 * i : 3 * i + 3]

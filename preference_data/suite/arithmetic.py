@@ -253,7 +253,7 @@ def score(params: Params, response: str) -> dict[str, float]:
     out = {"correctness": 1.0 if got is not None and abs(got - params["answer"]) < 1e-6 else 0.0}
     fmt = params.get("format")
     if fmt == "answer_line":
-        lines = [l for l in normalize(response).strip().splitlines() if l.strip()]
+        lines = [line for line in normalize(response).strip().splitlines() if line.strip()]
         last = plain(lines[-1]).strip() if lines else ""
         out["instruction_following"] = 1.0 if _ANSWER_LINE_RE.match(last) else 0.0
     elif fmt == "bold":

@@ -4,8 +4,9 @@ required keywords, one-sentence answers, and JSON objects with given keys.
 instruction_following is the fraction of the prompt's constraints the response satisfies, each
 checked by code (`check_constraint`). Form alone is not an answer: correctness grades the content
 (`content_score`): real, distinct tips on the topic (not the prompt copied back, not placeholder
-JSON values, not keyword lists, not denied), as many as were asked for. Violations change exactly one constraint, the way a model slips: one
-bullet too many, forgetting the case, dropping the keyword, running over the limit, a missing key.
+JSON values, not keyword lists, not denied), as many as were asked for. Violations change exactly one
+constraint, the way a model slips: one bullet too many, forgetting the case, dropping the keyword, running
+over the limit, a missing key.
 """
 
 from __future__ import annotations
