@@ -88,7 +88,7 @@ def _convert(tp: Any, value: Any, where: str, problems: list[str]) -> Any:
             problems.append(f"{where}: expected a mapping ({_type_name(tp)}), got {value!r}")
             return None
         return {kk: _convert(v, vv, f"{where}.{kk}", problems) for kk, vv in value.items()}
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         if not isinstance(value, dict):
             problems.append(f"{where}: expected a mapping of {tp.__name__} fields, got {value!r}")
             return None
@@ -128,8 +128,8 @@ def _convert(tp: Any, value: Any, where: str, problems: list[str]) -> Any:
 def _default_of(f: dataclasses.Field) -> Any:
     if f.default is not _MISSING:
         return f.default
-    if f.default_factory is not _MISSING:  # type: ignore[misc]
-        return f.default_factory()  # type: ignore[misc]
+    if f.default_factory is not _MISSING:
+        return f.default_factory()
     return _MISSING
 
 
@@ -162,7 +162,7 @@ def _build(cls: type[C], data: dict[str, Any], where: str, problems: list[str]) 
         if len(problems) == n:  # a field with a problem keeps its default, so cross-field checks still run
             kwargs[key] = converted
     for name, f in fields.items():
-        if name not in data and f.default is _MISSING and f.default_factory is _MISSING:  # type: ignore[misc]
+        if name not in data and f.default is _MISSING and f.default_factory is _MISSING:
             here = f"{where}.{name}" if where else name
             problems.append(f"{here}: required field is missing ({f.metadata.get('doc', '')})")
     try:
@@ -264,14 +264,14 @@ def describe(cls: type, prefix: str = "") -> list[tuple[str, str, str, str]]:
     for f in dataclasses.fields(cls):
         tp = hints[f.name]
         name = f"{prefix}{f.name}"
-        if dataclasses.is_dataclass(tp):
+        if isinstance(tp, type) and dataclasses.is_dataclass(tp):
             rows.append((name, tp.__name__, "", f.metadata.get("doc", "")))
             rows.extend(describe(tp, name + "."))
             continue
         if f.default is not _MISSING:
             default = repr(f.default)
-        elif f.default_factory is not _MISSING:  # type: ignore[misc]
-            default = repr(f.default_factory())  # type: ignore[misc]
+        elif f.default_factory is not _MISSING:
+            default = repr(f.default_factory())
         else:
             default = "(required)"
         rows.append((name, _type_name(tp), default, f.metadata.get("doc", "")))

@@ -51,7 +51,7 @@ class Table(Generic[T]):
     def rows(self) -> list[dict[str, Any]]:
         out = []
         for name, e in self.entries.items():
-            row = {"name": name}
+            row: dict[str, Any] = {"name": name}
             for c in self.columns:
                 v = getattr(e, c, None) if not isinstance(e, dict) else e.get(c)
                 row[c] = v

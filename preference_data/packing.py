@@ -85,7 +85,10 @@ def pack(
     use_mask = layout == "mask"
     mask = torch.zeros((R, 1, L, L), dtype=torch.bool) if use_mask else None
     segments = torch.zeros((B, 4), dtype=torch.long)
-    t_row, t_pos, t_ids, t_seq = [], [], [], []
+    t_row: list[int] = []
+    t_pos: list[int] = []
+    t_ids: list[int] = []
+    t_seq: list[int] = []
     last_row = torch.zeros(K * B, dtype=torch.long)
     last_pos = torch.zeros(K * B, dtype=torch.long)
     lengths = torch.zeros(K * B, dtype=torch.long)
@@ -97,7 +100,7 @@ def pack(
             input_ids[r, off : off + P] = torch.tensor(p, dtype=torch.long)
             position_ids[r, off : off + P] = torch.arange(P)
             segments[i] = torch.tensor([off, P, *[len(x) for x in responses[i]], *([0] * (2 - K))])
-            if use_mask:
+            if mask is not None:
                 mask[r, 0, off : off + P, off : off + P] = torch.ones(P, P, dtype=torch.bool).tril()
             cur = off + P
             for k, resp in enumerate(responses[i]):
@@ -105,7 +108,7 @@ def pack(
                 s = k * B + i
                 input_ids[r, cur : cur + n] = torch.tensor(list(resp), dtype=torch.long)
                 position_ids[r, cur : cur + n] = torch.arange(P, P + n)
-                if use_mask:
+                if mask is not None:
                     mask[r, 0, cur : cur + n, off : off + P] = True  # sees the prompt ...
                     mask[r, 0, cur : cur + n, cur : cur + n] = torch.ones(
                         n, n, dtype=torch.bool
@@ -120,7 +123,7 @@ def pack(
                 last_row[s], last_pos[s], lengths[s] = r, cur + n - 1, n
                 cur += n
             off = cur
-    if use_mask:
+    if mask is not None:
         # padding positions attend to themselves only, so no row of the mask is empty (avoids NaN in softmax)
         for r in range(R):
             used = sum(seg_len[i] for i in rows[r])

@@ -25,7 +25,7 @@ filled, `C` capacity.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import torch
 from transformers.cache_utils import Cache, DynamicLayer
@@ -75,17 +75,26 @@ class _SharedPrefixLayer(DynamicLayer):
     def __init__(self, owner: SharedPrefixCache) -> None:
         super().__init__()
         self.owner = owner
-        self.kp = self.vp = self.kg_t = self.vg = None
+        # allocated by the owner's first `write_prompts` for this layer
+        self.kp: torch.Tensor | None = None
+        self.vp: torch.Tensor | None = None
+        self.kg_t: torch.Tensor | None = None
+        self.vg: torch.Tensor | None = None
         self.is_initialized = True
 
     def allocate(self, heads: int, head_dim: int, dtype: torch.dtype, device: torch.device) -> None:
         o = self.owner
-        self.kp = torch.zeros(heads, o.units, o.prompt_width, head_dim, dtype=dtype, device=device)
-        self.vp = torch.zeros_like(self.kp)
+        self.kp = kp = torch.zeros(heads, o.units, o.prompt_width, head_dim, dtype=dtype, device=device)
+        self.vp = torch.zeros_like(kp)
         R = o.unit_of_row.numel()
         self.kg_t = torch.zeros(R, heads, head_dim, o.capacity, dtype=dtype, device=device)
         self.vg = torch.zeros(R, heads, o.capacity, head_dim, dtype=dtype, device=device)
         self.dtype, self.device = dtype, device
+
+    def buffers(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(kp, vp, kg_t, vg), once allocated."""
+        assert self.kp is not None and self.vp is not None and self.kg_t is not None and self.vg is not None
+        return self.kp, self.vp, self.kg_t, self.vg
 
     def update(
         self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs
@@ -93,9 +102,10 @@ class _SharedPrefixLayer(DynamicLayer):
         """Write one generated column (key_states (R, H, 1, D)); returns the generated keys and values so far,
         (R, H, L, D) views; `decode_attention` adds the prompt part from `owner`."""
         n = self.owner.generated
-        self.kg_t[:, :, :, n] = key_states[:, :, 0] * self.owner.scale
-        self.vg[:, :, n] = value_states[:, :, 0]
-        return self.kg_t[..., : n + 1].transpose(-1, -2), self.vg[:, :, : n + 1]
+        _, _, kg_t, vg = self.buffers()
+        kg_t[:, :, :, n] = key_states[:, :, 0] * self.owner.scale
+        vg[:, :, n] = value_states[:, :, 0]
+        return kg_t[..., : n + 1].transpose(-1, -2), vg[:, :, : n + 1]
 
     def get_seq_length(self) -> int:
         return self.owner.prompt_width + self.owner.generated
@@ -116,6 +126,11 @@ class SharedPrefixCache(_BatchCache):
         self.layers = [_SharedPrefixLayer(self) for _ in range(num_layers)]
         self._update_slots()
 
+    @property
+    def prefix_layers(self) -> list[_SharedPrefixLayer]:
+        """`layers`, typed: all of them are built in `__init__`."""
+        return cast("list[_SharedPrefixLayer]", self.layers)
+
     def _update_slots(self) -> None:
         """The grid that stacks a unit's rows: S slots per unit (the most rows any unit has), `grid` (U * S,)
         the row in each slot (a unit with fewer rows repeats its last one there; those results are never
@@ -134,12 +149,13 @@ class SharedPrefixCache(_BatchCache):
 
     def write_prompts(self, layer_idx: int, u0: int, u1: int, keys: torch.Tensor, values: torch.Tensor) -> None:
         """The prefilled keys/values (u1 - u0, H, W, D) of units u0..u1-1, left-padded to W columns."""
-        layer = self.layers[layer_idx]
+        layer = self.prefix_layers[layer_idx]
         if layer.kp is None:
             layer.allocate(keys.shape[1], keys.shape[3], keys.dtype, keys.device)
+        kp, vp, _, _ = layer.buffers()
         W = keys.shape[2]
-        layer.kp[:, u0:u1, self.prompt_width - W :] = keys.transpose(0, 1) * self.scale
-        layer.vp[:, u0:u1, self.prompt_width - W :] = values.transpose(0, 1)
+        kp[:, u0:u1, self.prompt_width - W :] = keys.transpose(0, 1) * self.scale
+        vp[:, u0:u1, self.prompt_width - W :] = values.transpose(0, 1)
 
     def model_kwargs(self) -> dict[str, Any]:
         return {"attention_mask": None, "prefalign_cache": self}
@@ -153,13 +169,14 @@ class SharedPrefixCache(_BatchCache):
         the filled ones included."""
         units, new_of_row, drop = self._survivors(keep)
         n = self.generated
-        for layer in self.layers:
-            layer.kp = layer.kp[:, :, drop:].index_select(1, units)
-            layer.vp = layer.vp[:, :, drop:].index_select(1, units)
-            kg_t = layer.kg_t.new_zeros(keep.numel(), *layer.kg_t.shape[1:3], capacity)
-            vg = layer.vg.new_zeros(keep.numel(), layer.vg.shape[1], capacity, layer.vg.shape[3])
-            kg_t[..., :n] = layer.kg_t[..., :n].index_select(0, keep)
-            vg[:, :, :n] = layer.vg[:, :, :n].index_select(0, keep)
+        for layer in self.prefix_layers:
+            old_kp, old_vp, old_kg_t, old_vg = layer.buffers()
+            layer.kp = old_kp[:, :, drop:].index_select(1, units)
+            layer.vp = old_vp[:, :, drop:].index_select(1, units)
+            kg_t = old_kg_t.new_zeros(keep.numel(), *old_kg_t.shape[1:3], capacity)
+            vg = old_vg.new_zeros(keep.numel(), old_vg.shape[1], capacity, old_vg.shape[3])
+            kg_t[..., :n] = old_kg_t[..., :n].index_select(0, keep)
+            vg[:, :, :n] = old_vg[:, :, :n].index_select(0, keep)
             layer.kg_t, layer.vg = kg_t, vg
         self._shrink(units, new_of_row, drop, capacity)
         self._update_slots()
@@ -171,24 +188,32 @@ class _SlabLayer(DynamicLayer):
     def __init__(self, owner: SlabCache) -> None:
         super().__init__()
         self.owner = owner
-        self.k_buf = self.v_buf = None
+        # allocated by the owner's first `write_prompts` for this layer
+        self.k_buf: torch.Tensor | None = None
+        self.v_buf: torch.Tensor | None = None
         self.is_initialized = True
 
     def allocate(self, heads: int, head_dim: int, dtype: torch.dtype, device: torch.device) -> None:
         o = self.owner
-        self.k_buf = torch.zeros(
+        self.k_buf = k_buf = torch.zeros(
             o.unit_of_row.numel(), heads, o.prompt_width + o.capacity, head_dim, dtype=dtype, device=device
         )
-        self.v_buf = torch.zeros_like(self.k_buf)
+        self.v_buf = torch.zeros_like(k_buf)
         self.dtype, self.device = dtype, device
+
+    def buffers(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(k_buf, v_buf), once allocated."""
+        assert self.k_buf is not None and self.v_buf is not None
+        return self.k_buf, self.v_buf
 
     def update(
         self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs
     ) -> tuple[torch.Tensor, torch.Tensor]:
         end = self.owner.prompt_width + self.owner.generated
-        self.k_buf[:, :, end] = key_states[:, :, 0]
-        self.v_buf[:, :, end] = value_states[:, :, 0]
-        return self.k_buf[:, :, : end + 1], self.v_buf[:, :, : end + 1]
+        k_buf, v_buf = self.buffers()
+        k_buf[:, :, end] = key_states[:, :, 0]
+        v_buf[:, :, end] = value_states[:, :, 0]
+        return k_buf[:, :, : end + 1], v_buf[:, :, : end + 1]
 
     def get_seq_length(self) -> int:
         return self.owner.prompt_width + self.owner.generated
@@ -207,16 +232,22 @@ class SlabCache(_BatchCache):
         cols = torch.arange(self.prompt_width + capacity, device=unit_of_row.device)
         self.mask = (cols.unsqueeze(0) >= pad.unsqueeze(1)).long()  # (R, P + C): 0 on padding
 
+    @property
+    def slab_layers(self) -> list[_SlabLayer]:
+        """`layers`, typed: all of them are built in `__init__`."""
+        return cast("list[_SlabLayer]", self.layers)
+
     def write_prompts(self, layer_idx: int, u0: int, u1: int, keys: torch.Tensor, values: torch.Tensor) -> None:
-        layer = self.layers[layer_idx]
+        layer = self.slab_layers[layer_idx]
         if layer.k_buf is None:
             layer.allocate(keys.shape[1], keys.shape[3], keys.dtype, keys.device)
+        k_buf, v_buf = layer.buffers()
         first = _first_rows(self.unit_of_row, self.units)
         r0, r1 = int(first[u0]), int(first[u1])
         local = self.unit_of_row[r0:r1] - u0
         W = keys.shape[2]
-        layer.k_buf[r0:r1, :, self.prompt_width - W : self.prompt_width] = keys.index_select(0, local)
-        layer.v_buf[r0:r1, :, self.prompt_width - W : self.prompt_width] = values.index_select(0, local)
+        k_buf[r0:r1, :, self.prompt_width - W : self.prompt_width] = keys.index_select(0, local)
+        v_buf[r0:r1, :, self.prompt_width - W : self.prompt_width] = values.index_select(0, local)
 
     def model_kwargs(self) -> dict[str, Any]:
         return {"attention_mask": self.mask[:, : self.prompt_width + self.generated + 1]}
@@ -230,11 +261,12 @@ class SlabCache(_BatchCache):
         units, new_of_row, drop = self._survivors(keep)
         end = self.prompt_width + self.generated
         size = self.prompt_width - drop + capacity
-        for layer in self.layers:
-            k = layer.k_buf.new_zeros(keep.numel(), layer.k_buf.shape[1], size, layer.k_buf.shape[3])
+        for layer in self.slab_layers:
+            k_buf, v_buf = layer.buffers()
+            k = k_buf.new_zeros(keep.numel(), k_buf.shape[1], size, k_buf.shape[3])
             v = torch.zeros_like(k)
-            k[:, :, : end - drop] = layer.k_buf[:, :, drop:end].index_select(0, keep)
-            v[:, :, : end - drop] = layer.v_buf[:, :, drop:end].index_select(0, keep)
+            k[:, :, : end - drop] = k_buf[:, :, drop:end].index_select(0, keep)
+            v[:, :, : end - drop] = v_buf[:, :, drop:end].index_select(0, keep)
             layer.k_buf, layer.v_buf = k, v
         self.mask = torch.cat(
             [self.mask[:, drop:end].index_select(0, keep), self.mask.new_ones(keep.numel(), size - (end - drop))], dim=1

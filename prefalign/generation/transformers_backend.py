@@ -253,7 +253,7 @@ class TransformersEngine:
     def _prefill(self, batch: list[_Unit], cache: SharedPrefixCache | SlabCache) -> torch.Tensor:
         """Run the batch's distinct prompts (left-padded, at most `prefill_tokens` padded tokens a forward) and
         write their keys/values into `cache`. Returns the last-position logits of every row (R, V)."""
-        from transformers.cache_utils import DynamicCache
+        from transformers.cache_utils import CacheLayerMixin, DynamicCache
 
         device = self._device()
         logits_units: list[torch.Tensor] = []
@@ -281,6 +281,8 @@ class TransformersEngine:
             )
             logits_units.append(out.logits[:, -1])  # (units, V)
             for layer_idx, layer in enumerate(kv.layers):
+                # an attention layer, filled by the prefill
+                assert isinstance(layer, CacheLayerMixin) and layer.keys is not None and layer.values is not None
                 cache.write_prompts(layer_idx, start, end, layer.keys, layer.values)
             start = end
         return torch.cat(logits_units).index_select(0, cache.unit_of_row)

@@ -145,14 +145,17 @@ def segment_attention(
         kp, k1, k2 = ks[3 * i : 3 * i + 3]
         vp, v1, v2 = vs[3 * i : 3 * i + 3]
         q_a, k_a, v_a = torch.cat([qp, q1], 1), torch.cat([kp, k1], 1), torch.cat([vp, v1], 1)
-        if plan.bias_a[i] is not None:
-            outs.append(_matmul_attention(q_a, k_a, v_a, plan.bias_a[i], dropout, training))
+        bias_a = plan.bias_a[i]
+        if bias_a is not None:
+            outs.append(_matmul_attention(q_a, k_a, v_a, bias_a, dropout, training))
         else:
             outs.append(_sdpa(q_a, k_a, v_a, None, dropout, training))
         if n2:
             k_b, v_b = torch.cat([kp, k2], 1), torch.cat([vp, v2], 1)
+            bias_b = plan.bias_b[i]
+            assert bias_b is not None  # built for every segment with n2 > 0
             attend = _matmul_attention if P + n2 <= MATH_MAX_TOKENS else _sdpa
-            outs.append(attend(q2, k_b, v_b, plan.bias_b[i], dropout, training))
+            outs.append(attend(q2, k_b, v_b, bias_b, dropout, training))
     out = torch.cat(outs, 1)  # (H, L, d)
     return out.transpose(0, 1).unsqueeze(0).contiguous(), None
 
@@ -175,5 +178,5 @@ def supported(model: torch.nn.Module) -> bool:
 def enable(model: torch.nn.Module) -> None:
     """Switch a transformers model (not a peft wrapper) to segment attention; plain calls still run SDPA."""
     _register()
-    if model.config._attn_implementation != NAME:
-        model.config._attn_implementation = NAME
+    if model.config._attn_implementation != NAME:  # type: ignore[union-attr]
+        model.config._attn_implementation = NAME  # type: ignore[union-attr]

@@ -21,7 +21,7 @@ LAYOUTS: tuple[str, ...] = get_args(Layout)
 class PackedBatch:
     input_ids: torch.Tensor
     position_ids: torch.Tensor
-    attention_mask: torch.Tensor
+    attention_mask: torch.Tensor | None  # None for the "segments" layout
     target_row: torch.Tensor
     target_pos: torch.Tensor
     target_ids: torch.Tensor

@@ -7,10 +7,12 @@ costs about a fifth of the model per token), the score head on the last token of
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from prefalign.errors import UserError
-from prefalign.models.batch import PACKED_FIELDS, PackedBatch
+from prefalign.models.batch import PACKED_FIELDS, Layout, PackedBatch
 
 from . import attention
 
@@ -21,7 +23,7 @@ def unwrap(model: torch.nn.Module) -> torch.nn.Module:
     """The transformers model inside a peft wrapper (adapters stay active)."""
     inner = model
     if hasattr(inner, "get_base_model"):
-        inner = inner.get_base_model()
+        inner = inner.get_base_model()  # type: ignore[operator]
     return inner
 
 
@@ -32,7 +34,7 @@ def body(model: torch.nn.Module) -> torch.nn.Module:
     return getattr(inner, prefix)
 
 
-def layout_for(*models: torch.nn.Module | None) -> str:
+def layout_for(*models: torch.nn.Module | None) -> Layout:
     """The packing layout these models can run: "segments" when all route attention through transformers'
     attention interface, else "mask"."""
     return "segments" if all(m is None or attention.supported(unwrap(m)) for m in models) else "mask"
@@ -73,7 +75,7 @@ def token_logps(model: torch.nn.Module, batch: PackedBatch, chunk: int = 1024) -
     """log p(token) for every response token (N,), in fp32. Log-softmax runs in chunks to bound memory."""
     h = hidden_states(model, batch)
     h = h[batch.target_row, batch.target_pos]  # (N, H)
-    head = unwrap(model).get_output_embeddings()
+    head = unwrap(model).get_output_embeddings()  # type: ignore[operator]
     out = []
     for s in range(0, h.shape[0], chunk):
         logits = head(h[s : s + chunk]).float()  # (n, V)
@@ -94,7 +96,7 @@ def last_token_rewards(model: torch.nn.Module, batch: PackedBatch) -> torch.Tens
     h = h[batch.last_row, batch.last_pos]  # (S, H)
     inner = unwrap(model)
     head = getattr(inner, "score", None) or inner.classifier
-    return head(h).float()
+    return head(h).float()  # type: ignore[operator]
 
 
 class PackedForward(torch.nn.Module):
@@ -114,8 +116,9 @@ class PackedForward(torch.nn.Module):
         self.config = getattr(unwrap(model), "config", None)
 
     def forward(self, **inputs: torch.Tensor) -> torch.Tensor:
+        tensors: dict[str, Any] = {f: inputs.get(f) for f in PACKED_FIELDS}
         batch = PackedBatch(
-            **{f: inputs.get(f) for f in PACKED_FIELDS},
+            **tensors,
             num_sequences=int(inputs["num_sequences"]),
             pairs=bool(inputs.get("pairs", True)),
             real_tokens=int(inputs.get("real_tokens", 0)),
@@ -123,6 +126,7 @@ class PackedForward(torch.nn.Module):
         return last_token_rewards(self.model, batch) if self.what == "rewards" else sequence_logps(self.model, batch)
 
     def gradient_checkpointing_enable(self, gradient_checkpointing_kwargs: dict | None = None) -> None:
-        unwrap(self.model).gradient_checkpointing_enable(gradient_checkpointing_kwargs=gradient_checkpointing_kwargs)
+        inner = unwrap(self.model)
+        inner.gradient_checkpointing_enable(gradient_checkpointing_kwargs=gradient_checkpointing_kwargs)  # type: ignore[operator]
         if hasattr(self.model, "enable_input_require_grads"):
-            self.model.enable_input_require_grads()
+            self.model.enable_input_require_grads()  # type: ignore[operator]

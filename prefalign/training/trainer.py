@@ -87,8 +87,10 @@ def disable_dropout(model: torch.nn.Module) -> int:
             if isinstance(value, float) and value > 0:
                 setattr(config, key, 0.0)
                 changed += 1
-        if isinstance(getattr(module, "attention_dropout", None), float) and module.attention_dropout > 0:
-            module.attention_dropout = 0.0  # Llama-style attention modules copy the value at construction
+        dropout = getattr(module, "attention_dropout", None)
+        if isinstance(dropout, float) and dropout > 0:
+            # Llama-style attention modules copy the value at construction
+            module.attention_dropout = 0.0  # type: ignore[assignment]
             changed += 1
     return changed
 
