@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from prefalign.errors import UserError
 from preference_data.records import Conversation, Message, PreferencePair, conversation
@@ -158,7 +158,8 @@ def parse_rewardbench(rows: Rows, report: DataReport, source: str) -> Parsed:
     chosen_model / rejected_model are carried along when present. The subset must be one of the 23 scored
     subsets (`rules.REWARDBENCH_EXAMPLE_COUNTS`).
     """
-    examples, problems = [], []
+    examples: list[Example] = []
+    problems: list[str] = []
     for row_no, row in rows:
         r = _Row(row, _where(source, report, row_no), problems)
         prompt = r.prompt()
@@ -169,6 +170,8 @@ def parse_rewardbench(rows: Rows, report: DataReport, source: str) -> Parsed:
         if subset is not None and subset not in rules.REWARDBENCH_EXAMPLE_COUNTS:
             _unknown(r, "subset", subset, list(rules.REWARDBENCH_EXAMPLE_COUNTS))
         if r.ok:
+            # r.ok: every required field is present
+            assert prompt is not None
             examples.append(
                 Example(
                     _id(ident, str(row_no)),
@@ -192,7 +195,8 @@ def parse_rewardbench2(rows: Rows, report: DataReport, source: str) -> Parsed:
     Responses are `chosen + rejected` in that order, as the official code unrolls them. Ties rows have ids
     `ref:<n>` or `tied:<n>`; their first `num_correct` responses are the correct ones.
     """
-    examples, problems = [], []
+    examples: list[Example] = []
+    problems: list[str] = []
     canonical = {s.lower(): s for s in rules.REWARDBENCH2_SUBSETS}
     seen_ties: dict[str, str] = {}
     for row_no, row in rows:
@@ -233,6 +237,8 @@ def parse_rewardbench2(rows: Rows, report: DataReport, source: str) -> Parsed:
                 seen_ties[str(ident)] = r.where
                 meta.update(ties_kind=m.group(1), ties_prompt=int(m.group(2)))
         if r.ok:
+            # r.ok: every required field is present
+            assert prompt is not None and chosen is not None and rejected is not None
             examples.append(
                 Example(str(ident), subset, prompt, [_assistant(t) for t in chosen + rejected], meta, row=r.where)
             )
@@ -245,7 +251,8 @@ def parse_rmbench(rows: Rows, report: DataReport, source: str) -> Parsed:
     Styles are ordered [concise, detailed plain, detailed markdown]. The per-domain repo files
     (`<domain>_filtered.json`) have no `domain` field; it is then taken from the file name.
     """
-    examples, problems = [], []
+    examples: list[Example] = []
+    problems: list[str] = []
     stem = Path(source).name.split("_")[0].split(".")[0]
     file_domain = stem if stem in rules.RMBENCH_FILE_DOMAINS else None
     for row_no, row in rows:
@@ -258,6 +265,8 @@ def parse_rmbench(rows: Rows, report: DataReport, source: str) -> Parsed:
         if domain is not None and domain not in rules.RMBENCH_FILE_DOMAINS:
             _unknown(r, "domain", domain, rules.RMBENCH_FILE_DOMAINS)
         if r.ok:
+            # r.ok: every required field is present
+            assert domain is not None and prompt is not None and chosen is not None and rejected is not None
             examples.append(
                 Example(
                     _id(ident, str(row_no)),
@@ -274,7 +283,8 @@ def parse_rmbench(rows: Rows, report: DataReport, source: str) -> Parsed:
 def parse_judgebench(rows: Rows, report: DataReport, source: str) -> Parsed:
     """ScalerLab/JudgeBench rows: pair_id, original_id, source, question, response_model, response_A,
     response_B (str), label ('A>B' or 'B>A'). The category is the `source` prefix."""
-    examples, problems = [], []
+    examples: list[Example] = []
+    problems: list[str] = []
     for row_no, row in rows:
         r = _Row(row, _where(source, report, row_no), problems)
         ident = r.get("pair_id", (str, int), "the pair id")
@@ -292,6 +302,8 @@ def parse_judgebench(rows: Rows, report: DataReport, source: str) -> Parsed:
                 f"{', '.join(rules.JUDGEBENCH_CATEGORIES)}; use the official file unchanged"
             )
         if r.ok:
+            # r.ok: every required field is present
+            assert category is not None and question is not None
             examples.append(
                 Example(
                     str(ident),
@@ -352,7 +364,8 @@ def parse_pairs(rows: Rows, report: DataReport, source: str) -> Parsed:
         yield first
         yield from rows
 
-    examples = [pair_example(p) for p in formats.FORMATS[fmt].adapt(again(), report)]
+    # a format that yields "pairs" adapts rows to PreferencePair records
+    examples = [pair_example(cast(PreferencePair, p)) for p in formats.FORMATS[fmt].adapt(again(), report)]
     return Parsed(examples, [], report.rows_read, source)  # the adapter's drops are in `report`
 
 

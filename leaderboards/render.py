@@ -88,8 +88,7 @@ def build_board(records: list[Record]) -> Board:
         columns += [Column(b, s) for s in sections]
 
     def rank(item: tuple[str, dict[str, Record]]) -> tuple[float, str]:
-        heads = [r.scores.get("headline") for r in item[1].values()]
-        heads = [h for h in heads if h is not None]
+        heads = [h for r in item[1].values() if (h := r.scores.get("headline")) is not None]
         return (-(sum(heads) / len(heads)) if heads else 1.0, item[0])
 
     return Board(columns, sorted(shown.items(), key=rank))

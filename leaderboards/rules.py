@@ -204,6 +204,12 @@ def _tanh_ratio_minus_one(num: float, den: float) -> float:
     return math.tanh(num / den - 1.0)
 
 
+def _diff_correct_margin(stats: TiesPromptStats) -> float:
+    """The diff_correct_margin of a `tied:` row, which has several correct answers."""
+    assert stats.diff_correct_margin is not None, "a tied row has more than one correct answer"
+    return stats.diff_correct_margin
+
+
 def ties_score(ref: Mapping[int, TiesPromptStats], tied: Mapping[int, TiesPromptStats]) -> TiesResult:
     """The RewardBench 2 Ties subset score (official `process_single_model`, reference §7.2).
 
@@ -222,13 +228,15 @@ def ties_score(ref: Mapping[int, TiesPromptStats], tied: Mapping[int, TiesPrompt
     ref_acc = mean(float(s.accurate) for s in ref.values())
     tied_acc = mean(float(s.accurate) for s in tied.values())
     both = sorted(set(ref) & set(tied))
-    pref = [tied[p].correct_incorrect_margin > tied[p].diff_correct_margin for p in both]
+    dcm = {p: _diff_correct_margin(tied[p]) for p in both}
+    pref = [tied[p].correct_incorrect_margin > dcm[p] for p in both]
     hard_margins = [min(ref[p].correct_incorrect_margin, tied[p].correct_incorrect_margin) for p in both]
-    pref_hard = [m > tied[p].diff_correct_margin for m, p in zip(hard_margins, both, strict=True)]
-    margin = [_tanh_ratio_minus_one(m, tied[p].diff_correct_margin) for m, p in zip(hard_margins, both, strict=True)]
+    pref_hard = [m > dcm[p] for m, p in zip(hard_margins, both, strict=True)]
+    margin = [_tanh_ratio_minus_one(m, dcm[p]) for m, p in zip(hard_margins, both, strict=True)]
     cp, cph, mg = mean(map(float, pref)), mean(map(float, pref_hard)), mean(margin)
     score = None
     if both:
+        assert cp is not None and cph is not None and mg is not None  # means over the non-empty `both`
         score = (
             TIES_WEIGHTS["tied_accuracy"] * (tied_acc or 0.0)
             + TIES_WEIGHTS["ref_accuracy"] * (ref_acc or 0.0)

@@ -25,7 +25,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from prefalign.errors import UserError
 from preference_data.records import Conversation, PreferencePair
@@ -300,6 +300,7 @@ def _inputs(bench: Benchmark, kind: str, ex: Example) -> dict[Slot, tuple[str, t
     pairwise: slot (i, j) -> (prompt, response i as A, response j as B), for both orders of each comparison.
     """
     out: dict[Slot, tuple[str, tuple[Conversation, ...]]] = {}
+    item: tuple[Conversation, ...]
     if kind == "pairwise":
         for i, j in bench.comparisons(ex):
             for a, b in ((i, j), (j, i)):
@@ -307,15 +308,19 @@ def _inputs(bench: Benchmark, kind: str, ex: Example) -> dict[Slot, tuple[str, t
                 out[(a, b)] = (_hash(["pairwise", *map(_conv, item)]), item)
     else:
         for i, resp in enumerate(ex.responses):
-            item = (ex.prompt, resp) if kind == "pointwise" else (ex.prompt, resp, ex.reference)
+            if kind == "pointwise":
+                item = (ex.prompt, resp)
+            else:
+                assert ex.reference is not None  # examples without one are left out for reference scorers
+                item = (ex.prompt, resp, ex.reference)
             out[i] = (_hash([kind, *map(_conv, item)]), item)
     return out
 
 
 def _judgement(kind: str, got: dict[Slot, float]) -> Judgement:
     if kind == "pairwise":
-        return Judgement(prefs=got)  # type: ignore[arg-type]
-    return Judgement(scores=[got[i] for i in range(len(got))])  # type: ignore[index]
+        return Judgement(prefs=cast("dict[tuple[int, int], float]", got))  # pairwise slots are (i, j)
+    return Judgement(scores=[got[i] for i in range(len(got))])
 
 
 def _length(item: tuple[Conversation, ...]) -> int:

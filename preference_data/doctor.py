@@ -15,7 +15,7 @@ from typing import Any
 from prefalign.models.hub import load_tokenizer
 
 from .sources import DataConfig, load
-from .tokenize import tokenize_pairs
+from .tokenize import LengthPolicy, tokenize_pairs
 
 
 def margin_summary(pairs: list[Any]) -> dict[str, Any]:
@@ -30,7 +30,9 @@ def margin_summary(pairs: list[Any]) -> dict[str, Any]:
     return {"margin_field": column, "rating_gap": gap, "rm_default": "none", "text": text}
 
 
-def run_doctor(data: DataConfig, model: str, max_length: int, policy: str, out_dir: str | None) -> dict[str, Any]:
+def run_doctor(
+    data: DataConfig, model: str, max_length: int, policy: LengthPolicy, out_dir: str | None
+) -> dict[str, Any]:
     """Build the report (a dict), write it as JSON and text under `out_dir`, and return it."""
     loaded = load(data)
     report: dict[str, Any] = {

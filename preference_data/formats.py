@@ -22,7 +22,7 @@ import itertools
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 from prefalign.errors import UserError
 from prefalign.registry import Table
@@ -133,12 +133,16 @@ def _trl_row(row: dict[str, Any]) -> PreferencePair:
     return PreferencePair(prompt, chosen, rejected, margin=_margin(row), attributes=attributes)
 
 
+def _is_number(v: Any) -> TypeGuard[int | float]:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
 def _rating_gap(row: dict[str, Any]) -> float | None:
     """score_chosen - score_rejected (UltraFeedback-binarized and similar TRL data), when both are numbers."""
     a, b = row.get("score_chosen"), row.get("score_rejected")
     if a is None and b is None:
         return None
-    if any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in (a, b)):
+    if not (_is_number(a) and _is_number(b)):
         raise Skip("wrong_type", f"fields 'score_chosen' / 'score_rejected' must both be numbers, got {a!r} / {b!r}")
     return float(a) - float(b)
 

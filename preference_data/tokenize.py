@@ -208,13 +208,14 @@ class _Renderer:
             raise ValueError(f"response_end must be 'eos' or 'template', got {response_end!r}")
         self.response_end = response_end
         self.tokenizer = tokenizer
-        self.eos_id: int | None = tokenizer.eos_token_id
+        eos_id: int | None = tokenizer.eos_token_id
         self.bos_id: int | None = tokenizer.bos_token_id
-        if self.eos_id is None:
+        if eos_id is None:
             raise UserError(
                 f"tokenizer {getattr(tokenizer, 'name_or_path', '')!r} has no eos_token; responses must "
                 "end with the token generation stops at: set tokenizer.eos_token before tokenizing"
             )
+        self.eos_id: int = eos_id
         self.templated = bool(getattr(tokenizer, "chat_template", None))
         self.plain_bos = ""
         if not self.templated and self.bos_id is not None:
@@ -341,7 +342,9 @@ def _split(
     return out
 
 
-def _check_policy(policy: str, max_length: int | None, allowed: Sequence[str] = tuple(LENGTH_POLICIES)) -> None:
+def _check_policy(
+    policy: str, max_length: int | None, allowed: Sequence[LengthPolicy] = tuple(LENGTH_POLICIES)
+) -> None:
     if policy not in allowed:
         raise UserError(
             f"unknown length policy {policy!r}{did_you_mean(policy, list(allowed))}; choose one of: "

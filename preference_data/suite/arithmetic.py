@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import random
 import re
+from typing import Any
 
 from .base import (
     Corrupted,
@@ -111,7 +112,8 @@ def generate(rng: random.Random) -> Draft:
     packs = rng.choice(PACKS)
     start = rng.randint(5, 30)
     n_ops = 2 if rng.random() < 0.6 else 3
-    cur, ops, used_mul = start, [], False
+    cur, used_mul = start, False
+    ops: list[list[Any]] = []  # [kind, *args]
     while len(ops) < n_ops:
         weights = [3, 3 if cur > 4 else 0, 2, 0 if used_mul or cur > 40 else 1]
         kind = rng.choices(["add", "sub", "groups", "mul"], weights=weights)[0]
@@ -174,7 +176,7 @@ def _steps(params: Params, error: tuple | None = None) -> list[tuple[str, str, i
     cur, out = params["start"], []
     ops = params["ops"][:-1] if error and error[0] == "skip_last" else params["ops"]
     for i, (kind, *args) in enumerate(ops):
-        wrong = bool(error) and error[0] == "wrong_op" and error[1] == i
+        wrong = bool(error and error[0] == "wrong_op" and error[1] == i)
         slip = error[2] if error and error[0] == "slip" and error[1] == i else 0
         k = args[0]
         if kind == "groups":

@@ -224,11 +224,11 @@ def build_suite(
     return suite
 
 
-def write_suite(suite: Suite, out_dir: str) -> dict[str, str]:
+def write_suite(suite: Suite, out_dir: str | os.PathLike[str]) -> dict[str, str]:
     """Write the four JSONL files (one `to_dict()` per line) and `summary.json` into `out_dir`.
     The same suite always gives byte-identical files. Returns {file name: path}."""
     os.makedirs(out_dir, exist_ok=True)
-    rows = {
+    rows: dict[str, list[PreferencePair] | list[PromptOnly]] = {
         "train_pairs.jsonl": suite.train_pairs,
         "test_pairs.jsonl": suite.test_pairs,
         "train_prompts.jsonl": suite.train_prompts,

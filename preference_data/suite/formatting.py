@@ -200,7 +200,9 @@ def _tip(raw: str) -> str:
 
 
 def _keyword(raw: str) -> str:
-    return re.search(r"\[([^\]]+)\]", raw).group(1)
+    m = re.search(r"\[([^\]]+)\]", raw)
+    assert m is not None, f"a tip marks its keyword in brackets: {raw!r}"
+    return m.group(1)
 
 
 # ----------------------------------------------------------------------------------- constraints
@@ -513,16 +515,16 @@ def generate(rng: random.Random) -> Draft:
     elif shape == "sentence":
         tip = raw[0]
         case = rng.choice(["lower", "upper", None])
-        parts = f"Give one tip for {topic} in a single sentence"
+        ask = f"Give one tip for {topic} in a single sentence"
         cons.append({"kind": "sentences", "n": 1})
         if case:
-            parts += ", " + rng.choice(_CASE_TEXT[case])
+            ask += ", " + rng.choice(_CASE_TEXT[case])
             cons.append({"kind": "case", "case": case})
         if case is None or rng.random() < 0.5:
             word = _keyword(tip)
-            parts += f', and use the word "{word}"'
+            ask += f', and use the word "{word}"'
             cons.append({"kind": "keyword", "word": word})
-        user = parts + "."
+        user = ask + "."
         params.update(tips=[_tip(tip)], case=case)
         budget = 25
     else:
@@ -694,7 +696,9 @@ def _truncated(params: Params, phrasing: int, rng: random.Random) -> Corrupted |
     text = answer(params, random.Random(phrasing))
     if params["shape"] == "sentence":
         kw = next((c["word"] for c in params["constraints"] if c["kind"] == "keyword"), None)
-        pos = -1 if kw is None else re.search(re.escape(kw), text, re.I).start()
+        found = None if kw is None else re.search(re.escape(kw), text, re.I)
+        assert kw is None or found is not None, "a sentence answer uses its keyword"
+        pos = -1 if found is None else found.start()
         if pos <= 0 or word_count(text[:pos]) < 3:
             return None
         return Corrupted(text[:pos].rstrip(), "cut off before the required word")
