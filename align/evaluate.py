@@ -22,7 +22,7 @@ import random
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from prefalign.errors import UserError
 from preference_data.records import PromptOnly
@@ -260,9 +260,9 @@ def evaluate_policy(
 def _rm_win_rate(judge: str, prompts: list[PromptOnly], a: list[str], b: list[str]) -> tuple[float | None, int]:
     """(win rate of `a` over `b` judged by the reward model `judge`, prompts left out for a NaN score)."""
     from preference_data.records import Message
-    from reward_models.scorers import load_scorer
+    from reward_models.scorers import ScalarScorer, load_scorer
 
-    scorer = load_scorer("scalar", model=judge)
+    scorer = cast(ScalarScorer, load_scorer("scalar", model=judge))
     conv = [p.prompt for p in prompts]
     sa = scorer.score(conv, [[Message("assistant", x)] for x in a])
     sb = scorer.score(conv, [[Message("assistant", x)] for x in b])

@@ -180,6 +180,7 @@ def frozen_logps(
                     if model is None and loaded is None:
                         loaded = load_causal_lm(model_ref, dtype=weights_dtype)
                     net = model if model is not None else loaded
+                    assert net is not None
                     net.to(device)
                     got = pair_logps(
                         net,

@@ -35,7 +35,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import torch
 from transformers import Trainer
@@ -52,6 +52,9 @@ from reward_models.rm_train import GROUP_KEYS, accuracy_report
 
 from .losses import LOSSES, LossOutput, PairLogps, check_loss_config, compute_loss
 from .reference import columns
+
+if TYPE_CHECKING:
+    from prefalign.models.forward import PackedForward
 
 ReferenceKind = Literal["auto", "adapters_disabled", "precomputed", "none"]
 
@@ -162,7 +165,7 @@ def reference_mode(cfg: TrainConfig) -> Literal["adapters_disabled", "precompute
     if not LOSSES[cfg.loss.name].needs_reference:
         return "none"
     if cfg.reference.kind != "auto":
-        return cfg.reference.kind  # type: ignore[return-value]
+        return cfg.reference.kind
     if cfg.train.method == "lora" and cfg.reference.model in (None, cfg.model):
         return "adapters_disabled"
     return "precomputed"
@@ -188,7 +191,8 @@ PLOT_KEYS = [
 def batch_diagnostics(logps: PairLogps, out: LossOutput) -> dict[str, float]:
     """Per-batch metrics from the loss inputs (B,) and its `LossOutput` (all detached)."""
     pc, pr = logps.policy_chosen_logps.detach(), logps.policy_rejected_logps.detach()
-    lc, lr = logps.chosen_lengths.float(), logps.rejected_lengths.float()  # type: ignore[union-attr]
+    assert logps.chosen_lengths is not None and logps.rejected_lengths is not None  # the trainer passes lengths
+    lc, lr = logps.chosen_lengths.float(), logps.rejected_lengths.float()
     d = {
         "logps/chosen": pc.mean().item(),
         "logps/rejected": pr.mean().item(),
@@ -201,6 +205,7 @@ def batch_diagnostics(logps: PairLogps, out: LossOutput) -> dict[str, float]:
         "logps/chosen_per_token": (pc.sum() / lc.sum().clamp(min=1)).item(),
     }
     if logps.reference_chosen_logps is not None:
+        assert logps.reference_rejected_logps is not None  # frozen log-probs come for both sides
         # Σ over sequences of the summed log-ratios / Σ tokens = mean per-token log-ratio (an offline estimate)
         ratio = (pc - logps.reference_chosen_logps).sum() + (pr - logps.reference_rejected_logps).sum()
         d["kl_estimate"] = (ratio / (lc.sum() + lr.sum()).clamp(min=1)).item()
@@ -241,8 +246,11 @@ class PreferenceTrainer(MetricsMixin, Trainer):
         ref_c = ref_r = prev_c = prev_r = None
         if self.ref_mode == "adapters_disabled":
             # the same batch through the same wrapper with the LoRA adapters off: the base is π_ref
-            with torch.no_grad(), self.model.model.disable_adapter():
-                ref = self.model(**inputs).detach()  # (2B,)
+            wrapper = self.model  # the PackedForward this trainer was built with
+            assert wrapper is not None
+            peft_model: Any = wrapper.model  # adapters_disabled runs under LoRA: a peft model
+            with torch.no_grad(), peft_model.disable_adapter():
+                ref = wrapper(**inputs).detach()  # (2B,)
             ref_c, ref_r = ref[:B], ref[B:]
         elif self.ref_mode == "precomputed":
             c, r = columns("reference")
@@ -311,6 +319,7 @@ class PreferenceTrainer(MetricsMixin, Trainer):
     # model with tied weights handled), not the wrapper's raw state dict.
     def _save(self, output_dir: str | None = None, state_dict: dict | None = None) -> None:
         output_dir = output_dir or self.args.output_dir
+        assert output_dir is not None  # `training_arguments` always sets it
         inner = self.accelerator.unwrap_model(self.model).model
         if state_dict is not None:  # FSDP / DeepSpeed gather the wrapper's state dict: drop its prefix
             state_dict = {k.removeprefix("model."): v for k, v in state_dict.items()}
@@ -323,7 +332,7 @@ class PreferenceTrainer(MetricsMixin, Trainer):
     def _load_from_checkpoint(self, resume_from_checkpoint: str, model: torch.nn.Module | None = None) -> None:
         if self.is_fsdp_enabled or self.is_deepspeed_enabled:
             return super()._load_from_checkpoint(resume_from_checkpoint, model)
-        load_inner_weights(self.model.model, Path(resume_from_checkpoint))
+        load_inner_weights(cast("PackedForward", self.model).model, Path(resume_from_checkpoint))
 
 
 def load_inner_weights(inner: torch.nn.Module, ckpt: Path) -> None:
@@ -351,7 +360,7 @@ def load_inner_weights(inner: torch.nn.Module, ckpt: Path) -> None:
         raise UserError(
             f"checkpoint {ckpt} does not match the model (missing {missing[:3]}, unexpected {unexpected[:3]})"
         )
-    inner.tie_weights()
+    inner.tie_weights()  # type: ignore[operator]
 
 
 # --- the recipe --------------------------------------------------------------------------------------
@@ -424,6 +433,7 @@ def setup(cfg: TrainConfig, resume: bool = False) -> Setup:
     if ref_mode == "precomputed":
         frozen.append(("reference", cfg.reference.model or cfg.model))
     if spec.needs_previous_iterate:
+        assert cfg.previous.model is not None  # required by `TrainConfig.check`
         frozen.append(("previous", cfg.previous.model))
     frozen_reports = {}
     for role, ref in frozen:

@@ -28,10 +28,13 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prefalign.errors import UserError
 from prefalign.models.hub import load_model, load_tokenizer, resolve
+
+if TYPE_CHECKING:
+    from preference_data.tokenize import ResponseEnd
 
 STATS_FILE = "reward_stats.json"
 
@@ -43,7 +46,7 @@ class RewardStats:
     n: int = 0
     num_labels: int = 1
     computed_on: str = ""
-    response_end: str = "template"  # where the reward is read: "template" (last template token) or "eos"
+    response_end: ResponseEnd = "template"  # where the reward is read: "template" (last template token) or "eos"
 
     def normalise(self, r: float) -> float:
         return (r - self.mean) / (self.std if self.std > 1e-8 else 1.0)

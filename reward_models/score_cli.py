@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import cast
 
 from prefalign.errors import UserError
 from preference_data.records import PreferencePair, RatedResponses
@@ -20,7 +21,7 @@ def score_file(
     """Score every response in `data` with the reward model `model`; return (rows written, path)."""
     from preference_data.sources import read_records
 
-    from .scorers import load_scorer
+    from .scorers import ScalarScorer, load_scorer
 
     records, report = read_records(data, fmt)
     items: list[tuple[str, str, list, list]] = []  # (record id, which response, prompt, response)
@@ -35,7 +36,10 @@ def score_file(
             f"{data}: no responses to score ({report.rows_read} rows read, "
             f"{report.dropped_total} dropped: {dict(report.dropped)}); run `align data doctor {data}`"
         )
-    scorer = load_scorer("scalar", model=model, normalize=normalize, dtype=dtype, batch_tokens=batch_tokens)
+    scorer = cast(
+        ScalarScorer,
+        load_scorer("scalar", model=model, normalize=normalize, dtype=dtype, batch_tokens=batch_tokens),
+    )
     scores = scorer.score([it[2] for it in items], [it[3] for it in items])
     path = Path(out)
     path.parent.mkdir(parents=True, exist_ok=True)

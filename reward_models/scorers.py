@@ -40,7 +40,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from prefalign.config import build, option
 from prefalign.errors import UserError
@@ -49,6 +49,10 @@ from prefalign.registry import Table
 from preference_data.records import Conversation
 
 from .base import Scorer, ScorerKind
+
+if TYPE_CHECKING:
+    from prefalign.models.batch import Layout
+    from preference_data.tokenize import ResponseEnd
 
 log = logging.getLogger(__name__)
 
@@ -194,7 +198,7 @@ class _BatchedModel:
         self.max_length = opts.max_length or getattr(config, "max_position_embeddings", None) or 4096
         self.pad_id = pad_token_id(tokenizer)
         self.failures: Counter[str] = Counter()
-        self.layout = "segments"  # packing layout; subclasses pick it from their models (`layout_for`)
+        self.layout: Layout = "segments"  # packing layout; subclasses pick it from their models (`layout_for`)
 
     def _pick_layout(self, *models: Any) -> None:
         from prefalign.models.forward import layout_for
@@ -206,7 +210,8 @@ class _BatchedModel:
             log.warning("%s: an item scores NaN (%s)%s", type(self).__name__, reason, f": {detail}" if detail else "")
         self.failures[reason] += 1
 
-    response_end = "eos"  # where response ids end (preference_data.tokenize); scalar RMs read their own setting
+    # where response ids end (preference_data.tokenize); scalar RMs read their own setting
+    response_end: ResponseEnd = "eos"
 
     def _encode(self, prompt: Conversation, response: Conversation) -> Item | None:
         """Token ids of one (prompt, response), the prompt cut from the left to fit; None (and counted) on failure."""
@@ -254,10 +259,11 @@ class _BatchedModel:
         try:
             # "mask" layout: rows as long as the batch's longest item (attention costs tokens x row length
             # under the block-diagonal mask, and the batch is one length bucket, so rows come out nearly full)
-            longest = max(len(items[i][0]) + len(items[i][1]) for i in idx)
+            encoded = cast("list[Item]", [items[i] for i in idx])  # `_run` batches only encoded items
+            longest = max(len(p) + len(r) for p, r in encoded)
             packed = pack_single(
-                [items[i][0] for i in idx],
-                [items[i][1] for i in idx],
+                [p for p, _ in encoded],
+                [r for _, r in encoded],
                 self.pad_id,
                 row_tokens=longest,
                 layout=self.layout,
@@ -286,6 +292,7 @@ class ScalarScorer(_BatchedModel):
 
     kind: ScorerKind = "pointwise"
     name = "scalar"
+    opts: ScalarOptions
 
     def __init__(self, opts: ScalarOptions) -> None:
         from .checkpoint import STATS_FILE, load_rm
@@ -344,6 +351,7 @@ class ImplicitScorer(_BatchedModel):
 
     kind: ScorerKind = "pointwise"
     name = "implicit"
+    opts: ImplicitOptions
 
     def __init__(self, opts: ImplicitOptions) -> None:
         from prefalign.models.hub import load_tokenizer
@@ -393,6 +401,7 @@ class ImplicitScorer(_BatchedModel):
         return self._run(items, self._rewards)
 
     def describe(self) -> dict[str, Any]:
+        reference: str | None
         if self.adapter_reference:
             reference = "adapter base (adapters disabled)"
         else:
@@ -495,7 +504,8 @@ class JudgeScorer(_BatchedModel):
         from prefalign.models.forward import hidden_states, unwrap
 
         h = hidden_states(self.model, batch)[batch.last_row, batch.last_pos]  # (S, H)
-        logits = unwrap(self.model).get_output_embeddings()(h).float()[:, self.answer_ids]  # (S, 2): A, B
+        head = unwrap(self.model).get_output_embeddings()  # type: ignore[operator]
+        logits = head(h).float()[:, self.answer_ids]  # (S, 2): A, B
         return torch.softmax(logits, dim=-1)[:, 0]
 
     def compare(
@@ -724,7 +734,7 @@ def load_scorer(spec: str | dict[str, Any], **options: Any) -> Scorer:
         raise UserError(f"a scorer spec is a name or a mapping with 'type', got {type(spec).__name__}")
     data.update(options)
     entry = SCORERS[name]
-    opts = build(entry.options, data, f"scorer '{name}'")
+    opts: Any = build(entry.options, data, f"scorer '{name}'")  # the kind's options dataclass
     return entry.load(opts)
 
 

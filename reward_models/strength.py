@@ -73,8 +73,8 @@ def run_strength(cfg: StrengthConfig) -> dict[str, Any]:
     )
     pad_id = pad_token_id(tokenizer)
     diffs = []
-    for path in models:
-        model, _, _ = load_rm(path, dtype="float32" if cfg.base.train.precision == "fp32" else "bfloat16")
+    for model_dir in models:
+        model, _, _ = load_rm(model_dir, dtype="float32" if cfg.base.train.precision == "fp32" else "bfloat16")
         rc, rr = pair_rewards(
             model,
             pairs,

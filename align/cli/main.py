@@ -179,8 +179,14 @@ def main(argv: list[str] | None = None) -> int:
     fn = getattr(args, "fn", None)
     if fn is None:
         # `align` or `align data` alone: show the relevant help
-        (parser if args.verb is None else parser._subparsers._group_actions[0].choices[args.verb]).print_help()
-        return 0 if args.verb is None else 2
+        if args.verb is None:
+            parser.print_help()
+            return 0
+        assert parser._subparsers is not None  # the verbs
+        verbs = parser._subparsers._group_actions[0].choices
+        assert isinstance(verbs, dict)  # verb -> its parser
+        verbs[args.verb].print_help()
+        return 2
     try:
         return int(fn(args) or 0)
     except UserError as e:
