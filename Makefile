@@ -1,6 +1,8 @@
 # Two entry points for a fresh machine (both idempotent):
 #   make quickstart   set up .venv and run the main job on the embedded default model
 #   make test         set up .venv with dev extras and run the test suite
+# and the checks CI runs before the tests:
+#   make lint         ruff check, ruff format --check and mypy (settings in pyproject.toml)
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
@@ -8,7 +10,7 @@ PIP    := $(PY) -m pip
 STAMP  := $(VENV)/.installed
 STAMP_DEV := $(VENV)/.installed-dev
 
-.PHONY: quickstart test setup setup-dev clean
+.PHONY: quickstart test lint setup setup-dev clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +35,11 @@ quickstart: $(STAMP)
 
 test: $(STAMP_DEV)
 	$(PY) -m pytest -q -ra $(PYTEST_ARGS)
+
+lint: $(STAMP_DEV)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
 
 clean:
 	rm -rf $(VENV) *.egg-info
