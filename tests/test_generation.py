@@ -335,6 +335,27 @@ def test_sync_weights_into_a_separate_copy(model, tok):
     assert shared.generate(CONVS[:1], greedy).weight_version == 2
 
 
+def test_engine_on_a_peft_model_in_training_mode(model, tok):
+    """An online loop shares its LoRA model (dropout on, training mode) with the sampler: generation runs with
+    dropout off, as in eval mode, and leaves the model in training mode."""
+    from peft import LoraConfig, get_peft_model
+
+    peft_model = get_peft_model(copy.deepcopy(model), LoraConfig(r=4, lora_alpha=8, lora_dropout=0.5,
+                                                                target_modules=["q_proj", "v_proj"]))
+    for name, p in peft_model.named_parameters():
+        if "lora_B" in name:
+            torch.nn.init.normal_(p, std=0.5)
+    engine = make_engine(peft_model, tok)
+    params = SamplingParams(n=2, temperature=1.0, max_new_tokens=8, seed=4)
+    peft_model.eval()
+    evaluated = engine.generate(CONVS[:2], params)
+    peft_model.train()
+    training = engine.generate(CONVS[:2], params)
+    assert peft_model.training
+    for a, b in zip(training.outputs, evaluated.outputs):
+        assert [c.token_ids for c in a.completions] == [c.token_ids for c in b.completions]
+
+
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_align_generate_keeps_the_old_greedy_text(tiny_model_ref, dtype):
     """`align.generate.generate` (now the engine, greedy on its exact schedule) returns the text the old

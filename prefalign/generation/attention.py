@@ -22,7 +22,8 @@ import torch
 
 NAME = "prefalign_decode"
 # model types whose attention modules compute plain scaled-dot-product attention over the cache
-PLAIN_ATTENTION = frozenset({"llama", "mistral", "qwen2", "qwen3", "olmo", "olmo2", "granite", "smollm3"})
+# (and scale scores by head_dim^-1/2, which the cache folds into the stored keys)
+PLAIN_ATTENTION = frozenset({"llama", "mistral", "qwen2", "qwen3", "olmo", "olmo2"})
 
 
 def decode_attention(
@@ -39,7 +40,7 @@ def decode_attention(
     """One query token per row over its unit's prompt (shared) and its own generated tokens.
 
     query (R, Hq, 1, D); key / value (R, Hkv, L, D): the row's generated keys/values (the layer's `update`
-    return); the prompt part, (U, Hkv, P, D) per unit, comes from `prefalign_cache` (a `SharedPrefixCache`).
+    return); the prompt part, (Hkv, U, P, D), comes from `prefalign_cache` (a `SharedPrefixCache`).
     Returns (R, 1, Hq, D), the layout transformers' attention functions return. Without a cache (e.g. a
     prefill) it falls back to PyTorch's scaled_dot_product_attention.
     """

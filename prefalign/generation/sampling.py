@@ -25,7 +25,9 @@ taken in two levels (sums of blocks of 1024 tokens, then within the block u_r fa
 the distribution twice and never writes a second (R, V) tensor. Each sample draws its uniforms for all
 steps up front from its own generator (`sample_uniforms`, seeded from the request's seed, its prompt and the
 sample index), so what it samples depends on its own logits and seed alone, never on the other rows of the
-batch.
+batch. It is a deterministic function of those logits: logits that differ in their last bits (a bf16 matmul
+over another batch shape, LoRA merged or not) sample the same token except where u_r falls within that
+rounding of a boundary between two tokens, which happens mostly in the long low-probability tail.
 
 Shapes: `R` rows (samples decoded together), `V` vocabulary size.
 """
