@@ -340,8 +340,9 @@ def test_engine_on_a_peft_model_in_training_mode(model, tok):
     dropout off, as in eval mode, and leaves the model in training mode."""
     from peft import LoraConfig, get_peft_model
 
-    peft_model = get_peft_model(copy.deepcopy(model), LoraConfig(r=4, lora_alpha=8, lora_dropout=0.5,
-                                                                target_modules=["q_proj", "v_proj"]))
+    peft_model = get_peft_model(
+        copy.deepcopy(model), LoraConfig(r=4, lora_alpha=8, lora_dropout=0.5, target_modules=["q_proj", "v_proj"])
+    )
     for name, p in peft_model.named_parameters():
         if "lora_B" in name:
             torch.nn.init.normal_(p, std=0.5)
