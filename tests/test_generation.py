@@ -353,7 +353,7 @@ def test_engine_on_a_peft_model_in_training_mode(model, tok):
     peft_model.train()
     training = engine.generate(CONVS[:2], params)
     assert peft_model.training
-    for a, b in zip(training.outputs, evaluated.outputs):
+    for a, b in zip(training.outputs, evaluated.outputs, strict=True):
         assert [c.token_ids for c in a.completions] == [c.token_ids for c in b.completions]
 
 
