@@ -439,14 +439,18 @@ def tokenize_prompts(
     Output rows align with the input, so only 'truncate_prompt_left' (keep the last `max_prompt_length`
     tokens; counted as `prompt_truncated` in `report` when given) and 'raise' are allowed.
     """
+    from prefalign.generation.prompts import render_prompts
+
     _check_policy(policy, max_prompt_length, allowed=("truncate_prompt_left", "raise"))
-    renderer = _Renderer(tokenizer)
     records = [f"prompt#{i}" for i in range(len(prompts))]
-    ids = renderer.encode([renderer.prompt(list(c), rec) for c, rec in zip(prompts, records, strict=True)])
+
+    def repeated_bos(row: int) -> None:
+        if report is not None:
+            report.add("double_bos", records[row])
+
+    ids = render_prompts(tokenizer, [list(c) for c in prompts], on_repeated_bos=repeated_bos)
     out = []
     for row, (p_ids, rec) in enumerate(zip(ids, records, strict=True)):
-        if renderer.strip_double_bos(p_ids) and report is not None:
-            report.add("double_bos", rec)
         if max_prompt_length is not None and len(p_ids) > max_prompt_length:
             if policy == "raise":
                 raise UserError(

@@ -178,7 +178,7 @@ def _diff(a, b, prefix="") -> set[str]:
 
 def test_quickstart_stage_override_keeps_the_stage_defaults():
     """The reported bug: one field of the quickstart's RM stage used to reset the stage to its class's defaults."""
-    from align.cli.quickstart import QuickstartConfig
+    from align.quickstart import QuickstartConfig
 
     cfg = load(QuickstartConfig, None, ["rm.train.precision=fp32", "dpo.loss.params.beta=0.2"])
     assert cfg.rm.train.precision == "fp32"

@@ -137,18 +137,25 @@ def test_inverse_cdf_by_hand():
 # the engine
 
 
-def test_prompt_ids_equal_tokenize_prompts(tok):
+def test_prompt_ids_are_the_prompt_a_training_pair_is_rendered_with(tok):
+    """A policy is prompted at generation exactly as its training pairs rendered the prompt (chat template and
+    plain fallback), and a long prompt keeps its last tokens."""
     from prefalign.generation import render_prompts
-    from preference_data.records import conversation
-    from preference_data.tokenize import tokenize_prompts
+    from preference_data.records import Message, PreferencePair, conversation
+    from preference_data.tokenize import render_pair
 
-    messages = [conversation(c) for c in CONVS]
-    assert render_prompts(tok, CONVS) == tokenize_prompts(messages, tok)
-    assert render_prompts(tok, messages, max_prompt_length=12) == tokenize_prompts(messages, tok, 12)
-    assert render_prompts(tok, [[5, 6, 7]]) == [[5, 6, 7]]
     plain = copy.deepcopy(tok)  # no chat template: the plain "Role: content" fallback
     plain.chat_template = None
-    assert render_prompts(plain, CONVS) == tokenize_prompts(messages, plain)
+    for t in (tok, plain):
+        want = []
+        for c in CONVS:
+            pair = PreferencePair(conversation(c), [Message("assistant", "Yes.")], [Message("assistant", "No.")])
+            want.append(render_pair(t, pair)[0])
+        assert render_prompts(t, CONVS) == want
+        assert render_prompts(t, [conversation(c) for c in CONVS]) == want  # Message objects too
+        assert render_prompts(t, CONVS, max_prompt_length=12) == [w[-12:] for w in want]
+    assert any(len(w) > 12 for w in want)
+    assert render_prompts(tok, [[5, 6, 7]]) == [[5, 6, 7]]
 
 
 @pytest.mark.parametrize("shared_prefix", [True, False], ids=["decode-attention", "model-attention"])

@@ -98,12 +98,14 @@ def test_a_real_run_in_each_precision_saves_what_it_used(tmp_path, native, metho
     assert stats["std"] > 0
 
 
-def test_quickstart_shortens_training_where_auto_means_fp32(native):
-    from align.cli.quickstart import QuickstartConfig, _fit_to_device
+def test_quickstart_shortens_training_where_auto_means_fp32(native, tmp_path):
+    from align.pipeline import Pipeline
+    from align.quickstart import QuickstartConfig
     from prefalign.config import load
 
     cfg = load(QuickstartConfig)
-    rm, dpo = _fit_to_device(cfg.rm, cfg.fp32_work, "rm", 0.0), _fit_to_device(cfg.dpo, cfg.fp32_work, "dpo", 0.0)
+    p = Pipeline(tmp_path, cfg.stages)
+    rm, dpo = p.fit_to_device(cfg.rm, cfg.fp32_work, "rm"), p.fit_to_device(cfg.dpo, cfg.fp32_work, "dpo")
     assert (rm.train.epochs, dpo.train.max_steps) == ((1.5, 60) if native else (1.0, 40))
     explicit = load(QuickstartConfig, None, ["rm.train.precision=fp32"])
-    assert _fit_to_device(explicit.rm, explicit.fp32_work, "rm", 0.0).train.epochs == 1.5  # only `auto` adapts
+    assert p.fit_to_device(explicit.rm, explicit.fp32_work, "rm").train.epochs == 1.5  # only `auto` adapts

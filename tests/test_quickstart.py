@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -50,3 +51,18 @@ def test_quickstart_all_stages_on_the_tiny_model(tmp_path, capsys):
     assert main(["quickstart", "--out", str(out), *TINY]) == 0
     again = capsys.readouterr().out
     assert "rm: already trained" in again and "dpo: already trained" in again
+
+
+def test_quickstart_runs_only_the_stages_it_is_given(tmp_path, capsys):
+    out = tmp_path / "qs"
+    assert main(["quickstart", "--out", str(out), *TINY, "stages=[suite]"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert "suite" in summary and not {"doctor", "rm", "dpo", "eval"} & set(summary)
+    assert not (out / "doctor").exists()
+    # a later stage finds the suite an earlier run wrote; without it the error says which stage writes it
+    assert main(["quickstart", "--out", str(out), *TINY, "stages=[doctor]"]) == 0
+    assert (out / "doctor" / "doctor.txt").exists()
+    capsys.readouterr()
+    assert main(["quickstart", "--out", str(tmp_path / "empty"), *TINY, "stages=[rm]"]) != 0
+    err = capsys.readouterr().err
+    assert re.search(r"stage 'rm' needs \S+train_pairs.jsonl, which the 'suite' stage writes", err), err

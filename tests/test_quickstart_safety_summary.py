@@ -10,7 +10,7 @@ import json
 
 from test_eval_policy import _fake_models, _safety_answers
 
-from align.cli import quickstart
+from align import quickstart
 from align.cli.main import main
 from align.evaluate import evaluate_policy, load_prompts
 
@@ -22,16 +22,19 @@ def test_quickstart_summary_prints_and_records_the_safety_rates(tmp_path, capsys
             m, {"careful": _safety_answers(prompts, comply=False), "reckless": _safety_answers(prompts, comply=True)}
         )
         report = evaluate_policy("reckless", "careful", "suite", 60)
-    real_stage = quickstart._eval_stage
+    real_stage = quickstart.eval_stage
 
-    def eval_stage(cfg, root, t0, policy):  # the real summary of a report made without models
+    def eval_stage(cfg, p, policy):  # the real summary of a report made without models
         monkeypatch.setattr("align.evaluate.evaluate_policy", lambda *a, **k: report)
-        return real_stage(cfg, root, t0, "reckless")
+        return real_stage(cfg, p, "reckless")
 
-    monkeypatch.setattr(quickstart, "_eval_stage", eval_stage)
+    monkeypatch.setattr(quickstart, "eval_stage", eval_stage)
     out = tmp_path / "qs"
     assert (
-        main(["quickstart", "--out", str(out), "model=builtin:tiny-llama", "suite.per_family=10", "stages=[eval]"]) == 0
+        main(
+            ["quickstart", "--out", str(out), "model=builtin:tiny-llama", "suite.per_family=10", "stages=[suite,eval]"]
+        )
+        == 0
     )
     text = capsys.readouterr().out
     n = report["policy"]["safety_rates"]["harmful_compliance"]["n"]

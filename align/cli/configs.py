@@ -10,7 +10,7 @@ from prefalign.errors import ConfigError, did_you_mean
 
 # kind -> (module, class); imported lazily
 KINDS: dict[str, tuple[str, str]] = {
-    "quickstart": ("align.cli.quickstart", "QuickstartConfig"),
+    "quickstart": ("align.quickstart", "QuickstartConfig"),
     "rm_train": ("reward_models.rm_train", "RMTrainConfig"),
     "train": ("align.train", "TrainConfig"),
     "rm_strength": ("reward_models.strength", "StrengthConfig"),

@@ -8,16 +8,17 @@ repeats. A tokenizer without a chat template gets the plain fallback
 
     [BOS]System: {system}\\n\\nUser: {question}\\n\\nAssistant:
 
-with BOS written only when the tokenizer adds one to plain text by default. These are the ids
-`preference_data.tokenize.tokenize_prompts` produces (a test holds the two equal), so evaluation results do
-not change with the engine. A prompt given as a list of ints is taken as token ids as they are.
+with BOS written only when the tokenizer adds one to plain text by default. These are the ids stage 1 prompts
+generation with (`preference_data.tokenize.tokenize_prompts` calls this function) and the prompt part of its
+training pairs (a test holds the two equal), so a policy is prompted as it was trained. A prompt given as a list
+of ints is taken as token ids as they are.
 
 Prompts longer than `max_prompt_length` keep their last tokens (the latest turn and the generation prompt).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from prefalign.errors import UserError
@@ -55,8 +56,15 @@ def _is_ids(prompt: Any) -> bool:
     )
 
 
-def render_prompts(tokenizer: Any, prompts: Sequence[Prompt], max_prompt_length: int | None = None) -> list[list[int]]:
-    """B prompts -> B token id lists (each (P,), ending with the generation prompt), in input order."""
+def render_prompts(
+    tokenizer: Any,
+    prompts: Sequence[Prompt],
+    max_prompt_length: int | None = None,
+    on_repeated_bos: Callable[[int], None] | None = None,
+) -> list[list[int]]:
+    """B prompts -> B token id lists (each (P,), ending with the generation prompt), in input order.
+
+    `on_repeated_bos(row)` is called for each row whose rendering started with repeated BOS tokens (dropped)."""
     if isinstance(prompts, str) or not isinstance(prompts, Sequence):
         raise UserError(f"prompts must be a list of conversations (or of token id lists), got {type(prompts).__name__}")
     if max_prompt_length is not None and (
@@ -104,8 +112,11 @@ def render_prompts(tokenizer: Any, prompts: Sequence[Prompt], max_prompt_length:
         encoded.update(zip(chunk, tokenizer(chunk, add_special_tokens=False)["input_ids"], strict=True))
     for r in rows:
         p_ids = list(encoded[texts[r]])
-        while bos is not None and len(p_ids) >= 2 and p_ids[0] == bos and p_ids[1] == bos:
-            del p_ids[1]
+        if bos is not None and len(p_ids) >= 2 and p_ids[0] == bos and p_ids[1] == bos:
+            while len(p_ids) >= 2 and p_ids[1] == bos:
+                del p_ids[1]
+            if on_repeated_bos is not None:
+                on_repeated_bos(r)
         ids[r] = p_ids
     out = [x for x in ids if x is not None]
     if max_prompt_length is not None:

@@ -187,8 +187,8 @@ def load_tokenizer(ref: str):
     from transformers import AutoTokenizer
 
     path = resolve(ref)
-    if (Path(path) / "adapter_config.json").exists() and not (Path(path) / "tokenizer_config.json").exists():
-        path = base_of_adapter(path)
+    if is_adapter(path) and not (Path(path) / "tokenizer_config.json").exists():
+        path = base_of_adapter(path)  # an adapter saved without its tokenizer uses its base model's
     return _hub_call(ref, AutoTokenizer.from_pretrained, path)
 
 

@@ -1,0 +1,107 @@
+"""Multi-stage pipelines: a run directory, a log with elapsed times, and training stages that resume.
+
+A pipeline (the quickstart; the iterative loops, which run one training stage per round) is a list of
+named stages writing under one directory. `Pipeline` gives each stage what it shares with the others:
+
+- `say(msg)`: one log line prefixed with the seconds since the pipeline started;
+- `wants(name)`: whether the configured `stages` include it;
+- `train(name, cfg, run, lines)`: run a training recipe (`reward_models.rm_train.run`, `align.train.run`, ...)
+  unless `cfg.output_dir` already holds a finished run of exactly `cfg` (its report.json, and a saved
+  config.yaml equal to `cfg` with `train.precision: auto` resolved as the run resolved it), in which case the
+  saved report is returned. An interrupted pipeline so resumes at the stage where it stopped, and a changed
+  setting retrains only the stages it belongs to;
+- `fit_to_device(cfg, scale, name)`: where `train.precision: auto` resolves to fp32 on this device (no native
+  bf16, a step costs more), the stage's training is shortened by `scale` (max_steps, else epochs), and the
+  change is logged.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from prefalign.errors import UserError
+
+
+class Pipeline:
+    def __init__(self, root: str | Path, stages: Sequence[str], t0: float | None = None) -> None:
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.stages = list(stages)
+        self.t0 = time.time() if t0 is None else t0
+
+    def say(self, msg: str) -> None:
+        print(f"[{self.elapsed():6.1f}s] {msg}", flush=True)
+
+    def elapsed(self) -> float:
+        return time.time() - self.t0
+
+    def wants(self, name: str) -> bool:
+        return name in self.stages
+
+    def need(self, path: Path, stage: str, made_by: str) -> Path:
+        """`path`, which `stage` reads and stage `made_by` writes; a clear error when it is missing."""
+        if not path.exists():
+            raise UserError(
+                f"stage '{stage}' needs {path}, which the '{made_by}' stage writes, and it is not there: add "
+                f"'{made_by}' to stages (stages={self.stages}) or point out_dir at a run that has it"
+            )
+        return path
+
+    def train(
+        self,
+        name: str,
+        cfg: Any,
+        run: Callable[[Any], dict[str, Any]],
+        lines: Callable[[dict[str, Any]], list[str]],
+        what: str,
+    ) -> dict[str, Any]:
+        """The report of training `cfg` with `run`: trained now, or read back from a finished identical run."""
+        out = Path(cfg.output_dir)
+        if finished_run(out, cfg):
+            report = json.loads((out / "report.json").read_text())
+            self.say(f"{name}: already trained ({out}); skipping")
+        else:
+            self.say(f"{name}: {what}")
+            report = run(cfg)
+        for line in lines(report):
+            self.say(f"{name}: {line}")
+        return report
+
+    def fit_to_device(self, cfg: Any, scale: float, name: str) -> Any:
+        """`cfg` with its training shortened by `scale` when `train.precision: auto` resolves to fp32 here."""
+        from prefalign.models.precision import decide_precision
+
+        train = cfg.train
+        if train.precision != "auto" or scale == 1.0 or decide_precision("auto").value != "fp32":
+            return cfg
+        if train.max_steps > 0:
+            new = dataclasses.replace(train, max_steps=max(1, round(train.max_steps * scale)))
+            what = f"{train.max_steps} -> {new.max_steps} steps"
+        else:
+            new = dataclasses.replace(train, epochs=round(train.epochs * scale, 4))
+            what = f"{train.epochs:g} -> {new.epochs:g} epochs"
+        self.say(f"{name}: no native bf16 on this device (fp32 steps are slower): {what} (fp32_work {scale:g})")
+        return dataclasses.replace(cfg, train=new)
+
+
+def finished_run(run_dir: Path, cfg: Any) -> bool:
+    """True when run_dir holds a finished run of exactly this config (so the stage can be skipped).
+
+    A run saves its config with `train.precision: auto` resolved, so the comparison resolves it too."""
+    import yaml
+
+    from prefalign.config import to_dict
+    from prefalign.models.precision import decide_precision
+
+    done = run_dir / "report.json"
+    saved = run_dir / "config.yaml"
+    if not (done.exists() and saved.exists()):
+        return False
+    if cfg.train.precision == "auto":
+        cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, precision=decide_precision("auto").value))
+    return bool(yaml.safe_load(saved.read_text()) == to_dict(cfg))
