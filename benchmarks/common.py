@@ -1,4 +1,5 @@
-"""Shared pieces of the benchmark scripts: data, the machine's bf16 matmul peak, FLOP counting."""
+"""Shared pieces of the benchmark scripts: equal data for both sides, the machine and its matmul peaks,
+the work each side really does (FLOPs from its own batches), allocator settings, one-step profiles."""
 
 from __future__ import annotations
 
@@ -33,17 +34,149 @@ def trl_rows(pairs) -> list[dict]:
     return [{"prompt": conv(p.prompt), "chosen": conv(p.chosen), "rejected": conv(p.rejected)} for p in pairs]
 
 
-def bf16_matmul_peak(n: int = 2048, reps: int = 20) -> float:
-    """GFLOP/s of a plain bf16 (n x n) @ (n x n) matmul on this machine: the reference peak."""
-    a = torch.randn(n, n, dtype=torch.bfloat16)
-    b = torch.randn(n, n, dtype=torch.bfloat16)
-    for _ in range(3):
+def matmul_peak(dtype: str = "bfloat16", n: int = 2048, reps: int = 10) -> float:
+    """GFLOP/s of a plain (n x n) @ (n x n) matmul in `dtype` on this machine: the reference peak."""
+    dt_ = getattr(torch, dtype)
+    a = torch.randn(n, n, dtype=dt_)
+    b = torch.randn(n, n, dtype=dt_)
+    for _ in range(2):
         a @ b
     t = time.perf_counter()
     for _ in range(reps):
         a @ b
     dt = time.perf_counter() - t
     return 2 * n**3 * reps / dt / 1e9
+
+
+def bf16_matmul_peak(n: int = 2048, reps: int = 20) -> float:
+    """GFLOP/s of a plain bf16 (n x n) @ (n x n) matmul on this machine."""
+    return matmul_peak("bfloat16", n, reps)
+
+
+def machine_line() -> str:
+    """The CPU, the vector capability torch dispatches to, and its native bf16 features, in one line."""
+    from prefalign.models.precision import cpu_bf16_features
+
+    features = cpu_bf16_features()
+    bf16 = f"native bf16 ({' + '.join(features)})" if features else "no native bf16"
+    return (
+        f"{cpu_name()}; torch CPU capability {torch.backends.cpu.get_cpu_capability()}; {bf16}; "
+        f"{torch.get_num_threads()} threads"
+    )
+
+
+def resolve_precision(requested: str) -> tuple[str, str]:
+    """(bf16 or fp32, why): `auto` as the toolkit decides it for this device (`prefalign.models.precision`)."""
+    from prefalign.models.precision import decide_precision
+
+    d = decide_precision(requested)
+    return d.value, d.line()
+
+
+def equal_pairs(n: int, max_length: int, out: Path) -> tuple[int, int]:
+    """Write to `out` (JSONL) the first `n` pairs of HH-RLHF helpful-base, in file order, whose every rendering
+    fits `max_length` tokens, so both sides train on exactly these pairs with nothing dropped or truncated.
+    Returns (pairs written, pairs skipped for length before the n-th kept one)."""
+    from prefalign.models.hub import load_tokenizer
+    from preference_data.records import write_jsonl
+    from preference_data.tokenize import tokenize_pairs
+
+    tok = load_tokenizer("builtin:smollm2-135m-instruct")
+    pairs = first_pairs(256)
+    keep_eos, _ = tokenize_pairs(pairs, tok, max_length, "drop")
+    keep_tpl, _ = tokenize_pairs(pairs, tok, max_length, "drop", response_end="template")
+    ids = {p.id for p in keep_eos} & {p.id for p in keep_tpl}
+    chosen = [p for p in pairs if p.id in ids][:n]
+    if len(chosen) < n:
+        raise SystemExit(f"only {len(chosen)} of the first 256 pairs fit {max_length} tokens; use fewer steps")
+    skipped = pairs.index(chosen[-1]) + 1 - n
+    write_jsonl(str(out), [p.to_dict() for p in chosen])
+    return n, skipped
+
+
+def read_pairs(path: str):
+    from preference_data.records import pair_from_dict
+
+    return [pair_from_dict(json.loads(line)) for line in Path(path).read_text().splitlines() if line.strip()]
+
+
+class WorkMeter:
+    """The matmul FLOPs each optimizer step really runs, read from the batches a transformers Trainer feeds its
+    model (so padding counts where a side pads): per weight and token, 2 for a forward, +2 for input gradients,
+    +2 for weight gradients of trained weights (full fine-tuning), +2 for a recomputed forward (gradient
+    checkpointing), +2 for a reference forward made in the step. The LM head counts only on the positions whose
+    log-probs a side computes (`head_key`: a mask or a per-sequence length in the batch). Attention score
+    products are left out (small at these lengths), so every rate is a slight under-estimate, alike for both."""
+
+    def __init__(self, dims: dict[str, int], lora: bool, ref_in_step: bool, gc: bool, head_key: str | None):
+        self.dims, self.head_key = dims, head_key
+        self.mult = (4 if lora else 6) + (2 if gc else 0) + (2 if ref_in_step else 0)
+        self.flops: list[float] = []
+        self.tokens: list[int] = []
+
+    def install(self) -> None:
+        from transformers import Trainer
+
+        original = Trainer.training_step
+        meter = self
+
+        def training_step(trainer, model, inputs, *args, **kwargs):
+            meter.add(inputs)
+            return original(trainer, model, inputs, *args, **kwargs)
+
+        Trainer.training_step = training_step
+
+    def add(self, inputs: dict) -> None:
+        ids = [v for k, v in inputs.items() if k.endswith("input_ids") and torch.is_tensor(v)]
+        body = sum(int(v.numel()) for v in ids)
+        head = 0
+        if self.head_key is not None and self.head_key in inputs:
+            head = int(inputs[self.head_key].sum())
+        self.tokens.append(body)
+        self.flops.append(self.mult * (self.dims["body"] * body + self.dims["head"] * head))
+
+    def steady_rate(self, times: list[float]) -> float | None:
+        """GFLOP/s over the steps after the first (whose time includes compiling and warm-up)."""
+        if len(times) < 2 or len(self.flops) < len(times):
+            return None
+        return sum(self.flops[1 : len(times)]) / (times[-1] - times[0]) / 1e9
+
+
+def profile_step(step: int, out: Path, rows: int = 15):
+    """A TrainerCallback that profiles optimizer step `step` (1-based, steady state) and writes the top
+    operators by self CPU time to `out` (text)."""
+    from torch.profiler import ProfilerActivity, profile
+    from transformers import TrainerCallback
+
+    class Profile(TrainerCallback):
+        prof = None
+
+        def on_step_begin(self, args, state, control, **kw):
+            if state.global_step + 1 == step:
+                self.prof = profile(activities=[ProfilerActivity.CPU])
+                self.prof.__enter__()
+
+        def on_step_end(self, args, state, control, **kw):
+            if self.prof is not None and state.global_step == step:
+                self.prof.__exit__(None, None, None)
+                table = self.prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=rows)
+                out.write_text(table)
+                self.prof = None
+
+    return Profile()
+
+
+def install_callback(callback) -> None:
+    """Add `callback` to every transformers Trainer made in this process."""
+    from transformers import Trainer
+
+    original = Trainer.__init__
+
+    def init(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        self.add_callback(callback)
+
+    Trainer.__init__ = init
 
 
 def model_dims(model_ref: str) -> dict[str, int]:
@@ -66,14 +199,23 @@ def train_matmul_flops(dims: dict[str, int], tokens: int, head_tokens: int, lora
     return mult * (dims["body"] * tokens + dims["head"] * head_tokens)
 
 
-def spawn(script: str, args: list[str], fresh_logp_cache: bool = False, inductor_cache: str | None = None) -> dict:
+def spawn(
+    script: str,
+    args: list[str],
+    fresh_logp_cache: bool = False,
+    inductor_cache: str | None = None,
+    allocator: str = "tuned",
+) -> dict:
     """Run one benchmark side as `python script --child ... args` in its own process (so its time and peak
     memory are its own) and return the dict it printed with `report`. The process gets an empty
     torch.compile (inductor) cache, so compiling is paid and timed as on a first run, unless
     `inductor_cache` names one to use (e.g. one a previous run filled: a warm start). `fresh_logp_cache`
     also gives it an empty log-prob cache (the converted models are shared), so precomputation is paid
-    and timed in this run."""
+    and timed in this run. `allocator`: "tuned" gives every side the glibc settings `align` commands apply
+    (`prefalign.cpu.tune_allocator`; a TRL side applies them at its start), "default" gives every side glibc's
+    defaults (PREFALIGN_MALLOC_TUNING=0)."""
     env = dict(os.environ)
+    env["PREFALIGN_MALLOC_TUNING"] = "1" if allocator == "tuned" else "0"
     with tempfile.TemporaryDirectory() as cache:
         env["TORCHINDUCTOR_CACHE_DIR"] = inductor_cache or str(Path(cache) / "inductor")
         if fresh_logp_cache:
@@ -164,3 +306,173 @@ def auto_dtype() -> tuple[str, str]:
     if native:
         return "bfloat16", f"native bf16 ({', '.join(native)})"
     return "float32", "no native bf16 (no avx512_bf16 / amx_bf16 flag)"
+
+
+# ------------------------------------------------------------------------------------------------------------
+# the driver both training comparisons share (benchmarks/rm_train_vs_trl.py, benchmarks/dpo_vs_trl.py)
+
+BATCH = 8
+MAX_LENGTH = 512
+MODEL = "builtin:smollm2-135m-instruct"
+LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+
+
+def trl_model_dtype(precision: str, lora: bool) -> str:
+    """The dtype TRL's model is loaded in so both sides hold weights alike: trained weights in fp32 (bf16 runs
+    autocast, as ours), a frozen LoRA base in bf16 when the run is bf16 (as ours; TRL's default loads it in
+    fp32 and autocasts, which costs it a cast of every weight in every step)."""
+    return "bfloat16" if precision == "bf16" and lora else "float32"
+
+
+def trl_args(setting: str, precision: str, steps: int, out: str) -> dict:
+    """The TrainingArguments both TRL sides share for a setting: eager or compile, optional -gc."""
+    return {
+        "output_dir": out,
+        "per_device_train_batch_size": BATCH,
+        "max_steps": steps,
+        "bf16": precision == "bf16",
+        "use_cpu": True,
+        "torch_compile": setting.startswith("compile"),
+        "gradient_checkpointing": setting.endswith("-gc"),
+        "max_length": MAX_LENGTH,
+        "report_to": "none",
+        "logging_steps": steps,
+        "save_strategy": "no",
+        "dataloader_num_workers": 0,
+        "disable_tqdm": True,
+        "seed": 0,
+    }
+
+
+def child_main(args, sides: dict) -> None:
+    """In a child process: time one side (`sides[args.side](args, out_dir, meter_factory)`) and print its result."""
+    import tempfile
+
+    from prefalign.cpu import tune_allocator
+
+    tune_allocator()  # honours PREFALIGN_MALLOC_TUNING, which `spawn` sets alike for every side
+    times = step_timer()
+    if args.profile_step:
+        install_callback(profile_step(args.profile_step, Path(args.profile_out)))
+    with tempfile.TemporaryDirectory() as tmp:
+        res, meter = sides[args.side](args, tmp)
+    res["steps_timed"] = len(times)
+    res["steady_pairs_per_s"] = steady = steady_pairs_per_s(times, BATCH)
+    if steady and res.get("extra_seconds"):  # a pass before training (reference log-probs) spread over the epoch
+        res["steady_pairs_per_s"] = 1 / (1 / steady + res["extra_seconds"] / (args.steps * BATCH))
+    res["steady_gflops"] = meter.steady_rate(times)
+    res["executed_tokens"] = sum(meter.tokens)
+    report(res)
+
+
+def add_child_args(ap) -> None:
+    import argparse
+
+    for name in ("--child", "--mode", "--setting", "--data", "--profile-out"):
+        ap.add_argument(name, default="", help=argparse.SUPPRESS)
+    ap.add_argument("--profile-step", type=int, default=0, help=argparse.SUPPRESS)
+
+
+def add_common_args(ap, trl_default: str) -> None:
+    ap.add_argument("--steps", type=int, default=16, help="optimizer steps of 8 pairs (default 16: 128 pairs)")
+    ap.add_argument("--modes", default="full,lora", help="comma list of full, lora")
+    ap.add_argument(
+        "--precision", default="auto", help="auto (bf16 where native, else fp32, as the toolkit decides), bf16 or fp32"
+    )
+    ap.add_argument(
+        "--trl-settings", default=trl_default, help="comma list of TRL settings: eager, compile, eager-gc, compile-gc"
+    )
+    ap.add_argument("--allocator", default="tuned", choices=["tuned", "default"], help="glibc settings for every side")
+    ap.add_argument("--no-warm", action="store_true", help="skip our second (warm compile cache) run")
+    ap.add_argument(
+        "--profile",
+        action="store_true",
+        help="also profile one steady-state step (the third of a 4-step run) of ours (warm compile cache) and of "
+        "TRL's best setting; the top operators by self CPU time are printed",
+    )
+
+
+def _fraction(rate: float | None, peak: float) -> str:
+    return f"{rate:.0f} GFLOP/s = {rate / peak:.0%} of peak" if rate else "n/a"
+
+
+def compare(script: str, args, title: str, trl_name: str) -> dict:
+    """The parent: for each mode, TRL in each setting and ours cold then warm, each in its own process, on the
+    same pairs in the same precision; prints every side and the ratios to TRL's best setting."""
+    import tempfile
+
+    precision, why = resolve_precision(args.precision)
+    peak = matmul_peak("bfloat16" if precision == "bf16" else "float32")
+    print(f"machine: {machine_line()}")
+    print(f"precision: {precision} for both sides ({why}); {precision} matmul peak here {peak:.0f} GFLOP/s")
+    print(f"allocator: {args.allocator} glibc settings for both sides")
+    results: dict = {"machine": machine_line(), "precision": precision, "peak_gflops": peak}
+    with tempfile.TemporaryDirectory() as tmp:
+        data = Path(tmp) / "pairs.jsonl"
+        n, skipped = equal_pairs(args.steps * BATCH, MAX_LENGTH, data)
+        print(
+            f"data: the first {n} HH-RLHF helpful-base pairs that fit {MAX_LENGTH} tokens ({skipped} longer ones "
+            f"skipped), the same file for both sides: one epoch of {args.steps} steps x {BATCH} pairs"
+        )
+
+        def side(which: str, mode: str, setting: str, inductor: str | None = None, prof: str = "") -> dict:
+            # a profiling run stops after its profiled step (the third: compiled and warmed up by then)
+            extra = ["--profile-step", "3", "--profile-out", prof] if prof else []
+            steps = min(args.steps, 4) if prof else args.steps
+            a = ["--child", which, "--mode", mode, "--steps", str(steps), "--setting", setting]
+            a += ["--precision", precision, "--data", str(data), *extra]
+            return spawn(script, a, fresh_logp_cache=True, inductor_cache=inductor, allocator=args.allocator)
+
+        for mode in args.modes.split(","):
+            trl = [{**side("trl", mode, s), "setting": s} for s in args.trl_settings.split(",")]
+            ours = []
+            with tempfile.TemporaryDirectory() as inductor:  # the first run compiles into it, the second reuses it
+                for start in ("cold", "warm")[: 1 if args.no_warm else 2]:
+                    ours.append({**side("ours", mode, "", inductor), "start": start})
+                best = max(trl, key=lambda r: r["steady_pairs_per_s"] or 0.0)
+                profiles = {}
+                if args.profile:
+                    for who, setting in (("ours", ""), ("trl", best["setting"])):
+                        out = Path(tmp) / f"profile-{who}-{mode}.txt"
+                        side(who, mode, setting, inductor if who == "ours" else None, str(out))
+                        profiles[who] = out.read_text() if out.exists() else "(no profile written)"
+            print(
+                f"\n[{mode}] {title}; {precision}; steady = after the first step (which pays compiling and warm-up), "
+                "with any pass before training (reference log-probs) spread over the epoch"
+            )
+            for r in trl:
+                extra = f" incl. {r['extra_seconds']:.1f}s {r['extra_what']}" if r.get("extra_seconds") else ""
+                print(
+                    f"  {trl_name} ({r['setting']}): {r['pairs_per_s']:.3f} pairs/s ({r['seconds']:.1f}s{extra}), "
+                    f"steady {r['steady_pairs_per_s']:.3f} pairs/s, peak memory {r['peak_rss_gb']:.2f} GB, "
+                    f"matmul {_fraction(r['steady_gflops'], peak)}{r.get('note', '')}"
+                )
+            for o in ours:
+                extra = f" incl. {o['extra_seconds']:.1f}s {o['extra_what']}" if o.get("extra_seconds") else ""
+                print(
+                    f"  ours ({o['start']} compile cache): {o['pairs_per_s']:.3f} pairs/s "
+                    f"({o['seconds']:.1f}s{extra}), "
+                    f"steady {o['steady_pairs_per_s']:.3f} pairs/s, peak memory {o['peak_rss_gb']:.2f} GB, "
+                    f"matmul {_fraction(o['steady_gflops'], peak)}{o.get('note', '')}"
+                )
+                print(
+                    f"    vs TRL's best ({best['setting']}): whole run {o['pairs_per_s'] / best['pairs_per_s']:.2f}x, "
+                    f"steady {o['steady_pairs_per_s'] / best['steady_pairs_per_s']:.2f}x; "
+                    f"memory {o['peak_rss_gb'] / best['peak_rss_gb']:.2f}x of TRL's"
+                )
+            o = ours[-1]
+            print(
+                f"  tokens through the model per epoch: ours {o['executed_tokens']}, TRL ({best['setting']}) "
+                f"{best['executed_tokens']} ({best['executed_tokens'] / o['executed_tokens']:.2f}x)"
+            )
+            for who, table in profiles.items():
+                print(f"\n  profile of one steady-state step, {who} ({mode}), top operators by self CPU time:\n{table}")
+            results[mode] = {
+                "trl": trl,
+                "ours": ours,
+                "best_trl": best["setting"],
+                "steady_speedup": {o["start"]: o["steady_pairs_per_s"] / best["steady_pairs_per_s"] for o in ours},
+                "whole_run_speedup": {o["start"]: o["pairs_per_s"] / best["pairs_per_s"] for o in ours},
+            }
+    print("\n" + json.dumps(results, indent=1, default=float))
+    return results

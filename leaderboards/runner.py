@@ -140,11 +140,13 @@ def run_benchmark(
         raise UserError(f"{source}: no valid examples to score")
 
     # Every input each example needs, keyed by content; the scorer sees each distinct key once.
-    needs = [_inputs(bench, kind, ex) for ex in examples]
+    symmetric = kind == "pairwise" and bool(getattr(scorer, "symmetric", False))
+    needs = [_inputs(bench, kind, ex, symmetric) for ex in examples]
     unique: dict[str, tuple[Conversation, ...]] = {}
     for ex_needs in needs:
         for key, item in ex_needs.values():
-            unique.setdefault(key, item)
+            if not key.startswith(FLIP):
+                unique.setdefault(key, item)
 
     cache_path = None
     if s.use_cache:
@@ -164,7 +166,7 @@ def run_benchmark(
 
     results, failed = [], []
     for ex, ex_needs in zip(examples, needs, strict=True):
-        got = {slot: values[key] for slot, (key, _) in ex_needs.items()}
+        got = {slot: _value(values, key) for slot, (key, _) in ex_needs.items()}
         if any(math.isnan(v) for v in got.values()):
             failed.append(ex)
             continue
@@ -202,7 +204,7 @@ def run_benchmark(
             "scored_now": len(todo),
             "nan_items": nan_items,
         },
-        scorer={"kind": kind, "name": getattr(scorer, "name", ""), "settings": _describe(scorer)},
+        scorer={"kind": kind, "name": getattr(scorer, "name", ""), "settings": _describe(scorer), **_cost(scorer)},
         settings={
             "data": source,
             "split": split,
@@ -293,11 +295,22 @@ def _example_key(ex: Example) -> Any:
 Slot = int | tuple[int, int]
 
 
-def _inputs(bench: Benchmark, kind: str, ex: Example) -> dict[Slot, tuple[str, tuple[Conversation, ...]]]:
+FLIP = "1-"  # a key prefix: the slot's value is 1 minus the value of the key after it
+
+
+def _value(values: dict[str, float], key: str) -> float:
+    return 1.0 - values[key[len(FLIP) :]] if key.startswith(FLIP) else values[key]
+
+
+def _inputs(
+    bench: Benchmark, kind: str, ex: Example, symmetric: bool = False
+) -> dict[Slot, tuple[str, tuple[Conversation, ...]]]:
     """What the scorer must say about one example: slot -> (content key, input tuple).
 
     pointwise: slot i -> (prompt, response i); reference: (prompt, response i, reference);
-    pairwise: slot (i, j) -> (prompt, response i as A, response j as B), for both orders of each comparison.
+    pairwise: slot (i, j) -> (prompt, response i as A, response j as B), for both orders of each comparison;
+    for a scorer that judges both orders itself (`symmetric = True`: pair_pm, think with both_orders) only the
+    first order is scored and the second is its complement.
     """
     out: dict[Slot, tuple[str, tuple[Conversation, ...]]] = {}
     item: tuple[Conversation, ...]
@@ -306,6 +319,8 @@ def _inputs(bench: Benchmark, kind: str, ex: Example) -> dict[Slot, tuple[str, t
             for a, b in ((i, j), (j, i)):
                 item = (ex.prompt, ex.responses[a], ex.responses[b])
                 out[(a, b)] = (_hash(["pairwise", *map(_conv, item)]), item)
+            if symmetric:  # the scorer already judges both orders: (j, i) is read as 1 - P(i over j)
+                out[(j, i)] = (FLIP + out[(i, j)][0], out[(i, j)][1])
     else:
         for i, resp in enumerate(ex.responses):
             if kind == "pointwise":
@@ -371,6 +386,19 @@ def _describe(scorer: Scorer) -> dict[str, Any]:
     describe = getattr(scorer, "describe", None)
     d = describe() if callable(describe) else {}
     return json.loads(json.dumps(d if isinstance(d, dict) else {"describe": d}, default=str))
+
+
+def _cost(scorer: Scorer) -> dict[str, Any]:
+    """What a generative scorer spent on the items it scored in this run (generated tokens and seconds per item)
+    and how often its samples abstained, when it keeps count."""
+    out: dict[str, Any] = {}
+    cost = getattr(scorer, "cost_per_item", None)
+    if callable(cost):
+        out["cost"] = cost()
+    abstentions = getattr(scorer, "abstentions", None)
+    if abstentions is not None:
+        out["abstentions"] = dict(abstentions)
+    return out
 
 
 def _model_name(scorer: Scorer) -> str:

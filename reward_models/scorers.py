@@ -49,6 +49,8 @@ from prefalign.registry import Table
 from preference_data.records import Conversation
 
 from .base import Scorer, ScorerKind
+from .generative.scorers import GRMOptions, GRMScorer, ThinkJudgeScorer, ThinkOptions
+from .options import BATCH_TOKENS, ModelOptions, _device, _is_empty, _resolve_dtype, _response_text, _turns
 
 if TYPE_CHECKING:
     from prefalign.models.batch import Layout
@@ -62,39 +64,6 @@ Item = tuple[list[int], list[int]]  # (prompt ids (P,), response ids (T,)) of on
 # ---------------------------------------------------------------------------------------------------------
 # Options: one dataclass per scorer kind
 # ---------------------------------------------------------------------------------------------------------
-
-BATCH_TOKENS = 8192  # default token budget of one scoring forward pass (`ModelOptions.batch_tokens`, the CLIs)
-
-
-@dataclass
-class ModelOptions:
-    """Options shared by the scorers that run a model."""
-
-    model: str = option(
-        doc="model reference: a local directory written by save_pretrained (or a peft adapter "
-        "directory), a builtin (builtin:smollm2-135m-instruct), or a hub id"
-    )
-    dtype: Literal["auto", "bfloat16", "float32"] = option(
-        "auto",
-        "weights and activations; auto: bfloat16 where the device runs it natively (CUDA with bf16, CPUs with "
-        "AVX-512 BF16 or AMX: about 4x faster and half the memory), float32 otherwise. Records hold the "
-        "resolved dtype",
-    )
-    batch_tokens: int = option(BATCH_TOKENS, "token budget of one forward pass (prompt + response tokens of its items)")
-    max_length: int | None = option(
-        None,
-        "longest prompt + response in tokens (default: the model's "
-        "max_position_embeddings); longer prompts are cut from the left",
-    )
-    device: str = option("auto", "torch device; 'auto' is the first CUDA GPU when one is visible, else the CPU")
-
-    def check(self) -> list[str]:
-        problems = []
-        if self.batch_tokens < 1:
-            problems.append(f"batch_tokens: must be at least 1, got {self.batch_tokens}")
-        if self.max_length is not None and self.max_length < 2:
-            problems.append(f"max_length: must be at least 2 tokens, got {self.max_length}")
-        return problems
 
 
 @dataclass
@@ -126,11 +95,22 @@ class ImplicitOptions(ModelOptions):
         "'sum' of response-token log-probs (DPO, Rafailov et al. 2023, eq. 5) or their 'mean' over response "
         "tokens (SimPO, Meng et al. 2024, eq. 4); applied to the log-ratio when there is a reference",
     )
+    process: Literal["none", "min", "sum"] = option(
+        "none",
+        "implicit process reward (Free Process Rewards, arXiv 2412.01981): split the response into steps "
+        "('Step k:' markers, else blank-line paragraphs), reward step k with q_k - q_(k-1) where q_k is beta x "
+        "the log-ratio summed through step k's last token, and score the worst step (min) or their sum; "
+        "none: the outcome reward above",
+    )
 
     def check(self) -> list[str]:
         problems = super().check()
         if self.reference_free and self.reference is not None:
             problems.append("reference_free: true contradicts reference: give one of them")
+        if self.process != "none" and self.normalization != "sum":
+            problems.append(
+                f"normalization: process rewards ({self.process}) sum log-ratios step by step; use normalization: sum"
+            )
         return problems
 
 
@@ -162,30 +142,6 @@ class GraderOptions:
 # ---------------------------------------------------------------------------------------------------------
 # Shared machinery of the model scorers
 # ---------------------------------------------------------------------------------------------------------
-
-
-def _device(name: str) -> Any:
-    import torch
-
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        return torch.device(name)
-    except RuntimeError as e:
-        raise UserError(f"device '{name}' is not a torch device ({e}); use auto, cpu, cuda or cuda:N") from None
-
-
-def _resolve_dtype(opts: Any, device: Any, scorer: str) -> Any:
-    """`opts` with `dtype: auto` replaced by what `device` runs natively (printed), so records hold the real dtype."""
-    from prefalign.models.precision import announce, decide_dtype
-
-    decision = decide_dtype(opts.dtype, device, knob="the scorer's dtype (--dtype)")
-    announce(f"scorer {scorer}", decision)
-    return dataclasses.replace(opts, dtype=decision.value)
-
-
-def _is_empty(conv: Conversation) -> bool:
-    return not any(m.content.strip() for m in conv)
 
 
 class _BatchedModel:
@@ -378,14 +334,70 @@ class ImplicitScorer(_BatchedModel):
                 )
             self.adapter_reference = True
         super().__init__(load_tokenizer(opts.model), self.policy.config, opts, device)
+        self._ends: dict[tuple[int, ...], list[int]] = {}  # step ends per response (process rewards)
         self.policy.to(device)
         if self.reference is not None:
             self.reference.to(device)
         self._pick_layout(self.policy, self.reference)
 
+    def _token_ratios(self, batch: Any) -> Any:
+        """beta-free per-token log-ratios (N,) (log pi alone without a reference), in target order."""
+        from prefalign.models.forward import token_logps
+
+        logps = token_logps(self.policy, batch)
+        if self.adapter_reference:
+            with self.policy.disable_adapter():
+                logps = logps - token_logps(self.policy, batch)
+        elif self.reference is not None:
+            logps = logps - token_logps(self.reference, batch)
+        return logps
+
+    def _process_rewards(self, batch: Any) -> Any:
+        """Per sequence: the min or sum of its step rewards (`generative.implicit_prm`)."""
+        import torch
+
+        from .generative.implicit_prm import aggregate, step_rewards
+
+        ratios = self._token_ratios(batch).tolist()
+        seqs = batch.target_seq.tolist()
+        ids = batch.target_ids.tolist()
+        per: list[tuple[list[float], list[int]]] = [([], []) for _ in range(batch.num_sequences)]
+        for r, s, t in zip(ratios, seqs, ids, strict=True):
+            per[s][0].append(r)
+            per[s][1].append(t)
+        out = []
+        for r, t in per:
+            _, steps = step_rewards(r, self._step_ends(t), self.opts.beta)
+            out.append(aggregate(steps, cast("Literal['min', 'sum']", self.opts.process)))
+        return torch.tensor(out)
+
+    def _step_ends(self, response_ids: list[int]) -> list[int]:
+        """The index of each step's last token in `response_ids` (the last step ends at the last token)."""
+        from .generative.implicit_prm import split_steps
+
+        key = tuple(response_ids)
+        if key not in self._ends:
+            decode = lambda n: self.tokenizer.decode(response_ids[:n], skip_special_tokens=True)  # noqa: E731
+            ends: list[int] = []
+            chars = 0
+            for step in split_steps(decode(len(response_ids)))[:-1]:
+                chars += len(step)
+                lo, hi = 1, len(response_ids)  # the fewest tokens whose text covers the step
+                while lo < hi:
+                    mid = (lo + hi) // 2
+                    lo, hi = (mid + 1, hi) if len(decode(mid)) < chars else (lo, mid)
+                if not ends or lo - 1 > ends[-1]:
+                    ends.append(lo - 1)
+            if not ends or ends[-1] != len(response_ids) - 1:
+                ends.append(len(response_ids) - 1)
+            self._ends[key] = ends
+        return self._ends[key]
+
     def _rewards(self, batch: Any) -> Any:
         from prefalign.models.forward import sequence_logps
 
+        if self.opts.process != "none":
+            return self._process_rewards(batch)
         logps = sequence_logps(self.policy, batch)  # (S,)
         if self.adapter_reference:
             with self.policy.disable_adapter():
@@ -414,6 +426,7 @@ class ImplicitScorer(_BatchedModel):
             "reference_free": self.opts.reference_free,
             "beta": self.opts.beta,
             "normalization": self.opts.normalization,
+            "process": self.opts.process,
             "dtype": self.opts.dtype,
             "max_length": self.max_length,
         }
@@ -438,14 +451,6 @@ response that is one assistant message is written as its content alone."""
 JUDGE_ANSWERS = ("A", "B")
 
 
-def _turns(conv: Conversation) -> str:
-    return "\n\n".join(f"{m.role.capitalize()}: {m.content}" for m in conv)
-
-
-def _response_text(conv: Conversation) -> str:
-    return conv[0].content if len(conv) == 1 and conv[0].role == "assistant" else _turns(conv)
-
-
 def judge_message(prompt: Conversation, response_a: Conversation, response_b: Conversation) -> str:
     """The user message the judge answers (`JUDGE_TEMPLATE` filled in)."""
     return JUDGE_TEMPLATE.format(
@@ -460,6 +465,7 @@ class JudgeScorer(_BatchedModel):
 
     kind: ScorerKind = "pairwise"
     name = "judge"
+    message = staticmethod(judge_message)
 
     def __init__(self, opts: JudgeOptions) -> None:
         from prefalign.models.hub import load_tokenizer
@@ -487,7 +493,7 @@ class JudgeScorer(_BatchedModel):
             self._fail("empty_response")
             return None
         try:
-            (ids,) = tokenize_prompts([[Message("user", judge_message(prompt, a, b))]], self.tokenizer)
+            (ids,) = tokenize_prompts([[Message("user", self.message(prompt, a, b))]], self.tokenizer)
         except UserError as e:
             self._fail("template_error", str(e))
             return None
@@ -523,6 +529,39 @@ class JudgeScorer(_BatchedModel):
             "answers": list(JUDGE_ANSWERS),
             "max_length": self.max_length,
         }
+
+
+PAIR_PM_TEMPLATE = "[CONTEXT] {context} [RESPONSE A] {response_a} [RESPONSE B] {response_b} \n"
+"""RLHFlow's pair-PM prompt (one user message in the model's chat template). The context is written message by
+message as "\n\n<turn> {role}\n {content}" and ends with "\n\n\n"; a response is its assistant text."""
+
+
+def pair_pm_message(prompt: Conversation, response_a: Conversation, response_b: Conversation) -> str:
+    """The pair-PM's user message for (context, A, B) (`PAIR_PM_TEMPLATE`)."""
+    context = "".join(f"\n\n<turn> {m.role}\n {m.content}" for m in prompt) + "\n\n\n"
+    return PAIR_PM_TEMPLATE.format(
+        context=context, response_a=_response_text(response_a), response_b=_response_text(response_b)
+    )
+
+
+class PairPMScorer(JudgeScorer):
+    """Pairwise preference model (RLHFlow pair-PM): P(A better) from the next-token probabilities of "A" and "B"
+    after `PAIR_PM_TEMPLATE`, read in both orders and averaged (`generative.vote.pair_pm_probability`), so a model
+    that only prefers a position scores 0.5. The general preference oracle INPO and the tournament ranking use."""
+
+    name = "pair_pm"
+    message = staticmethod(pair_pm_message)
+    symmetric = True  # compare(a, b) == 1 - compare(b, a): a benchmark asks one order
+
+    def compare(
+        self, prompts: list[Conversation], responses_a: list[Conversation], responses_b: list[Conversation]
+    ) -> list[float]:
+        n = len(prompts)
+        both = super().compare(prompts + prompts, responses_a + responses_b, responses_b + responses_a)
+        return [0.5 * (both[i] + 1.0 - both[n + i]) for i in range(n)]
+
+    def describe(self) -> dict[str, Any]:
+        return super().describe() | {"template": PAIR_PM_TEMPLATE, "orders": "both, averaged"}
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -646,7 +685,8 @@ SCORERS: Table[ScorerEntry] = Table(
         ),
         "implicit": ScorerEntry(
             "pointwise",
-            "DPO implicit reward beta * (log pi - log pi_ref), summed or mean; or reference-free (SimPO)",
+            "DPO implicit reward beta * (log pi - log pi_ref), summed or mean; or reference-free (SimPO); or the "
+            "implicit process reward (process: min or sum over steps)",
             "model: a causal LM or peft adapter; reference: a causal LM (default: the adapter's base)",
             ImplicitOptions,
             ImplicitScorer,
@@ -657,6 +697,30 @@ SCORERS: Table[ScorerEntry] = Table(
             "model: a chat causal LM",
             JudgeOptions,
             JudgeScorer,
+        ),
+        "pair_pm": ScorerEntry(
+            "pairwise",
+            "pairwise preference model (RLHFlow pair-PM): P(A) from the 'A'/'B' token probabilities, both orders "
+            "averaged (PAIR_PM_TEMPLATE)",
+            "model: a chat causal LM (a trained pair-PM: `align rm train` kind pair_pm)",
+            JudgeOptions,
+            PairPMScorer,
+        ),
+        "grm": ScorerEntry(
+            "pointwise",
+            "generative RM (DeepSeek-GRM): k sampled critiques end in Score: \\boxed{1..10}; their mean, "
+            "optionally only the k_meta a meta-RM rates highest",
+            "model: a chat causal LM (a trained GRM: `align rm train` kind grm); meta_model: a scalar RM (optional)",
+            GRMOptions,
+            GRMScorer,
+        ),
+        "think": ScorerEntry(
+            "pairwise",
+            "thinking judge (Think-RM): <think> reasoning then <answer>A|B</answer> (or -3..3); m samples per "
+            "order, both orders; P(A) = share of verdicts for A",
+            "model: a chat causal LM (a trained judge: `align rm train` kind think)",
+            ThinkOptions,
+            ThinkJudgeScorer,
         ),
         "grader": ScorerEntry(
             "pointwise",

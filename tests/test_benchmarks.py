@@ -213,6 +213,39 @@ def test_rewardbench_pairwise_judge_both_orders(tmp_path: Path, run) -> None:
     assert rec.counts["unique_items"] == 6  # 3 pairs x 2 orders
 
 
+class SymmetricJudge(TableJudge):
+    """A judge that averages both orders itself: compare(a, b) = (t(a, b) + 1 - t(b, a)) / 2."""
+
+    symmetric = True
+
+    def __init__(self, table: dict[tuple[str, str], float]) -> None:
+        super().__init__(table)
+        self.pairs_asked: list[tuple[str, str]] = []
+
+    def compare(self, prompts: list, responses_a: list, responses_b: list) -> list[float]:
+        self.pairs_asked += [(a[-1].content, b[-1].content) for a, b in zip(responses_a, responses_b, strict=True)]
+        ab = super().compare(prompts, responses_a, responses_b)
+        ba = super().compare(prompts, responses_b, responses_a)
+        return [(x + 1 - y) / 2 for x, y in zip(ab, ba, strict=True)]
+
+
+def test_a_symmetric_judge_is_asked_one_order(tmp_path: Path, run) -> None:
+    """A scorer that judges both orders itself (pair_pm, think) is asked each pair once; the results equal
+    asking both orders of a plain judge."""
+    rows = [
+        {"prompt": "q", "chosen": f"c{i}", "rejected": f"r{i}", "subset": "alpacaeval-easy", "id": i} for i in range(3)
+    ]
+    table = {("c0", "r0"): 0.9, ("r0", "c0"): 0.3, ("c1", "r1"): 0.2, ("r1", "c1"): 0.6}
+    table |= {("c2", "r2"): 0.6, ("r2", "c2"): 0.6}
+    data = _jsonl(tmp_path / "rb.jsonl", rows)
+    sym = SymmetricJudge(table)
+    rec = run("rewardbench", sym, data, use_cache=False)
+    plain = run("rewardbench", TableJudge(table), data, use_cache=False)
+    assert rec.counts["unique_items"] == 3 and sorted(sym.pairs_asked) == [("c0", "r0"), ("c1", "r1"), ("c2", "r2")]
+    assert rec.scores["subsets"] == plain.scores["subsets"]
+    assert rec.scores["subsets"]["alpacaeval-easy"]["score"] == pytest.approx(1.5 / 3)  # right, wrong, a tie
+
+
 # --------------------------------------------------------------------------------------------------------
 # RewardBench 2
 # --------------------------------------------------------------------------------------------------------

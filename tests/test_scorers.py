@@ -100,7 +100,7 @@ def _plain_logp(model, p: list[int], r: list[int]) -> float:
 
 def test_table_lists_every_kind_with_its_needs():
     rows = {r["name"]: r for r in SCORERS.rows()}
-    assert set(rows) == {"scalar", "implicit", "judge", "grader"}
+    assert set(rows) == {"scalar", "implicit", "judge", "pair_pm", "grm", "think", "grader"}
     assert rows["judge"]["kind"] == "pairwise" and rows["scalar"]["kind"] == "pointwise"
     assert all(r["summary"] and r["needs"] for r in rows.values())
 
@@ -257,6 +257,62 @@ def test_implicit_equals_beta_times_plain_log_ratio(ref_dir, tok, tiny_model_ref
     assert got == pytest.approx(expected, abs=1e-3)
     assert any(abs(g) > 1e-2 for g in got)
     assert s.describe()["reference"] == str(ref_dir) and s.describe()["beta"] == 0.5
+
+
+def _plain_token_logps(model, p: list[int], r: list[int]) -> list[float]:
+    logp = model(input_ids=torch.tensor([p + r])).logits[0].float().log_softmax(-1)
+    return [logp[len(p) - 1 + i, t].item() for i, t in enumerate(r)]
+
+
+STEPPED = [
+    _conv(("assistant", "Step 1: two plus two.\nStep 2: that makes four.\nStep 3: the answer is 4.")),
+    _conv(("assistant", "First I read the question.\n\nThen I answer: blue.")),
+    _conv(("assistant", "One step only.")),
+]
+
+
+def test_implicit_process_reward_by_steps_against_a_plain_forward(ref_dir, tok, tiny_model_ref):
+    """Step k's reward is beta x the log-ratio summed over its tokens; the score is the worst step (min) or the
+    sum (which is the outcome reward). Step ends are found on tokens: each step's text ends at its last token."""
+    from reward_models.generative import split_steps
+
+    prompts = PROMPTS[:3]
+    got = {}
+    for how in ("min", "sum"):
+        s = load_scorer(
+            "implicit", model=tiny_model_ref, reference=str(ref_dir), beta=0.5, dtype="float32", process=how
+        )
+        got[how] = s.score(prompts, STEPPED)
+    outcome = load_scorer("implicit", model=tiny_model_ref, reference=str(ref_dir), beta=0.5, dtype="float32")
+    assert got["sum"] == pytest.approx(outcome.score(prompts, STEPPED), abs=1e-3)
+    for p, r, value in zip(prompts, STEPPED, got["min"], strict=True):
+        p_ids, r_ids = tokenize_single(tok, p, r)
+        ends = s._step_ends(r_ids)
+        text = tok.decode(r_ids, skip_special_tokens=True)
+        steps = split_steps(text)
+        assert len(ends) == len(steps) and ends[-1] == len(r_ids) - 1
+        for k, e in enumerate(ends[:-1]):  # the tokens through e spell steps 0..k, one token fewer does not
+            covered = len("".join(steps[: k + 1]))
+            assert len(tok.decode(r_ids[: e + 1], skip_special_tokens=True)) >= covered
+            assert len(tok.decode(r_ids[:e], skip_special_tokens=True)) < covered
+        with torch.no_grad():
+            ratio = [
+                a - b
+                for a, b in zip(
+                    _plain_token_logps(s.policy, p_ids, r_ids),
+                    _plain_token_logps(s.reference, p_ids, r_ids),
+                    strict=True,
+                )
+            ]
+        starts = [0] + [e + 1 for e in ends[:-1]]
+        steps_r = [0.5 * sum(ratio[a : e + 1]) for a, e in zip(starts, ends, strict=True)]
+        assert value == pytest.approx(min(steps_r), abs=1e-3)
+    assert [
+        len(split_steps(tok.decode(tokenize_single(tok, p, r)[1], skip_special_tokens=True)))
+        for p, r in zip(prompts, STEPPED, strict=True)
+    ] == [3, 2, 1]
+    with pytest.raises(Exception, match="normalization"):
+        load_scorer("implicit", model=tiny_model_ref, reference=str(ref_dir), process="min", normalization="mean")
 
 
 def test_reference_free_mean_is_simpo_reward(tok, tiny_model_ref):

@@ -12,6 +12,7 @@ from prefalign.errors import ConfigError, did_you_mean
 KINDS: dict[str, tuple[str, str]] = {
     "quickstart": ("align.quickstart", "QuickstartConfig"),
     "rm_train": ("reward_models.rm_train", "RMTrainConfig"),
+    "judge_train": ("reward_models.judge_train", "JudgeTrainConfig"),
     "train": ("align.train", "TrainConfig"),
     "rm_strength": ("reward_models.strength", "StrengthConfig"),
 }

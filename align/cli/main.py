@@ -22,7 +22,7 @@ import sys
 from collections.abc import Callable
 
 EXAMPLES = {
-    "quickstart": "align quickstart\n  align quickstart --out runs/qs quickstart.doctor_max_length=512",
+    "quickstart": "align quickstart\n  align quickstart --out runs/qs doctor.max_length=512 stages=[suite,doctor]",
     "doctor": (
         "align data doctor ../shared/data/hh-rlhf/helpful-base/test.decontaminated.jsonl.gz\n"
         "  align data doctor suite --out runs/doctor-suite\n"

@@ -6,6 +6,7 @@ import argparse
 
 TRAIN_EXAMPLE = (
     "align rm train --config configs/rm_suite.yaml\n"
+    "  align rm train --config configs/judge_pair_pm_suite.yaml   # a generative judge (kind: judge_train)\n"
     "  align rm train --config configs/rm_hh.yaml train.max_steps=50 train.lr=5e-5\n"
     "  align rm train --config configs/rm_suite.yaml --resume\n"
     "  torchrun --nproc_per_node 2 -m align.cli.main rm train --config configs/rm_suite.yaml"
@@ -18,13 +19,19 @@ SCORE_EXAMPLE = (
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from prefalign.config import load
-    from reward_models.rm_train import RMTrainConfig, run, summary_lines
+    """A scalar RM (config kind rm_train, the default) or a generative judge (kind judge_train)."""
+    import importlib
+    from typing import Any
 
-    cfg = load(RMTrainConfig, args.config, args.overrides)
-    report = run(cfg, resume=args.resume)
+    from prefalign.config import load, read_yaml
+
+    data = read_yaml(args.config) if args.config else {}
+    judge = isinstance(data, dict) and data.get("kind") == "judge_train"
+    recipe: Any = importlib.import_module("reward_models.judge_train" if judge else "reward_models.rm_train")
+    cfg = load(recipe.JudgeTrainConfig if judge else recipe.RMTrainConfig, args.config, args.overrides)
+    report = recipe.run(cfg, resume=args.resume)
     if report:
-        print("\n".join(summary_lines(report)))
+        print("\n".join(recipe.summary_lines(report)))
         print(f"report: {cfg.output_dir}/report.json")
     return 0
 

@@ -1,0 +1,343 @@
+"""Generative scorers: judges that write a critique or a reasoning before their verdict, through the generation
+engine (`prefalign.generation`), behind the one scorer interface.
+
+- `grm` (pointwise; DeepSeek-GRM / SPCT): the judge writes criteria for the query, an analysis of the response and
+  `Score: \\boxed{s}`, s in 1..10 (`GRM_TEMPLATE`). k samples (each with its own criteria) are drawn; the score is
+  the mean of the valid samples' scores (the paper's sum S* over k samples divided by k, so scores stay on the
+  1..10 scale when a sample abstains). With `meta_model` (a scalar RM trained to tell correct critiques from
+  wrong ones, reading the judge's prompt and one critique) only the `k_meta` samples it rates highest are voted.
+- `think` (pairwise; Think-RM): the judge reasons after a forced `<think>\\n` and answers `<answer>A</answer>` /
+  `<answer>B</answer>` (form `binary`) or a strength -3..3 (form `multiclass`) (`THINK_TEMPLATE`). m samples per
+  order; with `both_orders` each pair is also judged with A and B swapped, and the verdicts mapped back.
+  P(A better) = the share of valid verdicts for A (a tie of votes is 0.5).
+
+An item whose every sample abstains scores NaN (counted in `failures` as `abstained`); single abstentions are
+counted by reason in `abstentions`. Every call adds to `cost` (items, samples, generated tokens, seconds), which
+benchmark records carry as generated tokens and seconds per scored item.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from prefalign.config import option
+from prefalign.models.hub import load_model, weights_fingerprint
+from preference_data.records import Conversation, Message
+
+from ..base import ScorerKind
+from ..options import ModelOptions, _device, _is_empty, _resolve_dtype, _response_text, _turns
+from .parse import parse_grm_scores, parse_think_answer
+from .vote import meta_vote, vote_scores
+
+log = logging.getLogger(__name__)
+
+GRM_TEMPLATE = """You are a careful judge of an AI assistant's response to a user. First write the criteria that \
+matter for this query, with weights. Then analyse the response against them. General criteria: instruction \
+adherence, usefulness, level of detail, relevance. Score bands: 1-2 fails the request (wrong, harmful or off-topic), \
+3-5 partly meets it, 6-8 meets it well, 9-10 meets it fully with nothing to improve. The score is an integer \
+between 1 and 10.
+
+[The Start of Context]
+{context}
+[The End of Context]
+
+[The Start of the Response]
+{response}
+[The End of the Response]
+
+Answer in exactly this format:
+Specific Criteria: <criteria specific to this query, with weights>.
+Analysis: <analysis of the response>.
+Score: \\boxed{{<an integer from 1 to 10>}}"""
+
+THINK_TEMPLATE = """Please act as an impartial judge and compare the two responses of AI assistants to the \
+context below. Consider helpfulness, correctness, coherence, complexity, verbosity and safety. Do not let the \
+order or the length of the responses influence you. {instruction}
+
+[The Start of Context]
+{context}
+[The End of Context]
+
+[The Start of Assistant A's Response]
+{response_a}
+[The End of Assistant A's Response]
+
+[The Start of Assistant B's Response]
+{response_b}
+[The End of Assistant B's Response]"""
+
+THINK_INSTRUCTIONS = {
+    "binary": "Think step by step inside <think></think>, then give your verdict as <answer>A</answer> if A is "
+    "better or <answer>B</answer> if B is better.",
+    "multiclass": "Think step by step inside <think></think>, then give your verdict inside <answer></answer> as "
+    "one of -3, -2, -1, 1, 2, 3: negative if A is better, positive if B is better; 3 means much better, 2 better, "
+    "1 slightly better.",
+}
+THINK_PREFIX = "<think>\n"
+
+
+@dataclass
+class JudgeSamplingOptions(ModelOptions):
+    temperature: float = option(0.7, "sampling temperature of the judge (0 = greedy: every sample is the same)")
+    top_p: float = option(0.95, "nucleus sampling mass (1 = off)")
+    max_new_tokens: int = option(256, "longest judge output in tokens; a cut-off output usually abstains")
+    seed: int = option(0, "sampling seed (each item's samples are seeded from it and the item's prompt)")
+
+
+@dataclass
+class GRMOptions(JudgeSamplingOptions):
+    k: int = option(1, "sampled critiques per response, voted (DeepSeek-GRM inference-time scaling)")
+    meta_model: str | None = option(None, "a scalar meta-RM that rates critiques; only its top k_meta are voted")
+    k_meta: int | None = option(None, "critiques the meta-RM keeps (default: half of k, at least 1)")
+    out_of_range: Literal["abstain", "clip"] = option(
+        "abstain", "a score outside 1..10: the sample abstains, or is clipped into range"
+    )
+
+    def check(self) -> list[str]:
+        problems = super().check()
+        if self.k < 1:
+            problems.append(f"k: must be at least 1, got {self.k}")
+        if self.k_meta is not None and not 1 <= self.k_meta <= self.k:
+            problems.append(f"k_meta: must lie in 1..k ({self.k}), got {self.k_meta}")
+        if self.k_meta is not None and self.meta_model is None:
+            problems.append("k_meta: needs meta_model (the RM that picks the critiques to keep)")
+        return problems
+
+
+@dataclass
+class ThinkOptions(JudgeSamplingOptions):
+    form: Literal["binary", "multiclass"] = option("binary", "verdict form: A/B, or a strength -3..3")
+    m: int = option(1, "samples per order, majority-voted")
+    both_orders: bool = option(True, "also judge each pair with A and B swapped (cancels position bias)")
+    max_new_tokens: int = option(384, "longest judge output in tokens (reasoning and answer)")
+
+    def check(self) -> list[str]:
+        problems = super().check()
+        if self.m < 1:
+            problems.append(f"m: must be at least 1, got {self.m}")
+        return problems
+
+
+class _GenerativeJudge:
+    """A causal LM judge sampled through the generation engine; counts abstentions and cost."""
+
+    name = ""
+
+    def __init__(self, opts: Any) -> None:
+        from prefalign.generation import make_engine
+        from prefalign.models.hub import load_tokenizer
+
+        device = _device(opts.device)
+        self.opts = _resolve_dtype(opts, device, self.name)
+        self.model = load_model(opts.model, self.opts.dtype, merge=True).to(device).eval()
+        self.tokenizer = load_tokenizer(opts.model)
+        self.engine = make_engine(self.model, self.tokenizer, token_budget=self.opts.batch_tokens)
+        self.max_length = opts.max_length or getattr(self.model.config, "max_position_embeddings", None) or 4096
+        self.failures: Counter[str] = Counter()
+        self.abstentions: Counter[str] = Counter()
+        self.cost = {"items": 0, "samples": 0, "generated_tokens": 0, "seconds": 0.0}
+
+    def _fail(self, reason: str, detail: str = "") -> None:
+        if not self.failures[reason]:
+            log.warning("%s: an item scores NaN (%s)%s", type(self).__name__, reason, f": {detail}" if detail else "")
+        self.failures[reason] += 1
+
+    def _sample(self, messages: list[str | None], n: int, prefix: str = "") -> list[list[str] | None]:
+        """n sampled outputs for each judge message (None: the item failed before sampling)."""
+        from prefalign.generation import SamplingParams, render_prompts
+
+        t0 = time.perf_counter()
+        extra = self.tokenizer.encode(prefix, add_special_tokens=False) if prefix else []
+        rows: list[int] = []
+        prompts: list[list[int]] = []
+        for i, msg in enumerate(messages):
+            if msg is None:
+                continue
+            ids = render_prompts(self.tokenizer, [[{"role": "user", "content": msg}]])[0] + extra
+            if len(ids) + self.opts.max_new_tokens > self.max_length:
+                self._fail("too_long", f"judge prompt of {len(ids)} tokens + {self.opts.max_new_tokens} new tokens")
+                continue
+            rows.append(i)
+            prompts.append(ids)
+        out: list[list[str] | None] = [None] * len(messages)
+        if prompts:
+            params = SamplingParams(
+                n=n,
+                temperature=self.opts.temperature,
+                top_p=self.opts.top_p,
+                max_new_tokens=self.opts.max_new_tokens,
+                seed=self.opts.seed,
+            )
+            result = self.engine.generate(prompts, params)
+            for i, req in zip(rows, result.outputs, strict=True):
+                out[i] = [c.text for c in req.completions]
+            self.cost["generated_tokens"] += result.timings.generated_tokens
+            self.cost["samples"] += n * len(prompts)
+        self.cost["items"] += len(messages)
+        self.cost["seconds"] += time.perf_counter() - t0
+        return out
+
+    def cost_per_item(self) -> dict[str, float]:
+        items = max(1, int(self.cost["items"]))
+        return {
+            "items": self.cost["items"],
+            "generated_tokens_per_item": self.cost["generated_tokens"] / items,
+            "seconds_per_item": self.cost["seconds"] / items,
+        }
+
+    def _describe(self) -> dict[str, Any]:
+        o = self.opts
+        return {
+            "model": o.model,
+            "weights": weights_fingerprint(o.model),
+            "dtype": o.dtype,
+            "temperature": o.temperature,
+            "top_p": o.top_p,
+            "max_new_tokens": o.max_new_tokens,
+            "seed": o.seed,
+        }
+
+
+class GRMScorer(_GenerativeJudge):
+    """Pointwise generative RM: the mean score of k sampled critiques (see the module docstring)."""
+
+    kind: ScorerKind = "pointwise"
+    name = "grm"
+
+    def __init__(self, opts: GRMOptions) -> None:
+        super().__init__(opts)
+        self.meta = None
+        if opts.meta_model is not None:
+            from ..scorers import ScalarOptions, ScalarScorer
+
+            self.meta = ScalarScorer(ScalarOptions(model=opts.meta_model, dtype=self.opts.dtype, device=opts.device))
+        self.last_samples: list[list[tuple[float, ...] | None]] = []  # parsed samples of the last call
+
+    @staticmethod
+    def message(prompt: Conversation, response: Conversation) -> str:
+        return GRM_TEMPLATE.format(context=_turns(prompt), response=_response_text(response))
+
+    def score(self, prompts: list[Conversation], responses: list[Conversation]) -> list[float]:
+        messages: list[str | None] = []
+        for response, prompt in zip(responses, prompts, strict=True):
+            if _is_empty(response):
+                self._fail("empty_response")
+                messages.append(None)
+            else:
+                messages.append(self.message(prompt, response))
+        texts = self._sample(messages, self.opts.k)
+        out, self.last_samples = [], []
+        for msg, samples in zip(messages, texts, strict=True):
+            if samples is None:
+                out.append(math.nan)
+                self.last_samples.append([])
+                continue
+            parsed = []
+            for t in samples:
+                p = parse_grm_scores(t, 1, out_of_range=self.opts.out_of_range)
+                if not p.ok:
+                    self.abstentions[p.reason] += 1
+                parsed.append(p.scores)
+            self.last_samples.append(parsed)
+            if self.meta is not None:
+                assert msg is not None
+                k_meta = self.opts.k_meta or max(1, self.opts.k // 2)
+                rated = self.meta.score(
+                    [[Message("user", msg)]] * len(samples), [[Message("assistant", t or " ")] for t in samples]
+                )
+                vote = meta_vote(parsed, rated, k_meta)
+            else:
+                vote = vote_scores(parsed)
+            if vote.totals is None:
+                self._fail("abstained", "every sampled critique abstained")
+                out.append(math.nan)
+            else:
+                out.append(vote.totals[0] / vote.used)
+        return out
+
+    def describe(self) -> dict[str, Any]:
+        o = self.opts
+        return self._describe() | {
+            "template": GRM_TEMPLATE,
+            "k": o.k,
+            "meta_model": o.meta_model,
+            "meta_weights": weights_fingerprint(o.meta_model) if o.meta_model else None,
+            "k_meta": (o.k_meta or max(1, o.k // 2)) if o.meta_model else None,
+            "out_of_range": o.out_of_range,
+        }
+
+
+class ThinkJudgeScorer(_GenerativeJudge):
+    """Pairwise thinking judge: P(A better) = the share of valid verdicts for A over m samples (per order)."""
+
+    kind: ScorerKind = "pairwise"
+    name = "think"
+
+    @staticmethod
+    def message(prompt: Conversation, a: Conversation, b: Conversation, form: str) -> str:
+        return THINK_TEMPLATE.format(
+            instruction=THINK_INSTRUCTIONS[form],
+            context=_turns(prompt),
+            response_a=_response_text(a),
+            response_b=_response_text(b),
+        )
+
+    @property
+    def symmetric(self) -> bool:
+        """With both orders judged, compare(a, b) == 1 - compare(b, a): a benchmark asks one order."""
+        return bool(self.opts.both_orders)
+
+    def compare(
+        self, prompts: list[Conversation], responses_a: list[Conversation], responses_b: list[Conversation]
+    ) -> list[float]:
+        o = self.opts
+        orders = [False, True] if o.both_orders else [False]
+        messages: list[str | None] = []
+        for p, a, b in zip(prompts, responses_a, responses_b, strict=True):
+            bad = _is_empty(a) or _is_empty(b)
+            if bad:
+                self._fail("empty_response")
+            for swapped in orders:
+                first, second = (b, a) if swapped else (a, b)
+                messages.append(None if bad else self.message(p, first, second, o.form))
+        texts = self._sample(messages, o.m, prefix=THINK_PREFIX)
+        self.cost["items"] -= len(messages) - len(prompts)  # an item is a pair, whatever the orders
+        out = []
+        for i in range(len(prompts)):
+            votes_a = votes = 0
+            failed = False
+            for j, swapped in enumerate(orders):
+                samples = texts[i * len(orders) + j]
+                if samples is None:
+                    failed = True
+                    continue
+                for t in samples:
+                    v = parse_think_answer(t, o.form)
+                    if not v.ok:
+                        self.abstentions[v.reason] += 1
+                        continue
+                    votes += 1
+                    votes_a += (v.label == "A") != swapped  # a swapped order's "A" is response B
+            if votes == 0:
+                if not failed:
+                    self._fail("abstained", "every sampled verdict abstained")
+                out.append(math.nan)
+            else:
+                out.append(votes_a / votes)
+        return out
+
+    def describe(self) -> dict[str, Any]:
+        o = self.opts
+        return self._describe() | {
+            "template": THINK_TEMPLATE,
+            "instruction": THINK_INSTRUCTIONS[o.form],
+            "prefix": THINK_PREFIX,
+            "form": o.form,
+            "m": o.m,
+            "both_orders": o.both_orders,
+        }

@@ -1,0 +1,370 @@
+"""`align rm train` for generative judges (a config of kind `judge_train`): pair-PM, thinking judge, GRM.
+
+Reads top to bottom: config -> training examples built from labelled pairs -> SFT of a causal LM on them
+(LoRA or full; packed sequences; loss = mean negative log-likelihood of the judge's answer tokens) -> held-out
+accuracy of the trained judge through its scorer -> save (the model or adapter directory the scorer loads).
+
+How each kind turns a labelled pair (prompt, chosen, rejected) into what the judge learns to write:
+- `pair_pm` (RLHFlow pair-PM): the pair-PM message with the chosen response at position A or B uniformly at
+  random (seeded); the answer is that letter. Deterministic, no sampling.
+- `think` (Think-RM warm-up): the current model is sampled `judge.samples` times per pair (order randomised)
+  after the forced `<think>\\n`; a sample whose verdict matches the label is kept (`judge.keep: all`, or only the
+  longest correct one per pair, `longest`), and the judge is fine-tuned on its own correct reasoning
+  (rejection sampling: there is no long-CoT data here).
+- `grm` (SPCT rejective fine-tuning): `judge.samples` critiques of the chosen and of the rejected response; draw j
+  is correct when its score for the chosen is strictly above its score for the rejected (the pointwise form of
+  SPCT's rule: the pair is scored one response per call). Pairs where every draw is correct ("too easy") or none
+  is are dropped; the critiques of the correct draws are kept. SPCT's rule-based RL stage needs the online
+  trainer.
+A pair whose samples all abstain or are wrong contributes nothing and is counted; a run that keeps no example
+stops with an error naming the counts.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+from transformers import Trainer
+
+from prefalign.config import option
+from prefalign.errors import UserError
+from prefalign.models.hub import DEFAULT_MODEL
+from prefalign.training.config import HeldOutSection, LoraSection, TrainSection
+from prefalign.training.metrics import MetricsMixin
+from preference_data.records import Message
+from preference_data.sources import DataConfig
+
+JudgeKind = Literal["pair_pm", "think", "grm"]
+
+
+@dataclass
+class JudgeSection:
+    kind: JudgeKind = option("pair_pm", "which judge: pair_pm, think (thinking judge) or grm (generative RM)")
+    form: Literal["binary", "multiclass"] = option("binary", "think: verdict form (A/B, or a strength -3..3)")
+    samples: int = option(4, "think, grm: outputs sampled per pair (per response for grm) to select from")
+    temperature: float = option(0.8, "think, grm: sampling temperature")
+    top_p: float = option(0.95, "think, grm: nucleus sampling mass")
+    max_new_tokens: int = option(256, "think, grm: longest sampled output")
+    keep: Literal["all", "longest"] = option("all", "think: keep every correct trace, or the longest per pair")
+    seed: int = option(0, "position shuffling and sampling seed")
+
+    def check(self) -> list[str]:
+        problems = []
+        if self.samples < 1:
+            problems.append(f"samples: must be at least 1, got {self.samples}")
+        if self.temperature <= 0:
+            problems.append(f"temperature: sampling needs a positive temperature, got {self.temperature}")
+        return problems
+
+
+@dataclass
+class JudgeTrainConfig:
+    kind: Literal["judge_train"] = option("judge_train", "config kind (fixed)")
+    model: str = option(DEFAULT_MODEL, "base causal LM: builtin:<name>, a local directory, or a hub id")
+    output_dir: str = option("runs/judge", "run directory (config, metrics, plots, checkpoints, model/)")
+    judge: JudgeSection = option(factory=JudgeSection, doc="the judge kind and how its examples are built")
+    data: DataConfig = option(factory=DataConfig, doc="labelled pairs to learn from")
+    eval: HeldOutSection = option(factory=HeldOutSection, doc="held-out pairs the trained judge is scored on")
+    train: TrainSection = option(factory=TrainSection, doc="optimisation settings")
+    lora: LoraSection = option(factory=LoraSection, doc="LoRA settings (train.method: lora)")
+
+
+@dataclass
+class SFTExample:
+    id: str
+    message: str  # the judge's user message
+    completion: str  # what the judge learns to write
+
+
+# --- examples ----------------------------------------------------------------------------------------------
+
+
+def pair_pm_examples(pairs: list[Any], seed: int) -> list[SFTExample]:
+    """One example per pair: chosen at A or B uniformly at random; the answer is its letter."""
+    from .scorers import pair_pm_message
+
+    rng = random.Random(seed)
+    out = []
+    for p in pairs:
+        if rng.random() < 0.5:
+            out.append(SFTExample(p.id, pair_pm_message(p.prompt, p.chosen, p.rejected), "A"))
+        else:
+            out.append(SFTExample(p.id, pair_pm_message(p.prompt, p.rejected, p.chosen), "B"))
+    return out
+
+
+def _sample(model: Any, tokenizer: Any, messages: list[str], judge: JudgeSection, prefix: str) -> list[list[str]]:
+    from prefalign.generation import SamplingParams, make_engine, render_prompts
+
+    extra = tokenizer.encode(prefix, add_special_tokens=False) if prefix else []
+    prompts = [ids + extra for ids in render_prompts(tokenizer, [[{"role": "user", "content": m}] for m in messages])]
+    params = SamplingParams(
+        n=judge.samples,
+        temperature=judge.temperature,
+        top_p=judge.top_p,
+        max_new_tokens=judge.max_new_tokens,
+        seed=judge.seed,
+    )
+    result = make_engine(model, tokenizer).generate(prompts, params, progress=True)
+    return [[c.text for c in r.completions] for r in result.outputs]
+
+
+def think_examples(
+    pairs: list[Any], judge: JudgeSection, model: Any, tokenizer: Any
+) -> tuple[list[SFTExample], dict[str, int]]:
+    """Rejection-sampled reasoning traces whose verdict matches the label (see the module docstring)."""
+    from .generative.parse import parse_think_answer
+    from .generative.scorers import THINK_PREFIX, ThinkJudgeScorer
+
+    rng = random.Random(judge.seed)
+    flips = [rng.random() < 0.5 for _ in pairs]  # True: the chosen response is B
+    messages = [
+        ThinkJudgeScorer.message(p.prompt, *((p.rejected, p.chosen) if f else (p.chosen, p.rejected)), judge.form)
+        for p, f in zip(pairs, flips, strict=True)
+    ]
+    samples = _sample(model, tokenizer, messages, judge, THINK_PREFIX)
+    out: list[SFTExample] = []
+    counts = {"pairs": len(pairs), "samples": 0, "correct": 0, "abstained": 0, "pairs_kept": 0}
+    for p, f, msg, texts in zip(pairs, flips, messages, samples, strict=True):
+        want = "B" if f else "A"
+        good = []
+        for t in texts:
+            v = parse_think_answer(t, judge.form)
+            counts["samples"] += 1
+            counts["abstained"] += not v.ok
+            if v.label == want:
+                good.append(t)
+        counts["correct"] += len(good)
+        if judge.keep == "longest" and good:
+            good = [max(good, key=len)]
+        counts["pairs_kept"] += bool(good)
+        out += [SFTExample(p.id, msg, THINK_PREFIX + t) for t in good]
+    return out, counts
+
+
+def grm_examples(
+    pairs: list[Any], judge: JudgeSection, model: Any, tokenizer: Any
+) -> tuple[list[SFTExample], dict[str, int]]:
+    """SPCT rejective fine-tuning examples (see the module docstring)."""
+    from .generative.parse import parse_grm_scores
+    from .generative.scorers import GRMScorer
+    from .generative.vote import rft_select
+
+    messages = []
+    for p in pairs:
+        messages += [GRMScorer.message(p.prompt, p.chosen), GRMScorer.message(p.prompt, p.rejected)]
+    samples = _sample(model, tokenizer, messages, judge, "")
+    out: list[SFTExample] = []
+    counts = {"pairs": len(pairs), "draws": 0, "correct": 0, "abstained": 0, "too_easy": 0, "pairs_kept": 0}
+    for i, p in enumerate(pairs):
+        chosen, rejected = samples[2 * i], samples[2 * i + 1]
+        correct = []
+        for c, r in zip(chosen, rejected, strict=True):
+            sc, sr = parse_grm_scores(c, 1), parse_grm_scores(r, 1)
+            counts["draws"] += 1
+            counts["abstained"] += not (sc.ok and sr.ok)
+            correct.append(sc.ok and sr.ok and sc.scores[0] > sr.scores[0])  # type: ignore[index]
+        counts["correct"] += sum(correct)
+        counts["too_easy"] += all(correct)
+        keep = rft_select(correct)
+        counts["pairs_kept"] += bool(keep)
+        for j in keep:
+            out.append(SFTExample(p.id, messages[2 * i], chosen[j]))
+            out.append(SFTExample(p.id, messages[2 * i + 1], rejected[j]))
+    return out, counts
+
+
+# --- the trainer -------------------------------------------------------------------------------------------
+
+
+class SFTDataset(torch.utils.data.Dataset):
+    def __init__(self, items: list[tuple[list[int], list[int]]]) -> None:
+        self.items = items
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, i: int) -> tuple[list[int], list[int]]:
+        return self.items[i]
+
+
+class SFTCollator:
+    """Packs (prompt ids, completion ids) sequences back to back (`preference_data.packing.pack_single`)."""
+
+    def __init__(self, pad_id: int, row_tokens: int, layout: Any) -> None:
+        self.pad_id, self.row_tokens, self.layout = pad_id, row_tokens, layout
+
+    def __call__(self, items: list[tuple[list[int], list[int]]]) -> dict[str, Any]:
+        from prefalign.models.batch import PACKED_FIELDS
+        from preference_data.packing import pack_single
+
+        longest = max(len(p) + len(r) for p, r in items)
+        b = pack_single(
+            [p for p, _ in items], [r for _, r in items], self.pad_id, max(self.row_tokens, longest), self.layout
+        )
+        out: dict[str, Any] = {f: getattr(b, f) for f in PACKED_FIELDS}
+        out["num_sequences"] = torch.tensor(len(items))
+        out["pairs"] = torch.tensor(False)
+        out["real_tokens"] = torch.tensor(b.real_tokens)
+        return out
+
+
+class SFTTrainer(MetricsMixin, Trainer):
+    """Mean negative log-likelihood of the completion tokens of packed sequences."""
+
+    def __init__(self, *args: Any, metrics_path: Path | None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._init_metrics(metrics_path)
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        logps = model(**inputs)  # (S,) summed completion log-probs
+        tokens = inputs["lengths"].sum().clamp(min=1)
+        loss = -logps.sum() / tokens
+        self.stash({"nll_per_token": loss.item(), "tokens": float(inputs["real_tokens"])})
+        return (loss, {"logps": logps}) if return_outputs else loss
+
+
+PLOT_KEYS = ["loss", "nll_per_token"]
+
+
+def _tokenize(examples: list[SFTExample], tokenizer: Any, max_length: int) -> tuple[list[Any], int]:
+    from preference_data.tokenize import tokenize_single
+
+    items, too_long = [], 0
+    for e in examples:
+        p, r = tokenize_single(tokenizer, [Message("user", e.message)], [Message("assistant", e.completion)])
+        if len(p) + len(r) > max_length:
+            too_long += 1
+            continue
+        items.append((p, r))
+    return items, too_long
+
+
+def _accuracy(kind: JudgeKind, judge: JudgeSection, model_dir: str, pairs: list[Any], dtype: str) -> dict[str, Any]:
+    """Held-out accuracy of the saved judge through its scorer (ties and NaN count wrong), with its cost."""
+    from .scorers import load_scorer
+
+    opts: dict[str, Any] = {"model": model_dir, "dtype": dtype}
+    if kind != "pair_pm":
+        opts |= {"temperature": judge.temperature, "top_p": judge.top_p, "max_new_tokens": judge.max_new_tokens}
+    if kind == "think":
+        opts["form"] = judge.form
+    scorer: Any = load_scorer(kind, **opts)
+    prompts = [p.prompt for p in pairs]
+    if kind == "grm":
+        sc = scorer.score(prompts, [p.chosen for p in pairs])
+        sr = scorer.score(prompts, [p.rejected for p in pairs])
+        correct = [c > r for c, r in zip(sc, sr, strict=True)]
+        nan = sum(math.isnan(c) or math.isnan(r) for c, r in zip(sc, sr, strict=True))
+    else:
+        pa = scorer.compare(prompts, [p.chosen for p in pairs], [p.rejected for p in pairs])
+        correct = [v > 0.5 for v in pa]
+        nan = sum(math.isnan(v) for v in pa)
+    report: dict[str, Any] = {
+        "pairs": len(pairs),
+        "accuracy": sum(correct) / len(pairs) if pairs else float("nan"),
+        "nan_pairs": nan,
+    }
+    if hasattr(scorer, "cost_per_item"):
+        report["cost"] = scorer.cost_per_item()
+        report["abstentions"] = dict(scorer.abstentions)
+    return report
+
+
+def run(cfg: JudgeTrainConfig, resume: bool = False) -> dict[str, Any]:
+    """Build examples, fine-tune, evaluate and save a judge as `cfg` says; return the report."""
+    import dataclasses
+
+    from prefalign.models.forward import PackedForward
+    from prefalign.models.hub import load_causal_lm, load_tokenizer, pad_token_id
+    from prefalign.training.recipe import start_run
+    from prefalign.training.trainer import apply_lora, base_dtype, compile_layers, disable_dropout, training_arguments
+    from preference_data.sources import load_pairs
+
+    run_ = start_run(cfg, cfg.train, f"rm train ({cfg.judge.kind} judge)", resume)
+    tokenizer = load_tokenizer(cfg.model)
+    pairs, data_report = load_pairs(cfg.data)
+    model = load_causal_lm(cfg.model, dtype=base_dtype(cfg.train))
+    counts: dict[str, int] = {"pairs": len(pairs)}
+    if cfg.judge.kind == "pair_pm":
+        examples = pair_pm_examples(pairs, cfg.judge.seed)
+    else:
+        model.eval()
+        build = think_examples if cfg.judge.kind == "think" else grm_examples
+        examples, counts = build(pairs, cfg.judge, model, tokenizer)
+    items, too_long = _tokenize(examples, tokenizer, cfg.train.max_length)
+    counts |= {"examples": len(examples), "too_long": too_long, "kept": len(items)}
+    if not items:
+        raise UserError(
+            f"no {cfg.judge.kind} training example left ({counts}): the sampled outputs were never correct or "
+            "never followed the answer format, or every example exceeds train.max_length; raise judge.samples, "
+            "use a stronger base model, or start from pair_pm"
+        )
+    if cfg.train.disable_dropout:
+        disable_dropout(model)
+    if cfg.train.method == "lora":
+        model = apply_lora(model, cfg.lora, "CAUSAL_LM")
+    model.train()
+    compile_layers(model, cfg.train)
+    pad_id = pad_token_id(tokenizer)
+    trainer = SFTTrainer(
+        model=PackedForward(model, "logps"),
+        args=training_arguments(cfg.train, str(run_.checkpoints)),
+        train_dataset=SFTDataset(items),
+        data_collator=SFTCollator(pad_id, cfg.train.row_tokens, cfg.train.attention),
+        metrics_path=run_.metrics_path,
+    )
+    trained = run_.train(trainer, cfg.train, evaluates=False)
+    if not trainer.is_world_process_zero():
+        return {}
+    model_dir = run_.dir / "model"
+    model.save_pretrained(str(model_dir))
+    tokenizer.save_pretrained(str(model_dir))
+    eval_report: dict[str, Any] = {}
+    if cfg.eval.split != "none":
+        from preference_data.sources import load as load_source
+
+        ecfg = dataclasses.replace(
+            cfg.data, source=cfg.eval.source or cfg.data.source, split=cfg.eval.split, limit=cfg.eval.limit
+        )
+        dtype = "bfloat16" if cfg.train.precision == "bf16" else "float32"
+        eval_report = _accuracy(cfg.judge.kind, cfg.judge, str(model_dir), load_source(ecfg).pairs, dtype)
+    return run_.finish(
+        {
+            "model_dir": str(model_dir),
+            "base_model": cfg.model,
+            "judge": dataclasses.asdict(cfg.judge),
+            "method": cfg.train.method,
+            "precision": run_.precision,
+            "examples": counts,
+            "train_pairs": len(pairs),
+            **trained.to_dict(),
+            "eval": eval_report,
+            "data": data_report.to_dict(),
+        },
+        PLOT_KEYS,
+    )
+
+
+def summary_lines(report: dict[str, Any]) -> list[str]:
+    ev = report.get("eval") or {}
+    lines = [
+        f"trained a {report['judge']['kind']} judge ({report['method']}) on {report['examples']['kept']} examples "
+        f"from {report['train_pairs']} pairs, {report['steps']} steps, {report['train_seconds']}s",
+        f"examples: {report['examples']}",
+        f"saved to {report['model_dir']}",
+    ]
+    if ev:
+        cost = ev.get("cost")
+        extra = (
+            f"; {cost['generated_tokens_per_item']:.0f} generated tokens and {cost['seconds_per_item']:.2f}s per item"
+            if cost
+            else ""
+        )
+        lines.append(f"held-out accuracy {ev['accuracy']:.3f} on {ev['pairs']} pairs ({ev['nan_pairs']} NaN){extra}")
+    return lines

@@ -1,0 +1,167 @@
+"""The generative scorers (grm, think) on the tiny model: the generation engine runs for real, abstentions and
+cost are counted; their voting is checked with a scripted judge (fixed outputs in place of the tiny model's
+random text, which never follows the answer format), including the position-swap symmetry of `think`."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import pytest
+import torch
+
+from preference_data.records import Message
+from reward_models.scorers import load_scorer
+
+TINY = "builtin:tiny-llama"
+
+
+def _c(role: str, text: str) -> list[Message]:
+    return [Message(role, text)]
+
+
+PROMPTS = [_c("user", "What is 2 + 2?"), _c("user", "Name a colour.")]
+GOOD = [_c("assistant", "4"), _c("assistant", "Blue, the colour of a clear sky.")]
+BAD = [_c("assistant", "5, I think, or maybe 6."), _c("assistant", "Seven.")]
+
+
+def _opts(**kw):
+    return {"model": TINY, "dtype": "float32", "max_new_tokens": 6, **kw}
+
+
+def test_grm_runs_the_engine_and_counts_abstentions_and_cost(tiny_model_ref):
+    scorer = load_scorer("grm", **_opts(k=2))
+    out = scorer.score(PROMPTS + [PROMPTS[0]], GOOD + [_c("assistant", "  ")])
+    assert math.isnan(out[2]) and scorer.failures["empty_response"] == 1  # never sampled
+    assert len(scorer.last_samples[0]) == 2 and len(scorer.last_samples[2]) == 0
+    # a random tiny model does not write "\boxed{s}": its samples abstain, are counted, and the item is NaN
+    n_abstained = sum(s is None for row in scorer.last_samples for s in row)
+    assert sum(scorer.abstentions.values()) == n_abstained
+    assert all(math.isnan(v) for v, row in zip(out, scorer.last_samples, strict=True) if all(s is None for s in row))
+    cost = scorer.cost_per_item()
+    assert cost["items"] == 3 and scorer.cost["samples"] == 4 and 0 < cost["generated_tokens_per_item"] <= 2 * 6
+    d = scorer.describe()
+    assert d["k"] == 2 and "\\boxed" in d["template"] and d["dtype"] == "float32"
+
+
+def _script(scorer, reply):
+    """Replace the judge's sampling with `reply(message, sample_index) -> text` (the engine is tested above)."""
+
+    def sample(messages, n, prefix=""):
+        scorer.cost["items"] += len(messages)
+        return [None if m is None else [reply(m, j) for j in range(n)] for m in messages]
+
+    scorer._sample = sample
+
+
+def test_grm_mean_of_valid_samples(tiny_model_ref):
+    scorer = load_scorer("grm", **_opts(k=4))
+    texts = ["Analysis: ok. Score: \\boxed{8}", "Score: \\boxed{6}", "no verdict here", "Score: \\boxed{42}"]
+    _script(scorer, lambda m, j: texts[j])
+    (s,) = scorer.score(PROMPTS[:1], GOOD[:1])
+    assert s == pytest.approx(7.0)  # (8 + 6) / 2: the abstaining samples are left out, not read as 0
+    assert scorer.abstentions == {"no_box": 1, "out_of_range": 1}
+    _script(scorer, lambda m, j: "nothing")
+    assert math.isnan(scorer.score(PROMPTS[:1], GOOD[:1])[0]) and scorer.failures["abstained"] == 1
+
+
+def test_grm_meta_rm_votes_only_the_critiques_it_rates_highest(tmp_path, tiny_model_ref):
+    from prefalign.models.hub import load_seq_cls, load_tokenizer
+    from reward_models.checkpoint import RewardStats, save_rm
+    from reward_models.generative.scorers import GRMScorer
+
+    meta = load_seq_cls(TINY, dtype="float32")
+    torch.manual_seed(3)
+    torch.nn.init.normal_(meta.score.weight, std=1.0)
+    save_rm(meta, load_tokenizer(TINY), tmp_path / "meta", RewardStats(mean=0.0, std=1.0, n=1, computed_on="test"))
+    scorer = load_scorer("grm", **_opts(k=4, meta_model=str(tmp_path / "meta"), k_meta=2))
+    texts = [f"Criteria {'x' * j}. Score: \\boxed{{{s}}}" for j, s in enumerate([2, 9, 5, 7])]
+    _script(scorer, lambda m, j: texts[j])
+    (s,) = scorer.score(PROMPTS[:1], GOOD[:1])
+    msg = GRMScorer.message(PROMPTS[0], GOOD[0])
+    rated = scorer.meta.score([_c("user", msg)] * 4, [_c("assistant", t) for t in texts])
+    assert len(set(rated)) == 4
+    top = sorted(range(4), key=lambda i: -rated[i])[:2]
+    assert s == pytest.approx(sum([2, 9, 5, 7][i] for i in top) / 2)
+    assert scorer.describe()["k_meta"] == 2
+
+
+def _length_judge(message: str, j: int) -> str:
+    """A scripted judge that prefers the longer response (reads the two responses back from its prompt)."""
+    a = re.search(r"\[The Start of Assistant A's Response\]\n(.*?)\n\[The End", message, re.S).group(1)
+    b = re.search(r"\[The Start of Assistant B's Response\]\n(.*?)\n\[The End", message, re.S).group(1)
+    return f"reasoning...</think>\n<answer>{'A' if len(a) > len(b) else 'B'}</answer>"
+
+
+def test_think_judge_is_symmetric_under_position_swap(tiny_model_ref):
+    scorer = load_scorer("think", **_opts(m=3))
+    _script(scorer, _length_judge)
+    ab = scorer.compare(PROMPTS, GOOD, BAD)
+    ba = scorer.compare(PROMPTS, BAD, GOOD)
+    assert ab == [0.0, 1.0]  # "4" is shorter than "5, I think..."; the colour answer is longer than "Seven."
+    assert ba == pytest.approx([1 - p for p in ab])
+    # a judge that always says A: both orders cancel it (0.5); one order alone believes it (1.0)
+    _script(scorer, lambda m, j: "<answer>A</answer>")
+    assert scorer.compare(PROMPTS, GOOD, BAD) == [0.5, 0.5]
+    one = load_scorer("think", **_opts(m=2, both_orders=False))
+    _script(one, lambda m, j: "<answer>A</answer>")
+    assert one.compare(PROMPTS, GOOD, BAD) == [1.0, 1.0]
+
+
+def test_think_judge_multiclass_and_abstentions(tiny_model_ref):
+    scorer = load_scorer("think", **_opts(m=2, form="multiclass", both_orders=False))
+    replies = ["<answer>-2</answer>", "<answer>0</answer>"]
+    _script(scorer, lambda m, j: replies[j])
+    assert scorer.compare(PROMPTS[:1], GOOD[:1], BAD[:1]) == [1.0]  # one valid verdict, for A
+    assert scorer.abstentions == {"ambiguous_answer": 1}
+    assert "-3, -2, -1, 1, 2, 3" in scorer.describe()["instruction"]
+
+
+def test_think_judge_runs_the_engine(tiny_model_ref):
+    scorer = load_scorer("think", **_opts(m=1))
+    out = scorer.compare(PROMPTS[:1], GOOD[:1], BAD[:1])
+    assert len(out) == 1 and scorer.cost["samples"] == 2 and scorer.cost["items"] == 1
+    assert math.isnan(out[0]) == (sum(scorer.abstentions.values()) == 2)
+
+
+def test_benchmark_records_carry_the_cost():
+    from leaderboards.runner import _cost
+
+    class Counting:
+        abstentions = {"no_box": 2}
+
+        def cost_per_item(self):
+            return {"items": 4, "generated_tokens_per_item": 10.0, "seconds_per_item": 0.5}
+
+    assert _cost(Counting()) == {
+        "cost": {"items": 4, "generated_tokens_per_item": 10.0, "seconds_per_item": 0.5},
+        "abstentions": {"no_box": 2},
+    }
+    assert _cost(object()) == {}
+
+
+def test_pair_pm_averages_both_orders_against_a_plain_forward(tiny_model_ref):
+    from prefalign.models.hub import load_causal_lm, load_tokenizer
+    from preference_data.tokenize import tokenize_prompts
+    from reward_models.generative import pair_pm_probability
+    from reward_models.scorers import pair_pm_message
+
+    scorer = load_scorer("pair_pm", model=TINY, dtype="float32")
+    assert scorer.symmetric
+    got = scorer.compare(PROMPTS, GOOD, BAD)
+    assert got == pytest.approx([1 - p for p in scorer.compare(PROMPTS, BAD, GOOD)], abs=1e-6)
+    model, tok = load_causal_lm(TINY, dtype="float32").eval(), load_tokenizer(TINY)
+    a_id, b_id = (tok.encode(x, add_special_tokens=False)[0] for x in ("A", "B"))
+
+    def logits(p, a, b):
+        (ids,) = tokenize_prompts([[Message("user", pair_pm_message(p, a, b))]], tok)
+        with torch.no_grad():
+            last = model(torch.tensor([ids])).logits[0, -1]
+        return float(last[a_id]), float(last[b_id])
+
+    want = [pair_pm_probability(logits(p, a, b), logits(p, b, a)) for p, a, b in zip(PROMPTS, GOOD, BAD, strict=True)]
+    assert got == pytest.approx(want, abs=1e-4)
+    msg = pair_pm_message(PROMPTS[0], GOOD[0], BAD[0])
+    assert (
+        msg == "[CONTEXT] \n\n<turn> user\n What is 2 + 2?\n\n\n [RESPONSE A] 4 [RESPONSE B] 5, I think, or maybe 6. \n"
+    )

@@ -1,0 +1,161 @@
+"""Training generative judges (`align rm train` with a judge_train config): the examples each kind learns from,
+and a real SFT run of a pair-PM on the tiny model that raises the probability of the right letter."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from preference_data.records import Message, PreferencePair
+from reward_models.judge_train import JudgeSection, grm_examples, pair_pm_examples, think_examples
+
+TINY = "builtin:tiny-llama"
+
+
+def _pair(i: int) -> PreferencePair:
+    return PreferencePair(
+        [Message("user", f"What is {i} + {i}?")],
+        [Message("assistant", f"{2 * i}")],
+        [Message("assistant", f"{2 * i + 1}, probably")],
+        id=f"p{i}",
+    )
+
+
+def test_pair_pm_examples_put_the_chosen_response_at_the_answered_position():
+    pairs = [_pair(i) for i in range(200)]
+    examples = pair_pm_examples(pairs, seed=0)
+    assert [e.id for e in examples] == [p.id for p in pairs]
+    for e, p in zip(examples, pairs, strict=True):
+        a = e.message.split("[RESPONSE A] ")[1].split(" [RESPONSE B]")[0]
+        assert (a == p.chosen[0].content) == (e.completion == "A")
+    share_a = sum(e.completion == "A" for e in examples) / len(examples)
+    assert 0.4 < share_a < 0.6  # uniformly at random, seeded
+    assert pair_pm_examples(pairs, seed=0) == examples and pair_pm_examples(pairs, seed=1) != examples
+
+
+def _scripted(monkeypatch, reply):
+    """Replace the sampling of the base model with `reply(message, j)` (the engine itself is tested elsewhere)."""
+
+    def sample(model, tokenizer, messages, judge, prefix):
+        return [[reply(m, j) for j in range(judge.samples)] for m in messages]
+
+    monkeypatch.setattr("reward_models.judge_train._sample", sample)
+
+
+def test_think_examples_keep_correct_traces_only(monkeypatch):
+    pairs = [_pair(i) for i in range(6)]
+
+    def reply(message, j):  # right on samples 0 and 1 (the longer one is sample 1), wrong on 2, no verdict on 3
+        a = message.split("[The Start of Assistant A's Response]\n")[1].split("\n")[0]
+        right = "A" if "probably" not in a else "B"
+        wrong = "B" if right == "A" else "A"
+        answers = [f"x</think><answer>{right}</answer>", f"longer x</think><answer>{right}</answer>"]
+        answers += [f"</think><answer>{wrong}</answer>", "no answer"]
+        return answers[j]
+
+    _scripted(monkeypatch, reply)
+    examples, counts = think_examples(pairs, JudgeSection(kind="think", samples=4), None, None)
+    assert counts == {"pairs": 6, "samples": 24, "correct": 12, "abstained": 6, "pairs_kept": 6}
+    assert len(examples) == 12 and all(e.completion.startswith("<think>\n") for e in examples)
+    longest, _ = think_examples(pairs, JudgeSection(kind="think", samples=4, keep="longest"), None, None)
+    assert len(longest) == 6 and all("longer" in e.completion for e in longest)
+
+
+def test_grm_examples_follow_spct_rejective_selection(monkeypatch):
+    pairs = [_pair(i) for i in range(3)]
+
+    def reply(message, j):
+        chosen = "probably" not in message.split("[The Start of the Response]\n")[1]
+        i = int(message.split("What is ")[1].split(" ")[0])
+        if i == 0:  # too easy: every draw right -> dropped
+            return f"Score: \\boxed{{{9 if chosen else 2}}}"
+        if i == 1:  # draws 0 and 2 right, 1 wrong (a tie), 3 abstains
+            draws = [f"Score: \\boxed{{{8 if chosen else 3}}}", "Score: \\boxed{5}"]
+            return (draws + ["\\boxed{7}" if chosen else "\\boxed{6}", "?"])[j]
+        return f"Score: \\boxed{{{2 if chosen else 9}}}"  # all wrong -> dropped
+
+    _scripted(monkeypatch, reply)
+    examples, counts = grm_examples(pairs, JudgeSection(kind="grm", samples=4), None, None)
+    assert counts == {"pairs": 3, "draws": 12, "correct": 6, "abstained": 1, "too_easy": 1, "pairs_kept": 1}
+    assert [e.completion for e in examples] == ["Score: \\boxed{8}", "Score: \\boxed{3}", "\\boxed{7}", "\\boxed{6}"]
+    assert {e.id for e in examples} == {"p1"}
+
+
+def _suite_files(tmp_path, n=8):
+    from preference_data.suite import build_suite, write_suite
+
+    suite = build_suite(n_per_family=n, seed=0)
+    write_suite(suite, tmp_path / "suite")
+    return tmp_path / "suite"
+
+
+def _answer_nll(model, tok, examples) -> float:
+    from preference_data.tokenize import tokenize_single
+
+    total, n = 0.0, 0
+    with torch.no_grad():
+        for e in examples:
+            p, r = tokenize_single(tok, [Message("user", e.message)], [Message("assistant", e.completion)])
+            logp = model(input_ids=torch.tensor([p + r])).logits[0].float().log_softmax(-1)
+            total -= sum(logp[len(p) - 1 + i, t].item() for i, t in enumerate(r))
+            n += len(r)
+    return total / n
+
+
+def test_pair_pm_training_end_to_end_on_the_tiny_model(tmp_path, tiny_model_ref):
+    from align.cli.main import main
+    from prefalign.models.hub import load_causal_lm, load_model, load_tokenizer
+    from preference_data.records import pair_from_dict
+    from reward_models.scorers import load_scorer
+
+    suite = _suite_files(tmp_path)
+    cfg = tmp_path / "judge.yaml"
+    cfg.write_text(
+        "kind: judge_train\n"
+        f"model: {TINY}\noutput_dir: {tmp_path / 'run'}\n"
+        "judge: {kind: pair_pm}\n"
+        f"data: {{source: {suite / 'train_pairs.jsonl'}, split: all, limit: 32}}\n"
+        f"eval: {{source: {suite / 'test_pairs.jsonl'}, split: all, limit: 12}}\n"
+        "train: {method: full, lr: 2.0e-3, epochs: 3, batch_size: 8, precision: fp32, max_length: 1024, "
+        "compile: false, warmup_ratio: 0.0}\n"
+    )
+    assert main(["rm", "train", "--config", str(cfg)]) == 0
+    report = json.loads((tmp_path / "run" / "report.json").read_text())
+    assert report["examples"]["kept"] == report["examples"]["examples"] == 32
+    test_rows = (suite / "test_pairs.jsonl").read_text().splitlines()[:12]
+    assert report["eval"]["pairs"] == len(test_rows) > 0 and report["eval"]["nan_pairs"] == 0
+    # the fine-tuned judge gives the right letters of its training examples a higher probability than the base
+    tok = load_tokenizer(TINY)
+    rows = (suite / "train_pairs.jsonl").read_text().splitlines()[:32]
+    examples = pair_pm_examples([pair_from_dict(json.loads(r)) for r in rows], seed=0)
+    base = _answer_nll(load_causal_lm(TINY, dtype="float32").eval(), tok, examples)
+    tuned = _answer_nll(load_model(report["model_dir"], "float32", merge=True).eval(), tok, examples)
+    assert tuned < base - 0.05
+    scorer = load_scorer("pair_pm", model=report["model_dir"], dtype="float32")
+    test = [pair_from_dict(json.loads(r)) for r in test_rows]
+    pa = scorer.compare([p.prompt for p in test], [p.chosen for p in test], [p.rejected for p in test])
+    assert report["eval"]["accuracy"] == pytest.approx(sum(v > 0.5 for v in pa) / len(test))
+
+
+def test_a_sampled_judge_with_no_correct_sample_stops_with_the_counts(tmp_path, tiny_model_ref):
+    """The random tiny model never writes a verdict: the think recipe keeps nothing and says so."""
+    from prefalign.config import build
+    from prefalign.errors import UserError
+    from reward_models.judge_train import JudgeTrainConfig, run
+
+    suite = _suite_files(tmp_path, n=2)
+    cfg = build(
+        JudgeTrainConfig,
+        {
+            "model": TINY,
+            "output_dir": str(tmp_path / "run"),
+            "judge": {"kind": "think", "samples": 1, "max_new_tokens": 4},
+            "data": {"source": str(suite / "train_pairs.jsonl"), "split": "all", "limit": 3},
+            "eval": {"split": "none"},
+            "train": {"precision": "fp32", "compile": False},
+        },
+    )
+    with pytest.raises(UserError, match=r"no think training example left .*'correct': 0"):
+        run(cfg)
