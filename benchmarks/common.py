@@ -48,11 +48,6 @@ def matmul_peak(dtype: str = "bfloat16", n: int = 2048, reps: int = 10) -> float
     return 2 * n**3 * reps / dt / 1e9
 
 
-def bf16_matmul_peak(n: int = 2048, reps: int = 20) -> float:
-    """GFLOP/s of a plain bf16 (n x n) @ (n x n) matmul on this machine."""
-    return matmul_peak("bfloat16", n, reps)
-
-
 def machine_line() -> str:
     """The CPU, the vector capability torch dispatches to, and its native bf16 features, in one line."""
     from prefalign.models.precision import cpu_bf16_features
@@ -81,7 +76,7 @@ def equal_pairs(n: int, max_length: int, out: Path) -> tuple[int, int]:
     from preference_data.records import write_jsonl
     from preference_data.tokenize import tokenize_pairs
 
-    tok = load_tokenizer("builtin:smollm2-135m-instruct")
+    tok = load_tokenizer(MODEL)
     pairs = first_pairs(256)
     keep_eos, _ = tokenize_pairs(pairs, tok, max_length, "drop")
     keep_tpl, _ = tokenize_pairs(pairs, tok, max_length, "drop", response_end="template")
@@ -191,14 +186,6 @@ def model_dims(model_ref: str) -> dict[str, int]:
     return {"body": per_layer * L, "head": h * V, "hidden": h, "layers": L}
 
 
-def train_matmul_flops(dims: dict[str, int], tokens: int, head_tokens: int, lora: bool) -> float:
-    """Matmul FLOPs of forward + backward: 2 per weight per token forward, x3 with weight gradients
-    (full fine-tuning), x2 when only input gradients flow through frozen weights (LoRA). Attention
-    score matmuls are left out (small at these lengths), so the rate is a slight under-estimate."""
-    mult = 4 if lora else 6
-    return mult * (dims["body"] * tokens + dims["head"] * head_tokens)
-
-
 def spawn(
     script: str,
     args: list[str],
@@ -295,19 +282,6 @@ def cpu_name() -> str:
     return platform.processor() or "unknown CPU"
 
 
-def auto_dtype() -> tuple[str, str]:
-    """(dtype, why): bfloat16 where the CPU multiplies bf16 natively (AVX-512 BF16 or AMX), float32 otherwise
-    (an AVX2-only CPU emulates bf16 hundreds of times slower than fp32)."""
-    try:
-        flags = set(Path("/proc/cpuinfo").read_text().split())
-    except OSError:
-        flags = set()
-    native = sorted(flags & {"avx512_bf16", "amx_bf16"})
-    if native:
-        return "bfloat16", f"native bf16 ({', '.join(native)})"
-    return "float32", "no native bf16 (no avx512_bf16 / amx_bf16 flag)"
-
-
 # ------------------------------------------------------------------------------------------------------------
 # the driver both training comparisons share (benchmarks/rm_train_vs_trl.py, benchmarks/dpo_vs_trl.py)
 
@@ -392,8 +366,16 @@ def add_common_args(ap, trl_default: str) -> None:
     )
 
 
-def _fraction(rate: float | None, peak: float) -> str:
-    return f"{rate:.0f} GFLOP/s = {rate / peak:.0%} of peak" if rate else "n/a"
+def _side_line(label: str, r: dict, peak: float) -> str:
+    """One side's result line: pairs/s (whole run and steady), peak memory, matmul rate against the peak."""
+    extra = f" incl. {r['extra_seconds']:.1f}s {r['extra_what']}" if r.get("extra_seconds") else ""
+    rate = r["steady_gflops"]
+    flops = f"{rate:.0f} GFLOP/s = {rate / peak:.0%} of peak" if rate else "n/a"
+    return (
+        f"  {label}: {r['pairs_per_s']:.3f} pairs/s ({r['seconds']:.1f}s{extra}), steady "
+        f"{r['steady_pairs_per_s']:.3f} pairs/s, peak memory {r['peak_rss_gb']:.2f} GB, "
+        f"matmul {flops}{r.get('note', '')}"
+    )
 
 
 def compare(script: str, args, title: str, trl_name: str) -> dict:
@@ -441,20 +423,9 @@ def compare(script: str, args, title: str, trl_name: str) -> dict:
                 "with any pass before training (reference log-probs) spread over the epoch"
             )
             for r in trl:
-                extra = f" incl. {r['extra_seconds']:.1f}s {r['extra_what']}" if r.get("extra_seconds") else ""
-                print(
-                    f"  {trl_name} ({r['setting']}): {r['pairs_per_s']:.3f} pairs/s ({r['seconds']:.1f}s{extra}), "
-                    f"steady {r['steady_pairs_per_s']:.3f} pairs/s, peak memory {r['peak_rss_gb']:.2f} GB, "
-                    f"matmul {_fraction(r['steady_gflops'], peak)}{r.get('note', '')}"
-                )
+                print(_side_line(f"{trl_name} ({r['setting']})", r, peak))
             for o in ours:
-                extra = f" incl. {o['extra_seconds']:.1f}s {o['extra_what']}" if o.get("extra_seconds") else ""
-                print(
-                    f"  ours ({o['start']} compile cache): {o['pairs_per_s']:.3f} pairs/s "
-                    f"({o['seconds']:.1f}s{extra}), "
-                    f"steady {o['steady_pairs_per_s']:.3f} pairs/s, peak memory {o['peak_rss_gb']:.2f} GB, "
-                    f"matmul {_fraction(o['steady_gflops'], peak)}{o.get('note', '')}"
-                )
+                print(_side_line(f"ours ({o['start']} compile cache)", o, peak))
                 print(
                     f"    vs TRL's best ({best['setting']}): whole run {o['pairs_per_s'] / best['pairs_per_s']:.2f}x, "
                     f"steady {o['steady_pairs_per_s'] / best['steady_pairs_per_s']:.2f}x; "

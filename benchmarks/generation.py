@@ -278,11 +278,13 @@ def main() -> None:
         report(res)
         return
 
-    from benchmarks.common import auto_dtype, cpu_name
+    from benchmarks.common import cpu_name
+    from prefalign.models.precision import decide_dtype
 
     why = "set with --dtype"
     if args.dtype == "auto":
-        args.dtype, why = auto_dtype()
+        decision = decide_dtype("auto")
+        args.dtype, why = decision.value, f"auto: {decision.reason}"
     sides = args.sides.split(",")
     threads = args.threads or torch.get_num_threads()
     print(

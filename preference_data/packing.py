@@ -161,16 +161,6 @@ def pack_single(
     return pack(prompts, [(r,) for r in responses], pad_id, row_tokens, layout)
 
 
-def padded_tokens(pairs: Sequence, batch_size: int) -> int:
-    """Tokens a conventional collator would process: 2B sequences per batch, each padded to the batch's longest."""
-    total = 0
-    for s in range(0, len(pairs), batch_size):
-        chunk = pairs[s : s + batch_size]
-        longest = max(len(p.prompt_ids) + max(len(p.chosen_ids), len(p.rejected_ids)) for p in chunk)
-        total += 2 * len(chunk) * longest
-    return total
-
-
 class PairDataset(Dataset):
     """Tokenized pairs (objects with prompt_ids / chosen_ids / rejected_ids) for a DataLoader."""
 

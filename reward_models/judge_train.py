@@ -99,10 +99,11 @@ def pair_pm_examples(pairs: list[Any], seed: int) -> list[SFTExample]:
 
 
 def _sample(model: Any, tokenizer: Any, messages: list[str], judge: JudgeSection, prefix: str) -> list[list[str]]:
-    from prefalign.generation import SamplingParams, make_engine, render_prompts
+    from prefalign.generation import SamplingParams, make_engine
 
-    extra = tokenizer.encode(prefix, add_special_tokens=False) if prefix else []
-    prompts = [ids + extra for ids in render_prompts(tokenizer, [[{"role": "user", "content": m}] for m in messages])]
+    from .generative.scorers import judge_prompts
+
+    prompts = judge_prompts(tokenizer, messages, prefix)
     params = SamplingParams(
         n=judge.samples,
         temperature=judge.temperature,

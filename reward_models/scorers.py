@@ -394,16 +394,11 @@ class ImplicitScorer(_BatchedModel):
         return self._ends[key]
 
     def _rewards(self, batch: Any) -> Any:
-        from prefalign.models.forward import sequence_logps
+        from prefalign.models.forward import per_sequence_sum
 
         if self.opts.process != "none":
             return self._process_rewards(batch)
-        logps = sequence_logps(self.policy, batch)  # (S,)
-        if self.adapter_reference:
-            with self.policy.disable_adapter():
-                logps = logps - sequence_logps(self.policy, batch)
-        elif self.reference is not None:
-            logps = logps - sequence_logps(self.reference, batch)
+        logps = per_sequence_sum(self._token_ratios(batch), batch)  # (S,)
         if self.opts.normalization == "mean":
             logps = logps / batch.lengths.to(logps.dtype)
         return self.opts.beta * logps

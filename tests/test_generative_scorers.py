@@ -47,8 +47,8 @@ def test_grm_runs_the_engine_and_counts_abstentions_and_cost(tiny_model_ref):
 def _script(scorer, reply):
     """Replace the judge's sampling with `reply(message, sample_index) -> text` (the engine is tested above)."""
 
-    def sample(messages, n, prefix=""):
-        scorer.cost["items"] += len(messages)
+    def sample(messages, n, prefix="", items=None):
+        scorer.cost["items"] += len(messages) if items is None else items
         return [None if m is None else [reply(m, j) for j in range(n)] for m in messages]
 
     scorer._sample = sample

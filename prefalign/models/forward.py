@@ -84,10 +84,16 @@ def token_logps(model: torch.nn.Module, batch: PackedBatch, chunk: int = 1024) -
     return torch.cat(out) if out else h.new_zeros(0, dtype=torch.float32)
 
 
+def per_sequence_sum(values: torch.Tensor, batch: PackedBatch) -> torch.Tensor:
+    """Per-response-token values (N,) (as `token_logps` returns them) summed per sequence (S,)."""
+    return torch.zeros(batch.num_sequences, dtype=values.dtype, device=values.device).index_add(
+        0, batch.target_seq, values
+    )
+
+
 def sequence_logps(model: torch.nn.Module, batch: PackedBatch) -> torch.Tensor:
     """Summed response log-probs per sequence (S,): chosen sequences first, then rejected."""
-    tok = token_logps(model, batch)
-    return torch.zeros(batch.num_sequences, dtype=tok.dtype, device=tok.device).index_add(0, batch.target_seq, tok)
+    return per_sequence_sum(token_logps(model, batch), batch)
 
 
 def last_token_rewards(model: torch.nn.Module, batch: PackedBatch) -> torch.Tensor:

@@ -14,6 +14,7 @@ import re
 from typing import Any
 
 from .base import (
+    NAMES,
     Corrupted,
     Draft,
     Family,
@@ -30,32 +31,6 @@ from .base import (
 from .scoring import conciseness_score
 from .text import bold_number_present, committed_number, final_number, normalize, plain, word_count
 
-NAMES = [
-    "Mia",
-    "Leo",
-    "Ana",
-    "Tom",
-    "Sara",
-    "Omar",
-    "Lena",
-    "Ravi",
-    "Kate",
-    "Ben",
-    "Nora",
-    "Ivan",
-    "Zoe",
-    "Sam",
-    "Maya",
-    "Jack",
-    "Lucy",
-    "Noah",
-    "Emma",
-    "Yuki",
-    "Ali",
-    "Eva",
-    "Hugo",
-    "Iris",
-]
 ITEMS = [
     ("apple", "apples"),
     ("marble", "marbles"),

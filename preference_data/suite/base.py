@@ -97,6 +97,35 @@ SYSTEM_PROMPTS: tuple[str, ...] = (
 )
 
 
+# first names the task families draw people from (arithmetic word problems, extractive QA stories)
+NAMES = [
+    "Mia",
+    "Leo",
+    "Ana",
+    "Tom",
+    "Sara",
+    "Omar",
+    "Lena",
+    "Ravi",
+    "Kate",
+    "Ben",
+    "Nora",
+    "Ivan",
+    "Zoe",
+    "Sam",
+    "Maya",
+    "Jack",
+    "Lucy",
+    "Noah",
+    "Emma",
+    "Yuki",
+    "Ali",
+    "Eva",
+    "Hugo",
+    "Iris",
+]
+
+
 def maybe_system(rng: random.Random, p: float = 0.3) -> str | None:
     """A generic system turn with probability `p`, else None."""
     return rng.choice(SYSTEM_PROMPTS) if rng.random() < p else None

@@ -11,6 +11,7 @@ from __future__ import annotations
 import random
 
 from .base import (
+    NAMES,
     Corrupted,
     Draft,
     Family,
@@ -28,38 +29,7 @@ from .base import (
 from .scoring import conciseness_score
 from .text import committed_choice, word_count
 
-PEOPLE = [
-    "Mia",
-    "Leo",
-    "Ana",
-    "Tom",
-    "Sara",
-    "Omar",
-    "Lena",
-    "Ravi",
-    "Kate",
-    "Ben",
-    "Nora",
-    "Ivan",
-    "Zoe",
-    "Sam",
-    "Maya",
-    "Jack",
-    "Lucy",
-    "Noah",
-    "Emma",
-    "Yuki",
-    "Ali",
-    "Eva",
-    "Hugo",
-    "Iris",
-    "Felix",
-    "Clara",
-    "Diego",
-    "Hana",
-    "Marco",
-    "Tara",
-]
+PEOPLE = [*NAMES, "Felix", "Clara", "Diego", "Hana", "Marco", "Tara"]  # the shared names, then a few more
 CITIES = ["Lisbon", "Denver", "Leeds", "Osaka", "Perth", "Quebec", "Bergen", "Porto", "Austin", "Cork", "Malmo", "Graz"]
 JOBS = [
     "baker",

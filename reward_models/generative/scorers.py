@@ -123,6 +123,15 @@ class ThinkOptions(JudgeSamplingOptions):
         return problems
 
 
+def judge_prompts(tokenizer: Any, messages: list[str], prefix: str = "") -> list[list[int]]:
+    """Token ids a judge is sampled from: each message as one user turn in the chat template, with the
+    generation prompt, followed by `prefix` (e.g. the forced `<think>\\n`)."""
+    from prefalign.generation import render_prompts
+
+    extra = tokenizer.encode(prefix, add_special_tokens=False) if prefix else []
+    return [ids + extra for ids in render_prompts(tokenizer, [[{"role": "user", "content": m}] for m in messages])]
+
+
 class _GenerativeJudge:
     """A causal LM judge sampled through the generation engine; counts abstentions and cost."""
 
@@ -147,18 +156,19 @@ class _GenerativeJudge:
             log.warning("%s: an item scores NaN (%s)%s", type(self).__name__, reason, f": {detail}" if detail else "")
         self.failures[reason] += 1
 
-    def _sample(self, messages: list[str | None], n: int, prefix: str = "") -> list[list[str] | None]:
-        """n sampled outputs for each judge message (None: the item failed before sampling)."""
-        from prefalign.generation import SamplingParams, render_prompts
+    def _sample(
+        self, messages: list[str | None], n: int, prefix: str = "", items: int | None = None
+    ) -> list[list[str] | None]:
+        """n sampled outputs for each judge message (None: the item failed before sampling). `items`: how many
+        scored items the messages stand for (default: one each), for `cost`."""
+        from prefalign.generation import SamplingParams
 
         t0 = time.perf_counter()
-        extra = self.tokenizer.encode(prefix, add_special_tokens=False) if prefix else []
+        pending = [(i, m) for i, m in enumerate(messages) if m is not None]
+        rendered = judge_prompts(self.tokenizer, [m for _, m in pending], prefix)
         rows: list[int] = []
         prompts: list[list[int]] = []
-        for i, msg in enumerate(messages):
-            if msg is None:
-                continue
-            ids = render_prompts(self.tokenizer, [[{"role": "user", "content": msg}]])[0] + extra
+        for (i, _), ids in zip(pending, rendered, strict=True):
             if len(ids) + self.opts.max_new_tokens > self.max_length:
                 self._fail("too_long", f"judge prompt of {len(ids)} tokens + {self.opts.max_new_tokens} new tokens")
                 continue
@@ -178,7 +188,7 @@ class _GenerativeJudge:
                 out[i] = [c.text for c in req.completions]
             self.cost["generated_tokens"] += result.timings.generated_tokens
             self.cost["samples"] += n * len(prompts)
-        self.cost["items"] += len(messages)
+        self.cost["items"] += len(messages) if items is None else items
         self.cost["seconds"] += time.perf_counter() - t0
         return out
 
@@ -305,8 +315,7 @@ class ThinkJudgeScorer(_GenerativeJudge):
             for swapped in orders:
                 first, second = (b, a) if swapped else (a, b)
                 messages.append(None if bad else self.message(p, first, second, o.form))
-        texts = self._sample(messages, o.m, prefix=THINK_PREFIX)
-        self.cost["items"] -= len(messages) - len(prompts)  # an item is a pair, whatever the orders
+        texts = self._sample(messages, o.m, prefix=THINK_PREFIX, items=len(prompts))  # an item is a pair
         out = []
         for i in range(len(prompts)):
             votes_a = votes = 0
