@@ -17,11 +17,18 @@ How each kind turns a labelled pair (prompt, chosen, rejected) into what the jud
   is are dropped; the critiques of the correct draws are kept. SPCT's rule-based RL stage needs the online
   trainer.
 A pair whose samples all abstain or are wrong contributes nothing and is counted; a run that keeps no example
-stops with an error naming the counts.
+stops with an error naming the counts. For the multiclass think form a trace is correct when its strength
+equals the gold strength of the pair (graded pairs; `generative/warmup.py`), or its sign matches (ungraded).
+
+`judge.examples: template` (think, grm) is the format warm-up a small model needs before it can be
+rejection-sampled: the target outputs are written from the pairs' gold grades (`generative/warmup.py`), no
+sampling. Then a second run with `model:` set to the warm-up's `model/` directory and `examples: sampled`
+does the rejective fine-tuning.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import random
 from dataclasses import dataclass
@@ -39,6 +46,10 @@ from prefalign.training.metrics import MetricsMixin
 from preference_data.records import Message
 from preference_data.sources import DataConfig
 
+from .generative.warmup import gold_grades, strength
+
+log = logging.getLogger(__name__)
+
 JudgeKind = Literal["pair_pm", "think", "grm"]
 
 
@@ -51,10 +62,17 @@ class JudgeSection:
     top_p: float = option(0.95, "think, grm: nucleus sampling mass")
     max_new_tokens: int = option(256, "think, grm: longest sampled output")
     keep: Literal["all", "longest"] = option("all", "think: keep every correct trace, or the longest per pair")
+    examples: Literal["sampled", "template"] = option(
+        "sampled",
+        "think, grm: rejection-sampled from the model (sampled), or written from the pairs' gold grades as a "
+        "format warm-up (template; see reward_models/generative/warmup.py)",
+    )
     seed: int = option(0, "position shuffling and sampling seed")
 
     def check(self) -> list[str]:
         problems = []
+        if self.examples == "template" and self.kind == "pair_pm":
+            problems.append("examples: template is a warm-up for think and grm; pair_pm learns the label directly")
         if self.samples < 1:
             problems.append(f"samples: must be at least 1, got {self.samples}")
         if self.temperature <= 0:
@@ -115,30 +133,80 @@ def _sample(model: Any, tokenizer: Any, messages: list[str], judge: JudgeSection
     return [[c.text for c in r.completions] for r in result.outputs]
 
 
+def _think_messages(pairs: list[Any], judge: JudgeSection) -> tuple[list[bool], list[str]]:
+    """The judge message of each pair with the chosen response at A or B uniformly at random (seeded);
+    flips[i] is True when the chosen response is B."""
+    from .generative.scorers import ThinkJudgeScorer
+
+    rng = random.Random(judge.seed)
+    flips = [rng.random() < 0.5 for _ in pairs]
+    messages = [
+        ThinkJudgeScorer.message(p.prompt, *((p.rejected, p.chosen) if f else (p.chosen, p.rejected)), judge.form)
+        for p, f in zip(pairs, flips, strict=True)
+    ]
+    return flips, messages
+
+
+def template_examples(pairs: list[Any], judge: JudgeSection) -> tuple[list[SFTExample], dict[str, int]]:
+    """Format warm-up examples written from gold grades (think: one per pair; grm: one per response)."""
+    from .generative.scorers import THINK_PREFIX, GRMScorer
+    from .generative.warmup import grm_targets, think_target
+
+    out: list[SFTExample] = []
+    counts = {"pairs": len(pairs), "ungraded": 0, "pairs_kept": 0}
+    if judge.kind == "think":
+        flips, messages = _think_messages(pairs, judge)
+        for p, f, msg in zip(pairs, flips, messages, strict=True):
+            target = think_target(p, f, judge.form)
+            if target is None:
+                counts["ungraded"] += 1
+                continue
+            out.append(SFTExample(p.id, msg, THINK_PREFIX + target))
+    else:
+        for p in pairs:
+            targets = grm_targets(p)
+            if targets is None:
+                counts["ungraded"] += 1
+                continue
+            out.append(SFTExample(p.id, GRMScorer.message(p.prompt, p.chosen), targets[0]))
+            out.append(SFTExample(p.id, GRMScorer.message(p.prompt, p.rejected), targets[1]))
+    counts["pairs_kept"] = counts["pairs"] - counts["ungraded"]
+    if counts["ungraded"]:
+        first = next(p for p in pairs if gold_grades(p) is None)
+        log.warning(
+            "%d of %d pairs carry no gold grades (attributes.gold_chosen / gold_rejected with `overall`, as the "
+            "verifiable suite writes them; first: id %s) and are skipped by examples: template",
+            counts["ungraded"],
+            len(pairs),
+            first.id,
+        )
+    return out, counts
+
+
 def think_examples(
     pairs: list[Any], judge: JudgeSection, model: Any, tokenizer: Any
 ) -> tuple[list[SFTExample], dict[str, int]]:
     """Rejection-sampled reasoning traces whose verdict matches the label (see the module docstring)."""
     from .generative.parse import parse_think_answer
-    from .generative.scorers import THINK_PREFIX, ThinkJudgeScorer
+    from .generative.scorers import THINK_PREFIX
 
-    rng = random.Random(judge.seed)
-    flips = [rng.random() < 0.5 for _ in pairs]  # True: the chosen response is B
-    messages = [
-        ThinkJudgeScorer.message(p.prompt, *((p.rejected, p.chosen) if f else (p.chosen, p.rejected)), judge.form)
-        for p, f in zip(pairs, flips, strict=True)
-    ]
+    flips, messages = _think_messages(pairs, judge)
     samples = _sample(model, tokenizer, messages, judge, THINK_PREFIX)
     out: list[SFTExample] = []
-    counts = {"pairs": len(pairs), "samples": 0, "correct": 0, "abstained": 0, "pairs_kept": 0}
+    counts = {"pairs": len(pairs), "samples": 0, "correct": 0, "abstained": 0, "pairs_kept": 0, "ungraded": 0}
     for p, f, msg, texts in zip(pairs, flips, messages, samples, strict=True):
         want = "B" if f else "A"
+        grades = gold_grades(p)
+        want_strength = None
+        if judge.form == "multiclass" and grades is not None:
+            want_strength = strength(*grades) * (1 if f else -1)
+        counts["ungraded"] += judge.form == "multiclass" and grades is None
         good = []
         for t in texts:
             v = parse_think_answer(t, judge.form)
             counts["samples"] += 1
             counts["abstained"] += not v.ok
-            if v.label == want:
+            if v.label == want and (want_strength is None or v.strength == want_strength):
                 good.append(t)
         counts["correct"] += len(good)
         if judge.keep == "longest" and good:
@@ -282,7 +350,7 @@ def run(cfg: JudgeTrainConfig, resume: bool = False) -> dict[str, Any]:
     import dataclasses
 
     from prefalign.models.forward import PackedForward
-    from prefalign.models.hub import load_causal_lm, load_tokenizer, pad_token_id
+    from prefalign.models.hub import is_adapter, load_model, load_tokenizer, pad_token_id, resolve
     from prefalign.training.recipe import start_run
     from prefalign.training.trainer import apply_lora, base_dtype, compile_layers, disable_dropout, training_arguments
     from preference_data.sources import load_pairs
@@ -290,10 +358,14 @@ def run(cfg: JudgeTrainConfig, resume: bool = False) -> dict[str, Any]:
     run_ = start_run(cfg, cfg.train, f"rm train ({cfg.judge.kind} judge)", resume)
     tokenizer = load_tokenizer(cfg.model)
     pairs, data_report = load_pairs(cfg.data)
-    model = load_causal_lm(cfg.model, dtype=base_dtype(cfg.train))
+    # A warm-up run's adapter directory is a valid start: merged (in fp32) into its base.
+    from_adapter = is_adapter(resolve(cfg.model))
+    model = load_model(cfg.model, dtype=base_dtype(cfg.train), merge=True)
     counts: dict[str, int] = {"pairs": len(pairs)}
     if cfg.judge.kind == "pair_pm":
         examples = pair_pm_examples(pairs, cfg.judge.seed)
+    elif cfg.judge.examples == "template":
+        examples, counts = template_examples(pairs, cfg.judge)
     else:
         model.eval()
         build = think_examples if cfg.judge.kind == "think" else grm_examples
@@ -303,8 +375,9 @@ def run(cfg: JudgeTrainConfig, resume: bool = False) -> dict[str, Any]:
     if not items:
         raise UserError(
             f"no {cfg.judge.kind} training example left ({counts}): the sampled outputs were never correct or "
-            "never followed the answer format, or every example exceeds train.max_length; raise judge.samples, "
-            "use a stronger base model, or start from pair_pm"
+            "never followed the answer format, no pair carries gold grades (examples: template), or every "
+            "example exceeds train.max_length; warm the model up first (judge.examples: template), raise "
+            "judge.samples, use a stronger base model, or start from pair_pm"
         )
     if cfg.train.disable_dropout:
         disable_dropout(model)
@@ -324,6 +397,10 @@ def run(cfg: JudgeTrainConfig, resume: bool = False) -> dict[str, Any]:
     if not trainer.is_world_process_zero():
         return {}
     model_dir = run_.dir / "model"
+    if from_adapter and cfg.train.method == "lora":
+        # The new adapter sits on the merged warm-up model, which has no directory of its own: save the merge
+        # (fp32, so the two small deltas are not rounded away).
+        model = model.float().merge_and_unload()
     model.save_pretrained(str(model_dir))
     tokenizer.save_pretrained(str(model_dir))
     eval_report: dict[str, Any] = {}

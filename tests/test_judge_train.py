@@ -57,7 +57,7 @@ def test_think_examples_keep_correct_traces_only(monkeypatch):
 
     _scripted(monkeypatch, reply)
     examples, counts = think_examples(pairs, JudgeSection(kind="think", samples=4), None, None)
-    assert counts == {"pairs": 6, "samples": 24, "correct": 12, "abstained": 6, "pairs_kept": 6}
+    assert counts == {"pairs": 6, "samples": 24, "correct": 12, "abstained": 6, "pairs_kept": 6, "ungraded": 0}
     assert len(examples) == 12 and all(e.completion.startswith("<think>\n") for e in examples)
     longest, _ = think_examples(pairs, JudgeSection(kind="think", samples=4, keep="longest"), None, None)
     assert len(longest) == 6 and all("longer" in e.completion for e in longest)

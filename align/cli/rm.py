@@ -7,6 +7,7 @@ import argparse
 TRAIN_EXAMPLE = (
     "align rm train --config configs/rm_suite.yaml\n"
     "  align rm train --config configs/judge_pair_pm_suite.yaml   # a generative judge (kind: judge_train)\n"
+    "  align rm train --config configs/meta_rm_grm_suite.yaml     # a GRM's meta-RM (kind: meta_rm_train)\n"
     "  align rm train --config configs/rm_hh.yaml train.max_steps=50 train.lr=5e-5\n"
     "  align rm train --config configs/rm_suite.yaml --resume\n"
     "  torchrun --nproc_per_node 2 -m align.cli.main rm train --config configs/rm_suite.yaml"
@@ -18,17 +19,28 @@ SCORE_EXAMPLE = (
 )
 
 
+RECIPES = {
+    "rm_train": ("reward_models.rm_train", "RMTrainConfig"),
+    "judge_train": ("reward_models.judge_train", "JudgeTrainConfig"),
+    "meta_rm_train": ("reward_models.meta_rm", "MetaRMTrainConfig"),
+}
+"""Config kind -> (module with `run` and `summary_lines`, its config class). Another kind is read as rm_train,
+whose loader then names the unknown kind."""
+
+
 def cmd_train(args: argparse.Namespace) -> int:
-    """A scalar RM (config kind rm_train, the default) or a generative judge (kind judge_train)."""
+    """A scalar RM (config kind rm_train, the default), a generative judge (kind judge_train) or a GRM's
+    meta-RM (kind meta_rm_train)."""
     import importlib
     from typing import Any
 
     from prefalign.config import load, read_yaml
 
     data = read_yaml(args.config) if args.config else {}
-    judge = isinstance(data, dict) and data.get("kind") == "judge_train"
-    recipe: Any = importlib.import_module("reward_models.judge_train" if judge else "reward_models.rm_train")
-    cfg = load(recipe.JudgeTrainConfig if judge else recipe.RMTrainConfig, args.config, args.overrides)
+    kind = data.get("kind") if isinstance(data, dict) else None
+    module, config = RECIPES.get(kind or "rm_train", RECIPES["rm_train"])
+    recipe: Any = importlib.import_module(module)
+    cfg = load(getattr(recipe, config), args.config, args.overrides)
     report = recipe.run(cfg, resume=args.resume)
     if report:
         print("\n".join(recipe.summary_lines(report)))
@@ -49,6 +61,60 @@ def cmd_score(args: argparse.Namespace) -> int:
         batch_tokens=args.batch_tokens,
     )
     print(f"wrote {n} scores to {path}")
+    return 0
+
+
+SCALING_EXAMPLE = (
+    "align rm scaling --model runs/judge_grm/model --k 1,2,4,8 --limit 100\n"
+    "  align rm scaling --model runs/judge_grm/model --meta-model runs/meta_rm_grm/model --out runs/grm_scaling.json"
+)
+
+
+def cmd_scaling(args: argparse.Namespace) -> int:
+    import dataclasses
+    import json
+    from pathlib import Path
+
+    from prefalign.errors import UserError
+    from preference_data.sources import DataConfig
+    from preference_data.sources import load as load_source
+    from reward_models.generative.scaling import measure
+
+    try:
+        ks = sorted({int(k) for k in args.k.split(",")})
+    except ValueError:
+        raise UserError(f"--k: a comma-separated list of integers such as 1,2,4,8, got {args.k!r}") from None
+    if not ks or ks[0] < 1 or any(ks[-1] % k for k in ks):
+        raise UserError(f"--k: every k must be at least 1 and divide the largest, got {args.k!r} (try 1,2,4,8)")
+    data = dataclasses.replace(DataConfig(), source=args.data, split=args.split, limit=args.limit)
+    pairs = load_source(data).pairs
+    if not pairs:
+        raise UserError(f"--data {args.data} --split {args.split}: no pairs to score")
+    result = measure(
+        args.model,
+        pairs,
+        ks,
+        meta_model=args.meta_model,
+        k_meta=args.k_meta,
+        temperature=args.temperature,
+        max_new_tokens=args.max_new_tokens,
+        seed=args.seed,
+        dtype=args.dtype,
+    )
+    result |= {"data": args.data, "split": args.split, "limit": args.limit}
+    print(f"{'k':>3}  {'voting':<6} {'accuracy':>8}  95% interval   ({result['pairs']} pairs, ties and NaN wrong)")
+    for p in result["curve"]:
+        voting = p["voting"] + (f"/{p['k_meta']}" if p["k_meta"] else "")
+        print(f"{p['k']:>3}  {voting:<6} {p['accuracy']:>8.3f}  {p['low']:.3f}..{p['high']:.3f}")
+    c = result["cost"]
+    print(
+        f"cost: {c['generated_tokens_per_item'] / ks[-1]:.0f} generated tokens and "
+        f"{c['seconds_per_item'] / ks[-1]:.2f}s per critique; abstentions {result['abstentions'] or 'none'}"
+    )
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(result, indent=2))
+        print(f"wrote {args.out}")
     return 0
 
 
@@ -97,3 +163,22 @@ def register(sub: argparse._SubParsersAction, add) -> None:
     )
     p.add_argument("--config", required=True, help="an rm_strength YAML")
     p.add_argument("overrides", nargs="*")
+    p = add(
+        rsub,
+        "scaling",
+        cmd_scaling,
+        "pointwise GRM pair accuracy at k sampled critiques (plain and meta-RM voting), with bootstrap intervals",
+        SCALING_EXAMPLE,
+    )
+    p.add_argument("--model", required=True, help="the GRM (a judge_train run's model/ directory, or any causal LM)")
+    p.add_argument("--meta-model", default=None, help="a meta-RM (kind meta_rm_train) for meta-guided voting")
+    p.add_argument("--k-meta", type=int, default=None, help="critiques the meta-RM keeps (default: half of k)")
+    p.add_argument("--k", default="1,2,4,8", help="sample counts, each dividing the largest (default 1,2,4,8)")
+    p.add_argument("--data", default="suite", help="labelled pairs: suite, a file, or a hub id (default suite)")
+    p.add_argument("--split", default="test", choices=["train", "dev", "test", "all"], help="default test")
+    p.add_argument("--limit", type=int, default=None, help="score only the first N pairs")
+    p.add_argument("--temperature", type=float, default=0.8, help="sampling temperature (default 0.8)")
+    p.add_argument("--max-new-tokens", type=int, default=160, help="longest critique (default 160)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--dtype", default="auto", choices=["auto", "bfloat16", "float32"])
+    p.add_argument("--out", default=None, help="write the curve, cost and settings as JSON here")

@@ -226,7 +226,10 @@ class GRMScorer(_GenerativeJudge):
             from ..scorers import ScalarOptions, ScalarScorer
 
             self.meta = ScalarScorer(ScalarOptions(model=opts.meta_model, dtype=self.opts.dtype, device=opts.device))
-        self.last_samples: list[list[tuple[float, ...] | None]] = []  # parsed samples of the last call
+        # the last call's judge messages (None: not sampled), raw critiques and parsed scores, per item
+        self.last_messages: list[str | None] = []
+        self.last_texts: list[list[str]] = []
+        self.last_samples: list[list[tuple[float, ...] | None]] = []
 
     @staticmethod
     def message(prompt: Conversation, response: Conversation) -> str:
@@ -242,6 +245,7 @@ class GRMScorer(_GenerativeJudge):
                 messages.append(self.message(prompt, response))
         texts = self._sample(messages, self.opts.k)
         out, self.last_samples = [], []
+        self.last_messages, self.last_texts = messages, [t or [] for t in texts]
         for msg, samples in zip(messages, texts, strict=True):
             if samples is None:
                 out.append(math.nan)

@@ -1,0 +1,178 @@
+"""Inference-time scaling of a pointwise GRM: pair accuracy at k = 1, 2, 4, ... sampled critiques, plain voting
+and meta-RM guided voting, with a bootstrap interval over pairs (`align rm scaling`).
+
+K critiques of each response are drawn once (K = the largest k). For a given k the K draws are cut into K/k
+disjoint groups of k consecutive draws; in each group a response scores the mean of its valid critiques'
+scores (`GRMScorer`'s vote: the paper's sum over samples divided by the valid count), or of the k_meta valid
+ones the meta-RM rates highest. A pair is right in a group when the chosen response's score is strictly above
+the rejected one's (a tie, or a response with no valid critique, is wrong). Accuracy at k is the mean over pairs
+of the share of groups the pair is right in: the expected accuracy of a k-sample judge, with every draw used
+once at every k. The interval is the percentile bootstrap over pairs.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .vote import meta_vote, vote_scores
+
+Draws = Sequence[float | None]  # one parsed score per draw (None: abstained)
+
+
+def default_k_meta(k: int) -> int:
+    """Critiques the meta-RM keeps out of k when not told otherwise (as `GRMScorer`): half, at least 1."""
+    return max(1, k // 2)
+
+
+def group_score(scores: Draws, meta: Sequence[float] | None = None, k_meta: int | None = None) -> float:
+    """One response's score from one group of draws (NaN when no draw is valid)."""
+    samples = [None if s is None else (s,) for s in scores]
+    vote = meta_vote(samples, meta, k_meta or default_k_meta(len(scores))) if meta is not None else vote_scores(samples)
+    return math.nan if vote.totals is None else vote.totals[0] / vote.used
+
+
+def pair_right_share(
+    chosen: Draws,
+    rejected: Draws,
+    k: int,
+    meta_chosen: Sequence[float] | None = None,
+    meta_rejected: Sequence[float] | None = None,
+    k_meta: int | None = None,
+) -> float:
+    """The share of the len(chosen) // k groups of draws in which the chosen response scores strictly higher."""
+    if len(chosen) != len(rejected) or len(chosen) % k:
+        raise ValueError(f"need the same number of draws on both sides, a multiple of k={k}")
+    groups = len(chosen) // k
+    right = 0
+    for g in range(groups):
+        sl = slice(g * k, (g + 1) * k)
+        mc = meta_chosen[sl] if meta_chosen is not None else None
+        mr = meta_rejected[sl] if meta_rejected is not None else None
+        sc, sr = group_score(chosen[sl], mc, k_meta), group_score(rejected[sl], mr, k_meta)
+        right += not math.isnan(sc) and not math.isnan(sr) and sc > sr
+    return right / groups
+
+
+def bootstrap_interval(
+    values: Sequence[float], n: int = 2000, seed: int = 0, level: float = 0.95
+) -> tuple[float, float]:
+    """Percentile bootstrap interval of the mean of `values`."""
+    if not values:
+        return (math.nan, math.nan)
+    rng = random.Random(seed)
+    m = len(values)
+    means = sorted(sum(values[rng.randrange(m)] for _ in range(m)) / m for _ in range(n))
+    lo = means[int((1 - level) / 2 * n)]
+    hi = means[min(n - 1, int((1 + level) / 2 * n))]
+    return (lo, hi)
+
+
+@dataclass
+class ScalingPoint:
+    k: int
+    voting: str  # "mean" or "meta"
+    k_meta: int | None
+    accuracy: float
+    low: float
+    high: float
+    pairs: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.__dict__.copy()
+
+
+def scaling_curve(
+    chosen: Sequence[Draws],
+    rejected: Sequence[Draws],
+    ks: Sequence[int],
+    meta_chosen: Sequence[Sequence[float]] | None = None,
+    meta_rejected: Sequence[Sequence[float]] | None = None,
+    k_meta: int | None = None,
+    bootstrap: int = 2000,
+    seed: int = 0,
+) -> list[ScalingPoint]:
+    """Accuracy at each k with plain voting and, when meta ratings are given, meta-RM voting (k >= 2)."""
+    points = []
+    for k in ks:
+        modes: list[tuple[str, int | None]] = [("mean", None)]
+        if meta_chosen is not None and k >= 2:
+            modes.append(("meta", k_meta or default_k_meta(k)))
+        for mode, km in modes:
+            shares = [
+                pair_right_share(
+                    c,
+                    r,
+                    k,
+                    meta_chosen[i] if mode == "meta" and meta_chosen is not None else None,
+                    meta_rejected[i] if mode == "meta" and meta_rejected is not None else None,
+                    km,
+                )
+                for i, (c, r) in enumerate(zip(chosen, rejected, strict=True))
+            ]
+            lo, hi = bootstrap_interval(shares, bootstrap, seed)
+            acc = sum(shares) / len(shares) if shares else math.nan
+            points.append(ScalingPoint(k, mode, km, acc, lo, hi, len(shares)))
+    return points
+
+
+def measure(
+    model: str,
+    pairs: list[Any],
+    ks: Sequence[int],
+    meta_model: str | None = None,
+    k_meta: int | None = None,
+    **options: Any,
+) -> dict[str, Any]:
+    """Draw max(ks) critiques of every response of `pairs` with the GRM at `model`, rate them with the meta-RM
+    when given, and return the curve with the draws' cost and abstentions."""
+    from preference_data.records import Message
+
+    from ..scorers import ScalarOptions, ScalarScorer, load_scorer
+
+    big = max(ks)
+    bad = [k for k in ks if k < 1 or big % k]
+    if bad:
+        raise ValueError(f"every k must divide the largest ({big}); got {list(ks)}")
+    scorer: Any = load_scorer("grm", model=model, k=big, **options)
+    prompts = [p.prompt for p in pairs]
+    sides = []
+    for responses in ([p.chosen for p in pairs], [p.rejected for p in pairs]):
+        scorer.score(prompts, responses)
+        draws = [[None if s is None else s[0] for s in row] or [None] * big for row in scorer.last_samples]
+        sides.append((draws, list(scorer.last_texts), list(scorer.last_messages)))
+    meta_sides: list[list[list[float]]] | None = None
+    if meta_model is not None:
+        meta = ScalarScorer(ScalarOptions(model=meta_model, dtype=scorer.opts.dtype, normalize=False))
+        meta_sides = []
+        for _, texts, messages in sides:
+            rows = []
+            for msg, row in zip(messages, texts, strict=True):
+                if not row or msg is None:
+                    rows.append([0.0] * big)
+                    continue
+                rows.append(
+                    meta.score([[Message("user", msg)]] * len(row), [[Message("assistant", t or " ")] for t in row])
+                )
+            meta_sides.append(rows)
+    curve = scaling_curve(
+        sides[0][0],
+        sides[1][0],
+        ks,
+        meta_sides[0] if meta_sides else None,
+        meta_sides[1] if meta_sides else None,
+        k_meta,
+    )
+    return {
+        "model": model,
+        "meta_model": meta_model,
+        "pairs": len(pairs),
+        "draws_per_response": big,
+        "curve": [p.to_dict() for p in curve],
+        "cost": scorer.cost_per_item(),
+        "abstentions": dict(scorer.abstentions),
+        "scorer": scorer.describe(),
+    }

@@ -1,0 +1,289 @@
+"""`align rm train` for a GRM's meta reward model (a config of kind `meta_rm_train`).
+
+DeepSeek-GRM's meta-RM guided voting (reference: reward-models.md section 4.3): a pointwise scalar RM trained
+with binary cross-entropy to predict whether one sampled critique is correct; at inference it rates the k
+critiques of a response and only the top k_meta are voted (`GRMScorer` with `meta_model`).
+
+Reads top to bottom: config -> critiques sampled from the GRM (`judge`) for the chosen and the rejected
+response of each labelled pair, `samples` draws each -> labels by the rejective fine-tuning rule (draw j is
+correct when its score for the chosen is strictly above its score for the rejected; both critiques of the draw
+carry that label, and a critique that abstains is wrong) -> a scalar RM (score head on `model`, LoRA or full)
+trained on (judge message, critique) with BCE on its logit -> held-out critiques: accuracy at p = 0.5, ROC AUC
+and the share of correct critiques (the base rate a constant guess reaches) -> the RM saved where `GRMScorer`
+reads a meta-RM.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import torch
+from transformers import Trainer
+
+from prefalign.config import option
+from prefalign.errors import UserError
+from prefalign.models.hub import DEFAULT_MODEL
+from prefalign.training.config import HeldOutSection, LoraSection, TrainSection
+from prefalign.training.metrics import MetricsMixin
+from preference_data.records import Message
+from preference_data.sources import DataConfig
+
+
+@dataclass
+class CritiqueSection:
+    judge: str = option("", "the GRM whose critiques are rated (a `judge_train` run's model/ directory)")
+    samples: int = option(4, "critiques sampled per response")
+    temperature: float = option(0.8, "sampling temperature")
+    top_p: float = option(0.95, "nucleus sampling mass")
+    max_new_tokens: int = option(160, "longest critique")
+    seed: int = option(0, "sampling seed")
+
+    def check(self) -> list[str]:
+        problems = []
+        if not self.judge:
+            problems.append("judge: name the GRM whose critiques are rated (e.g. runs/judge_grm/model)")
+        if self.samples < 1:
+            problems.append(f"samples: must be at least 1, got {self.samples}")
+        if self.temperature <= 0:
+            problems.append(f"temperature: sampling needs a positive temperature, got {self.temperature}")
+        return problems
+
+
+@dataclass
+class MetaRMTrainConfig:
+    kind: Literal["meta_rm_train"] = option("meta_rm_train", "config kind (fixed)")
+    model: str = option(DEFAULT_MODEL, "base of the scalar meta-RM (a score head is added)")
+    output_dir: str = option("runs/meta_rm", "run directory (config, metrics, plots, checkpoints, model/)")
+    critiques: CritiqueSection = option(factory=CritiqueSection, doc="the GRM and how its critiques are sampled")
+    data: DataConfig = option(factory=DataConfig, doc="labelled pairs whose critiques are sampled")
+    eval: HeldOutSection = option(factory=HeldOutSection, doc="held-out pairs whose critiques are rated")
+    train: TrainSection = option(factory=TrainSection, doc="optimisation settings")
+    lora: LoraSection = option(factory=LoraSection, doc="LoRA settings (train.method: lora)")
+
+
+@dataclass
+class Critique:
+    message: str  # the GRM's user message
+    text: str  # one sampled critique
+    correct: bool
+
+
+def label_critiques(chosen: list[str], rejected: list[str], message_c: str, message_r: str) -> list[Critique]:
+    """The RFT rule per draw (see the module docstring): both critiques of draw j get its label."""
+    from .generative.parse import parse_grm_scores
+
+    out = []
+    for c, r in zip(chosen, rejected, strict=True):
+        sc, sr = parse_grm_scores(c, 1), parse_grm_scores(r, 1)
+        ok = bool(sc.ok and sr.ok and sc.scores[0] > sr.scores[0])  # type: ignore[index]
+        out += [Critique(message_c, c, ok), Critique(message_r, r, ok)]
+    return out
+
+
+def sample_critiques(pairs: list[Any], cfg: CritiqueSection, dtype: str) -> list[Critique]:
+    """`cfg.samples` critiques of each response of each pair from the GRM, labelled."""
+    from prefalign.generation import SamplingParams, make_engine
+    from prefalign.models.hub import load_model, load_tokenizer
+
+    from .generative.scorers import GRMScorer, judge_prompts
+
+    judge = load_model(cfg.judge, dtype, merge=True)
+    tokenizer = load_tokenizer(cfg.judge)
+    messages = []
+    for p in pairs:
+        messages += [GRMScorer.message(p.prompt, p.chosen), GRMScorer.message(p.prompt, p.rejected)]
+    params = SamplingParams(
+        n=cfg.samples, temperature=cfg.temperature, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens, seed=cfg.seed
+    )
+    result = make_engine(judge, tokenizer).generate(judge_prompts(tokenizer, messages), params, progress=True)
+    texts = [[c.text for c in r.completions] for r in result.outputs]
+    out: list[Critique] = []
+    for i in range(len(pairs)):
+        out += label_critiques(texts[2 * i], texts[2 * i + 1], messages[2 * i], messages[2 * i + 1])
+    return out
+
+
+def roc_auc(scores: list[float], labels: list[bool]) -> float:
+    """P(a correct critique outscores a wrong one), ties half (Mann-Whitney); NaN with one class only."""
+    pos = [s for s, y in zip(scores, labels, strict=True) if y]
+    neg = [s for s, y in zip(scores, labels, strict=True) if not y]
+    if not pos or not neg:
+        return math.nan
+    wins = sum((p > n) + 0.5 * (p == n) for p in pos for n in neg)
+    return wins / (len(pos) * len(neg))
+
+
+class BCEDataset(torch.utils.data.Dataset):
+    def __init__(self, items: list[tuple[list[int], list[int], float]]) -> None:
+        self.items = items
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, i: int) -> tuple[list[int], list[int], float]:
+        return self.items[i]
+
+
+class BCECollator:
+    """Packs (prompt ids, critique ids) sequences back to back, with their 0/1 labels."""
+
+    def __init__(self, pad_id: int, row_tokens: int, layout: Any) -> None:
+        self.pad_id, self.row_tokens, self.layout = pad_id, row_tokens, layout
+
+    def __call__(self, items: list[tuple[list[int], list[int], float]]) -> dict[str, Any]:
+        from prefalign.models.batch import PACKED_FIELDS
+        from preference_data.packing import pack_single
+
+        longest = max(len(p) + len(r) for p, r, _ in items)
+        b = pack_single(
+            [p for p, _, _ in items], [r for _, r, _ in items], self.pad_id, max(self.row_tokens, longest), self.layout
+        )
+        out: dict[str, Any] = {f: getattr(b, f) for f in PACKED_FIELDS}
+        out["num_sequences"] = torch.tensor(len(items))
+        out["pairs"] = torch.tensor(False)
+        out["real_tokens"] = torch.tensor(b.real_tokens)
+        out["targets"] = torch.tensor([y for _, _, y in items], dtype=torch.float32)
+        return out
+
+
+class BCETrainer(MetricsMixin, Trainer):
+    """Binary cross-entropy of a score head's logit against 0/1 labels."""
+
+    def __init__(self, *args: Any, metrics_path: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._init_metrics(metrics_path)
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        targets = inputs.pop("targets")
+        logits = model(**inputs)[:, 0]
+        loss = torch.nn.functional.binary_cross_entropy_with_logits(logits, targets)
+        with torch.no_grad():
+            acc = ((logits > 0).float() == targets).float().mean().item()
+        self.stash({"bce": loss.item(), "accuracy": acc, "logit_mean": logits.mean().item()})
+        return (loss, {"rewards": logits}) if return_outputs else loss
+
+
+PLOT_KEYS = ["loss", "accuracy", "logit_mean"]
+
+
+def _tokenize(critiques: list[Critique], tokenizer: Any, max_length: int) -> tuple[list[Any], int]:
+    from preference_data.tokenize import tokenize_single
+
+    items, too_long = [], 0
+    for c in critiques:
+        p, r = tokenize_single(tokenizer, [Message("user", c.message)], c.text or " ", response_end="template")
+        if len(p) + len(r) > max_length:
+            too_long += 1
+            continue
+        items.append((p, r, float(c.correct)))
+    return items, too_long
+
+
+def held_out_report(scorer: Any, critiques: list[Critique]) -> dict[str, Any]:
+    """Accuracy at p = 0.5 (logit 0; raw, unnormalised rewards), ROC AUC and the base rate."""
+    rated = scorer.score(
+        [[Message("user", c.message)] for c in critiques], [[Message("assistant", c.text or " ")] for c in critiques]
+    )
+    labels = [c.correct for c in critiques]
+    n = len(critiques)
+    return {
+        "critiques": n,
+        "correct_share": sum(labels) / n if n else math.nan,
+        "accuracy": sum((s > 0) == y for s, y in zip(rated, labels, strict=True)) / n if n else math.nan,
+        "auc": roc_auc(rated, labels),
+    }
+
+
+def run(cfg: MetaRMTrainConfig, resume: bool = False) -> dict[str, Any]:
+    """Sample and label critiques, train the meta-RM with BCE, rate held-out critiques, save."""
+    from prefalign.models.forward import PackedForward
+    from prefalign.models.hub import load_seq_cls, load_tokenizer, pad_token_id
+    from prefalign.training.recipe import start_run
+    from prefalign.training.trainer import apply_lora, base_dtype, compile_layers, disable_dropout, training_arguments
+    from preference_data.sources import load_pairs
+
+    from .checkpoint import RewardStats, save_rm
+    from .scorers import ScalarOptions, ScalarScorer
+
+    run_ = start_run(cfg, cfg.train, "rm train (meta-RM)", resume)
+    dtype: Literal["bfloat16", "float32"] = "bfloat16" if cfg.train.precision == "bf16" else "float32"
+    pairs, data_report = load_pairs(cfg.data)
+    critiques = sample_critiques(pairs, cfg.critiques, dtype)
+    tokenizer = load_tokenizer(cfg.model)
+    items, too_long = _tokenize(critiques, tokenizer, cfg.train.max_length)
+    positives = sum(c.correct for c in critiques)
+    counts = {"pairs": len(pairs), "critiques": len(critiques), "correct": positives, "too_long": too_long}
+    if not items or positives in (0, len(critiques)):
+        raise UserError(
+            f"the meta-RM needs correct and wrong critiques to learn from ({counts}): the GRM "
+            f"{cfg.critiques.judge} wrote {'no correct' if positives == 0 else 'only correct'} ones; warm it up "
+            "or train it first (kind judge_train, judge.kind grm), or raise critiques.samples"
+        )
+
+    model = load_seq_cls(cfg.model, num_labels=1, dtype=base_dtype(cfg.train))
+    model.config.pad_token_id = tokenizer.pad_token_id
+    if cfg.train.disable_dropout:
+        disable_dropout(model)
+    if cfg.train.method == "lora":
+        model = apply_lora(model, cfg.lora, "SEQ_CLS", modules_to_save=["score"])
+    model.train()
+    compile_layers(model, cfg.train)
+    pad_id = pad_token_id(tokenizer)
+    trainer = BCETrainer(
+        model=PackedForward(model, "rewards"),
+        args=training_arguments(cfg.train, str(run_.checkpoints)),
+        train_dataset=BCEDataset(items),
+        data_collator=BCECollator(pad_id, cfg.train.row_tokens, cfg.train.attention),
+        metrics_path=run_.metrics_path,
+    )
+    trained = run_.train(trainer, cfg.train, evaluates=False)
+    if not trainer.is_world_process_zero():
+        return {}
+    stats = RewardStats(mean=0.0, std=1.0, n=0, computed_on="none: a meta-RM's logit is read raw (p = sigmoid)")
+    card = {"base model": cfg.model, "rates critiques of": cfg.critiques.judge, "loss": "binary cross-entropy"}
+    model_dir = save_rm(model, tokenizer, run_.dir / "model", stats, card=card)
+
+    eval_report: dict[str, Any] = {}
+    if cfg.eval.split != "none":
+        from preference_data.sources import load as load_source
+
+        ecfg = dataclasses.replace(
+            cfg.data, source=cfg.eval.source or cfg.data.source, split=cfg.eval.split, limit=cfg.eval.limit
+        )
+        held = sample_critiques(load_source(ecfg).pairs, cfg.critiques, dtype)
+        scorer = ScalarScorer(ScalarOptions(model=str(model_dir), dtype=dtype, normalize=False))
+        eval_report = held_out_report(scorer, held)
+    return run_.finish(
+        {
+            "model_dir": str(model_dir),
+            "base_model": cfg.model,
+            "judge": cfg.critiques.judge,
+            "method": cfg.train.method,
+            "precision": run_.precision,
+            "examples": counts,
+            **trained.to_dict(),
+            "eval": eval_report,
+            "data": data_report.to_dict(),
+        },
+        PLOT_KEYS,
+    )
+
+
+def summary_lines(report: dict[str, Any]) -> list[str]:
+    ex = report["examples"]
+    lines = [
+        f"trained a meta-RM ({report['method']}) on {ex['critiques'] - ex['too_long']} critiques of "
+        f"{report['judge']} ({ex['correct']} correct) from {ex['pairs']} pairs, {report['steps']} steps, "
+        f"{report['train_seconds']}s",
+        f"saved to {report['model_dir']}",
+    ]
+    ev = report.get("eval") or {}
+    if ev:
+        lines.append(
+            f"held-out: {ev['critiques']} critiques, {ev['correct_share']:.3f} correct; meta-RM accuracy "
+            f"{ev['accuracy']:.3f}, AUC {ev['auc']:.3f}"
+        )
+    return lines

@@ -1,0 +1,75 @@
+"""Inference-time scaling of a pointwise GRM and the meta-RM's labels and metrics, against hand-computed cases."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from reward_models.generative.scaling import bootstrap_interval, group_score, pair_right_share, scaling_curve
+from reward_models.meta_rm import label_critiques, roc_auc
+
+
+def test_group_score_is_the_mean_of_valid_draws_or_of_the_meta_top():
+    assert group_score([8.0, None, 6.0, 4.0]) == pytest.approx(6.0)
+    assert math.isnan(group_score([None, None]))
+    # meta keeps the 2 valid draws rated highest: ratings 0.9 (None: skipped), 0.5, 0.7 -> draws 3 and 2
+    assert group_score([8.0, None, 6.0, 4.0], meta=[0.1, 0.9, 0.5, 0.7], k_meta=2) == pytest.approx(5.0)
+    assert group_score([8.0, 2.0], meta=[0.3, 0.2]) == 8.0  # default k_meta: half of k
+
+
+def test_pair_right_share_cuts_draws_into_disjoint_groups():
+    chosen = [9.0, 3.0, 7.0, None]
+    rejected = [2.0, 5.0, 7.0, 1.0]
+    # k=1: right, wrong, tie (wrong), abstained (wrong)
+    assert pair_right_share(chosen, rejected, 1) == 0.25
+    # k=2: group 0: 6 vs 3.5 right; group 1: 7 vs 4 right
+    assert pair_right_share(chosen, rejected, 2) == 1.0
+    # k=4: 19/3 vs 15/4 right
+    assert pair_right_share(chosen, rejected, 4) == 1.0
+    with pytest.raises(ValueError):
+        pair_right_share(chosen, rejected, 3)
+
+
+def test_scaling_curve_with_and_without_meta_voting():
+    chosen = [[9.0, 3.0, 7.0, None], [2.0, 2.0, 2.0, 2.0]]
+    rejected = [[2.0, 5.0, 7.0, 1.0], [9.0, 9.0, 9.0, 9.0]]
+    # meta rates the wrong draw 1 low on pair 0: with k=2, k_meta=1 group 0 votes draw 0 (9 vs 2, right)
+    meta_c = [[0.9, 0.1, 0.5, 0.5], [0.0] * 4]
+    meta_r = [[0.9, 0.1, 0.4, 0.6], [0.0] * 4]
+    points = scaling_curve(chosen, rejected, [1, 2, 4], meta_c, meta_r, bootstrap=200)
+    got = {(p.k, p.voting): p.accuracy for p in points}
+    assert got[(1, "mean")] == pytest.approx((0.25 + 0.0) / 2)
+    assert got[(2, "mean")] == pytest.approx((1.0 + 0.0) / 2)
+    # k=2 meta (k_meta 1): group 0 -> chosen draw 0 (9) vs rejected draw 0 (2): right; group 1: chosen draw 2 or 3
+    # (0.5 tie: the earlier, draw 2 = 7) vs rejected draw 3 (0.6: 1.0): right -> 1.0 on pair 0, 0 on pair 1
+    assert got[(2, "meta")] == pytest.approx(0.5)
+    assert (1, "meta") not in got and all(p.pairs == 2 for p in points)
+    for p in points:
+        assert p.low <= p.accuracy <= p.high
+
+
+def test_bootstrap_interval_brackets_the_mean_and_narrows_with_more_data():
+    small = bootstrap_interval([1.0, 0.0] * 10, n=500)
+    large = bootstrap_interval([1.0, 0.0] * 500, n=500)
+    assert small[0] < 0.5 < small[1] and large[0] < 0.5 < large[1]
+    assert (large[1] - large[0]) < (small[1] - small[0])
+    assert bootstrap_interval([0.7] * 5) == (0.7, 0.7)
+
+
+def test_meta_labels_follow_the_rejective_rule_per_draw():
+    crit = label_critiques(
+        ["Score: \\boxed{8}", "Score: \\boxed{3}", "no box", "\\boxed{5}"],
+        ["Score: \\boxed{2}", "Score: \\boxed{3}", "\\boxed{1}", "\\boxed{11}"],
+        "mc",
+        "mr",
+    )
+    assert [c.correct for c in crit] == [True, True, False, False, False, False, False, False]
+    assert [c.message for c in crit[:2]] == ["mc", "mr"]
+
+
+def test_roc_auc_hand_computed():
+    assert roc_auc([0.9, 0.8, 0.1], [True, True, False]) == 1.0
+    assert roc_auc([0.1, 0.9], [True, False]) == 0.0
+    assert roc_auc([0.5, 0.5, 0.9, 0.1], [True, False, True, False]) == pytest.approx((0.5 + 1 + 1 + 1) / 4)
+    assert math.isnan(roc_auc([0.3], [True]))

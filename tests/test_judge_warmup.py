@@ -1,0 +1,172 @@
+"""Format warm-up targets written from gold grades, multiclass rejection sampling, the meta-RM's data and its
+BCE training, and a warm-up run that a rejective fine-tuning run starts from."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from preference_data.records import Message, PreferencePair
+from reward_models.generative.parse import parse_grm_scores, parse_think_answer
+from reward_models.generative.warmup import grm_score, grm_targets, strength, think_target
+from reward_models.judge_train import JudgeSection, template_examples, think_examples
+
+TINY = "builtin:tiny-llama"
+
+
+def _graded(i: int, chosen: float = 1.0, rejected: float = 0.0, reason: str = "gives 7 instead of 8") -> PreferencePair:
+    g = {"correctness": 1.0, "instruction_following": 1.0, "conciseness": 1.0, "safety": 1.0, "refused": False}
+    return PreferencePair(
+        [Message("user", f"What is {i} + {i}?")],
+        [Message("assistant", f"{2 * i}")],
+        [Message("assistant", f"{2 * i + 1}")],
+        attributes={
+            "gold_chosen": g | {"overall": chosen},
+            "gold_rejected": g | {"correctness": 0.0, "overall": rejected},
+            "reason": reason,
+        },
+        id=f"g{i}",
+    )
+
+
+def test_grm_targets_parse_back_to_the_gold_scores():
+    c, r = grm_targets(_graded(0, chosen=1.0, rejected=0.0))  # type: ignore[misc]
+    assert parse_grm_scores(c, 1).scores == (10.0,) and parse_grm_scores(r, 1).scores == (1.0,)
+    assert "Problem: it gives 7 instead of 8." in r and "Problem" not in c
+    assert "The answer is wrong." in r and "The answer is correct." in c
+    assert c.startswith("Specific Criteria: correctness (0.4)")
+    assert [grm_score({"overall": v}) for v in (0.0, 0.05, 0.5, 0.9735, 1.0, 1.7, -1.0)] == [1, 1, 6, 10, 10, 10, 1]
+    ungraded = PreferencePair([Message("user", "q")], [Message("assistant", "a")], [Message("assistant", "b")])
+    assert grm_targets(ungraded) is None and think_target(ungraded, False, "binary") is None
+
+
+@pytest.mark.parametrize(("gap", "want"), [(1.0, 3), (0.75, 3), (0.7499, 2), (0.15, 2), (0.1499, 1), (0.0, 1)])
+def test_strength_cuts(gap, want):
+    assert strength({"overall": 1.0}, {"overall": 1.0 - gap}) == want
+
+
+@pytest.mark.parametrize("chosen_is_b", [False, True])
+def test_think_targets_answer_for_the_chosen_position(chosen_is_b):
+    pair = _graded(1, chosen=1.0, rejected=0.8)  # gap 0.2: "better" (2)
+    binary = think_target(pair, chosen_is_b, "binary")
+    multi = think_target(pair, chosen_is_b, "multiclass")
+    assert binary is not None and multi is not None
+    want = "B" if chosen_is_b else "A"
+    assert parse_think_answer(binary, "binary").label == want
+    v = parse_think_answer(multi, "multiclass")
+    assert v.label == want and v.strength == (2 if chosen_is_b else -2)
+    # the analysis of the rejected response (its problem) sits at its own position
+    a_line = binary.split("\n")[0]
+    assert ("Problem" in a_line) == chosen_is_b
+
+
+def test_template_examples_skip_and_count_ungraded_pairs():
+    pairs = [_graded(i) for i in range(4)]
+    pairs.append(PreferencePair([Message("user", "q")], [Message("assistant", "a")], [Message("assistant", "b")]))
+    grm, counts = template_examples(pairs, JudgeSection(kind="grm", examples="template"))
+    assert counts == {"pairs": 5, "ungraded": 1, "pairs_kept": 4} and len(grm) == 8
+    assert [parse_grm_scores(e.completion, 1).scores for e in grm[:2]] == [(10.0,), (1.0,)]
+    think, counts = template_examples(pairs, JudgeSection(kind="think", examples="template", seed=3))
+    assert counts["ungraded"] == 1 and len(think) == 4
+    for e in think:  # the verdict names the position the chosen response was put at
+        a = e.message.split("[The Start of Assistant A's Response]\n")[1].split("\n")[0]
+        chosen_at_a = a.isdigit() and int(a) % 2 == 0
+        assert parse_think_answer(e.completion, "binary").label == ("A" if chosen_at_a else "B")
+    assert JudgeSection(kind="pair_pm", examples="template").check()
+
+
+def test_multiclass_sampling_keeps_only_the_gold_strength(monkeypatch):
+    pairs = [_graded(i, chosen=1.0, rejected=0.0) for i in range(4)]  # gap 1: strength 3
+
+    def sample(model, tokenizer, messages, judge, prefix):
+        out = []
+        for m in messages:
+            a = m.split("[The Start of Assistant A's Response]\n")[1].split("\n")[0]
+            sign = -1 if int(a) % 2 == 0 else 1  # chosen at A: negative
+            out.append([f"</think><answer>{sign * 3}</answer>", f"</think><answer>{sign * 1}</answer>", "none"])
+        return out
+
+    monkeypatch.setattr("reward_models.judge_train._sample", sample)
+    examples, counts = think_examples(pairs, JudgeSection(kind="think", form="multiclass", samples=3), None, None)
+    assert counts["correct"] == 4 and counts["abstained"] == 4 and counts["ungraded"] == 0
+    assert all(e.completion.endswith(("<answer>3</answer>", "<answer>-3</answer>")) for e in examples)
+
+
+def test_a_warmup_run_is_a_start_for_rejective_fine_tuning(tmp_path, tiny_model_ref, capsys):
+    """Warm-up on gold-written critiques (real SFT on the tiny model), then a sampled run loads its adapter."""
+    from align.cli.main import main
+    from preference_data.suite import build_suite, write_suite
+
+    suite = build_suite(n_per_family=6, seed=0)
+    write_suite(suite, tmp_path / "suite")
+    data = f"{{source: {tmp_path / 'suite' / 'train_pairs.jsonl'}, split: all, limit: 12}}"
+    train = "{method: lora, lr: 2.0e-3, epochs: 1, batch_size: 8, precision: fp32, max_length: 1024, compile: false}"
+    warm = tmp_path / "warm.yaml"
+    warm.write_text(
+        f"kind: judge_train\nmodel: {TINY}\noutput_dir: {tmp_path / 'warm'}\n"
+        f"judge: {{kind: grm, examples: template}}\ndata: {data}\neval: {{split: none}}\ntrain: {train}\n"
+    )
+    assert main(["rm", "train", "--config", str(warm)]) == 0
+    report = json.loads((tmp_path / "warm" / "report.json").read_text())
+    assert report["examples"]["kept"] == 24 and report["examples"]["ungraded"] == 0
+    assert (tmp_path / "warm" / "model" / "adapter_config.json").exists()
+    rft = tmp_path / "rft.yaml"
+    rft.write_text(
+        f"kind: judge_train\nmodel: {tmp_path / 'warm' / 'model'}\noutput_dir: {tmp_path / 'rft'}\n"
+        "judge: {kind: grm, samples: 1, max_new_tokens: 4}\n"
+        f"data: {data}\neval: {{split: none}}\ntrain: {train}\n"
+    )
+    # the tiny model cannot write a full critique in 4 tokens: the run loads the adapter, samples, and stops
+    capsys.readouterr()
+    assert main(["rm", "train", "--config", str(rft)]) != 0
+    assert re.search(r"no grm training example left .*'draws': 12", capsys.readouterr().err)
+
+
+def test_meta_rm_trains_with_bce_and_rates_critiques(tmp_path, tiny_model_ref, monkeypatch):
+    """`align rm train` with a meta_rm_train config: BCE on labelled critiques (the GRM's sampling is scripted:
+    a random tiny model writes no critique), then the saved meta-RM is what a GRM scorer loads."""
+    import torch
+
+    from align.cli.main import main
+    from preference_data.suite import build_suite, write_suite
+    from reward_models.meta_rm import Critique
+    from reward_models.scorers import ScalarOptions, ScalarScorer
+
+    suite = build_suite(n_per_family=4, seed=0)
+    write_suite(suite, tmp_path / "suite")
+
+    def scripted(pairs, cfg, dtype):
+        out = []
+        for i, _ in enumerate(pairs):
+            for j in range(cfg.samples):
+                right = (i + j) % 2 == 0
+                out.append(
+                    Critique(f"judge message {i}", "Score: \\boxed{9}" if right else "Looks bad. \\boxed{2}", right)
+                )
+        return out
+
+    monkeypatch.setattr("reward_models.meta_rm.sample_critiques", scripted)
+    cfg = tmp_path / "meta.yaml"
+    cfg.write_text(
+        f"kind: meta_rm_train\nmodel: {TINY}\noutput_dir: {tmp_path / 'meta'}\n"
+        "critiques: {judge: some/grm, samples: 2}\n"
+        f"data: {{source: {tmp_path / 'suite' / 'train_pairs.jsonl'}, split: all, limit: 16}}\n"
+        f"eval: {{source: {tmp_path / 'suite' / 'test_pairs.jsonl'}, split: all, limit: 8}}\n"
+        "train: {method: full, lr: 3.0e-3, epochs: 4, batch_size: 8, precision: fp32, compile: false, "
+        "warmup_ratio: 0.0}\n"
+    )
+    assert main(["rm", "train", "--config", str(cfg)]) == 0
+    report = json.loads((tmp_path / "meta" / "report.json").read_text())
+    assert report["examples"] == {"pairs": 16, "critiques": 32, "correct": 16, "too_long": 0}
+    ev = report["eval"]
+    test_pairs = min(8, len((tmp_path / "suite" / "test_pairs.jsonl").read_text().splitlines()))
+    assert ev["critiques"] == 2 * test_pairs and ev["correct_share"] == 0.5
+    scorer = ScalarScorer(ScalarOptions(model=report["model_dir"], dtype="float32", normalize=False))
+    msg = [[Message("user", "judge message 0")]]
+    good = scorer.score(msg, [[Message("assistant", "Score: \\boxed{9}")]])[0]
+    bad = scorer.score(msg, [[Message("assistant", "Looks bad. \\boxed{2}")]])[0]
+    assert good > bad  # it learned the scripted signal
+    assert ev["auc"] == 1.0 and ev["accuracy"] > 0.5
+    assert torch.isfinite(torch.tensor([good, bad])).all()
