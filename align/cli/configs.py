@@ -13,6 +13,7 @@ KINDS: dict[str, tuple[str, str]] = {
     "quickstart": ("align.quickstart", "QuickstartConfig"),
     "rm_train": ("reward_models.rm_train", "RMTrainConfig"),
     "judge_train": ("reward_models.judge_train", "JudgeTrainConfig"),
+    "meta_rm_train": ("reward_models.meta_rm", "MetaRMTrainConfig"),
     "train": ("align.train", "TrainConfig"),
     "rm_strength": ("reward_models.strength", "StrengthConfig"),
 }

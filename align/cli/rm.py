@@ -19,13 +19,9 @@ SCORE_EXAMPLE = (
 )
 
 
-RECIPES = {
-    "rm_train": ("reward_models.rm_train", "RMTrainConfig"),
-    "judge_train": ("reward_models.judge_train", "JudgeTrainConfig"),
-    "meta_rm_train": ("reward_models.meta_rm", "MetaRMTrainConfig"),
-}
-"""Config kind -> (module with `run` and `summary_lines`, its config class). Another kind is read as rm_train,
-whose loader then names the unknown kind."""
+RM_TRAIN_KINDS = ("rm_train", "judge_train", "meta_rm_train")
+"""Config kinds `align rm train` runs (their module has `run` and `summary_lines`); a YAML without a kind, or
+with another, is read as rm_train, whose loader then names the unknown kind."""
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -34,11 +30,12 @@ def cmd_train(args: argparse.Namespace) -> int:
     import importlib
     from typing import Any
 
+    from align.cli.configs import KINDS
     from prefalign.config import load, read_yaml
 
     data = read_yaml(args.config) if args.config else {}
     kind = data.get("kind") if isinstance(data, dict) else None
-    module, config = RECIPES.get(kind or "rm_train", RECIPES["rm_train"])
+    module, config = KINDS[kind if kind in RM_TRAIN_KINDS else "rm_train"]
     recipe: Any = importlib.import_module(module)
     cfg = load(getattr(recipe, config), args.config, args.overrides)
     report = recipe.run(cfg, resume=args.resume)
