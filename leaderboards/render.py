@@ -396,8 +396,9 @@ def chart_panels(bench: str, recs: list[Record]) -> list[ChartPanel]:
     return [p for p in (main, per_level) if p is not None]
 
 
-def draw_chart(title: str, panels: Sequence[ChartPanel], path: Path) -> None:
-    """Grouped bars (one bar per model in each group), scores in percent, one row per panel."""
+def draw_chart(title: str, panels: Sequence[ChartPanel], path: Path, colors: dict[str, str]) -> None:
+    """Grouped bars (one bar per model in each group), scores in percent, one row per panel; `colors`: a model's
+    color, the same in every chart of the page."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -414,9 +415,10 @@ def draw_chart(title: str, panels: Sequence[ChartPanel], path: Path) -> None:
             vals = p.bars.get(model, [None] * len(p.groups))
             xs = [i - 0.4 + width * (k + 0.5) for i, v in enumerate(vals) if v is not None]
             ys = [100 * v for v in vals if v is not None]
-            bars = ax.bar(xs, ys, width, label=model, color=f"C{k % 10}")
-            if len(p.groups) * len(models) <= 40:  # beyond that the labels overlap (the tables have the numbers)
-                ax.bar_label(bars, fmt="%.1f", fontsize=6.5, padding=1)
+            bars = ax.bar(xs, ys, width, label=model, color=colors.get(model, f"C{k % 10}"))
+            bars_shown = len(p.groups) * len(models)
+            if bars_shown <= 60:  # beyond that the labels overlap (the tables have the numbers)
+                ax.bar_label(bars, fmt="%.1f", fontsize=6.5, padding=1, rotation=90 if bars_shown > 16 else 0)
         ax.set_xticks(
             range(len(p.groups)),
             p.groups,
@@ -484,17 +486,18 @@ def render(records_dir: str | Path | None = None, site_dir: str | Path | None = 
                 shutil.copyfile(rec.path, dest)
                 links[id(rec)] = f"records/{dest.name}"
     charts: dict[str, Path] = {}
+    colors = {model: f"C{i % 10}" for i, (model, _) in enumerate(board.rows)}
     for old in (site / "charts").glob("*.png"):  # a chart of a benchmark no longer shown would mislead
         old.unlink()
     for b in board.benchmarks:
         panels = chart_panels(b, board.records(b))
         if panels:
             charts[b] = site / "charts" / f"{_slug(b)}.png"
-            draw_chart(b, panels, charts[b])
+            draw_chart(b, panels, charts[b], colors)
     png: Path | None = site / "leaderboard.png"
     ov = overview_panel(board)
     if ov is not None:
-        draw_chart(TITLE, [ov], site / "leaderboard.png")
+        draw_chart(TITLE, [ov], site / "leaderboard.png", colors)
     else:
         (site / "leaderboard.png").unlink(missing_ok=True)
         png = None
@@ -542,11 +545,11 @@ def to_markdown(board: Board, links: dict[int, str] | None = None) -> str:
 _JS = """
 const panels = [...document.querySelectorAll("section.tab")], tabs = [...document.querySelectorAll("nav a")];
 function show() {
-  const id = decodeURIComponent(location.hash.slice(1)) || panels[0].id;
-  const target = panels.some(p => p.id === id) ? id : panels[0].id;
-  panels.forEach(p => p.hidden = p.id !== target);
+  // the address names a tab (#rm-bench) and no element, so the browser keeps the page at its top
+  const name = decodeURIComponent(location.hash.slice(1));
+  const target = panels.some(p => p.dataset.tab === name) ? name : panels[0].dataset.tab;
+  panels.forEach(p => p.hidden = p.dataset.tab !== target);
   tabs.forEach(a => a.classList.toggle("active", a.getAttribute("href") === "#" + target));
-  window.scrollTo(0, 0);  // a tab is a page: show it from its top, tabs included
 }
 window.addEventListener("hashchange", show); show();
 document.querySelectorAll("table.sortable").forEach(table => table.querySelectorAll("th").forEach((th, col) =>
@@ -603,10 +606,10 @@ def to_html(board: Board, links: dict[int, str] | None = None, files: SiteFiles 
     links = links or {}
     e = html.escape
     charts = files.charts if files else {}
-    nav = ['<a href="#overview">Overview</a>'] + [f'<a href="#bench-{_slug(b)}">{e(b)}</a>' for b in board.benchmarks]
+    nav = ['<a href="#overview">Overview</a>'] + [f'<a href="#{_slug(b)}">{e(b)}</a>' for b in board.benchmarks]
     n_records = sum(len(r) for _, r in board.rows)
     sections = [
-        '<section class="tab" id="overview"><h2>Overview</h2>'
+        '<section class="tab" id="tab-overview" data-tab="overview"><h2>Overview</h2>'
         f'<p class="note">{len(board.rows)} models, {len(board.benchmarks)} benchmarks, {n_records} shown records.</p>'
         + _html_table(overview_table(board, links))
         + (
@@ -617,7 +620,7 @@ def to_html(board: Board, links: dict[int, str] | None = None, files: SiteFiles 
         + "</section>"
     ]
     for b in board.benchmarks:
-        parts = [f'<section class="tab" id="bench-{_slug(b)}">']
+        parts = [f'<section class="tab" id="tab-{_slug(b)}" data-tab="{_slug(b)}">']
         recs = board.records(b)
         version = ", ".join(sorted({f"v{r.version}" for r in recs}))
         parts.append(f"<h2>{e(b)} <span class='note'>{e(version)}</span></h2>")

@@ -890,14 +890,14 @@ def test_leaderboard_page_shows_every_number(tmp_path: Path, run, chromium) -> N
     recs = _leaderboard(tmp_path, run)
     site = tmp_path / "site"
     files = render(tmp_path / "records", site)
-    dom = chromium.dump_dom(files.html, "bench-rm-bench")
+    dom = chromium.dump_dom(files.html, "rm-bench")
     page = _Page(dom)
-    assert set(page.tabs) == {"overview"} | {f"bench-{b}" for b in {r.benchmark for r in recs}}
-    assert '<section class="tab" id="bench-rm-bench">' in dom and 'id="overview" hidden' in dom  # the tab script
+    assert set(page.tabs) == {"tab-overview"} | {f"tab-{b}" for b in {r.benchmark for r in recs}}
+    assert 'id="tab-rm-bench" data-tab="rm-bench">' in dom and 'id="tab-overview" data-tab="overview" hidden' in dom
     checked = 0
     for rec in recs:
-        checked += _check_record_on_page(rec, page.tabs[f"bench-{rec.benchmark}"], SUBSET_LABELS[rec.benchmark])
-        tab = dom[dom.index(f'id="bench-{rec.benchmark}"') :].split("</section>")[0]
+        checked += _check_record_on_page(rec, page.tabs[f"tab-{rec.benchmark}"], SUBSET_LABELS[rec.benchmark])
+        tab = dom[dom.index(f'id="tab-{rec.benchmark}"') :].split("</section>")[0]
         row = next(r for r in tab.split("<tr>") if r.startswith(f"<td>{html.escape(rec.model)}</td>"))
         assert f'href="records/{Path(rec.path).name}"' in row  # its row links its record, copied beside the page
         assert (site / "records" / Path(rec.path).name).read_text() == Path(rec.path).read_text()
@@ -905,10 +905,10 @@ def test_leaderboard_page_shows_every_number(tmp_path: Path, run, chromium) -> N
     chat_only = next(r for r in recs if r.benchmark == "rm-bench" and r.model == "org/rm-b|pipe")
     assert chat_only.scores["headline"] is None and set(chat_only.scores["subsets"]) == {"chat"}
     for level in ("hard", "normal", "easy"):  # the levels the record holds, on the page although Hard/... are None
-        assert _find(page.tabs["bench-rm-bench"][1], "chat", "org/rm-b|pipe")[level] == fmt_score(
+        assert _find(page.tabs["tab-rm-bench"][1], "chat", "org/rm-b|pipe")[level] == fmt_score(
             chat_only.scores["subsets"]["chat"][level]
         )
-    overview = page.tabs["overview"][0]
+    overview = page.tabs["tab-overview"][0]
     for rec in recs:
         if rec.headline is not None:
             assert _find(overview, rec.model)[rec.benchmark].rstrip("*") == fmt_score(rec.headline)
@@ -918,14 +918,14 @@ def test_leaderboard_page_shows_every_number(tmp_path: Path, run, chromium) -> N
         panels = chart_panels(bench, board.records(bench))
         assert panels and all(any(v is not None for vs in p.bars.values() for v in vs) for p in panels)
         assert files.charts[bench].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-        assert f"charts/{files.charts[bench].name}" in page.images[f"bench-{bench}"]
+        assert f"charts/{files.charts[bench].name}" in page.images[f"tab-{bench}"]
     rm_panels = chart_panels("rm-bench", board.records("rm-bench"))
     assert [p.title for p in rm_panels] == ["score and sections", "per domain: hard / normal / easy"]
     assert rm_panels[1].bars["org/rm-b|pipe"][:3] == [
         chat_only.scores["subsets"]["chat"][k] for k in ("hard", "normal", "easy")
     ]
 
-    shot = chromium.screenshot(files.html, tmp_path / "rm-bench.png", (1400, 1400), "bench-rm-bench")
+    shot = chromium.screenshot(files.html, tmp_path / "rm-bench.png", (1400, 1400), "rm-bench")
     from matplotlib.image import imread
 
     assert imread(str(shot)).std() > 0.05  # something was drawn, not a blank page
@@ -962,7 +962,7 @@ def test_charts_are_never_empty(tmp_path: Path, run) -> None:
     assert files.png is None and not (tmp_path / "site" / "leaderboard.png").exists()
     assert set(files.charts) == {"rm-bench"}
     page = files.html.read_text()
-    judge_tab = page[page.index('id="bench-judgebench"') :]
+    judge_tab = page[page.index('id="tab-judgebench"') :]
     assert "No numbers to chart." in judge_tab and "<img" not in judge_tab.split("</section>")[0]
     assert "No shown record has a headline score" in page
 

@@ -132,7 +132,7 @@ class RunView:
         resume = (
             f"`--resume` continues from {self.checkpoint.name}"
             if self.checkpoint is not None
-            else "no checkpoint was saved (train.save_every: 0), so `--resume` starts over"
+            else "No checkpoint was saved (train.save_every: 0), so `--resume` starts over"
         )
         if self.report is not None:
             steps = self.report.get("steps", self.last_step)
