@@ -100,7 +100,7 @@ class AlertsSection:
 class TrainConfig:
     kind: Literal["train"] = option("train", "config kind (fixed)")
     model: str = option(DEFAULT_MODEL, "initial policy: builtin:<name>, a local directory, or a hub id")
-    output_dir: str = option("runs/dpo", "run directory (config, metrics, plots, checkpoints, adapter/merged/model)")
+    output_dir: str = option("runs/dpo", "run directory (config, metrics, report, checkpoints, adapter/merged/model)")
     data: DataConfig = option(factory=DataConfig, doc="training pairs")
     eval: EvalSection = option(factory=EvalSection, doc="held-out implicit-reward accuracy")
     loss: LossSection = option(factory=LossSection, doc="the preference loss")
@@ -233,7 +233,6 @@ class PreferenceTrainer(MetricsMixin, Trainer):
         self.use_previous = use_previous
         self.eval_pairs = eval_pairs
         self.alert_drop = alert_drop
-        self.alerts: list[str] = []
         self.first_chosen_logp: float | None = None
         self.last_eval_report: dict[str, Any] = {}
         self._init_metrics(metrics_path)
@@ -274,17 +273,15 @@ class PreferenceTrainer(MetricsMixin, Trainer):
             return
         if self.first_chosen_logp is None:
             self.first_chosen_logp = now
-        elif self.alert_drop > 0 and not self.alerts and self.first_chosen_logp - now > self.alert_drop:
-            msg = (
+        elif self.alert_drop > 0 and self.first_chosen_logp - now > self.alert_drop:
+            self.alert(  # once per run (MetricsMixin keeps it in self.alerts and alerts.jsonl)
+                "chosen_logp_drop",
                 f"step {self.state.global_step}: the mean chosen log-prob per token fell "
                 f"{self.first_chosen_logp - now:.3f} nats below its first logged value "
                 f"({self.first_chosen_logp:.3f} -> {now:.3f}; alerts.chosen_logp_drop={self.alert_drop}). "
                 "The policy is making the preferred responses less likely; consider a lower train.lr, a "
-                "larger beta, or loss.params.sft_weight > 0"
+                "larger beta, or loss.params.sft_weight > 0",
             )
-            self.alerts.append(msg)
-            if self.is_world_process_zero():
-                print(f"ALERT: {msg}", flush=True)
 
     @torch.no_grad()
     def evaluate(self, eval_dataset=None, ignore_keys=None, metric_key_prefix="eval"):
@@ -305,7 +302,7 @@ class PreferenceTrainer(MetricsMixin, Trainer):
         model.train(was_training)
         rep = accuracy_report(self.eval_pairs, torch.cat(rc), torch.cat(rr))
         rep["loss"] = torch.cat(losses).mean().item()
-        pre = metric_key_prefix  # eval_rewards/* share plots with the training curves
+        pre = metric_key_prefix  # eval_rewards/* join the training curves' dashboard panels
         metrics = {
             f"{pre}_loss": rep["loss"],
             f"{pre}_rewards/accuracies": rep["accuracy"],
@@ -478,10 +475,10 @@ def setup(cfg: TrainConfig, resume: bool = False) -> Setup:
             if "logps/chosen_per_token" in row:
                 trainer.first_chosen_logp = row["logps/chosen_per_token"]
                 break
+    data_reports = {"data": data_report.to_dict(), "tokenization": tok_report.to_dict(), "eval_tokenization": eval_tok}
+    run.save_data_report(data_reports)
     reports = {
-        "data": data_report.to_dict(),
-        "tokenization": tok_report.to_dict(),
-        "eval_tokenization": eval_tok,
+        **data_reports,
         "reference": {
             "mode": ref_mode,
             "model": (cfg.reference.model or cfg.model) if ref_mode != "none" else None,

@@ -148,10 +148,13 @@ def test_run_three_benchmarks_then_show(tmp_path: Path, rm_dir: str, capsys) -> 
     assert main(["bench", "show", "--records", str(records), "--site", str(site)]) == 0
     out = capsys.readouterr().out
     md, html, png = site / "leaderboard.md", site / "index.html", site / "leaderboard.png"
-    for f in (md, html, png):
-        assert f.exists() and f.stat().st_size > 0 and str(f) in out
+    charts = [site / "charts" / f"{b}.png" for b in ("rewardbench", "rm-bench", "suite")]
+    for f in (md, html, png, *charts):
+        assert f.exists() and f.stat().st_size > 0 and str(f) in out  # where every file went
+    assert f"(open {html.resolve().as_uri()})" in out
     assert rm_dir in md.read_text(encoding="utf-8") and rm_dir in html.read_text(encoding="utf-8")
-    assert md.read_text(encoding="utf-8").strip() in out  # the table itself is printed
+    overview = md.read_text(encoding="utf-8").split("\n\n")[1]  # the headline table, after the title
+    assert overview.startswith("| Model | rewardbench | rm-bench | suite |") and overview in out
 
 
 def test_grader_on_real_suite_pairs_is_the_gold_ceiling(tmp_path: Path, capsys) -> None:

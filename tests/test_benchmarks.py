@@ -7,10 +7,11 @@ test's docstring. Sources of the rules: reference/reward-models.md §7 and §9.
 
 from __future__ import annotations
 
+import html
 import json
 import math
-import shutil
-import subprocess
+from collections import Counter
+from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
@@ -34,12 +35,12 @@ class LookupScorer:
 
     kind = "pointwise"
 
-    def __init__(self, table: dict[str, float], name: str = "lookup-rm") -> None:
-        self.table, self.name = table, name
+    def __init__(self, table: dict[str, float], name: str = "lookup-rm", model: str | None = None) -> None:
+        self.table, self.name, self.model = table, name, model or name
         self.calls: list[list[str]] = []
 
     def describe(self) -> dict[str, Any]:
-        return {"model": self.name, "table": sorted(self.table.items())}
+        return {"model": self.model, "table": sorted(self.table.items())}
 
     def score(self, prompts: list, responses: list) -> list[float]:
         assert isinstance(prompts, list) and isinstance(responses, list) and len(prompts) == len(responses)
@@ -694,50 +695,288 @@ def test_record_provenance(tmp_path: Path, run) -> None:
     assert load_record(rec.path).scores == rec.scores
 
 
-def test_render_markdown_html_png(tmp_path: Path, run) -> None:
-    recs = _two_models(tmp_path, run)
+class SamplingJudge(TableJudge):
+    """A pairwise judge with a generative judge's bookkeeping: cost per scored item and abstentions by reason
+    (what the runner copies into records from `cost_per_item()` and `abstentions`)."""
+
+    def __init__(self, scores: dict[str, float], model: str) -> None:
+        super().__init__(scores=scores, name="think")
+        self.model = model
+        self.cost = {"items": 0, "generated_tokens": 0, "seconds": 0.0}
+        self.abstentions: Counter[str] = Counter()
+
+    def describe(self) -> dict[str, Any]:
+        return {"model": self.model, "temperature": 0.7, "samples": 3, "template": "long judge prompt ..."}
+
+    def compare(self, prompts: list, responses_a: list, responses_b: list) -> list[float]:
+        out = super().compare(prompts, responses_a, responses_b)
+        self.cost["items"] += len(out)
+        self.cost["generated_tokens"] += 37 * len(out) + 5
+        self.cost["seconds"] += 0.25 * len(out)
+        self.abstentions["no_verdict"] += 1
+        self.abstentions["both"] += 2
+        return out
+
+    def cost_per_item(self) -> dict[str, float]:
+        items = max(1, int(self.cost["items"]))
+        return {
+            "items": self.cost["items"],
+            "generated_tokens_per_item": self.cost["generated_tokens"] / items,
+            "seconds_per_item": self.cost["seconds"] / items,
+        }
+
+
+def _leaderboard(tmp_path: Path, run) -> list:
+    """Records of five benchmarks from two scalar RMs (one scored on RM-Bench's chat file only), a sampling
+    judge (pairwise, with cost), a reference scorer limited to 3 examples and a partial run."""
+    rb1, rb1_scorer = _rb1(tmp_path)
+    table = dict(rb1_scorer.table)
+    rm_rows, rm_table = _rmbench_rows()
+    total = tmp_path / "total_dataset.json"
+    total.write_text(json.dumps(rm_rows))
+    chat = tmp_path / "chat_filtered.json"  # one domain's file: its rows carry no domain
+    chat.write_text(
+        json.dumps([{k: v for k, v in r.items() if k != "domain"} for r in rm_rows if r["domain"] == "chat"])
+    )
+    jb, jb_table = _judgebench(tmp_path)
+    rb2_rows, rb2_table = _rb2_rows()
+    rb2 = _jsonl(tmp_path / "rb2.jsonl", rb2_rows)
+    pairs, pair_table = _pairs()
+    everything = {**table, **rm_table, **jb_table, **rb2_table, **pair_table}
+    flipped = {k: -v for k, v in everything.items()}
+    nan_pair = {**everything, "bad1": float("nan")}
+
+    def rm(model: str, t: dict[str, float]) -> LookupScorer:
+        return LookupScorer(t, name="scalar", model=model)
+
+    return [
+        run("rewardbench", rm("org/rm-a", everything), rb1),
+        run("rewardbench", rm("org/rm-b|pipe", flipped), rb1),
+        run("rewardbench", SamplingJudge(everything, "org/judge-7b"), rb1),
+        run("rm-bench", rm("org/rm-a", everything), total),
+        run("rm-bench", rm("org/rm-b|pipe", everything), chat),
+        run("rm-bench", SamplingJudge(everything, "org/judge-7b"), total, tie_policy="wrong"),
+        run("judgebench", rm("org/rm-a", everything), jb),
+        run("judgebench", SamplingJudge(everything, "org/judge-7b"), jb),
+        run("rewardbench2", rm("org/rm-a", everything), rb2),
+        run("suite", ReferenceMatch(), pairs=pairs, limit=3),
+        run("pairs", rm("org/rm-b|pipe", nan_pair), pairs=pairs, allow_partial=True),
+    ]
+
+
+class _Page(HTMLParser):
+    """The tables of a rendered leaderboard, per tab: {section id: [table: [row: [cell text]]]}; a table
+    inside a cell (RM-Bench's matrix) is read as that cell's text."""
+
+    def __init__(self, dom: str) -> None:
+        super().__init__()
+        self.tabs: dict[str, list[list[list[str]]]] = {}
+        self.images: dict[str, list[str]] = {}
+        self._tab: str | None = None
+        self._depth = 0
+        self._row: list[str] | None = None
+        self._cell: list[str] | None = None
+        self.feed(dom)
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = dict(attrs)
+        if tag == "section":
+            self._tab = a.get("id") or ""
+            self.tabs[self._tab], self.images[self._tab] = [], []
+        elif tag == "img" and self._tab is not None:
+            self.images[self._tab].append(a.get("src") or "")
+        elif tag == "table":
+            self._depth += 1
+            if self._depth == 1 and self._tab is not None:
+                self.tabs[self._tab].append([])
+        elif tag == "tr" and self._depth == 1:
+            self._row = []
+        elif tag in ("td", "th") and self._depth == 1:
+            self._cell = []
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "table":
+            self._depth -= 1
+        elif tag in ("td", "th") and self._depth == 1 and self._cell is not None and self._row is not None:
+            self._row.append(" ".join(" ".join(self._cell).split()))
+            self._cell = None
+        elif tag == "tr" and self._depth == 1 and self._row is not None and self._tab is not None:
+            self.tabs[self._tab][-1].append(self._row)
+            self._row = None
+        elif tag == "section":
+            self._tab = None
+
+    def handle_data(self, data: str) -> None:
+        if self._cell is not None:
+            self._cell.append(data)
+
+
+def _shown(v: Any) -> str:
+    """How the page writes a number of a record: counts as integers, scores in percent, matrices row by row."""
+    if isinstance(v, list):
+        return " ".join(_shown(x) for x in v)
+    return str(v) if isinstance(v, int) and not isinstance(v, bool) else fmt_score(v)
+
+
+def _find(table: list[list[str]], *lead: str) -> dict[str, str]:
+    """The row of `table` whose first cells are `lead`, as {column header: cell}."""
+    head = table[0]
+    rows = [r for r in table[1:] if tuple(r[: len(lead)]) == lead]
+    assert len(rows) == 1, f"{lead}: {len(rows)} rows in a table with columns {head}"
+    return dict(zip(head, rows[0], strict=True))
+
+
+def _check_record_on_page(rec: Any, tables: list[list[list[str]]], label: str) -> int:
+    """Every number of `rec` is in its tab: headline, sections, every subset field, every extra number, the
+    counts, the cost; returns how many numbers were checked."""
+    by_title = {t[0][0]: t for t in tables}  # a table is known by its first column's header
+    main = _find(tables[0], rec.model)
+    s, checked = rec.scores, 0
+    flagged = rec.partial or rec.settings.get("limit") is not None
+    if s["headline"] is not None:
+        assert main[s["headline_name"]] == fmt_score(s["headline"]) + ("*" if flagged else ""), rec.path
+        checked += 1
+    for name, v in s["sections"].items():
+        if v is not None:
+            assert main[name] == fmt_score(v), (rec.path, name)
+            checked += 1
+    assert main["Scorer"] == rec.scorer["name"] and main["Kind"] == rec.scorer["kind"]
+    assert main["Examples"] == str(rec.counts["examples"]) and main["Record"] == "record"
+    if "cost" in rec.scorer:
+        c = rec.scorer["cost"]
+        assert f"{c['generated_tokens_per_item']:.1f} tokens, {c['seconds_per_item']:.2f} s" in main["Cost per item"]
+        assert f"over {c['items']} items" in main["Cost per item"]
+        for reason, n in rec.scorer["abstentions"].items():
+            assert f"{reason} {n}" in main["Cost per item"]
+        checked += 2 + len(rec.scorer["abstentions"])
+    else:
+        assert main["Cost per item"] == "\u2013"
+    if rec.partial:
+        assert f"{rec.counts['invalid_rows']} invalid rows, {rec.counts['failed_examples']} failed" in main["Run"]
+    if rec.settings.get("limit") is not None:
+        assert f"first {rec.settings['limit']} of" in main["Run"]
+    for name, row in s["subsets"].items():
+        found = _find(by_title[label], name, rec.model)
+        for field, v in row.items():
+            assert found[field] == _shown(v), (rec.path, name, field)
+            checked += 1
+    for key, val in s["extra"].items():
+        if isinstance(val, dict) and val and all(isinstance(r, dict) for r in val.values()):
+            for name, row in val.items():
+                found = _find(by_title[key.removeprefix("by_")], name, rec.model)
+                for field, v in row.items():
+                    assert found[field] == _shown(v), (rec.path, key, name, field)
+                    checked += 1
+        else:
+            items = val.items() if isinstance(val, dict) else [(None, val)]
+            for sub, v in items:
+                name = key if sub is None else f"{key}.{sub}"
+                assert _find(by_title["number"], name, rec.model)["value"] == _shown(v), (rec.path, name)
+                checked += 1
+    details = _find(tables[-1], rec.model)
+    for k, v in rec.counts.items():
+        assert details[k] == str(v), (rec.path, k)
+        checked += 1
+    return checked
+
+
+def test_leaderboard_page_shows_every_number(tmp_path: Path, run, chromium) -> None:
+    """The page, loaded in headless Chromium, has a tab per benchmark; in it every shown record's headline,
+    sections, subset fields (RM-Bench's hard / normal / easy and matrix, also for the chat-only run), extra
+    numbers (RewardBench 2's Ties terms, the suite's tables), counts, scorer, kind and cost; partial and limited
+    runs are marked with their counts; every row links its record; every chart has something in it."""
+    from leaderboards.render import SUBSET_LABELS, build_board, chart_panels
+
+    recs = _leaderboard(tmp_path, run)
     site = tmp_path / "site"
-    paths = render(tmp_path / "records", site)
-    md, page = paths["markdown"].read_text(), paths["html"].read_text()
+    files = render(tmp_path / "records", site)
+    dom = chromium.dump_dom(files.html, "rm-bench")
+    page = _Page(dom)
+    assert set(page.tabs) == {"tab-overview"} | {f"tab-{b}" for b in {r.benchmark for r in recs}}
+    assert 'id="tab-rm-bench" data-tab="rm-bench">' in dom and 'id="tab-overview" data-tab="overview" hidden' in dom
+    checked = 0
+    for rec in recs:
+        checked += _check_record_on_page(rec, page.tabs[f"tab-{rec.benchmark}"], SUBSET_LABELS[rec.benchmark])
+        tab = dom[dom.index(f'id="tab-{rec.benchmark}"') :].split("</section>")[0]
+        row = next(r for r in tab.split("<tr>") if r.startswith(f"<td>{html.escape(rec.model)}</td>"))
+        assert f'href="records/{Path(rec.path).name}"' in row  # its row links its record, copied beside the page
+        assert (site / "records" / Path(rec.path).name).read_text() == Path(rec.path).read_text()
+    assert checked > 150
+    chat_only = next(r for r in recs if r.benchmark == "rm-bench" and r.model == "org/rm-b|pipe")
+    assert chat_only.scores["headline"] is None and set(chat_only.scores["subsets"]) == {"chat"}
+    for level in ("hard", "normal", "easy"):  # the levels the record holds, on the page although Hard/... are None
+        assert _find(page.tabs["tab-rm-bench"][1], "chat", "org/rm-b|pipe")[level] == fmt_score(
+            chat_only.scores["subsets"]["chat"][level]
+        )
+    overview = page.tabs["tab-overview"][0]
+    for rec in recs:
+        if rec.headline is not None:
+            assert _find(overview, rec.model)[rec.benchmark].rstrip("*") == fmt_score(rec.headline)
+
+    board = build_board(recs)
+    for bench in board.benchmarks:  # a chart per benchmark, each with a value in every panel
+        panels = chart_panels(bench, board.records(bench))
+        assert panels and all(any(v is not None for vs in p.bars.values() for v in vs) for p in panels)
+        assert files.charts[bench].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert f"charts/{files.charts[bench].name}" in page.images[f"tab-{bench}"]
+    rm_panels = chart_panels("rm-bench", board.records("rm-bench"))
+    assert [p.title for p in rm_panels] == ["score and sections", "per domain: hard / normal / easy"]
+    assert rm_panels[1].bars["org/rm-b|pipe"][:3] == [
+        chat_only.scores["subsets"]["chat"][k] for k in ("hard", "normal", "easy")
+    ]
+
+    shot = chromium.screenshot(files.html, tmp_path / "rm-bench.png", (1400, 1400), "rm-bench")
+    from matplotlib.image import imread
+
+    assert imread(str(shot)).std() > 0.05  # something was drawn, not a blank page
+
+
+def test_charts_are_never_empty(tmp_path: Path, run) -> None:
+    """Records without a headline chart their sections (RM-Bench on one domain: the old chart was empty); a
+    record without any number gets no chart, and the page says so; no headline anywhere: no overview chart."""
+    from leaderboards.records import Record
+    from leaderboards.render import chart_panels
+
+    rows, table = _rmbench_rows()
+    code = tmp_path / "code_filtered.json"
+    code.write_text(json.dumps([{k: v for k, v in r.items() if k != "domain"} for r in rows if r["domain"] == "code"]))
+    rec = run("rm-bench", LookupScorer(table), code)
+    panels = chart_panels("rm-bench", [rec])
+    assert [(p.title, p.groups) for p in panels] == [
+        ("score and sections", ["Code"]),
+        ("per domain: hard / normal / easy", ["code hard", "code normal", "code easy"]),
+    ]
+    empty = Record(
+        "judgebench",
+        "1.0",
+        "no-numbers",
+        {"headline": None, "sections": {"mmlu-pro": None}, "subsets": {}},
+        {"examples": 0},
+        {"kind": "pointwise", "name": "scalar"},
+        {},
+        date="2020-01-01T00:00:00Z",
+    )
+    empty.save(tmp_path / "records")
+    assert chart_panels("judgebench", [empty]) == []
+    files = render(tmp_path / "records", tmp_path / "site")
+    assert files.png is None and not (tmp_path / "site" / "leaderboard.png").exists()
+    assert set(files.charts) == {"rm-bench"}
+    page = files.html.read_text()
+    judge_tab = page[page.index('id="tab-judgebench"') :]
+    assert "No numbers to chart." in judge_tab and "<img" not in judge_tab.split("</section>")[0]
+    assert "No shown record has a headline score" in page
+
+
+def test_render_markdown(tmp_path: Path, run) -> None:
+    """leaderboard.md: the overview, then each benchmark's tables with the record links."""
+    recs = _two_models(tmp_path, run)
+    files = render(tmp_path / "records", tmp_path / "site")
+    md = files.markdown.read_text()
+    assert md.startswith("# Reward model leaderboard") and "## rewardbench" in md and "## rm-bench" in md
     for rec in recs:
         assert rec.model.replace("|", "\\|") in md and fmt_score(rec.headline) in md
-        assert fmt_score(rec.headline) in page
-        link = f"records/{Path(rec.path).name}"
-        assert link in page and (site / link).exists()
-    assert "org/model-b|pipe" in page and "rewardbench: Chat Hard" in page
-    assert "<script" in page and "http" not in page.split("<body>")[1]  # no external assets
-    assert paths["png"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert f"(records/{Path(rec.path).name})" in md
+    assert "### Per subset" in md and "### Per domain" in md
+    assert files.overview in md and files.png is not None
+    assert "<script" in files.html.read_text() and "http" not in files.html.read_text().split("<body>")[1]
     assert len(load_records(tmp_path / "records")) == 3
-
-
-def _chromium() -> str | None:
-    for name in ("chromium", "chromium-browser", "google-chrome"):
-        if found := shutil.which(name):
-            return found
-    return "/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None
-
-
-def test_html_in_headless_chromium(tmp_path: Path, run) -> None:
-    """The rendered page, loaded by a real browser, shows every record's model and score in its table."""
-    browser = _chromium()
-    if browser is None:
-        pytest.skip("no chromium on PATH or at /usr/bin/chromium; install it to check the page in a browser")
-    recs = _two_models(tmp_path, run)
-    page = render(tmp_path / "records", tmp_path / "site")["html"]
-    cmd = [
-        browser,
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        f"--user-data-dir={tmp_path / 'chromium-profile'}",
-        "--dump-dom",
-        page.resolve().as_uri(),
-    ]
-    dom = subprocess.run(cmd, capture_output=True, text=True, timeout=120).stdout
-    table = dom[dom.index('<table id="board"') : dom.index("</table>")]
-    for rec in recs:
-        assert rec.model.replace("&", "&amp;") in table and fmt_score(rec.headline) in table

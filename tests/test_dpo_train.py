@@ -397,8 +397,11 @@ def test_cli_end_to_end_writes_the_run_directory(tmp_path, data, capsys):
         "merged/model.safetensors",
     ):
         assert (run_dir / name).exists(), name
-    plots = {p.name for p in (run_dir / "plots").glob("*.png")}
-    assert {"loss.png", "rewards_margins.png", "kl_estimate.png", "logps_chosen.png"} <= plots
+    page = (run_dir / "report.html").read_text()  # the run report, with every logged metric in its table
+    assert (run_dir / "dashboard.png").exists() and "Finished: 2 steps" in page
+    for name in ("rewards/margins", "kl_estimate", "logps/chosen", "logps/rejected", "rewards/accuracies"):
+        assert f"<td>{name}</td>" in page, name
+    assert json.loads((run_dir / "data_report.json").read_text())["tokenization"]["n_out"] > 0
     lora_b = [v for k, v in weights(run_dir / "adapter" / "adapter_model.safetensors").items() if "lora_B" in k]
     assert lora_b and any(v.abs().max() > 0 for v in lora_b)  # LoRA B starts at zero: it moved
     rows = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
@@ -563,6 +566,8 @@ def test_chosen_logp_drop_alert_fires_once(tmp_path, data, capsys):
         trainer.log({"loss": 1.0})
     assert len(trainer.alerts) == 1 and "fell 0.600 nats" in trainer.alerts[0]
     assert capsys.readouterr().out.count("ALERT") == 1
+    saved = [json.loads(x) for x in (Path(trainer.metrics_path).parent / "alerts.jsonl").read_text().splitlines()]
+    assert [a["message"] for a in saved] == trainer.alerts  # written as raised, for the report of a running run
 
 
 # --- dropout ------------------------------------------------------------------------------------------

@@ -187,8 +187,8 @@ def test_train_save_reload_scores_identically(tmp_path, method):
         "model/config.json",
         "model/reward_stats.json",
         "model/chat_template.jinja",
-        "plots/loss.png",
-        "plots/accuracy.png",
+        "report.html",
+        "dashboard.png",
     ):
         assert (run_dir / f).exists(), f
     assert report["steps"] == 3

@@ -3,7 +3,7 @@
     align bench run rewardbench --model runs/rm                     # a trained RM on the hub data
     align bench run rm-bench --model runs/rm --data total_dataset.json
     align bench run suite --model runs/dpo --reference builtin:smollm2-135m-instruct
-    align bench show                                                 # leaderboard.md, index.html, leaderboard.png
+    align bench show                                   # index.html (a tab per benchmark), leaderboard.md, charts
 
 At load time this module imports only argparse; `register` reads the scorer and benchmark tables (plain data,
 no torch) for the help text; the commands import the rest when they run.
@@ -99,7 +99,13 @@ def register(sub: argparse._SubParsersAction, add: Callable[..., argparse.Argume
         help="score everything again instead of reusing cached scores of an identical earlier run",
     )
 
-    p = add(bsub, "show", cmd_show, "render the leaderboard (Markdown, HTML, PNG) from the records", SHOW_EXAMPLES)
+    p = add(
+        bsub,
+        "show",
+        cmd_show,
+        "render the leaderboard from the records: a static page with a tab per benchmark, Markdown, PNG charts",
+        SHOW_EXAMPLES,
+    )
     p.add_argument("--records", default=None, help="records directory (default: leaderboards/records)")
     p.add_argument("--site", default=None, help="where to write the rendered files (default: leaderboards/site)")
 
@@ -204,9 +210,12 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_show(args: argparse.Namespace) -> int:
     from leaderboards.render import render
 
-    paths = render(args.records, args.site)
-    for what in ("markdown", "html", "png"):
-        print(f"{what:<8} {paths[what]}")
+    files = render(args.records, args.site)
+    print(f"page      {files.html}  (open {files.html.resolve().as_uri()})")
+    print(f"markdown  {files.markdown}")
+    print(f"chart     {files.png if files.png else 'none (no shown record has a headline score)'}")
+    for bench, path in files.charts.items():
+        print(f"  {bench:<14}{path}")
     print()
-    print(paths["markdown"].read_text(encoding="utf-8"))
+    print(files.overview)
     return 0

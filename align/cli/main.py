@@ -6,6 +6,7 @@
     align train --config FILE [k=v ...]      align a policy (DPO, cDPO, robust, IPO, hinge, SimPO, INPO)
     align eval policy --model M              gold-graded evaluation on held-out suite prompts
     align bench run BENCH --model M          score a reward model on an RM benchmark; `bench show` renders
+    align report RUN_DIR                     the run report (report.html, dashboard.png) of a training run
     align data doctor SOURCE                 what a data source contains (counts, drops, lengths, boundaries)
     align data suite --out DIR               write the verifiable preference suite as JSONL
     align validate FILE                      check a config without running it
@@ -31,6 +32,10 @@ EXAMPLES = {
     "suite": "align data suite --out data/suite --per-family 200 --seed 0",
     "validate": "align validate configs/quickstart.yaml",
     "ls": "align ls\n  align ls losses",
+    "report": (
+        "align report runs/rm                  (a finished, running or interrupted run)\n"
+        "  align report runs/quickstart/dpo"
+    ),
 }
 
 
@@ -95,6 +100,17 @@ def cmd_suite(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    from prefalign.training.report import write_report
+
+    files = write_report(args.run_dir)
+    print(files.status)
+    print(f"report    {files.html}")
+    print(f"figure    {files.figure if files.figure else 'none (no steps logged yet)'}")
+    print(f"open      {files.html.resolve().as_uri()}")
+    return 0
+
+
 def cmd_quickstart(args: argparse.Namespace) -> int:
     from .quickstart import run_quickstart
 
@@ -137,6 +153,15 @@ def build_parser() -> argparse.ArgumentParser:
     p = _add(sub, "validate", cmd_validate, "check config files without running them", "validate")
     p.add_argument("files", nargs="+", help="YAML config files")
     p.add_argument("--set", dest="overrides", action="append", default=[], help="dotted override to check too")
+
+    p = _add(
+        sub,
+        "report",
+        cmd_report,
+        "write the run report of a training run (config, data report, curves, alerts, final numbers)",
+        "report",
+    )
+    p.add_argument("run_dir", metavar="RUN_DIR", help="the output_dir of an rm train / train run")
 
     p = _add(sub, "ls", cmd_ls, "print the component tables", "ls")
     p.add_argument("table", nargs="?", default=None, help="one table (default: all)")

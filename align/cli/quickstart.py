@@ -29,9 +29,10 @@ def print_outputs(summary: dict, root: Path, seconds: float) -> None:
         print(f"  data report   {root / 'doctor' / 'doctor.txt'}")
     if "rm" in summary:
         print(f"  reward model  {summary['rm']['model_dir']}  (held-out accuracy {summary['rm']['accuracy']:.3f})")
-        print(f"  RM report     {root / 'rm' / 'report.json'}, plots in {root / 'rm' / 'plots'}")
+        print(f"  RM report     {root / 'rm' / 'report.html'}  (numbers {root / 'rm' / 'report.json'})")
     if "dpo" in summary:
-        print(f"  DPO policy    {summary['dpo']['policy_dir']}  (report {root / 'dpo' / 'report.json'})")
+        print(f"  DPO policy    {summary['dpo']['policy_dir']}")
+        print(f"  DPO report    {root / 'dpo' / 'report.html'}  (numbers {root / 'dpo' / 'report.json'})")
     if "eval" in summary and summary["eval"]:
         e = summary["eval"]
         lo, hi = e["gain_ci95"]

@@ -41,7 +41,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     report = recipe.run(cfg, resume=args.resume)
     if report:
         print("\n".join(recipe.summary_lines(report)))
-        print(f"report: {cfg.output_dir}/report.json")
+        print(f"report: {report['run_report']} (numbers: {cfg.output_dir}/report.json)")
     return 0
 
 

@@ -24,7 +24,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     report = run(cfg, resume=args.resume)
     if report:
         print("\n".join(summary_lines(report)))
-        print(f"report: {cfg.output_dir}/report.json")
+        print(f"report: {report['run_report']} (numbers: {cfg.output_dir}/report.json)")
     return 0
 
 

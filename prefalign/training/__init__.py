@@ -5,6 +5,7 @@ integrations and DDP / FSDP / DeepSpeed through `accelerate launch` or `torchrun
 
     config.py    the config sections every training recipe shares (train, lora, held-out eval)
     trainer.py   LoRA set-up, precision, dropout, TrainingArguments, compiled layers, resume, eval-every
-    metrics.py   metric averaging between logging steps, metrics.jsonl and PNG plots
-    recipe.py    the skeleton every training recipe shares: run directory, train, plots, report
+    metrics.py   metric averaging between logging steps, metrics.jsonl, training-health alerts (alerts.jsonl)
+    report.py    the run report: report.html and one dashboard figure, from a run directory's files alone
+    recipe.py    the skeleton every training recipe shares: run directory, train, report
 """

@@ -1,67 +1,94 @@
-"""Training metrics: averaged between logging steps (as TRL does), appended to metrics.jsonl, plotted
-as one PNG per metric."""
+"""Training metrics: averaged between logging steps (as TRL does) and appended to metrics.jsonl; training-health
+alerts (a non-finite metric, or a recipe's own check) printed once and appended to alerts.jsonl as they happen,
+so the run report (`report.py`) shows them while the run goes on."""
 
 from __future__ import annotations
 
 import json
 import math
-from collections import defaultdict
-from collections.abc import Sequence
+from collections import Counter, defaultdict
 from pathlib import Path
+
+ALERTS_FILE = "alerts.jsonl"
+"""Beside metrics.jsonl: one {"step", "key", "message"} object per alert raised."""
+
+
+def read_alerts(path: Path) -> list[dict]:
+    """The alerts in an alerts.jsonl (a line that is not a JSON object, e.g. cut off by a crash, is skipped)."""
+    out = []
+    if path.exists():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(row, dict) and "message" in row:
+                out.append(row)
+    return out
 
 
 class MetricsMixin:
-    """Averages per-step metrics between logging steps (as TRL does) and appends every log to metrics.jsonl."""
+    """Averages per-step metrics between logging steps (as TRL does), appends every log to metrics.jsonl, and
+    raises an alert the first time a metric is NaN or infinite."""
 
     metrics_path: Path | None = None
 
     def _init_metrics(self, path: Path | None) -> None:
         self._stash: dict[str, list[float]] = defaultdict(list)
+        self._nonfinite: Counter[str] = Counter()  # batches since the last log whose metric was NaN / inf
         self.metrics_path = path
+        self.alerts: list[str] = []
+        self._alerted: set[str] = set()
+        if path is not None:  # a resumed run keeps (and does not repeat) the alerts it raised before
+            for row in read_alerts(path.with_name(ALERTS_FILE)):
+                self.alerts.append(str(row["message"]))
+                self._alerted.add(str(row.get("key", row["message"])))
+
+    def alert(self, key: str, message: str) -> bool:
+        """Raise the alert `key` once per run: print it, keep it in `self.alerts` (the report) and append it to
+        alerts.jsonl beside metrics.jsonl. Returns False when `key` was already raised."""
+        if key in self._alerted:
+            return False
+        self._alerted.add(key)
+        self.alerts.append(message)
+        if self.is_world_process_zero():  # type: ignore[attr-defined]
+            print(f"ALERT: {message}", flush=True)
+            if self.metrics_path is not None:
+                row = {"step": self.state.global_step, "key": key, "message": message}  # type: ignore[attr-defined]
+                with open(self.metrics_path.with_name(ALERTS_FILE), "a", encoding="utf-8") as f:
+                    f.write(json.dumps(row) + "\n")
+        return True
 
     def stash(self, values: dict[str, float]) -> None:
         for k, v in values.items():
-            if v is not None and not (isinstance(v, float) and math.isnan(v)):
+            if v is None:
+                continue
+            if math.isfinite(float(v)):
                 self._stash[k].append(float(v))
+            else:  # left out of the mean, so one bad batch does not hide the others; counted for the alert
+                self._nonfinite[k] += 1
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:  # transformers hook
-        if self._stash and "loss" in logs:
-            logs.update({k: sum(v) / len(v) for k, v in self._stash.items()})
-            self._stash.clear()
+        if "loss" in logs:
+            if self._stash:
+                logs.update({k: sum(v) / len(v) for k, v in self._stash.items()})
+                self._stash.clear()
+            for k, n in self._nonfinite.items():
+                self.alert(
+                    f"nonfinite:{k}",
+                    f"step {self.state.global_step}: {n} batch(es) since the last log gave a NaN or infinite "  # type: ignore[attr-defined]
+                    f"{k} (left out of the logged mean); look for a too high train.lr or bad data in those batches",
+                )
+            self._nonfinite.clear()
+        for k, v in logs.items():
+            if isinstance(v, float) and not math.isfinite(v):
+                self.alert(
+                    f"nonfinite:{k}",
+                    f"step {self.state.global_step}: {k} is {v}; look for a too high train.lr, "  # type: ignore[attr-defined]
+                    "train.max_grad_norm: 0 (no clipping) or bad data",
+                )
         super().log(logs, start_time)  # type: ignore[misc]
         if self.metrics_path is not None and self.is_world_process_zero():  # type: ignore[attr-defined]
             row = {"step": self.state.global_step, **logs}  # type: ignore[attr-defined]
             with open(self.metrics_path, "a", encoding="utf-8") as f:
                 f.write(json.dumps(row) + "\n")
-
-
-def plot_metrics(metrics_path: Path, out_dir: Path, keys: Sequence[str]) -> list[Path]:
-    """One PNG per metric found in metrics.jsonl (train and eval_ curves on the same axes)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    if not metrics_path.exists():
-        return []
-    rows = [json.loads(line) for line in metrics_path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    out = []
-    out_dir.mkdir(parents=True, exist_ok=True)
-    for key in keys:
-        fig, ax = plt.subplots(figsize=(5, 3.2))
-        drawn = False
-        for name in (key, f"eval_{key}"):
-            pts = [(r["step"], r[name]) for r in rows if name in r]
-            if pts:
-                ax.plot(*zip(*pts, strict=True), marker="." if len(pts) < 30 else None, label=name)
-                drawn = True
-        if drawn:
-            ax.set_xlabel("step")
-            ax.set_title(key)
-            ax.legend()
-            fig.tight_layout()
-            path = out_dir / f"{key.replace('/', '_')}.png"
-            fig.savefig(path, dpi=90)
-            out.append(path)
-        plt.close(fig)
-    return out

@@ -7,17 +7,20 @@
     if not trainer.is_world_process_zero():
         return {}
     ...                                                   # evaluate, save
-    return run.finish({...report..., **stats.to_dict()}, PLOT_KEYS)  # plots, report.json
+    return run.finish({...report..., **stats.to_dict()}, PLOT_KEYS)  # report.json, report.html, dashboard.png
 
 The run directory holds config.yaml (the config as resolved: `train.precision: auto` replaced by what ran),
-metrics.jsonl (appended by `MetricsMixin`; cleared at a fresh start, kept on `--resume`), checkpoints/,
-plots/ and report.json.
+metrics.jsonl and alerts.jsonl (appended by `MetricsMixin`; cleared at a fresh start, kept on `--resume`),
+data_report.json (when the recipe calls `save_data_report`), checkpoints/, and at the end report.json and the
+run report (report.html with dashboard.png, `report.py`). Training that stops on an error or Ctrl-C leaves
+stopped.json and the run report as far as it got; `align report RUN_DIR` redraws it at any time.
 """
 
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,7 +28,8 @@ from typing import Any
 from prefalign.config import dump_yaml
 
 from .config import TrainSection
-from .metrics import plot_metrics
+from .metrics import ALERTS_FILE
+from .report import DASHBOARD_PNG, DATA_REPORT, REPORT_HTML, STOPPED, write_report
 from .trainer import evaluate_every, resolve_precision, resume_point, set_threads
 
 
@@ -69,16 +73,42 @@ class RecipeRun:
         if train.eval_every > 0 and evaluates:
             evaluate_every(trainer, train.eval_every)
         t0 = time.time()
-        result = trainer.train(resume_from_checkpoint=self.resume_from)
+        try:
+            result = trainer.train(resume_from_checkpoint=self.resume_from)
+        except BaseException as e:  # Ctrl-C included: say where it stopped, and leave the report of what ran
+            if trainer.is_world_process_zero():
+                self.stopped(trainer.state.global_step, e)
+            raise
         seconds = time.time() - t0
         pairs = result.global_step * train.batch_size * train.grad_accum * trainer.args.world_size
         return TrainStats(result.global_step, result.training_loss, seconds, pairs / max(seconds, 1e-9))
 
-    def finish(self, report: dict[str, Any], plot_keys: list[str]) -> dict[str, Any]:
-        """`report` with the metric plots and the run's total seconds added, written to report.json."""
-        plots = plot_metrics(self.metrics_path, self.dir / "plots", plot_keys)
-        report = {**report, "plots": [str(p) for p in plots], "seconds": round(time.time() - self.started, 1)}
+    def save_data_report(self, reports: dict[str, Any]) -> None:
+        """Write the data reports ("data", "tokenization", "eval_tokenization") to data_report.json at the start,
+        so the run report shows them while training runs."""
+        (self.dir / DATA_REPORT).write_text(json.dumps(reports, indent=2, default=str), encoding="utf-8")
+
+    def stopped(self, step: int, error: BaseException) -> None:
+        """Record that training stopped at `step` on `error` (stopped.json) and write the run report so far."""
+        why = {"step": step, "error": type(error).__name__, "message": str(error)[:500]}
+        (self.dir / STOPPED).write_text(json.dumps(why, indent=2), encoding="utf-8")
+        try:
+            files = write_report(self.dir)
+            print(f"run report so far: {files.html}", flush=True)
+        except Exception as report_error:  # the training error is the one to see
+            print(f"(no run report: {type(report_error).__name__}: {report_error})", flush=True)
+
+    def finish(self, report: dict[str, Any], plot_keys: Sequence[str] = ()) -> dict[str, Any]:
+        """`report` with the run's total seconds and the run report's paths added, written to report.json; then
+        the run report (report.html, dashboard.png). `plot_keys`: the metrics whose panels lead the dashboard."""
+        report = {
+            **report,
+            "seconds": round(time.time() - self.started, 1),
+            "run_report": str(self.dir / REPORT_HTML),
+            "dashboard_first": list(plot_keys),
+        }
         (self.dir / "report.json").write_text(json.dumps(report, indent=2, default=str), encoding="utf-8")
+        write_report(self.dir)
         return report
 
 
@@ -86,7 +116,8 @@ def start_run(cfg: Any, train: TrainSection, what: str, resume: bool) -> RecipeR
     """Set up a run of the recipe config `cfg` (with `output_dir`) whose optimisation section is `train`.
 
     Resolves `train.precision: auto` (printed, as `what`), sets threads and seeds, creates the run directory and
-    writes config.yaml, clears metrics.jsonl unless resuming, and finds the checkpoint to resume from.
+    writes config.yaml, removes the previous run's report (and unless resuming its metrics, alerts and data
+    report), and finds the checkpoint to resume from.
     """
     from transformers import set_seed
 
@@ -97,7 +128,11 @@ def start_run(cfg: Any, train: TrainSection, what: str, resume: bool) -> RecipeR
     run = RecipeRun(Path(cfg.output_dir), precision, None, started)
     run.dir.mkdir(parents=True, exist_ok=True)
     dump_yaml(cfg, run.dir / "config.yaml")
-    if not resume and run.metrics_path.exists():
-        run.metrics_path.unlink()
+    # what says "finished" or "stopped" goes at every start; the logs of earlier steps only at a fresh one
+    stale = ["report.json", STOPPED, REPORT_HTML, DASHBOARD_PNG]
+    if not resume:
+        stale += [run.metrics_path.name, ALERTS_FILE, DATA_REPORT]
+    for name in stale:
+        (run.dir / name).unlink(missing_ok=True)
     run.resume_from = resume_point(str(run.checkpoints), resume)
     return run

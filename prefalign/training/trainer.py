@@ -191,7 +191,10 @@ def evaluate_every(trainer: Any, every: int) -> None:
     class EvalEvery(TrainerCallback):
         def on_step_end(self, args, state, control, **kw):
             if state.global_step % every == 0 and state.global_step < state.max_steps:
+                should_log = control.should_log
                 trainer.evaluate()
+                # evaluate() logs, and logging resets control.should_log: keep this step's training log
+                control.should_log = should_log
 
     trainer.add_callback(EvalEvery())
 
