@@ -84,7 +84,9 @@ class JudgeSection:
 class JudgeTrainConfig:
     kind: Literal["judge_train"] = option("judge_train", "config kind (fixed)")
     model: str = option(DEFAULT_MODEL, "base causal LM: builtin:<name>, a local directory, or a hub id")
-    output_dir: str = option("runs/judge", "run directory (config, metrics, plots, checkpoints, model/)")
+    output_dir: str = option(
+        "runs/judge", "run directory (config, metrics, report.html with its dashboard, checkpoints, model/)"
+    )
     judge: JudgeSection = option(factory=JudgeSection, doc="the judge kind and how its examples are built")
     data: DataConfig = option(factory=DataConfig, doc="labelled pairs to learn from")
     eval: HeldOutSection = option(factory=HeldOutSection, doc="held-out pairs the trained judge is scored on")
@@ -372,6 +374,7 @@ def run(cfg: JudgeTrainConfig, resume: bool = False) -> dict[str, Any]:
         examples, counts = build(pairs, cfg.judge, model, tokenizer)
     items, too_long = _tokenize(examples, tokenizer, cfg.train.max_length)
     counts |= {"examples": len(examples), "too_long": too_long, "kept": len(items)}
+    run_.save_data_report({"data": data_report.to_dict(), "examples": counts})
     if not items:
         raise UserError(
             f"no {cfg.judge.kind} training example left ({counts}): the sampled outputs were never correct or "

@@ -56,7 +56,9 @@ class CritiqueSection:
 class MetaRMTrainConfig:
     kind: Literal["meta_rm_train"] = option("meta_rm_train", "config kind (fixed)")
     model: str = option(DEFAULT_MODEL, "base of the scalar meta-RM (a score head is added)")
-    output_dir: str = option("runs/meta_rm", "run directory (config, metrics, plots, checkpoints, model/)")
+    output_dir: str = option(
+        "runs/meta_rm", "run directory (config, metrics, report.html with its dashboard, checkpoints, model/)"
+    )
     critiques: CritiqueSection = option(factory=CritiqueSection, doc="the GRM and how its critiques are sampled")
     data: DataConfig = option(factory=DataConfig, doc="labelled pairs whose critiques are sampled")
     eval: HeldOutSection = option(factory=HeldOutSection, doc="held-out pairs whose critiques are rated")
@@ -216,6 +218,7 @@ def run(cfg: MetaRMTrainConfig, resume: bool = False) -> dict[str, Any]:
     items, too_long = _tokenize(critiques, tokenizer, cfg.train.max_length)
     positives = sum(c.correct for c in critiques)
     counts = {"pairs": len(pairs), "critiques": len(critiques), "correct": positives, "too_long": too_long}
+    run_.save_data_report({"data": data_report.to_dict(), "examples": counts})
     if not items or positives in (0, len(critiques)):
         raise UserError(
             f"the meta-RM needs correct and wrong critiques to learn from ({counts}): the GRM "

@@ -83,7 +83,9 @@ class EvalSection(HeldOutSection):
 class RMTrainConfig:
     kind: Literal["rm_train"] = option("rm_train", "config kind (fixed)")
     model: str = option(DEFAULT_MODEL, "base model: builtin:<name>, a local directory, or a hub id")
-    output_dir: str = option("runs/rm", "run directory (config, metrics, plots, checkpoints, model/)")
+    output_dir: str = option(
+        "runs/rm", "run directory (config, metrics, report.html with its dashboard, checkpoints, model/)"
+    )
     data: DataConfig = option(factory=DataConfig, doc="training data")
     eval: EvalSection = option(factory=EvalSection, doc="held-out evaluation")
     loss: RMLossSection = option(factory=RMLossSection, doc="the reward-model loss")
@@ -330,6 +332,9 @@ def run(cfg: RMTrainConfig, resume: bool = False) -> dict[str, Any]:
             eraw, tokenizer, cfg.train.max_length, cfg.train.length_policy, response_end="template"
         )
         eval_tok = erep.to_dict()
+    run.save_data_report(
+        {"data": data_report.to_dict(), "tokenization": tok_report.to_dict(), "eval_tokenization": eval_tok}
+    )
     margin_report = select_margins(train_pairs, cfg.loss)
     strength_report = _apply_strength(train_pairs, cfg.strength) if cfg.strength.file else None
 

@@ -262,6 +262,18 @@ def test_report_names_unreadable_files_and_draws_any_metric(tmp_path: Path) -> N
     assert loss_row.endswith("<td class=n>2</td><td class=n>1</td>")  # 2 points logged, 1 of them NaN
 
 
+def test_report_shows_the_examples_a_judge_built_while_it_trains(tmp_path: Path) -> None:
+    """A judge or meta-RM run writes how many examples it kept (and why others went) before training starts."""
+    (tmp_path / "metrics.jsonl").write_text(json.dumps({"step": 1, "loss": 1.5, "nll_per_token": 1.5}) + "\n")
+    (tmp_path / "data_report.json").write_text(
+        json.dumps({"examples": {"pairs": 150, "draws": 600, "correct": 212, "abstained": 31, "too_easy": 9}})
+    )
+    page = write_report(tmp_path).html.read_text()
+    assert "Training examples built from the pairs" in page
+    for key, value in (("draws", 600), ("correct", 212), ("abstained", 31), ("too_easy", 9)):
+        assert f"<td>{key}</td><td class=n>{value}</td>" in page
+
+
 def test_report_of_what_is_no_run_is_an_error(tmp_path: Path, capsys) -> None:
     assert main(["report", str(tmp_path / "missing")]) == 2
     assert f"{tmp_path / 'missing'}: no such directory" in capsys.readouterr().err

@@ -40,6 +40,9 @@ from .metrics import ALERTS_FILE, read_alerts
 REPORT_HTML = "report.html"
 DASHBOARD_PNG = "dashboard.png"
 DATA_REPORT = "data_report.json"
+DATA_KEYS = ("data", "tokenization", "eval_tokenization", "examples")
+"""Sections of a data report: rows read and dropped, tokenization of the training and held-out pairs, and the
+training examples a recipe built from them (a judge's kept, correct and abstained samples, ...)."""
 STOPPED = "stopped.json"
 RUN_FILES = ("config.yaml", "metrics.jsonl", "report.json")
 """A directory holding none of these is not a run directory."""
@@ -102,7 +105,7 @@ class RunView:
     report: dict[str, Any] | None = None
     """report.json (present when the run finished)."""
     data: dict[str, Any] = field(default_factory=dict)
-    """The data reports: "data", "tokenization", "eval_tokenization" (data_report.json, else report.json)."""
+    """The data reports (`DATA_KEYS`; data_report.json, else report.json)."""
     alerts: list[dict[str, Any]] = field(default_factory=list)
     stopped: dict[str, Any] | None = None
     checkpoint: Path | None = None
@@ -202,7 +205,7 @@ def read_run(run_dir: str | Path) -> RunView:
     view.report = report
     data = _read_json(d / DATA_REPORT, problems)
     source = data if isinstance(data, dict) else (report or {})
-    view.data = {k: source[k] for k in ("data", "tokenization", "eval_tokenization") if isinstance(source.get(k), dict)}
+    view.data = {k: source[k] for k in DATA_KEYS if isinstance(source.get(k), dict)}
 
     view.alerts = read_alerts(d / ALERTS_FILE)
     seen = {str(a["message"]) for a in view.alerts}
@@ -497,6 +500,10 @@ def _data_section(view: RunView) -> str:
                     ["tokens", *cols], ([html.escape(k), *(_num(v.get(c)) for c in cols)] for k, v in lengths.items())
                 )
             )
+    examples = view.data.get("examples")
+    if examples:
+        parts.append("<p><b>Training examples built from the pairs</b></p>")
+        parts.append(_table(["count", "value"], ([html.escape(str(k)), _num(v)] for k, v in examples.items())))
     return "\n".join(parts)
 
 
