@@ -45,6 +45,9 @@ def test_scaling_curve_with_and_without_meta_voting():
     # (0.5 tie: the earlier, draw 2 = 7) vs rejected draw 3 (0.6: 1.0): right -> 1.0 on pair 0, 0 on pair 1
     assert got[(2, "meta")] == pytest.approx(0.5)
     assert (1, "meta") not in got and all(p.pairs == 2 for p in points)
+    ties = {(p.k, p.voting): p.ties for p in points}
+    assert ties[(1, "mean")] == pytest.approx((0.25 + 0.0) / 2)  # pair 0's draw 2: 7 vs 7
+    assert ties[(4, "mean")] == 0.0
     for p in points:
         assert p.low <= p.accuracy <= p.high
 

@@ -99,10 +99,10 @@ def cmd_scaling(args: argparse.Namespace) -> int:
         dtype=args.dtype,
     )
     result |= {"data": args.data, "split": args.split, "limit": args.limit}
-    print(f"{'k':>3}  {'voting':<6} {'accuracy':>8}  95% interval   ({result['pairs']} pairs, ties and NaN wrong)")
+    print(f"{'k':>3}  {'voting':<6} {'accuracy':>8}  95% interval  {'ties':>5}  ({result['pairs']} pairs, ties wrong)")
     for p in result["curve"]:
         voting = p["voting"] + (f"/{p['k_meta']}" if p["k_meta"] else "")
-        print(f"{p['k']:>3}  {voting:<6} {p['accuracy']:>8.3f}  {p['low']:.3f}..{p['high']:.3f}")
+        print(f"{p['k']:>3}  {voting:<6} {p['accuracy']:>8.3f}  {p['low']:.3f}..{p['high']:.3f}  {p['ties']:>5.3f}")
     c = result["cost"]
     print(
         f"cost: {c['generated_tokens_per_item'] / ks[-1]:.0f} generated tokens and "

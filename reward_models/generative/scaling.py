@@ -35,26 +35,34 @@ def group_score(scores: Draws, meta: Sequence[float] | None = None, k_meta: int 
     return math.nan if vote.totals is None else vote.totals[0] / vote.used
 
 
-def pair_right_share(
+def pair_outcomes(
     chosen: Draws,
     rejected: Draws,
     k: int,
     meta_chosen: Sequence[float] | None = None,
     meta_rejected: Sequence[float] | None = None,
     k_meta: int | None = None,
-) -> float:
-    """The share of the len(chosen) // k groups of draws in which the chosen response scores strictly higher."""
+) -> tuple[float, float]:
+    """(share of the len(chosen) // k groups of draws in which the chosen response scores strictly higher, share
+    in which the two scores tie)."""
     if len(chosen) != len(rejected) or len(chosen) % k:
         raise ValueError(f"need the same number of draws on both sides, a multiple of k={k}")
     groups = len(chosen) // k
-    right = 0
+    right = ties = 0
     for g in range(groups):
         sl = slice(g * k, (g + 1) * k)
         mc = meta_chosen[sl] if meta_chosen is not None else None
         mr = meta_rejected[sl] if meta_rejected is not None else None
         sc, sr = group_score(chosen[sl], mc, k_meta), group_score(rejected[sl], mr, k_meta)
-        right += not math.isnan(sc) and not math.isnan(sr) and sc > sr
-    return right / groups
+        valid = not math.isnan(sc) and not math.isnan(sr)
+        right += valid and sc > sr
+        ties += valid and sc == sr
+    return right / groups, ties / groups
+
+
+def pair_right_share(chosen: Draws, rejected: Draws, k: int, *args: Any, **kwargs: Any) -> float:
+    """The share of groups in which the chosen response scores strictly higher (see `pair_outcomes`)."""
+    return pair_outcomes(chosen, rejected, k, *args, **kwargs)[0]
 
 
 def bootstrap_interval(
@@ -80,6 +88,7 @@ class ScalingPoint:
     low: float
     high: float
     pairs: int
+    ties: float  # share of (pair, group) outcomes where the two responses score the same (counted wrong)
 
     def to_dict(self) -> dict[str, Any]:
         return self.__dict__.copy()
@@ -102,8 +111,8 @@ def scaling_curve(
         if meta_chosen is not None and k >= 2:
             modes.append(("meta", k_meta or default_k_meta(k)))
         for mode, km in modes:
-            shares = [
-                pair_right_share(
+            outcomes = [
+                pair_outcomes(
                     c,
                     r,
                     k,
@@ -113,9 +122,12 @@ def scaling_curve(
                 )
                 for i, (c, r) in enumerate(zip(chosen, rejected, strict=True))
             ]
+            shares = [o[0] for o in outcomes]
             lo, hi = bootstrap_interval(shares, bootstrap, seed)
-            acc = sum(shares) / len(shares) if shares else math.nan
-            points.append(ScalingPoint(k, mode, km, acc, lo, hi, len(shares)))
+            n = len(shares)
+            acc = sum(shares) / n if n else math.nan
+            ties = sum(o[1] for o in outcomes) / n if n else math.nan
+            points.append(ScalingPoint(k, mode, km, acc, lo, hi, n, ties))
     return points
 
 
