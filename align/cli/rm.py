@@ -8,6 +8,9 @@ TRAIN_EXAMPLE = (
     "align rm train --config configs/rm_suite.yaml\n"
     "  align rm train --config configs/judge_pair_pm_suite.yaml   # a generative judge (kind: judge_train)\n"
     "  align rm train --config configs/meta_rm_grm_suite.yaml     # a GRM's meta-RM (kind: meta_rm_train)\n"
+    "  align rm train --config configs/polar_pool_suite.yaml      # POLAR: a policy pool (kind: polar_pool)\n"
+    "  align rm train --config configs/polar_pretrain_suite.yaml  # POLAR pre-training (kind: polar_train)\n"
+    "  align rm train --config configs/polar_finetune_suite.yaml  # POLAR fine-tuning (kind: polar_train)\n"
     "  align rm train --config configs/rm_hh.yaml train.max_steps=50 train.lr=5e-5\n"
     "  align rm train --config configs/rm_suite.yaml --resume\n"
     "  torchrun --nproc_per_node 2 -m align.cli.main rm train --config configs/rm_suite.yaml"
@@ -19,14 +22,14 @@ SCORE_EXAMPLE = (
 )
 
 
-RM_TRAIN_KINDS = ("rm_train", "judge_train", "meta_rm_train")
+RM_TRAIN_KINDS = ("rm_train", "judge_train", "meta_rm_train", "polar_pool", "polar_train")
 """Config kinds `align rm train` runs (their module has `run` and `summary_lines`); a YAML without a kind, or
 with another, is read as rm_train, whose loader then names the unknown kind."""
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    """A scalar RM (config kind rm_train, the default), a generative judge (kind judge_train) or a GRM's
-    meta-RM (kind meta_rm_train)."""
+    """A scalar RM (config kind rm_train, the default), a generative judge (kind judge_train), a GRM's
+    meta-RM (kind meta_rm_train), a POLAR policy pool (kind polar_pool) or a POLAR RM (kind polar_train)."""
     import importlib
     from typing import Any
 
