@@ -293,12 +293,13 @@ def test_pretrain_and_finetune_save_a_polar_model_with_its_tokens(polar_runs):
     assert ft["tokens_added"] == 0  # continued from the pretrained model, which has them
 
 
-def test_saved_model_reloads_and_scores_identically(polar_runs):
+@pytest.mark.parametrize("stage", ["pretrain", "finetune"])  # LoRA (reward/end embeddings trained) and full
+def test_saved_model_reloads_and_scores_identically(polar_runs, stage):
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     from reward_models.scorers import load_scorer
 
-    report = json.loads((polar_runs / "finetune" / "report.json").read_text())
+    report = json.loads((polar_runs / stage / "report.json").read_text())
     sample = report["sample_rewards"]
     rows = {r["id"]: r for r in sample["rows"]}
     scorer = load_scorer("polar", model=report["model_dir"], dtype="float32")
@@ -309,6 +310,7 @@ def test_saved_model_reloads_and_scores_identically(polar_runs):
     got_r = scorer.score_with_reference(prompts, [A(rows[i]["rejected"]) for i in ids], refs)
     assert got_c == pytest.approx(sample["chosen"], abs=1e-4)
     assert got_r == pytest.approx(sample["rejected"], abs=1e-4)
+    assert len(set(got_c + got_r)) > 1  # the head is not constant
 
     # plain transformers on the documented text reads the same score (the pad token is not the end token)
     tok = AutoTokenizer.from_pretrained(report["model_dir"])
@@ -318,6 +320,16 @@ def test_saved_model_reloads_and_scores_identically(polar_runs):
     with torch.no_grad():
         plain = model(**tok(text, return_tensors="pt", add_special_tokens=False)).logits[0, 0].item()
     assert plain == pytest.approx(got_c[0], abs=1e-4)
+
+
+def test_lora_trains_the_added_token_embeddings(polar_runs, tiny_model_ref):
+    from prefalign.models.hub import load_seq_cls
+
+    base = load_seq_cls(tiny_model_ref, dtype="float32").get_input_embeddings().weight
+    trained = load_seq_cls(str(polar_runs / "pretrain" / "model"), dtype="float32").get_input_embeddings().weight
+    assert trained.shape[0] == base.shape[0] + 2
+    assert torch.equal(trained[: base.shape[0]], base)  # the old vocabulary is untouched by LoRA
+    assert trained[-2:].norm() > 0
 
 
 def test_identical_to_reference_scores_highest_after_fine_tuning(polar_runs):
