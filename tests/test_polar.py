@@ -379,3 +379,23 @@ def test_bench_scores_suite_pairs_against_their_references(polar_runs, tmp_path)
     p = suite.train_pairs[0]
     ref = with_references(suite, [p])[0].attributes["reference"]
     assert by_suite.score([p.prompt], [p.chosen]) == scorer.score_with_reference([p.prompt], [p.chosen], [ref])
+
+
+def test_compare_reports_intervals_paired_differences_and_cost(polar_runs, tmp_path, capsys):
+    out = tmp_path / "compare.json"
+    ft, pre = polar_runs / "finetune" / "model", polar_runs / "pretrain" / "model"
+    argv = ["rm", "compare", "--scorer", f"ft=polar:{ft}", "--scorer", f"pre=polar:{pre}", "--suite-per-family", "3"]
+    assert main([*argv, "--bootstrap", "200", "--out", str(out)]) == 0
+    result = json.loads(out.read_text())
+    ft_r, pre_r = result["scorers"]["ft"], result["scorers"]["pre"]
+    assert result["pairs"] > 0 and ft_r["kind"] == "reference" and ft_r["seconds_per_pair"] > 0
+    assert ft_r["interval"][0] <= ft_r["accuracy"] <= ft_r["interval"][1]
+    d = pre_r["minus_ft"]
+    assert d["difference"] == pytest.approx(pre_r["accuracy"] - ft_r["accuracy"])
+    assert d["interval"][0] <= d["difference"] <= d["interval"][1]
+    assert set(ft_r["by_family"]) <= {"arithmetic", "list_ops", "formatting", "extractive_qa", "safety", "short_answer"}
+    assert "paired 95% interval" in capsys.readouterr().out
+    from reward_models.compare import ScorerSpec
+
+    with pytest.raises(UserError, match="LABEL=KIND:MODEL"):
+        ScorerSpec.parse(str(ft))
