@@ -273,6 +273,14 @@ def test_pool_caches_every_trajectory_with_its_policy(polar_runs):
     assert report["trajectories"] == 36 and report["per_policy"]["wrong"]["degradation"] == "wrong"
 
 
+def test_pool_resume_keeps_complete_policies(polar_runs):
+    before = (polar_runs / "pool" / "pool.jsonl").read_text()
+    assert main(["rm", "train", "--config", str(polar_runs / "pool.yaml"), "--resume"]) == 0
+    report = json.loads((polar_runs / "pool" / "report.json").read_text())
+    assert {p["seconds"] for p in report["per_policy"].values()} == {"cached"}
+    assert (polar_runs / "pool" / "pool.jsonl").read_text() == before
+
+
 def test_pretrain_and_finetune_save_a_polar_model_with_its_tokens(polar_runs):
     from prefalign.models.hub import load_tokenizer
 
