@@ -3,6 +3,7 @@ fine-tuning through `align rm train` on the tiny model, save/reload, the referen
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import random
@@ -407,3 +408,42 @@ def test_compare_reports_intervals_paired_differences_and_cost(polar_runs, tmp_p
 
     with pytest.raises(UserError, match="LABEL=KIND:MODEL"):
         ScorerSpec.parse(str(ft))
+
+
+def test_bench_reads_a_reference_column_in_trl_and_rm_bench_files(polar_runs, tmp_path):
+    from leaderboards.runner import BenchSettings, run_benchmark
+    from reward_models.scorers import load_scorer
+
+    scorer = load_scorer("polar", model=str(polar_runs / "finetune" / "model"), dtype="float32")
+    settings = BenchSettings(save=False, use_cache=False, progress=False)
+    trl = tmp_path / "pairs.jsonl"
+    trl.write_text(
+        "".join(
+            json.dumps(
+                {"prompt": r["prompt"], "chosen": r["chosen"], "rejected": r["rejected"], "reference": r["reference"]}
+            )
+            + "\n"
+            for r in toy_rows(4, 3)
+        )
+    )
+    record = run_benchmark("pairs", scorer, dataclasses.replace(settings, data=str(trl)))
+    assert record.counts["examples"] == 4 and record.scorer["kind"] == "reference"
+    rmb = tmp_path / "chat_filtered.json"
+    rows = [
+        {
+            "id": i,
+            "prompt": r["prompt"],
+            "chosen": [r["chosen"]] * 3,
+            "rejected": [r["rejected"]] * 3,
+            "reference": r["reference"],
+        }
+        for i, r in enumerate(toy_rows(3, 4))
+    ]
+    rmb.write_text(json.dumps(rows))
+    record = run_benchmark("rm-bench", scorer, dataclasses.replace(settings, data=str(rmb)))
+    assert record.counts["examples"] == 3
+    for r in rows:
+        del r["reference"]
+    rmb.write_text(json.dumps(rows))
+    with pytest.raises(UserError, match="no reference answer"):
+        run_benchmark("rm-bench", scorer, dataclasses.replace(settings, data=str(rmb)))
