@@ -72,6 +72,11 @@ def correct_per_pair(scorer: Any, pairs: list[PreferencePair], batch: int = 64) 
     return out
 
 
+def _same(reference: Any, chosen: list[Any]) -> bool:
+    ref = reference if isinstance(reference, str) else "\n".join(str(m.get("content", "")) for m in reference)
+    return ref.strip() == "\n".join(m.content for m in chosen).strip()
+
+
 def compare(specs: list[ScorerSpec], pairs: list[PreferencePair], bootstrap: int = 2000, seed: int = 0) -> dict:
     """Accuracy, interval, per-family accuracy and cost of each scorer on `pairs`; paired differences to the first."""
     from .generative.scaling import bootstrap_interval
@@ -88,8 +93,11 @@ def compare(specs: list[ScorerSpec], pairs: list[PreferencePair], bootstrap: int
         seconds = time.perf_counter() - t0
         correct[spec.label] = c
         fam: dict[str, list[float]] = defaultdict(list)
+        match: dict[str, list[float]] = defaultdict(list)
         for p, x in zip(pairs, c, strict=True):
             fam[str(p.attributes.get("family", p.source or "all"))].append(x)
+            if (ref := p.attributes.get("reference")) is not None:
+                match["chosen_is_reference" if _same(ref, p.chosen) else "chosen_differs"].append(x)
         lo, hi = bootstrap_interval(c, bootstrap, seed)
         describe = scorer.describe() if callable(getattr(scorer, "describe", None)) else {}
         results[spec.label] = {
@@ -102,6 +110,9 @@ def compare(specs: list[ScorerSpec], pairs: list[PreferencePair], bootstrap: int
             "seconds_per_pair": seconds / len(pairs),
             "failures": dict(getattr(scorer, "failures", {}) or {}),
             "by_family": {k: sum(v) / len(v) for k, v in sorted(fam.items())},
+            # a reference scorer has it easy where the chosen answer is the reference itself (about a fifth of
+            # the suite's pairs): accuracy on each side, with its pair count
+            "by_reference_match": {k: {"accuracy": sum(v) / len(v), "pairs": len(v)} for k, v in sorted(match.items())},
         }
         del scorer
     first = specs[0].label
@@ -120,6 +131,8 @@ def summary_lines(result: dict) -> list[str]:
     for label, r in result["scorers"].items():
         lo, hi = r["interval"]
         lines.append(f"{label:<24} {r['accuracy']:>8.3f}  {lo:.3f}..{hi:.3f}   {r['seconds_per_pair']:.4f}")
+        for k, v in r["by_reference_match"].items():
+            lines.append(f"{'':<24} {v['accuracy']:>8.3f}  on {v['pairs']} pairs where {k.replace('_', ' ')}")
         if first is None:
             first = label
             continue

@@ -403,6 +403,9 @@ def test_compare_reports_intervals_paired_differences_and_cost(polar_runs, tmp_p
     assert d["difference"] == pytest.approx(pre_r["accuracy"] - ft_r["accuracy"])
     assert d["interval"][0] <= d["difference"] <= d["interval"][1]
     assert set(ft_r["by_family"]) <= {"arithmetic", "list_ops", "formatting", "extractive_qa", "safety", "short_answer"}
+    match = ft_r["by_reference_match"]
+    assert set(match) <= {"chosen_is_reference", "chosen_differs"}
+    assert sum(v["pairs"] for v in match.values()) == result["pairs"]
     assert "paired 95% interval" in capsys.readouterr().out
     from reward_models.compare import ScorerSpec
 
