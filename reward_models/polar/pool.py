@@ -84,7 +84,7 @@ class PolarPoolConfig:
     samples_per_prompt: int = option(2, "trajectories per policy and prompt (at least 2: reference and positive)")
     max_new_tokens: int = option(96, "longest trajectory in tokens")
     max_prompt_length: int = option(512, "prompt tokens kept (from the right) when generating")
-    batch_size: int = option(32, "sequences decoded together")
+    batch_size: int = option(128, "samples decoded together at most (the engine's max_rows)")
     dtype: Literal["auto", "bfloat16", "float32"] = option("auto", "generation dtype (auto: bf16 where native)")
     seed: int = option(0, "sampling and degradation seed")
 
