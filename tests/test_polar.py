@@ -240,7 +240,7 @@ def polar_runs(tmp_path_factory, tiny_model_ref):
             "output_dir": str(tmp / "pretrain"),
             "data": {"pool": str(tmp / "pool"), "triples_per_prompt": 2, "heldout_fraction": 0.3},
             "input": {"max_length": 256, "max_response_length": 64},
-            "train": {**TRAIN, "method": "lora", "max_steps": 3, "batch_size": 4, "lr": 1e-3},
+            "train": {**TRAIN, "method": "lora", "max_steps": 3, "batch_size": 4, "lr": 1e-3, "eval_every": 2},
             "eval": {"stats_pairs": 8},
         },
     )
@@ -298,6 +298,8 @@ def test_pretrain_and_finetune_save_a_polar_model_with_its_tokens(polar_runs):
         assert tok.pad_token_id not in polar_token_ids(tok) and tok.pad_token_id != tok.eos_token_id
     pre = json.loads((polar_runs / "pretrain" / "report.json").read_text())
     assert pre["tokens_added"] == 2 and "by_negative_policy" in pre["eval"]
+    logged = [json.loads(x) for x in (polar_runs / "pretrain" / "metrics.jsonl").read_text().splitlines()]
+    assert any("eval_accuracy" in m for m in logged)  # train.eval_every: 2
     ft = json.loads((polar_runs / "finetune" / "report.json").read_text())
     assert ft["tokens_added"] == 0  # continued from the pretrained model, which has them
 

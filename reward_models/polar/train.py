@@ -218,13 +218,13 @@ def run(cfg: PolarTrainConfig, resume: bool = False) -> dict[str, Any]:
         train_dataset=PairDataset(train_pairs),
         data_collator=PackCollator(pad_id, cfg.train.row_tokens, cfg.train.attention),
         loss=cfg.loss,
-        eval_pairs=[],  # evaluated once at the end, with an interval (`held_out_report`)
+        eval_pairs=eval_pairs,  # every train.eval_every steps; the final numbers, with an interval, below
         pad_id=pad_id,
         row_tokens=cfg.train.row_tokens,
         layout=cfg.train.attention,
         metrics_path=run.metrics_path,
     )
-    trained = run.train(trainer, cfg.train, evaluates=False)
+    trained = run.train(trainer, cfg.train, evaluates=bool(eval_pairs))
     if not trainer.is_world_process_zero():
         return {}
 
@@ -331,7 +331,7 @@ dropped), then
 
 and read the score head at the final `{END_TOKEN}` token (the last token; transformers' pooling reads it, since
 the pad token is distinct). `polar.json` holds the token budgets it was trained with. With this toolkit:
-`load_scorer("polar", model=...)`.score_with_reference(prompts, responses, references)`.
+`load_scorer("polar", model=...).score_with_reference(prompts, responses, references)`.
 """
 
 
