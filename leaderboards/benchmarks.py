@@ -313,7 +313,7 @@ BENCHMARKS: Table[Benchmark] = Table(
             parse_rmbench,
             rmbench_rule,
             rmbench_aggregate,
-            ("pointwise", "pairwise"),
+            ALL_KINDS,  # reference scorers need a `reference` field, which the official data lacks
             _rmbench_cells,
             hub="THU-KEG/RM-Bench",
             split="train",

@@ -249,7 +249,9 @@ def parse_rmbench(rows: Rows, report: DataReport, source: str) -> Parsed:
     """THU-KEG/RM-Bench rows: id, prompt (str), chosen (3 str), rejected (3 str), domain (str).
 
     Styles are ordered [concise, detailed plain, detailed markdown]. The per-domain repo files
-    (`<domain>_filtered.json`) have no `domain` field; it is then taken from the file name.
+    (`<domain>_filtered.json`) have no `domain` field; it is then taken from the file name. An optional
+    `reference` (a string or a message list; not in the official data) is a reference answer for
+    reference-conditioned scorers such as polar.
     """
     examples: list[Example] = []
     problems: list[str] = []
@@ -262,6 +264,7 @@ def parse_rmbench(rows: Rows, report: DataReport, source: str) -> Parsed:
         chosen = r.strings("chosen", n=3)
         rejected = r.strings("rejected", n=3)
         domain = r.get("domain", str, "the domain", required=file_domain is None) or file_domain
+        reference = r.get("reference", (str, list), "a reference answer (a string or messages)", required=False)
         if domain is not None and domain not in rules.RMBENCH_FILE_DOMAINS:
             _unknown(r, "domain", domain, rules.RMBENCH_FILE_DOMAINS)
         if r.ok:
@@ -274,6 +277,7 @@ def parse_rmbench(rows: Rows, report: DataReport, source: str) -> Parsed:
                     prompt,
                     [_assistant(t) for t in chosen + rejected],
                     {"domain": domain},
+                    _reference(reference),
                     row=r.where,
                 )
             )

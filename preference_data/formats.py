@@ -126,10 +126,12 @@ def _trl_row(row: dict[str, Any]) -> PreferencePair:
             n -= 1
         prompt, chosen, rejected = chosen[:n], chosen[n:], rejected[n:]
     _check_pair(prompt, chosen, rejected)
-    attributes = {}
+    attributes: dict[str, Any] = {}
     gap = _rating_gap(row)
     if gap is not None:
         attributes["rating_gap"] = gap
+    if row.get("reference") is not None:  # a reference answer, for reference-conditioned scorers (POLAR)
+        attributes["reference"] = row["reference"]
     return PreferencePair(prompt, chosen, rejected, margin=_margin(row), attributes=attributes)
 
 

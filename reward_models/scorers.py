@@ -51,6 +51,7 @@ from preference_data.records import Conversation
 from .base import Scorer, ScorerKind
 from .generative.scorers import GRMOptions, GRMScorer, ThinkJudgeScorer, ThinkOptions
 from .options import BATCH_TOKENS, ModelOptions, _device, _is_empty, _resolve_dtype, _response_text, _turns
+from .polar.options import PolarOptions
 
 if TYPE_CHECKING:
     from prefalign.models.batch import Layout
@@ -651,6 +652,12 @@ class GraderScorer:
         return {"model": model, "objective": self.opts.objective, "tasks": self.source, "n_tasks": len(self.index)}
 
 
+def _load_polar(opts: PolarOptions) -> Scorer:
+    from .polar.scorer import PolarScorer  # it subclasses _BatchedModel, so it is imported after this module
+
+    return PolarScorer(opts)
+
+
 # ---------------------------------------------------------------------------------------------------------
 # The table and the factory
 # ---------------------------------------------------------------------------------------------------------
@@ -716,6 +723,15 @@ SCORERS: Table[ScorerEntry] = Table(
             "model: a chat causal LM (a trained judge: `align rm train` kind think)",
             ThinkOptions,
             ThinkJudgeScorer,
+        ),
+        "polar": ScorerEntry(
+            "reference",
+            "POLAR policy discriminator: how likely the response comes from the same policy as the reference "
+            "answer (ref <|reward|> candidate <|reward_end|>, read at the end token)",
+            "model: a POLAR RM (`align rm train` kind polar_train); a reference per response (benchmark data's "
+            "reference column, or references: suite)",
+            PolarOptions,
+            _load_polar,
         ),
         "grader": ScorerEntry(
             "pointwise",

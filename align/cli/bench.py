@@ -159,14 +159,18 @@ def _scorer_options(name: str, args: argparse.Namespace) -> dict[str, Any]:
     return opts
 
 
-def _default_suite_pairs() -> list[Any]:
-    """The test pairs of the default suite (`align data suite` with its defaults), built in memory."""
-    from preference_data.suite import build_suite
+def _default_suite_pairs(references: bool = False) -> list[Any]:
+    """The test pairs of the default suite (`align data suite` with its defaults), built in memory; with
+    `references`, each carries its task's reference answer (for reference-conditioned scorers such as polar)."""
+    from preference_data.suite import build_suite, with_references
 
-    return build_suite().test_pairs
+    suite = build_suite()
+    return with_references(suite, suite.test_pairs) if references else suite.test_pairs
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    import functools
+
     from leaderboards.benchmarks import BENCHMARKS
     from leaderboards.records import summarize
     from leaderboards.runner import BenchSettings, run_benchmark
@@ -189,7 +193,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UserError(f"--scorer {name} needs --model")
     options = _scorer_options(name, args)
 
-    pairs = _default_suite_pairs if bench.name == "suite" and args.data is None else None
+    pairs = None
+    if bench.name == "suite" and args.data is None:
+        pairs = functools.partial(_default_suite_pairs, references=kind == "reference")
     scorer = load_scorer(name, **options)
     settings = BenchSettings(
         data=args.data,

@@ -14,6 +14,8 @@ KINDS: dict[str, tuple[str, str]] = {
     "rm_train": ("reward_models.rm_train", "RMTrainConfig"),
     "judge_train": ("reward_models.judge_train", "JudgeTrainConfig"),
     "meta_rm_train": ("reward_models.meta_rm", "MetaRMTrainConfig"),
+    "polar_pool": ("reward_models.polar.pool", "PolarPoolConfig"),
+    "polar_train": ("reward_models.polar.train", "PolarTrainConfig"),
     "train": ("align.train", "TrainConfig"),
     "rm_strength": ("reward_models.strength", "StrengthConfig"),
 }

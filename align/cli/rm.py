@@ -8,6 +8,9 @@ TRAIN_EXAMPLE = (
     "align rm train --config configs/rm_suite.yaml\n"
     "  align rm train --config configs/judge_pair_pm_suite.yaml   # a generative judge (kind: judge_train)\n"
     "  align rm train --config configs/meta_rm_grm_suite.yaml     # a GRM's meta-RM (kind: meta_rm_train)\n"
+    "  align rm train --config configs/polar_pool_suite.yaml      # POLAR: a policy pool (kind: polar_pool)\n"
+    "  align rm train --config configs/polar_pretrain_suite.yaml  # POLAR pre-training (kind: polar_train)\n"
+    "  align rm train --config configs/polar_finetune_suite.yaml  # POLAR fine-tuning (kind: polar_train)\n"
     "  align rm train --config configs/rm_hh.yaml train.max_steps=50 train.lr=5e-5\n"
     "  align rm train --config configs/rm_suite.yaml --resume\n"
     "  torchrun --nproc_per_node 2 -m align.cli.main rm train --config configs/rm_suite.yaml"
@@ -19,14 +22,14 @@ SCORE_EXAMPLE = (
 )
 
 
-RM_TRAIN_KINDS = ("rm_train", "judge_train", "meta_rm_train")
+RM_TRAIN_KINDS = ("rm_train", "judge_train", "meta_rm_train", "polar_pool", "polar_train")
 """Config kinds `align rm train` runs (their module has `run` and `summary_lines`); a YAML without a kind, or
 with another, is read as rm_train, whose loader then names the unknown kind."""
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    """A scalar RM (config kind rm_train, the default), a generative judge (kind judge_train) or a GRM's
-    meta-RM (kind meta_rm_train)."""
+    """A scalar RM (config kind rm_train, the default), a generative judge (kind judge_train), a GRM's
+    meta-RM (kind meta_rm_train), a POLAR policy pool (kind polar_pool) or a POLAR RM (kind polar_train)."""
     import importlib
     from typing import Any
 
@@ -115,6 +118,46 @@ def cmd_scaling(args: argparse.Namespace) -> int:
     return 0
 
 
+COMPARE_EXAMPLE = (
+    "align rm compare --scorer polar=polar:runs/polar_finetune_suite/model "
+    "--scorer polar_no_pretrain=polar:runs/polar_finetune_nopretrain_suite/model "
+    "--scorer bt=scalar:runs/quickstart/rm/model --out runs/polar_compare.json"
+)
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    import dataclasses
+    import json
+    from pathlib import Path
+
+    from prefalign.errors import UserError
+    from reward_models.compare import ScorerSpec, compare, summary_lines
+
+    specs = [ScorerSpec.parse(s) for s in args.scorer]
+    if args.data == "suite":
+        from preference_data.suite import build_suite, with_references
+
+        suite = build_suite(args.suite_per_family, args.suite_seed)
+        pairs = with_references(suite, suite.test_pairs if args.split == "test" else suite.train_pairs)
+    else:
+        from preference_data.sources import DataConfig
+        from preference_data.sources import load as load_source
+
+        pairs = load_source(dataclasses.replace(DataConfig(), source=args.data, split="all")).pairs
+    if args.limit is not None:
+        pairs = pairs[: args.limit]
+    if not pairs:
+        raise UserError(f"--data {args.data}: no pairs to score")
+    result = compare(specs, pairs, bootstrap=args.bootstrap)
+    result |= {"data": args.data, "split": args.split, "limit": args.limit}
+    print("\n".join(summary_lines(result)))
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(result, indent=2))
+        print(f"wrote {args.out}")
+    return 0
+
+
 def cmd_strength(args: argparse.Namespace) -> int:
     from prefalign.config import load
     from reward_models.strength import StrengthConfig, run_strength
@@ -179,3 +222,21 @@ def register(sub: argparse._SubParsersAction, add) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--dtype", default="auto", choices=["auto", "bfloat16", "float32"])
     p.add_argument("--out", default=None, help="write the curve, cost and settings as JSON here")
+    p = add(
+        rsub,
+        "compare",
+        cmd_compare,
+        "several scorers on the same held-out pairs: accuracy with bootstrap intervals, paired differences to the "
+        "first, seconds per pair",
+        COMPARE_EXAMPLE,
+    )
+    p.add_argument(
+        "--scorer", action="append", required=True, help="LABEL=KIND:MODEL (repeat; the first is the baseline)"
+    )
+    p.add_argument("--data", default="suite", help="suite (its pairs with reference answers) or a pairs file")
+    p.add_argument("--split", default="test", choices=["train", "test"], help="suite split (default test)")
+    p.add_argument("--suite-per-family", type=int, default=200, help="suite tasks per family (default 200)")
+    p.add_argument("--suite-seed", type=int, default=0)
+    p.add_argument("--limit", type=int, default=None, help="score only the first N pairs")
+    p.add_argument("--bootstrap", type=int, default=2000, help="bootstrap resamples (default 2000)")
+    p.add_argument("--out", default=None, help="write the numbers as JSON here")

@@ -17,8 +17,17 @@ from .config import LoraSection, TrainSection
 log = logging.getLogger(__name__)
 
 
-def apply_lora(model: torch.nn.Module, lora: LoraSection, task_type: str, modules_to_save: list[str] | None = None):
-    """Wrap `model` with LoRA adapters; trainable weights are kept in fp32 (the frozen base may be bf16)."""
+def apply_lora(
+    model: torch.nn.Module,
+    lora: LoraSection,
+    task_type: str,
+    modules_to_save: list[str] | None = None,
+    trainable_tokens: list[int] | None = None,
+):
+    """Wrap `model` with LoRA adapters; trainable weights are kept in fp32 (the frozen base may be bf16).
+
+    `trainable_tokens`: ids of tokens added for this run (e.g. POLAR's reward token) whose input embeddings train
+    too (peft `trainable_token_indices`); the rest of the embedding stays frozen."""
     from peft import LoraConfig, get_peft_model
 
     cfg = LoraConfig(
@@ -29,6 +38,7 @@ def apply_lora(model: torch.nn.Module, lora: LoraSection, task_type: str, module
         task_type=task_type,
         modules_to_save=modules_to_save,
         layers_to_transform=list(lora.layers) or None,
+        trainable_token_indices=list(trainable_tokens) if trainable_tokens else None,
     )
     model = get_peft_model(model, cfg)
     for p in model.parameters():

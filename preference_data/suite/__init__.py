@@ -29,6 +29,7 @@ from .build import (
     make_pair,
     prompt_only_from_dict,
     split_of,
+    with_references,
     write_suite,
 )
 from .families import FAMILIES, grade
@@ -57,5 +58,6 @@ __all__ = [
     "prompt_only_from_dict",
     "safety_score",
     "split_of",
+    "with_references",
     "write_suite",
 ]

@@ -11,6 +11,7 @@ splits (or in train under one seed and test under another).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -222,6 +223,16 @@ def build_suite(
             if pair is not None:
                 (suite.test_pairs if task.split == "test" else suite.train_pairs).append(pair)
     return suite
+
+
+def with_references(suite: Suite, pairs: list[PreferencePair]) -> list[PreferencePair]:
+    """Copies of the suite's `pairs` whose attributes carry their task's reference answer (`reference`: the
+    canonical good phrasing), for reference-conditioned scorers (POLAR). The suite's own pairs and files do not
+    carry it, so their content and data hashes stay as they were."""
+    refs = {t.id: t.reference for t in suite.tasks}
+    return [
+        dataclasses.replace(p, attributes={**p.attributes, "reference": refs[p.attributes["task_id"]]}) for p in pairs
+    ]
 
 
 def write_suite(suite: Suite, out_dir: str | os.PathLike[str]) -> dict[str, str]:
