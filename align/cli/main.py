@@ -1,8 +1,9 @@
 """The `align` command. Verbs import their heavy dependencies only when they run, so `align --help` is fast.
 
     align quickstart                         the main job on the embedded default model and data
-    align rm train --config FILE [k=v ...]   train a Bradley-Terry reward model
-    align rm score | strength                score responses; preference strength from an RM ensemble
+    align rm train --config FILE [k=v ...]   train a reward model: Bradley-Terry, generative judge, meta-RM, POLAR
+    align rm score | strength | scaling | compare
+                                             score responses; RM-ensemble strength; GRM scaling; scorers side by side
     align train --config FILE [k=v ...]      align a policy (DPO, cDPO, robust, IPO, hinge, SimPO, INPO)
     align eval policy --model M              gold-graded evaluation on held-out suite prompts
     align bench run BENCH --model M          score a reward model on an RM benchmark; `bench show` renders

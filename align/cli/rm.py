@@ -177,7 +177,14 @@ def register(sub: argparse._SubParsersAction, add) -> None:
 
     rm = sub.add_parser("rm", help="train and use reward models")
     rsub = rm.add_subparsers(dest="rm_verb", metavar="VERB")
-    p = add(rsub, "train", cmd_train, "train a Bradley-Terry reward model from a config", TRAIN_EXAMPLE)
+    p = add(
+        rsub,
+        "train",
+        cmd_train,
+        "train a reward model from a config: Bradley-Terry (rm_train), a generative judge (judge_train), "
+        "a GRM meta-RM (meta_rm_train), POLAR (polar_pool, polar_train)",
+        TRAIN_EXAMPLE,
+    )
     p.add_argument("--config", required=True, help="an rm_train YAML (see configs/)")
     p.add_argument("--resume", action="store_true", help="continue from the last checkpoint in output_dir")
     p.add_argument("overrides", nargs="*", help="dotted overrides, e.g. train.lr=5e-5")
