@@ -30,7 +30,6 @@ DPO-style losses can raise the margin by pushing both responses down ("likelihoo
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 from dataclasses import dataclass
@@ -409,9 +408,7 @@ def setup(cfg: TrainConfig, resume: bool = False) -> Setup:
     eval_pairs: list[Any] = []
     eval_tok: dict[str, Any] = {}
     if cfg.eval.split != "none":
-        ecfg = dataclasses.replace(
-            cfg.data, source=cfg.eval.source or cfg.data.source, split=cfg.eval.split, limit=cfg.eval.limit
-        )
+        ecfg = cfg.eval.data_config(cfg.data)
         eval_pairs, erep = tokenize_pairs(
             load_source(ecfg).pairs, tokenizer, cfg.train.max_length, cfg.train.length_policy
         )

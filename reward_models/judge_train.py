@@ -410,9 +410,7 @@ def run(cfg: JudgeTrainConfig, resume: bool = False) -> dict[str, Any]:
     if cfg.eval.split != "none":
         from preference_data.sources import load as load_source
 
-        ecfg = dataclasses.replace(
-            cfg.data, source=cfg.eval.source or cfg.data.source, split=cfg.eval.split, limit=cfg.eval.limit
-        )
+        ecfg = cfg.eval.data_config(cfg.data)
         dtype = "bfloat16" if cfg.train.precision == "bf16" else "float32"
         eval_report = _accuracy(cfg.judge.kind, cfg.judge, str(model_dir), load_source(ecfg).pairs, dtype)
     return run_.finish(

@@ -15,7 +15,6 @@ reads a meta-RM.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -253,9 +252,7 @@ def run(cfg: MetaRMTrainConfig, resume: bool = False) -> dict[str, Any]:
     if cfg.eval.split != "none":
         from preference_data.sources import load as load_source
 
-        ecfg = dataclasses.replace(
-            cfg.data, source=cfg.eval.source or cfg.data.source, split=cfg.eval.split, limit=cfg.eval.limit
-        )
+        ecfg = cfg.eval.data_config(cfg.data)
         held = sample_critiques(load_source(ecfg).pairs, cfg.critiques, dtype)
         scorer = ScalarScorer(ScalarOptions(model=str(model_dir), dtype=dtype, normalize=False))
         eval_report = held_out_report(scorer, held)

@@ -11,7 +11,6 @@ never at "the last non-pad token", which is wrong when pad == EOS (as in SmolLM2
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -324,9 +323,7 @@ def run(cfg: RMTrainConfig, resume: bool = False) -> dict[str, Any]:
     if cfg.eval.split != "none":
         from preference_data.sources import load as load_source
 
-        ecfg = dataclasses.replace(
-            cfg.data, source=cfg.eval.source or cfg.data.source, split=cfg.eval.split, limit=cfg.eval.limit
-        )
+        ecfg = cfg.eval.data_config(cfg.data)
         eraw = load_source(ecfg).pairs
         eval_pairs, erep = tokenize_pairs(
             eraw, tokenizer, cfg.train.max_length, cfg.train.length_policy, response_end="template"

@@ -3,11 +3,14 @@ held-out evaluation (`eval`). Each recipe's typed config (`RMTrainConfig`, `Trai
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal, TypeVar
 
 from prefalign.config import option
 from prefalign.models.batch import Layout
+
+_Data = TypeVar("_Data", bound=Any)
 
 LengthPolicy = Literal["drop", "truncate_prompt_left", "raise"]
 """What tokenization does with a pair longer than `max_length` (`preference_data.tokenize.LENGTH_POLICIES`)."""
@@ -113,3 +116,10 @@ class HeldOutSection:
     source: str | None = option(None, "evaluation source (default: the training source)")
     split: Literal["dev", "test", "train", "all", "none"] = option("dev", "evaluation split ('none' to skip)")
     limit: int | None = option(None, "evaluate on at most N pairs")
+
+    def data_config(self, train_data: _Data) -> _Data:
+        """The training data config with this section's source (when given), split and limit: what the
+        held-out pairs are loaded with."""
+        return dataclasses.replace(
+            train_data, source=self.source or train_data.source, split=self.split, limit=self.limit
+        )
