@@ -118,7 +118,9 @@ def pair_pm_examples(pairs: list[Any], seed: int) -> list[SFTExample]:
     return out
 
 
-def _sample(model: Any, tokenizer: Any, messages: list[str], judge: JudgeSection, prefix: str) -> list[list[str]]:
+def _sample(model: Any, tokenizer: Any, messages: list[str], judge: Any, prefix: str) -> list[list[str]]:
+    """`judge.samples` outputs per judge message (each a user turn, then `prefix`); `judge` is a `JudgeSection` or
+    anything with its sampling fields (samples, temperature, top_p, max_new_tokens, seed)."""
     from prefalign.generation import SamplingParams, make_engine
 
     from .generative.scorers import judge_prompts
@@ -218,11 +220,21 @@ def think_examples(
     return out, counts
 
 
+def grm_draw_correct(chosen: str, rejected: str) -> tuple[bool, bool]:
+    """(correct, abstained) of one GRM draw on a pair: its critique of the chosen response scores strictly above
+    its critique of the rejected one (the pointwise form of SPCT's rule); a critique without a score abstains."""
+    from .generative.parse import parse_grm_scores
+
+    sc, sr = parse_grm_scores(chosen, 1), parse_grm_scores(rejected, 1)
+    if not (sc.ok and sr.ok):
+        return False, True
+    return sc.scores[0] > sr.scores[0], False  # type: ignore[index]
+
+
 def grm_examples(
     pairs: list[Any], judge: JudgeSection, model: Any, tokenizer: Any
 ) -> tuple[list[SFTExample], dict[str, int]]:
     """SPCT rejective fine-tuning examples (see the module docstring)."""
-    from .generative.parse import parse_grm_scores
     from .generative.scorers import GRMScorer
     from .generative.vote import rft_select
 
@@ -236,10 +248,10 @@ def grm_examples(
         chosen, rejected = samples[2 * i], samples[2 * i + 1]
         correct = []
         for c, r in zip(chosen, rejected, strict=True):
-            sc, sr = parse_grm_scores(c, 1), parse_grm_scores(r, 1)
+            ok, abstained = grm_draw_correct(c, r)
             counts["draws"] += 1
-            counts["abstained"] += not (sc.ok and sr.ok)
-            correct.append(sc.ok and sr.ok and sc.scores[0] > sr.scores[0])  # type: ignore[index]
+            counts["abstained"] += abstained
+            correct.append(ok)
         counts["correct"] += sum(correct)
         counts["too_easy"] += all(correct)
         keep = rft_select(correct)
@@ -254,34 +266,39 @@ def grm_examples(
 
 
 class SFTDataset(torch.utils.data.Dataset):
-    def __init__(self, items: list[tuple[list[int], list[int]]]) -> None:
+    """Tokenized single sequences: (prompt ids, completion ids), optionally with a label as a third element."""
+
+    def __init__(self, items: list[tuple[Any, ...]]) -> None:
         self.items = items
 
     def __len__(self) -> int:
         return len(self.items)
 
-    def __getitem__(self, i: int) -> tuple[list[int], list[int]]:
+    def __getitem__(self, i: int) -> tuple[Any, ...]:
         return self.items[i]
 
 
 class SFTCollator:
-    """Packs (prompt ids, completion ids) sequences back to back (`preference_data.packing.pack_single`)."""
+    """Packs (prompt ids, completion ids) sequences back to back (`preference_data.packing.pack_single`); items
+    with a third element (a 0/1 label) add them as `targets`."""
 
     def __init__(self, pad_id: int, row_tokens: int, layout: Any) -> None:
         self.pad_id, self.row_tokens, self.layout = pad_id, row_tokens, layout
 
-    def __call__(self, items: list[tuple[list[int], list[int]]]) -> dict[str, Any]:
+    def __call__(self, items: list[tuple[Any, ...]]) -> dict[str, Any]:
         from prefalign.models.batch import PACKED_FIELDS
         from preference_data.packing import pack_single
 
-        longest = max(len(p) + len(r) for p, r in items)
+        longest = max(len(it[0]) + len(it[1]) for it in items)
         b = pack_single(
-            [p for p, _ in items], [r for _, r in items], self.pad_id, max(self.row_tokens, longest), self.layout
+            [it[0] for it in items], [it[1] for it in items], self.pad_id, max(self.row_tokens, longest), self.layout
         )
         out: dict[str, Any] = {f: getattr(b, f) for f in PACKED_FIELDS}
         out["num_sequences"] = torch.tensor(len(items))
         out["pairs"] = torch.tensor(False)
         out["real_tokens"] = torch.tensor(b.real_tokens)
+        if len(items[0]) > 2:
+            out["targets"] = torch.tensor([it[2] for it in items], dtype=torch.float32)
         return out
 
 
@@ -354,7 +371,7 @@ def run(cfg: JudgeTrainConfig, resume: bool = False) -> dict[str, Any]:
     from prefalign.models.forward import PackedForward
     from prefalign.models.hub import is_adapter, load_model, load_tokenizer, pad_token_id, resolve
     from prefalign.training.recipe import start_run
-    from prefalign.training.trainer import apply_lora, base_dtype, compile_layers, disable_dropout, training_arguments
+    from prefalign.training.trainer import base_dtype, prepare_model, training_arguments
     from preference_data.sources import load_pairs
 
     run_ = start_run(cfg, cfg.train, f"rm train ({cfg.judge.kind} judge)", resume)
@@ -382,12 +399,7 @@ def run(cfg: JudgeTrainConfig, resume: bool = False) -> dict[str, Any]:
             "example exceeds train.max_length; warm the model up first (judge.examples: template), raise "
             "judge.samples, use a stronger base model, or start from pair_pm"
         )
-    if cfg.train.disable_dropout:
-        disable_dropout(model)
-    if cfg.train.method == "lora":
-        model = apply_lora(model, cfg.lora, "CAUSAL_LM")
-    model.train()
-    compile_layers(model, cfg.train)
+    model = prepare_model(model, cfg.train, cfg.lora, "CAUSAL_LM")
     pad_id = pad_token_id(tokenizer)
     trainer = SFTTrainer(
         model=PackedForward(model, "logps"),

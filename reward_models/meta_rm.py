@@ -30,6 +30,9 @@ from prefalign.training.metrics import MetricsMixin
 from preference_data.records import Message
 from preference_data.sources import DataConfig
 
+from . import judge_train
+from .judge_train import SFTCollator, SFTDataset, grm_draw_correct
+
 
 @dataclass
 class CritiqueSection:
@@ -74,33 +77,25 @@ class Critique:
 
 def label_critiques(chosen: list[str], rejected: list[str], message_c: str, message_r: str) -> list[Critique]:
     """The RFT rule per draw (see the module docstring): both critiques of draw j get its label."""
-    from .generative.parse import parse_grm_scores
-
     out = []
     for c, r in zip(chosen, rejected, strict=True):
-        sc, sr = parse_grm_scores(c, 1), parse_grm_scores(r, 1)
-        ok = bool(sc.ok and sr.ok and sc.scores[0] > sr.scores[0])  # type: ignore[index]
+        ok = grm_draw_correct(c, r)[0]
         out += [Critique(message_c, c, ok), Critique(message_r, r, ok)]
     return out
 
 
 def sample_critiques(pairs: list[Any], cfg: CritiqueSection, dtype: str) -> list[Critique]:
     """`cfg.samples` critiques of each response of each pair from the GRM, labelled."""
-    from prefalign.generation import SamplingParams, make_engine
     from prefalign.models.hub import load_model, load_tokenizer
 
-    from .generative.scorers import GRMScorer, judge_prompts
+    from .generative.scorers import GRMScorer
 
     judge = load_model(cfg.judge, dtype, merge=True)
     tokenizer = load_tokenizer(cfg.judge)
     messages = []
     for p in pairs:
         messages += [GRMScorer.message(p.prompt, p.chosen), GRMScorer.message(p.prompt, p.rejected)]
-    params = SamplingParams(
-        n=cfg.samples, temperature=cfg.temperature, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens, seed=cfg.seed
-    )
-    result = make_engine(judge, tokenizer).generate(judge_prompts(tokenizer, messages), params, progress=True)
-    texts = [[c.text for c in r.completions] for r in result.outputs]
+    texts = judge_train._sample(judge, tokenizer, messages, cfg, "")  # cfg has the sampling fields a judge has
     out: list[Critique] = []
     for i in range(len(pairs)):
         out += label_critiques(texts[2 * i], texts[2 * i + 1], messages[2 * i], messages[2 * i + 1])
@@ -115,39 +110,6 @@ def roc_auc(scores: list[float], labels: list[bool]) -> float:
         return math.nan
     wins = sum((p > n) + 0.5 * (p == n) for p in pos for n in neg)
     return wins / (len(pos) * len(neg))
-
-
-class BCEDataset(torch.utils.data.Dataset):
-    def __init__(self, items: list[tuple[list[int], list[int], float]]) -> None:
-        self.items = items
-
-    def __len__(self) -> int:
-        return len(self.items)
-
-    def __getitem__(self, i: int) -> tuple[list[int], list[int], float]:
-        return self.items[i]
-
-
-class BCECollator:
-    """Packs (prompt ids, critique ids) sequences back to back, with their 0/1 labels."""
-
-    def __init__(self, pad_id: int, row_tokens: int, layout: Any) -> None:
-        self.pad_id, self.row_tokens, self.layout = pad_id, row_tokens, layout
-
-    def __call__(self, items: list[tuple[list[int], list[int], float]]) -> dict[str, Any]:
-        from prefalign.models.batch import PACKED_FIELDS
-        from preference_data.packing import pack_single
-
-        longest = max(len(p) + len(r) for p, r, _ in items)
-        b = pack_single(
-            [p for p, _, _ in items], [r for _, r, _ in items], self.pad_id, max(self.row_tokens, longest), self.layout
-        )
-        out: dict[str, Any] = {f: getattr(b, f) for f in PACKED_FIELDS}
-        out["num_sequences"] = torch.tensor(len(items))
-        out["pairs"] = torch.tensor(False)
-        out["real_tokens"] = torch.tensor(b.real_tokens)
-        out["targets"] = torch.tensor([y for _, _, y in items], dtype=torch.float32)
-        return out
 
 
 class BCETrainer(MetricsMixin, Trainer):
@@ -203,7 +165,7 @@ def run(cfg: MetaRMTrainConfig, resume: bool = False) -> dict[str, Any]:
     from prefalign.models.forward import PackedForward
     from prefalign.models.hub import load_seq_cls, load_tokenizer, pad_token_id
     from prefalign.training.recipe import start_run
-    from prefalign.training.trainer import apply_lora, base_dtype, compile_layers, disable_dropout, training_arguments
+    from prefalign.training.trainer import base_dtype, prepare_model, training_arguments
     from preference_data.sources import load_pairs
 
     from .checkpoint import RewardStats, save_rm
@@ -227,18 +189,13 @@ def run(cfg: MetaRMTrainConfig, resume: bool = False) -> dict[str, Any]:
 
     model = load_seq_cls(cfg.model, num_labels=1, dtype=base_dtype(cfg.train))
     model.config.pad_token_id = tokenizer.pad_token_id
-    if cfg.train.disable_dropout:
-        disable_dropout(model)
-    if cfg.train.method == "lora":
-        model = apply_lora(model, cfg.lora, "SEQ_CLS", modules_to_save=["score"])
-    model.train()
-    compile_layers(model, cfg.train)
+    model = prepare_model(model, cfg.train, cfg.lora, "SEQ_CLS", modules_to_save=["score"])
     pad_id = pad_token_id(tokenizer)
     trainer = BCETrainer(
         model=PackedForward(model, "rewards"),
         args=training_arguments(cfg.train, str(run_.checkpoints)),
-        train_dataset=BCEDataset(items),
-        data_collator=BCECollator(pad_id, cfg.train.row_tokens, cfg.train.attention),
+        train_dataset=SFTDataset(items),  # (prompt ids, critique ids, label)
+        data_collator=SFTCollator(pad_id, cfg.train.row_tokens, cfg.train.attention),
         metrics_path=run_.metrics_path,
     )
     trained = run_.train(trainer, cfg.train, evaluates=False)

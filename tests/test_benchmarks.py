@@ -24,6 +24,7 @@ from leaderboards.render import render
 from leaderboards.runner import BenchSettings, run_benchmark
 from prefalign.errors import UserError
 from preference_data.records import Message, PreferencePair, write_jsonl
+from reward_models.generative.scorers import _GenerativeJudge
 
 # --------------------------------------------------------------------------------------------------------
 # Real scorers implementing reward_models/base.py, driven by lookup tables
@@ -717,13 +718,7 @@ class SamplingJudge(TableJudge):
         self.abstentions["both"] += 2
         return out
 
-    def cost_per_item(self) -> dict[str, float]:
-        items = max(1, int(self.cost["items"]))
-        return {
-            "items": self.cost["items"],
-            "generated_tokens_per_item": self.cost["generated_tokens"] / items,
-            "seconds_per_item": self.cost["seconds"] / items,
-        }
+    cost_per_item = _GenerativeJudge.cost_per_item  # the generative judges' own per-item arithmetic
 
 
 def _leaderboard(tmp_path: Path, run) -> list:

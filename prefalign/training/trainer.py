@@ -152,6 +152,25 @@ def set_threads(train: TrainSection) -> None:
     tune_allocator()
 
 
+def prepare_model(
+    model: torch.nn.Module,
+    train: TrainSection,
+    lora: LoraSection,
+    task_type: str,
+    modules_to_save: list[str] | None = None,
+    trainable_tokens: list[int] | None = None,
+):
+    """A loaded model made ready to train as `train` says: dropout off (before LoRA, so `lora.dropout` stays as
+    configured), LoRA adapters with `train.method: lora`, train mode, layers compiled with `train.compile`."""
+    if train.disable_dropout:
+        disable_dropout(model)
+    if train.method == "lora":
+        model = apply_lora(model, lora, task_type, modules_to_save=modules_to_save, trainable_tokens=trainable_tokens)
+    model.train()
+    compile_layers(model, train)
+    return model
+
+
 def compile_layers(model: torch.nn.Module, train: TrainSection) -> int:
     """`torch.compile` each transformer layer of `model` (a peft wrapper is fine) when `train.compile` is on.
 

@@ -18,6 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from prefalign.errors import UserError
+
 from .vote import meta_vote, vote_scores
 
 Draws = Sequence[float | None]  # one parsed score per draw (None: abstained)
@@ -141,14 +143,12 @@ def measure(
 ) -> dict[str, Any]:
     """Draw max(ks) critiques of every response of `pairs` with the GRM at `model`, rate them with the meta-RM
     when given, and return the curve with the draws' cost and abstentions."""
-    from preference_data.records import Message
-
     from ..scorers import ScalarOptions, ScalarScorer, load_scorer
+    from .scorers import rate_critiques
 
-    big = max(ks)
-    bad = [k for k in ks if k < 1 or big % k]
-    if bad:
-        raise ValueError(f"every k must divide the largest ({big}); got {list(ks)}")
+    big = max(ks, default=0)
+    if not ks or min(ks) < 1 or any(big % k for k in ks):
+        raise UserError(f"k: every k must be at least 1 and divide the largest, got {list(ks)} (try 1, 2, 4, 8)")
     scorer: Any = load_scorer("grm", model=model, k=big, **options)
     prompts = [p.prompt for p in pairs]
     sides = []
@@ -166,9 +166,7 @@ def measure(
                 if not row or msg is None:
                     rows.append([0.0] * big)
                     continue
-                rows.append(
-                    meta.score([[Message("user", msg)]] * len(row), [[Message("assistant", t or " ")] for t in row])
-                )
+                rows.append(rate_critiques(meta, msg, row))
             meta_sides.append(rows)
     curve = scaling_curve(
         sides[0][0],

@@ -132,6 +132,12 @@ def judge_prompts(tokenizer: Any, messages: list[str], prefix: str = "") -> list
     return [ids + extra for ids in render_prompts(tokenizer, [[{"role": "user", "content": m}] for m in messages])]
 
 
+def rate_critiques(meta: Any, message: str, texts: list[str]) -> list[float]:
+    """A meta-RM's rating of each sampled critique of one judge message (the message as the user turn, the
+    critique as the response; an empty critique is read as one space)."""
+    return meta.score([[Message("user", message)]] * len(texts), [[Message("assistant", t or " ")] for t in texts])
+
+
 class _GenerativeJudge:
     """A causal LM judge sampled through the generation engine; counts abstentions and cost."""
 
@@ -261,9 +267,7 @@ class GRMScorer(_GenerativeJudge):
             if self.meta is not None:
                 assert msg is not None
                 k_meta = self.opts.k_meta or max(1, self.opts.k // 2)
-                rated = self.meta.score(
-                    [[Message("user", msg)]] * len(samples), [[Message("assistant", t or " ")] for t in samples]
-                )
+                rated = rate_critiques(self.meta, msg, samples)
                 vote = meta_vote(parsed, rated, k_meta)
             else:
                 vote = vote_scores(parsed)

@@ -177,7 +177,7 @@ def run(cfg: PolarTrainConfig, resume: bool = False) -> dict[str, Any]:
     from prefalign.models.forward import PackedForward
     from prefalign.models.hub import load_seq_cls, load_tokenizer, pad_token_id
     from prefalign.training.recipe import start_run
-    from prefalign.training.trainer import apply_lora, base_dtype, compile_layers, disable_dropout, training_arguments
+    from prefalign.training.trainer import base_dtype, prepare_model, training_arguments
     from preference_data.packing import PackCollator, PairDataset
 
     from ..checkpoint import RewardStats, save_rm
@@ -201,14 +201,14 @@ def run(cfg: PolarTrainConfig, resume: bool = False) -> dict[str, Any]:
     model = load_seq_cls(cfg.model, num_labels=1, dtype=base_dtype(cfg.train))
     add_polar_tokens(tokenizer, model)
     model.config.pad_token_id = tokenizer.pad_token_id
-    if cfg.train.disable_dropout:
-        disable_dropout(model)
-    if cfg.train.method == "lora":
-        model = apply_lora(
-            model, cfg.lora, "SEQ_CLS", modules_to_save=["score"], trainable_tokens=list(polar_token_ids(tokenizer))
-        )
-    model.train()
-    compile_layers(model, cfg.train)
+    model = prepare_model(
+        model,
+        cfg.train,
+        cfg.lora,
+        "SEQ_CLS",
+        modules_to_save=["score"],
+        trainable_tokens=list(polar_token_ids(tokenizer)),
+    )
 
     # train
     pad_id = pad_token_id(tokenizer)
