@@ -704,7 +704,7 @@ SCORERS: Table[ScorerEntry] = Table(
             "pairwise",
             "pairwise preference model (RLHFlow pair-PM): P(A) from the 'A'/'B' token probabilities, both orders "
             "averaged (PAIR_PM_TEMPLATE)",
-            "model: a chat causal LM (a trained pair-PM: `align rm train` kind pair_pm)",
+            "model: a chat causal LM (a trained pair-PM: kind judge_train, judge.kind pair_pm)",
             JudgeOptions,
             PairPMScorer,
         ),
@@ -712,7 +712,8 @@ SCORERS: Table[ScorerEntry] = Table(
             "pointwise",
             "generative RM (DeepSeek-GRM): k sampled critiques end in Score: \\boxed{1..10}; their mean, "
             "optionally only the k_meta a meta-RM rates highest",
-            "model: a chat causal LM (a trained GRM: `align rm train` kind grm); meta_model: a scalar RM (optional)",
+            "model: a chat causal LM (a trained GRM: kind judge_train, judge.kind grm); "
+            "meta_model: a meta-RM (kind meta_rm_train, optional)",
             GRMOptions,
             GRMScorer,
         ),
@@ -720,7 +721,7 @@ SCORERS: Table[ScorerEntry] = Table(
             "pairwise",
             "thinking judge (Think-RM): <think> reasoning then <answer>A|B</answer> (or -3..3); m samples per "
             "order, both orders; P(A) = share of verdicts for A",
-            "model: a chat causal LM (a trained judge: `align rm train` kind think)",
+            "model: a chat causal LM (a trained judge: kind judge_train, judge.kind think)",
             ThinkOptions,
             ThinkJudgeScorer,
         ),
