@@ -17,6 +17,8 @@ KINDS: dict[str, tuple[str, str]] = {
     "polar_pool": ("reward_models.polar.pool", "PolarPoolConfig"),
     "polar_train": ("reward_models.polar.train", "PolarTrainConfig"),
     "train": ("align.train", "TrainConfig"),
+    "online": ("align.online", "OnlineConfig"),
+    "iterative": ("align.iterative", "IterativeConfig"),
     "rm_strength": ("reward_models.strength", "StrengthConfig"),
 }
 

@@ -1,8 +1,9 @@
-"""`align train`: offline preference optimization (DPO, IPO, SimPO, robust/hinge/cDPO, an INPO step) from a config."""
+"""`align train`: train a policy from a config (offline pairs, online RL, iterative rounds; the kinds below)."""
 
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 TRAIN_EXAMPLE = (
     "align train --config configs/dpo_suite.yaml\n"
@@ -12,18 +13,41 @@ TRAIN_EXAMPLE = (
     "  align train --config configs/dpo_hh.yaml --resume\n"
     "  align train --config configs/dpo_suite.yaml train.method=full reference.kind=precomputed\n"
     "  torchrun --nproc_per_node 2 -m align.cli.main train --config configs/dpo_suite.yaml\n"
+    "  align train --config configs/grpo_suite.yaml            (online: GRPO against the gold graders)\n"
+    "  align train --config configs/iterative_dpo_suite.yaml   (iterative DPO rounds; --resume continues a round)\n"
     "  (the losses: `align ls losses`; check a config first: `align validate configs/dpo_suite.yaml`)"
 )
 
 
-def cmd_train(args: argparse.Namespace) -> int:
-    from align.train import TrainConfig, run, summary_lines
-    from prefalign.config import load
+TRAIN_KINDS = {
+    "train": "align.train",  # offline pairs
+    "online": "align.online",  # GRPO / RLOO / REINFORCE / pairwise RLHF / judges by RL
+    "iterative": "align.iterative",  # iterative DPO / INPO rounds
+}
 
-    cfg = load(TrainConfig, args.config, args.overrides)  # every config problem, the loss's included, before loading
-    report = run(cfg, resume=args.resume)
+
+def cmd_train(args: argparse.Namespace) -> int:
+    import importlib
+
+    from align.cli.configs import config_class
+    from prefalign.config import load, read_yaml
+    from prefalign.errors import ConfigError, did_you_mean
+
+    data = read_yaml(args.config)
+    kind = data.get("kind", "train") if isinstance(data, dict) else "train"
+    if kind not in TRAIN_KINDS:
+        raise ConfigError(
+            [
+                f"kind: '{kind}' is not trained by `align train`{did_you_mean(str(kind), list(TRAIN_KINDS))}; "
+                f"it runs {', '.join(TRAIN_KINDS)} (reward models: `align rm train`)"
+            ],
+            args.config,
+        )
+    module = importlib.import_module(TRAIN_KINDS[kind])
+    cfg: Any = load(config_class(kind), args.config, args.overrides)  # every config problem before loading a model
+    report = module.run(cfg, resume=args.resume)
     if report:
-        print("\n".join(summary_lines(report)))
+        print("\n".join(module.summary_lines(report)))
         print(f"report: {report['run_report']} (numbers: {cfg.output_dir}/report.json)")
     return 0
 
@@ -33,9 +57,10 @@ def register(sub: argparse._SubParsersAction, add) -> None:
         sub,
         "train",
         cmd_train,
-        "train a policy on preference pairs (DPO family, SimPO, INPO) from a config",
+        "train a policy from a config: offline pairs (kind train: DPO family, SimPO, INPO), online RL (kind online: "
+        "GRPO, RLOO, REINFORCE, pairwise RLHF, judges by RL) or iterative rounds (kind iterative: DPO, INPO)",
         TRAIN_EXAMPLE,
     )
-    p.add_argument("--config", required=True, help="a `kind: train` YAML (see configs/)")
+    p.add_argument("--config", required=True, help="a `kind: train | online | iterative` YAML (see configs/)")
     p.add_argument("--resume", action="store_true", help="continue from the last checkpoint in output_dir")
     p.add_argument("overrides", nargs="*", help="dotted overrides, e.g. train.lr=5e-6 loss.params.beta=0.05")

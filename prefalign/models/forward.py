@@ -71,14 +71,21 @@ def hidden_states(model: torch.nn.Module, batch: PackedBatch) -> torch.Tensor:
     return out.last_hidden_state
 
 
-def token_logps(model: torch.nn.Module, batch: PackedBatch, chunk: int = 1024) -> torch.Tensor:
-    """log p(token) for every response token (N,), in fp32. Log-softmax runs in chunks to bound memory."""
+def token_logps(
+    model: torch.nn.Module, batch: PackedBatch, chunk: int = 1024, temperature: float = 1.0
+) -> torch.Tensor:
+    """log p(token) for every response token (N,), in fp32. Log-softmax runs in chunks to bound memory.
+
+    `temperature` divides the logits first: the log-probs of the distribution a sampler at that temperature
+    drew from (the online loop's policy ratio)."""
     h = hidden_states(model, batch)
     h = h[batch.target_row, batch.target_pos]  # (N, H)
     head = unwrap(model).get_output_embeddings()  # type: ignore[operator]
     out = []
     for s in range(0, h.shape[0], chunk):
         logits = head(h[s : s + chunk]).float()  # (n, V)
+        if temperature != 1.0:
+            logits = logits / temperature
         ids = batch.target_ids[s : s + chunk]
         out.append(logits.gather(-1, ids[:, None]).squeeze(-1) - torch.logsumexp(logits, dim=-1))
     return torch.cat(out) if out else h.new_zeros(0, dtype=torch.float32)

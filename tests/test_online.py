@@ -1,0 +1,217 @@
+"""The online engine on the tiny model: NaN rewards masked and counted, micro-batching and data parallelism give the
+single-batch update, a killed run resumes to the same weights, the iterative loop's rounds, and config errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from prefalign.config import build, dump_yaml
+from prefalign.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[1]
+VARIED = {"type": "implicit", "model": "builtin:tiny-llama", "reference_free": True, "normalization": "mean"}
+
+
+def online_config(tmp_path: Path, out: str, **over):
+    from align.online import OnlineConfig
+
+    data = {
+        "model": "builtin:tiny-llama",
+        "output_dir": str(tmp_path / out),
+        "reward": [VARIED],
+        "rollout": {"group_size": 4, "prompts_per_step": 2, "max_new_tokens": 8},
+        "eval": {"limit": 0},
+        "train": {
+            "precision": "fp32",
+            "max_steps": 3,
+            "batch_size": 16,
+            "lr": 1e-3,
+            "compile": False,
+            "save_every": 1,
+            "num_threads": 1,
+            "lr_scheduler": "linear",
+        },
+        "lora": {"r": 4, "alpha": 8},
+        "save_merged": False,
+    }
+    for k, v in over.items():
+        section, _, key = k.partition("__")
+        if key:
+            data.setdefault(section, {})[key] = v
+        else:
+            data[section] = v
+    return build(OnlineConfig, data)
+
+
+def adapter(run_dir: Path) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    return load_file(str(run_dir / "adapter" / "adapter_model.safetensors"))
+
+
+def same(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor], atol: float = 0.0) -> None:
+    assert a.keys() == b.keys()
+    moved = 0
+    for k in a:
+        assert torch.allclose(a[k], b[k], atol=atol, rtol=0), k
+        moved += int(a[k].abs().sum() > 0)
+    assert moved > 0  # the adapters trained (LoRA B starts at zero)
+
+
+def test_resume_after_a_kill_reaches_the_same_weights(tmp_path, tiny_model_ref, monkeypatch):
+    from align import online
+
+    full = online.run(online_config(tmp_path, "full"))
+    assert full["steps"] == 3
+    calls = {"n": 0}
+    real = online.OnlineRun.update
+
+    def dying(self, *a, **k):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise KeyboardInterrupt  # killed during the third update
+        return real(self, *a, **k)
+
+    monkeypatch.setattr(online.OnlineRun, "update", dying)
+    cfg = online_config(tmp_path, "killed")
+    with pytest.raises(KeyboardInterrupt):
+        online.run(cfg)
+    assert (Path(cfg.output_dir) / "stopped.json").exists()
+    assert (Path(cfg.output_dir) / "rollouts" / "step_00002-rank0.json").exists()  # drawn before the kill
+    monkeypatch.setattr(online.OnlineRun, "update", real)
+    resumed = online.run(cfg, resume=True)
+    assert resumed["steps"] == 3
+    same(adapter(Path(full["adapter_dir"]).parent), adapter(Path(cfg.output_dir)))
+    rows = [json.loads(x) for x in (Path(cfg.output_dir) / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows if "loss" in r] == [1, 2, 3]
+
+
+def test_micro_batches_give_the_single_batch_update(tmp_path, tiny_model_ref):
+    from align import online
+
+    for loss_type in ("dapo", "grpo"):
+        one = online.run(online_config(tmp_path, f"one_{loss_type}", algorithm={"params": {"loss_type": loss_type}}))
+        many = online.run(
+            online_config(
+                tmp_path, f"many_{loss_type}", algorithm={"params": {"loss_type": loss_type}}, train__batch_size=2
+            )
+        )
+        same(adapter(Path(one["adapter_dir"]).parent), adapter(Path(many["adapter_dir"]).parent), atol=1e-6)
+
+
+def test_nan_rewards_are_masked_and_counted(tmp_path, tiny_model_ref):
+    """Prompts without a gold grader make the grader component NaN: counted, masked, never a zero reward."""
+    from align import online
+    from preference_data.records import Message, PromptOnly
+    from preference_data.suite import build_suite
+
+    suite = build_suite(seed=0, n_per_family=4)
+    graded = suite.train_prompts[:2]
+    ungraded = [PromptOnly([Message("user", f"Say something about {w}.")], {}, None, "mine") for w in ("tea", "ink")]
+    f = tmp_path / "prompts.jsonl"
+    f.write_text("".join(json.dumps(p.to_dict()) + "\n" for p in graded + ungraded))
+    cfg = online_config(
+        tmp_path,
+        "nan",
+        prompts={"source": str(f), "seed": 1},
+        reward=[{"type": "grader"}, {**VARIED, "weight": 0.5}],
+        rollout={"group_size": 2, "prompts_per_step": 4, "max_new_tokens": 6},
+        train__max_steps=1,
+    )
+    report = online.run(cfg)
+    row = next(json.loads(x) for x in (Path(cfg.output_dir) / "metrics.jsonl").read_text().splitlines())
+    assert row["reward_nan/gold_overall"] == 4.0  # 2 ungraded prompts x 2 samples
+    assert row["masked_completions"] == 4.0
+    assert report["reward_failures"]["gold_overall"]["nan"] == 4
+    assert report["reward_failures"]["gold_overall"]["no_gold_grader"] == 4
+
+
+def test_config_errors_name_the_field(tmp_path):
+    from align.online import OnlineConfig
+
+    with pytest.raises(ConfigError) as e:
+        build(
+            OnlineConfig,
+            {
+                "reward": [{"type": "scalr", "model": "x"}, {"type": "grader", "weight": "heavy"}],
+                "algorithm": {"loss": "rloo", "params": {"beta": 0.1}},
+                "kl": {"placement": "loss", "beta": 0.1},
+            },
+        )
+    text = str(e.value)
+    assert "reward[0].type" in text and "did you mean 'scalar'" in text
+    assert "reward[1].weight" in text
+    assert "algorithm.params.beta" in text
+    assert "kl.placement" in text
+    with pytest.raises(ConfigError, match="pairwise"):
+        build(OnlineConfig, {"reward": [{"type": "pair_pm", "model": "x"}]})
+
+
+def test_iterative_rounds_cache_and_resume(tmp_path, tiny_model_ref):
+    from align.iterative import IterativeConfig, run
+
+    data = {
+        "model": "builtin:tiny-llama",
+        "output_dir": str(tmp_path / "iter"),
+        "reward": [VARIED],
+        "rounds": {"rounds": 2, "prompts_per_round": 4, "samples_per_prompt": 3, "max_new_tokens": 6},
+        "loss": {"name": "inpo"},
+        "eval": {"limit": 0},
+        "train": {"precision": "fp32", "max_steps": 1, "batch_size": 4, "compile": False, "num_threads": 1},
+        "lora": {"r": 4, "alpha": 8},
+    }
+    cfg = build(IterativeConfig, data)
+    first = run(cfg)
+    assert [r["round"] for r in first["rounds"]] == [1, 2]
+    assert all(r["pairs"] + r["dropped_tie"] + r["dropped_nan"] == 4 for r in first["rounds"])
+    pairs = [json.loads(x) for x in (tmp_path / "iter" / "round_2" / "pairs.jsonl").read_text().splitlines()]
+    assert all(p["source"] == "round_2" for p in pairs)
+    # round 2 started from round 1's policy, with the initial model as INPO's reference
+    saved = (tmp_path / "iter" / "round_2" / "train" / "config.yaml").read_text()
+    assert str(tmp_path / "iter" / "round_1" / "train") in saved and "tiny-llama" in saved
+    # a rerun reads every finished round back: same final policy, nothing retrained
+    mtime = (tmp_path / "iter" / "round_2" / "train" / "report.json").stat().st_mtime
+    again = run(cfg)
+    assert again["policy_dir"] == first["policy_dir"]
+    assert (tmp_path / "iter" / "round_2" / "train" / "report.json").stat().st_mtime == mtime
+
+
+@pytest.mark.slow
+def test_two_processes_equal_one_for_one_online_step(tmp_path, tiny_model_ref):
+    from align import online
+
+    one = online.run(online_config(tmp_path, "one", train__max_steps=1))
+    cfg = online_config(tmp_path, "two", train__max_steps=1)
+    dump_yaml(cfg, tmp_path / "ddp.yaml")
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node",
+            "2",
+            "-m",
+            "align.cli.main",
+            "train",
+            "--config",
+            str(tmp_path / "ddp.yaml"),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    # each rank drew and scored its own prompt
+    assert (tmp_path / "two" / "rollouts" / "step_00000-rank1.json").exists()
+    same(adapter(Path(one["adapter_dir"]).parent), adapter(tmp_path / "two"), atol=1e-6)
