@@ -34,6 +34,7 @@ from typing import Any, Literal
 from prefalign.config import option, to_dict
 from prefalign.errors import UserError
 from prefalign.models.hub import DEFAULT_MODEL
+from prefalign.registry import Table
 from prefalign.training.config import HeldOutSection, LoraSection, TrainSection
 from preference_data.records import Message, PreferencePair, PromptOnly
 
@@ -49,6 +50,15 @@ PAIR_RULES = {
     "max_second": "best vs the second best (RLHFlow max_max)",
     "length_penalized": "max_min on r - length_penalty x completion tokens (RLHFlow max_min_p)",
 }
+
+
+@dataclass(frozen=True)
+class _Rule:
+    summary: str
+
+
+PAIR_RULE_TABLE = Table("pair rule", {k: _Rule(v) for k, v in PAIR_RULES.items()})
+"""`align ls pair-rules`."""
 
 
 @dataclass
@@ -474,4 +484,4 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
     return lines
 
 
-__all__ = ["IterativeConfig", "PAIR_RULES", "run", "select_pair", "summary_lines"]
+__all__ = ["IterativeConfig", "PAIR_RULES", "PAIR_RULE_TABLE", "run", "select_pair", "summary_lines"]

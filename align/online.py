@@ -407,7 +407,7 @@ class OnlineRun:
 
     def __init__(self, cfg: OnlineConfig, resume: bool) -> None:
         from prefalign.generation import make_engine
-        from prefalign.models.hub import load_causal_lm, load_tokenizer, pad_token_id
+        from prefalign.models.hub import load_model, load_tokenizer, pad_token_id
         from prefalign.models.precision import default_device
         from prefalign.training.recipe import start_run
         from prefalign.training.trainer import base_dtype, prepare_model
@@ -428,7 +428,8 @@ class OnlineRun:
                 f"rollout.prompts_per_step={cfg.rollout.prompts_per_step} must be divisible by the number of "
                 f"processes ({self.dist.world})"
             )
-        policy = load_causal_lm(cfg.model, dtype=base_dtype(cfg.train))
+        # a peft adapter (e.g. a DPO run's) is merged into its base first (in fp32, then cast)
+        policy = load_model(cfg.model, dtype=base_dtype(cfg.train), merge=True)
         self.policy = prepare_model(policy, cfg.train, cfg.lora, "CAUSAL_LM").to(self.device)
         from prefalign.models.forward import layout_for
 
@@ -436,9 +437,11 @@ class OnlineRun:
         self.params = [p for p in self.policy.parameters() if p.requires_grad]
         self.ref_model = None
         if cfg.kl.beta > 0 and not (cfg.train.method == "lora" and cfg.kl.reference in (None, cfg.model)):
-            self.ref_model = load_causal_lm(cfg.kl.reference or cfg.model, dtype="bfloat16" if self.bf16 else "float32")
+            self.ref_model = load_model(
+                cfg.kl.reference or cfg.model, dtype="bfloat16" if self.bf16 else "float32", merge=True
+            )
             self.ref_model.to(self.device).eval().requires_grad_(False)
-        sampler = load_causal_lm(cfg.model, dtype="bfloat16" if self.bf16 else "float32").to(self.device)
+        sampler = load_model(cfg.model, dtype="bfloat16" if self.bf16 else "float32", merge=True).to(self.device)
         options = {"token_budget": cfg.rollout.token_budget} if cfg.rollout.backend == "transformers" else {}
         self.engine = make_engine(sampler, self.tokenizer, cfg.rollout.backend, **options)
         self.rewards = RewardSet(cfg.reward)

@@ -24,7 +24,8 @@ import sys
 from collections.abc import Callable
 
 EXAMPLES = {
-    "quickstart": "align quickstart\n  align quickstart --out runs/qs doctor.max_length=512 stages=[suite,doctor]",
+    "quickstart": "align quickstart\n  align quickstart --full   (adds a short GRPO stage after DPO)\n"
+    "  align quickstart --out runs/qs doctor.max_length=512 stages=[suite,doctor]",
     "doctor": (
         "align data doctor ../shared/data/hh-rlhf/helpful-base/test.decontaminated.jsonl.gz\n"
         "  align data doctor suite --out runs/doctor-suite\n"
@@ -115,7 +116,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_quickstart(args: argparse.Namespace) -> int:
     from .quickstart import run_quickstart
 
-    return run_quickstart(args.config, args.out, args.overrides)
+    return run_quickstart(args.config, args.out, args.overrides, full=args.full)
 
 
 # --- parser ------------------------------------------------------------------------------------------
@@ -149,6 +150,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = _add(sub, "quickstart", cmd_quickstart, "run the main job on the embedded default model and data", "quickstart")
     p.add_argument("--config", default=None, help="a quickstart YAML (default: the built-in settings)")
     p.add_argument("--out", default=None, help="output directory (default: runs/quickstart)")
+    p.add_argument(
+        "--full",
+        action="store_true",
+        help="add the online stage: a short GRPO run from the DPO policy against the gold graders",
+    )
     p.add_argument("overrides", nargs="*", help="dotted overrides, e.g. doctor_max_length=512")
 
     p = _add(sub, "validate", cmd_validate, "check config files without running them", "validate")

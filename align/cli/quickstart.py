@@ -9,11 +9,15 @@ from align.quickstart import QuickstartConfig, run
 from prefalign.config import load
 
 
-def run_quickstart(config_path: str | None = None, out: str | None = None, overrides: list[str] | None = None) -> int:
+def run_quickstart(
+    config_path: str | None = None, out: str | None = None, overrides: list[str] | None = None, full: bool = False
+) -> int:
     t0 = time.time()
     cfg = load(QuickstartConfig, config_path, overrides)
     if out:
         cfg.out_dir = out
+    if full and "online" not in cfg.stages:
+        cfg.stages = [*cfg.stages, "online"]
     summary = run(cfg, t0)
     print_outputs(summary, Path(cfg.out_dir), time.time() - t0)
     return 0
@@ -53,4 +57,14 @@ def print_outputs(summary: dict, root: Path, seconds: float) -> None:
                     f"({100 * c['change']:+.1f} points, 95% CI {lo:+.1f} .. {hi:+.1f})"
                 )
         print(f"  generations   {root / 'eval' / 'generations.jsonl'}")
+    if summary.get("online"):
+        o = summary["online"]
+        print(f"  GRPO policy   {o['policy_dir']}  ({o['steps']} steps against the gold graders)")
+        print(f"  GRPO report   {root / 'online' / 'report.html'}  (numbers {root / 'online' / 'report.json'})")
+        if o.get("gain") is not None:
+            lo, hi = o["gain_ci95"]
+            print(
+                f"  gold score    {o['before']:.3f} before GRPO -> {o['after']:.3f} after "
+                f"(gain {o['gain']:+.3f}, 95% CI {lo:+.3f} .. {hi:+.3f})"
+            )
     print(f"  summary       {root / 'summary.json'}")

@@ -24,6 +24,8 @@ def _lazy(module: str, attr: str) -> Callable[[], Table[Any]]:
 
 TABLES: dict[str, Callable[[], Table[Any]]] = {
     "losses": _lazy("align.losses", "LOSSES"),
+    "pg-losses": _lazy("align.losses.policy_gradient", "PG_LOSSES"),
+    "pair-rules": _lazy("align.iterative", "PAIR_RULE_TABLE"),
     "rm-losses": _lazy("reward_models.losses", "RM_LOSSES"),
     "scorers": _lazy("reward_models.scorers", "SCORERS"),
     "benchmarks": _lazy("leaderboards.benchmarks", "BENCHMARKS"),

@@ -1,0 +1,216 @@
+"""GRPO training speed and memory: TRL's GRPOTrainer vs ours, equal work, one run.
+
+    .venv/bin/python benchmarks/grpo_vs_trl.py                       # LoRA and full, 4 steps, auto precision
+    .venv/bin/python benchmarks/grpo_vs_trl.py --modes lora --steps 8 --trl-settings eager,compile
+
+Equal work on both sides: the builtin model (SmolLM2-135M-Instruct); the same suite train prompts (the first
+steps x 8 of the seeded shuffle, 8 prompts per step); group size 4; 128 new tokens at most, temperature 1.0, no
+top-p / top-k; the same reward function (the suite's gold graders, overall score); loss dapo, epsilon 0.2, beta 0
+(no reference model on either side), one optimizer step per rollout, lr 1e-5; the same precision (bf16 autocast
+with a bf16 frozen base under LoRA, as the toolkit decides; TRL is given the same weight dtypes); LoRA r 16 on
+every projection, or full fine-tuning; each side in its own process (time and peak memory its own), no evaluation,
+no checkpoints. Sampling is random on both sides, so completion lengths differ from run to run: both are printed
+with the generated-token rate. TRL samples with transformers' `generate` (its CPU path, no vLLM); ours with the
+toolkit's generation engine. TRL's fastest setting is the baseline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.common import LORA_TARGETS, MODEL, machine_line, report, resolve_precision, spawn  # noqa: E402
+
+PROMPTS_PER_STEP = 8
+GROUP = 4
+MAX_NEW = 128
+LR = 1e-5
+
+
+def prompts(n: int) -> list:
+    """The first n suite train prompts in the order the online loop uses them (seed 0)."""
+    import random
+
+    from preference_data.suite import build_suite
+
+    ps = list(build_suite(seed=0).train_prompts)
+    random.Random(0).shuffle(ps)
+    return ps[:n]
+
+
+def side_trl(args: argparse.Namespace, out: str) -> dict:
+    from datasets import Dataset
+    from trl import GRPOConfig, GRPOTrainer
+
+    from benchmarks.common import step_timer, trl_model_dtype
+    from prefalign.cpu import tune_allocator
+    from prefalign.models.hub import load_causal_lm, load_tokenizer
+    from preference_data.suite import grade_prompt_only
+
+    tune_allocator()
+    lora = args.mode == "lora"
+    ps = prompts(args.steps * PROMPTS_PER_STEP)
+    rows = [
+        {"prompt": [m.to_dict() for m in p.prompt], "record": json.dumps(p.to_dict())} for p in ps
+    ]
+    lengths: list[int] = []
+
+    def gold(prompts, completions, record, completion_ids=None, **kwargs):  # TRL passes dataset columns by name
+        if completion_ids is not None:
+            lengths.extend(len(c) for c in completion_ids)
+        return [grade_prompt_only(json.loads(r), c[-1]["content"]).overall for r, c in zip(record, completions)]
+
+    tok = load_tokenizer(MODEL)
+    model = load_causal_lm(MODEL, dtype=trl_model_dtype(args.precision, lora))
+    peft_config = None
+    if lora:
+        from peft import LoraConfig
+
+        peft_config = LoraConfig(r=16, lora_alpha=32, task_type="CAUSAL_LM", target_modules=LORA_TARGETS)
+    times = step_timer()
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=[gold],
+        args=GRPOConfig(
+            output_dir=out,
+            per_device_train_batch_size=PROMPTS_PER_STEP * GROUP,
+            num_generations=GROUP,
+            max_completion_length=MAX_NEW,
+            temperature=1.0,
+            top_p=1.0,
+            learning_rate=LR,
+            beta=0.0,
+            loss_type="dapo",
+            epsilon=0.2,
+            max_steps=args.steps,
+            bf16=args.precision == "bf16",
+            use_cpu=True,
+            torch_compile=args.setting == "compile",
+            report_to="none",
+            logging_steps=args.steps,
+            save_strategy="no",
+            dataloader_num_workers=0,
+            disable_tqdm=True,
+            seed=0,
+            shuffle_dataset=False,
+        ),
+        train_dataset=Dataset.from_list(rows),
+        processing_class=tok,
+        peft_config=peft_config,
+    )
+    t0 = time.perf_counter()
+    trainer.train()
+    seconds = time.perf_counter() - t0
+    return {"seconds": seconds, "step_times": [t - t0 for t in times], "completion_tokens": lengths}
+
+
+def side_ours(args: argparse.Namespace, out: str) -> dict:
+    from align.online import OnlineConfig, run
+    from prefalign.config import build
+
+    cfg = build(
+        OnlineConfig,
+        {
+            "model": MODEL,
+            "output_dir": out,
+            "save_merged": False,
+            "reward": [{"type": "grader"}],
+            "rollout": {"group_size": GROUP, "prompts_per_step": PROMPTS_PER_STEP, "max_new_tokens": MAX_NEW},
+            "algorithm": {"loss": "grpo", "params": {"loss_type": "dapo", "epsilon": 0.2}},
+            "eval": {"limit": 0},
+            "train": {
+                "method": args.mode,
+                "max_steps": args.steps,
+                "batch_size": 32,
+                "lr": LR,
+                "precision": args.precision,
+                "compile": args.setting != "eager",
+                "lr_scheduler": "linear",
+            },
+        },
+    )
+    t0 = time.perf_counter()
+    rep = run(cfg)
+    seconds = time.perf_counter() - t0
+    rows = [json.loads(x) for x in (Path(out) / "metrics.jsonl").read_text().splitlines()]
+    lengths = [r["completion_length"] for r in rows if "completion_length" in r]
+    return {
+        "seconds": seconds,
+        "train_seconds": rep["train_seconds"],
+        "phases": rep["seconds_by_phase"],
+        "mean_completion_tokens": sum(lengths) / max(len(lengths), 1),
+    }
+
+
+def child(args: argparse.Namespace) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        res = (side_trl if args.child == "trl" else side_ours)(args, tmp)
+    if "completion_tokens" in res:
+        toks = res.pop("completion_tokens")
+        res["mean_completion_tokens"] = sum(toks) / max(len(toks), 1)
+    res["prompts_per_s"] = args.steps * PROMPTS_PER_STEP / res["seconds"]
+    res["tokens_per_s"] = res["prompts_per_s"] * GROUP * res["mean_completion_tokens"]
+    report(res)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--steps", type=int, default=4, help="rollout + update steps of 8 prompts x 4 completions")
+    ap.add_argument("--modes", default="lora,full", help="comma list of lora, full")
+    ap.add_argument("--precision", default="auto", help="auto, bf16 or fp32 (both sides)")
+    ap.add_argument("--trl-settings", default="eager", help="comma list of TRL settings: eager, compile")
+    ap.add_argument("--ours-settings", default="compile", help="comma list of our settings: eager, compile")
+    for name in ("--child", "--mode", "--setting"):
+        ap.add_argument(name, default="", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        child(args)
+        return
+    precision, why = resolve_precision(args.precision)
+    print(f"machine: {machine_line()}")
+    print(f"precision: {precision} for both sides ({why})")
+    print(
+        f"work: {args.steps} steps x {PROMPTS_PER_STEP} suite prompts x {GROUP} completions, <= {MAX_NEW} new tokens, "
+        "gold-grader reward, dapo loss, beta 0, one update per rollout"
+    )
+    results: dict = {"machine": machine_line(), "precision": precision}
+    for mode in args.modes.split(","):
+
+        def side(who: str, setting: str) -> dict:
+            a = ["--child", who, "--mode", mode, "--setting", setting, "--steps", str(args.steps)]
+            return {**spawn(__file__, a + ["--precision", precision]), "setting": setting}
+
+        trl = [side("trl", s) for s in args.trl_settings.split(",")]
+        ours = [side("ours", s) for s in args.ours_settings.split(",")]
+        best = max(trl, key=lambda r: r["prompts_per_s"])
+        print(f"\n[{mode}]")
+        for r in trl:
+            print(
+                f"  TRL GRPOTrainer ({r['setting']}): {r['prompts_per_s']:.3f} prompts/s ({r['seconds']:.1f}s), "
+                f"{r['tokens_per_s']:.1f} generated tokens/s (mean completion {r['mean_completion_tokens']:.1f}), "
+                f"peak memory {r['peak_rss_gb']:.2f} GB"
+            )
+        for o in ours:
+            print(
+                f"  ours ({o['setting']}): {o['prompts_per_s']:.3f} prompts/s ({o['seconds']:.1f}s; "
+                + ", ".join(f"{k} {v}s" for k, v in o["phases"].items())
+                + f"), {o['tokens_per_s']:.1f} generated tokens/s (mean completion {o['mean_completion_tokens']:.1f}), "
+                f"peak memory {o['peak_rss_gb']:.2f} GB"
+            )
+            print(
+                f"    vs TRL's best ({best['setting']}): {o['prompts_per_s'] / best['prompts_per_s']:.2f}x prompts/s, "
+                f"{o['tokens_per_s'] / best['tokens_per_s']:.2f}x generated tokens/s, memory "
+                f"{o['peak_rss_gb'] / best['peak_rss_gb']:.2f}x of TRL's"
+            )
+        results[mode] = {"trl": trl, "ours": ours, "best_trl": best["setting"]}
+    print("\n" + json.dumps(results, indent=1, default=float))
+
+
+if __name__ == "__main__":
+    main()
