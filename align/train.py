@@ -276,9 +276,9 @@ class PreferenceTrainer(MetricsMixin, Trainer):
         for role, col in (("reference", ref_c), ("previous", prev_c)):
             if col is not None and bool(torch.isnan(col).any()):
                 raise RuntimeError(
-                    f"a batch holds pairs without precomputed {role} log-probs: the run drew pairs other than those "
-                    "`prefalign.training.trainer.drawn_indices` expected (a changed sampler in transformers or "
-                    "accelerate?)"
+                    f"a batch holds pairs whose precomputed {role} log-probs are NaN: pairs without them (the run "
+                    "drew others than `prefalign.training.trainer.drawn_indices` expected: a changed sampler in "
+                    "transformers or accelerate?), or a frozen pass that gave NaN"
                 )
         return PairLogps(logps[:B], logps[B:], ref_c, ref_r, lengths[:B], lengths[B:], prev_c, prev_r)
 

@@ -184,7 +184,7 @@ def test_a_pair_drawn_without_its_columns_stops_the_step(tmp_path, data):
     assert len(bare) == 18
     batch = s.trainer.data_collator(bare[:2])
     assert torch.isnan(batch["ref_chosen_logps"]).all()
-    with pytest.raises(RuntimeError, match="without precomputed reference log-probs"), torch.no_grad():
+    with pytest.raises(RuntimeError, match="precomputed reference log-probs are NaN"), torch.no_grad():
         s.trainer.compute_loss(s.trainer.model, batch)
 
 
