@@ -18,6 +18,22 @@ the model reference with the fingerprint of its files (`prefalign.models.hub.wei
 size and mtime of each weights and config file; for hub models, of their snapshot in the local hub cache),
 the precision and weight dtype, and the length settings. A rerun, a `--resume`, or another data-parallel
 rank reuses the file; a file lock makes concurrent ranks compute it once.
+
+No pair is run twice, and none that training will not use:
+
+- Only the training pairs the run draws get columns. A run shorter than an epoch (`train.max_steps`, or
+  `train.epochs` below 1) draws steps x batch_size x grad_accum x processes pairs, the first ones of the
+  epoch's seeded shuffle; `prefalign.training.trainer.drawn_indices` gives those indices, in the order the
+  trainer's dataloader draws them, from the same sampler class and seed that dataloader uses. The trainer
+  still holds the whole training set, so batches, learning-rate schedule, logged epoch and `--resume` are
+  exactly those of a run with columns on every pair; the other pairs carry NaN in those columns, and a
+  batch holding one stops the run with an error (`PreferenceTrainer.pair_logps`), never trains on a
+  missing number (the dataloader collates one batch ahead, so such a batch is built but never used). The
+  cache key covers the drawn pairs in order, so a `--resume` with the same settings reuses the file.
+  Held-out pairs are all evaluated, so all of them get columns.
+- A model that fills two roles is run once (`frozen_logps` with several roles): when the reference and
+  the previous iterate are the same model (`same_model`: the same reference, or the same resolved path with
+  the same weights fingerprint; INPO's first iteration), one pass fills both roles' columns.
 """
 
 from __future__ import annotations
@@ -33,8 +49,9 @@ from typing import Any
 
 import torch
 
+from prefalign.errors import UserError
 from prefalign.models.batch import Layout
-from prefalign.models.hub import cache_dir, file_lock, load_causal_lm, weights_fingerprint
+from prefalign.models.hub import cache_dir, file_lock, load_causal_lm, resolve, weights_fingerprint
 from preference_data.packing import pack_pairs
 
 CACHE_VERSION = 1  # bump when the meaning of a cached number changes
@@ -45,6 +62,22 @@ def columns(role: str) -> tuple[str, str]:
     """The per-pair column names a role's log-probs travel under: (`<p>_chosen_logps`, `<p>_rejected_logps`)."""
     p = COLUMNS[role]
     return f"{p}_chosen_logps", f"{p}_rejected_logps"
+
+
+def same_model(a: str, b: str) -> bool:
+    """Whether model references `a` and `b` name the same weights: the same reference, or the same resolved
+    location (builtin, local directory or hub id) with the same weights fingerprint."""
+    if a == b:
+        return True
+
+    def where(ref: str) -> str:
+        path = Path(resolve(ref))
+        return str(path.resolve()) if path.exists() else str(path)
+
+    try:
+        return where(a) == where(b) and weights_fingerprint(a) == weights_fingerprint(b)
+    except UserError:  # a reference that does not resolve names no weights to share
+        return False
 
 
 # --- cache keys --------------------------------------------------------------------------------------
@@ -142,7 +175,7 @@ def pair_logps(
 
 
 def frozen_logps(
-    role: str,
+    roles: Sequence[str],
     model_ref: str,
     sets: dict[str, Sequence[Any]],
     *,
@@ -157,15 +190,18 @@ def frozen_logps(
     device: torch.device | str = "cpu",
     model: torch.nn.Module | None = None,
 ) -> dict[str, Any]:
-    """Compute (or read from the cache) `role`'s log-probs for each named pair set and attach them as columns.
+    """Compute (or read from the cache) the log-probs of `model_ref` for each named pair set and attach them
+    as columns of every role in `roles`.
 
-    role: "reference" or "previous" (column prefix `ref` / `prev`, see `columns`). model_ref: the frozen
-    model. `model`: those weights already in memory (the initial policy, before any update); otherwise
-    the model is loaded only on a cache miss, and freed before returning. Returns a report:
-    {"role", "model", "cache": {set: "hit"|"miss"}, "files": {set: path}, "seconds"}.
+    roles: "reference" and/or "previous" (column prefix `ref` / `prev`, see `columns`): one pass serves
+    every role the model fills. `model`: those weights already in memory (the initial policy, before any
+    update); otherwise the model is loaded only on a cache miss, and freed before returning. Returns a
+    report: {"roles", "model", "cache": {set: "hit"|"miss"}, "files": {set: path}, "pairs": {set: count},
+    "seconds"}.
     """
     t0 = time.time()
-    report: dict[str, Any] = {"role": role, "model": model_ref, "cache": {}, "files": {}}
+    label = " and ".join(roles)
+    report: dict[str, Any] = {"roles": list(roles), "model": model_ref, "cache": {}, "files": {}, "pairs": {}}
     loaded: torch.nn.Module | None = None
     try:
         for name, pairs in sets.items():
@@ -190,18 +226,20 @@ def frozen_logps(
                         row_tokens,
                         autocast=precision == "bf16",
                         device=device,
-                        desc=f"{role} log-probs ({name})",
+                        desc=f"{label} log-probs ({name})",
                         layout=layout,
                     )
                     _write(path, got[0], got[1], parts)
             report["files"][name] = str(path)
+            report["pairs"][name] = len(pairs)
             if int(os.environ.get("RANK", "0")) == 0:
                 print(
-                    f"{role} log-probs of {len(pairs)} {name} pairs from {model_ref}: "
+                    f"{label} log-probs of {len(pairs)} {name} pairs from {model_ref}: "
                     f"{'cache hit' if report['cache'][name] == 'hit' else 'computed and cached'} ({path})",
                     flush=True,
                 )
-            attach(pairs, role, *got)
+            for role in roles:
+                attach(pairs, role, *got)
     finally:
         if loaded is not None:  # the frozen model is not needed in memory during training
             del loaded

@@ -2,10 +2,11 @@
 
 Reads top to bottom: config (validated, loss included, before any model loads) -> data (load, split,
 tokenize with an explicit length policy) -> policy (LoRA or full) -> frozen log-probs (reference and
-previous iterate, precomputed and cached unless the reference is the LoRA base with adapters disabled)
--> train (transformers.Trainer on packed, prefix-shared pairs; the loss comes only from
-`align.losses.compute_loss`) -> evaluate (implicit-reward accuracy overall and per source / family /
-corruption) -> save (a peft adapter plus a merged copy, or the full model; tokenizer with each) -> report.
+previous iterate, precomputed and cached unless the reference is the LoRA base with adapters disabled;
+only for the training pairs the run draws, one pass per model) -> train (transformers.Trainer on packed,
+prefix-shared pairs; the loss comes only from `align.losses.compute_loss`) -> evaluate (implicit-reward
+accuracy overall and per source / family / corruption) -> save (a peft adapter plus a merged copy, or the
+full model; tokenizer with each) -> report.
 
 Reference handling (`reference.kind`):
   auto               the loss decides: none for reference-free losses (SimPO); with LoRA and the reference
@@ -15,7 +16,19 @@ Reference handling (`reference.kind`):
   precomputed        log π_ref computed once before training (`align.reference`), cached on disk and
                      carried into batches as per-pair columns; the reference model is freed before training
   none               no reference (reference-free losses only)
-INPO's previous iterate π_t (`previous.model`) is always precomputed the same way.
+INPO's previous iterate π_t (`previous.model`) is precomputed the same way, with two exceptions where it is
+the reference's model (`align.reference.same_model`; INPO's first iteration, π_t = π_ref = the initial policy):
+with a precomputed reference one pass fills both roles' columns, and with the adapters-disabled reference
+the trainer reuses that forward's numbers as π_t's (no precomputed pass at all: the adapters-disabled
+forward runs for π_ref anyway, so π_t costs nothing, and no column is carried).
+
+Precomputed columns cover only the training pairs the run draws: a run shorter than an epoch
+(`train.max_steps`, or `train.epochs` below 1) draws steps x batch_size x grad_accum x processes pairs,
+known before training from the trainer's seeded sampler (`prefalign.training.trainer.drawn_indices`).
+The trainer keeps the whole training set and its own order, so the run trains exactly as it would with
+columns on every pair (same batches, schedule, logged epochs and `--resume`); the held-out pairs all get
+columns. The report says how many training pairs got frozen log-probs (`frozen_train_pairs`) out of
+`train_pairs`.
 
 Logged per optimizer step (averaged over the micro-batches between log steps), TRL's names where TRL
 has them: loss, logps/{chosen,rejected} (summed per sequence), rewards/{chosen,rejected,margins,accuracies}
@@ -224,12 +237,14 @@ class PreferenceTrainer(MetricsMixin, Trainer):
         eval_pairs: list[Any],
         alert_drop: float,
         metrics_path: Path | None,
+        previous_is_reference: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
         self.loss_cfg = loss
         self.ref_mode = ref_mode
         self.use_previous = use_previous
+        self.previous_is_reference = previous_is_reference  # π_t is π_ref's model: its numbers serve both
         self.eval_pairs = eval_pairs
         self.alert_drop = alert_drop
         self.first_chosen_logp: float | None = None
@@ -253,9 +268,18 @@ class PreferenceTrainer(MetricsMixin, Trainer):
         elif self.ref_mode == "precomputed":
             c, r = columns("reference")
             ref_c, ref_r = inputs[c], inputs[r]
-        if self.use_previous:
+        if self.use_previous and self.previous_is_reference:
+            prev_c, prev_r = ref_c, ref_r
+        elif self.use_previous:
             c, r = columns("previous")
             prev_c, prev_r = inputs[c], inputs[r]
+        for role, col in (("reference", ref_c), ("previous", prev_c)):
+            if col is not None and bool(torch.isnan(col).any()):
+                raise RuntimeError(
+                    f"a batch holds pairs whose precomputed {role} log-probs are NaN: pairs without them (the run "
+                    "drew others than `prefalign.training.trainer.drawn_indices` expected: a changed sampler in "
+                    "transformers or accelerate?), or a frozen pass that gave NaN"
+                )
         return PairLogps(logps[:B], logps[B:], ref_c, ref_r, lengths[:B], lengths[B:], prev_c, prev_r)
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
@@ -362,10 +386,6 @@ def load_inner_weights(inner: torch.nn.Module, ckpt: Path) -> None:
 # --- the recipe --------------------------------------------------------------------------------------
 
 
-def _initial_policy(ref: str | None, cfg: TrainConfig) -> bool:
-    return ref is None or ref == cfg.model
-
-
 @dataclass
 class Setup:
     """Everything `run` needs once the data, the policy, the frozen log-probs and the trainer are ready."""
@@ -384,13 +404,20 @@ def setup(cfg: TrainConfig, resume: bool = False) -> Setup:
     from prefalign.models.forward import PackedForward
     from prefalign.models.hub import load_causal_lm, load_tokenizer, pad_token_id
     from prefalign.training.recipe import start_run
-    from prefalign.training.trainer import apply_lora, base_dtype, compile_layers, disable_dropout, training_arguments
+    from prefalign.training.trainer import (
+        apply_lora,
+        base_dtype,
+        compile_layers,
+        disable_dropout,
+        drawn_indices,
+        training_arguments,
+    )
     from preference_data.packing import PackCollator, PairDataset
     from preference_data.sources import load as load_source
     from preference_data.sources import load_pairs
     from preference_data.tokenize import tokenize_pairs
 
-    from .reference import frozen_logps
+    from .reference import frozen_logps, same_model
 
     run = start_run(cfg, cfg.train, "train", resume)
     spec = LOSSES[cfg.loss.name]
@@ -422,19 +449,28 @@ def setup(cfg: TrainConfig, resume: bool = False) -> Setup:
     if cfg.train.disable_dropout:
         disable_dropout(model)  # before LoRA, so lora.dropout stays as configured
 
-    # frozen log-probs, before any update (the initial policy's weights serve when it is the frozen model)
-    frozen = []
+    # frozen log-probs, before any update (the initial policy's weights serve when it is the frozen model): one
+    # pass per model, whatever roles it fills, over the training pairs the run draws and all held-out pairs
+    frozen: list[tuple[list[str], str]] = []  # (roles, model)
     if ref_mode == "precomputed":
-        frozen.append(("reference", cfg.reference.model or cfg.model))
+        frozen.append((["reference"], cfg.reference.model or cfg.model))
+    previous_is_reference = False
     if spec.needs_previous_iterate:
         assert cfg.previous.model is not None  # required by `TrainConfig.check`
-        frozen.append(("previous", cfg.previous.model))
-    frozen_reports = {}
-    for role, ref in frozen:
-        frozen_reports[role] = frozen_logps(
-            role,
+        if ref_mode == "adapters_disabled" and same_model(cfg.previous.model, cfg.model):
+            previous_is_reference = True  # the adapters-disabled base is the initial policy: π_t = π_ref
+        elif frozen and same_model(cfg.previous.model, frozen[0][1]):
+            frozen[0][0].append("previous")
+        else:
+            frozen.append((["previous"], cfg.previous.model))
+    drawn = drawn_indices(args, len(train_pairs)) if frozen else None
+    frozen_train = train_pairs if drawn is None else [train_pairs[i] for i in drawn]
+    frozen_reports: dict[str, dict[str, Any]] = {}
+    for roles, ref in frozen:
+        shared = frozen_logps(
+            roles,
             ref,
-            {"train": train_pairs, "eval": eval_pairs},
+            {"train": frozen_train, "eval": eval_pairs},
             precision=cfg.train.precision,
             weights_dtype=weights_dtype,
             max_length=cfg.train.max_length,
@@ -444,9 +480,12 @@ def setup(cfg: TrainConfig, resume: bool = False) -> Setup:
             layout=cfg.train.attention,
             batch_size=cfg.train.batch_size,
             device=args.device,
-            model=model if _initial_policy(ref, cfg) else None,
+            model=model if same_model(ref, cfg.model) else None,
         )
-    extra = tuple(c for role, _ in frozen for c in columns(role))
+        frozen_reports.update(dict.fromkeys(roles, shared))
+    if previous_is_reference:
+        frozen_reports["previous"] = {"model": cfg.previous.model, "from": "reference (adapters disabled)"}
+    extra = tuple(c for roles, _ in frozen for role in roles for c in columns(role))
 
     if cfg.train.method == "lora":
         model = apply_lora(model, cfg.lora, "CAUSAL_LM")
@@ -458,10 +497,13 @@ def setup(cfg: TrainConfig, resume: bool = False) -> Setup:
         model=PackedForward(model, "logps"),
         args=args,
         train_dataset=PairDataset(train_pairs),
-        data_collator=PackCollator(pad_id, cfg.train.row_tokens, cfg.train.attention, extra),
+        # a pair without frozen columns (one the run was not expected to draw) gets NaN, refused in `pair_logps`: the
+        # dataloader collates a batch ahead, so the batch after the last step may be such pairs and never be used
+        data_collator=PackCollator(pad_id, cfg.train.row_tokens, cfg.train.attention, extra, missing=float("nan")),
         loss=cfg.loss,
         ref_mode=ref_mode,
         use_previous=spec.needs_previous_iterate,
+        previous_is_reference=previous_is_reference,
         eval_pairs=eval_pairs,
         alert_drop=cfg.alerts.chosen_logp_drop,
         metrics_path=run.metrics_path,
@@ -482,6 +524,7 @@ def setup(cfg: TrainConfig, resume: bool = False) -> Setup:
             **frozen_reports.get("reference", {}),
         },
         "previous": frozen_reports.get("previous"),
+        "frozen_train_pairs": len(frozen_train) if frozen else None,
     }
     return Setup(run, trainer, model, tokenizer, train_pairs, eval_pairs, reports)
 
@@ -533,6 +576,7 @@ def run(cfg: TrainConfig, resume: bool = False) -> dict[str, Any]:
             "reference": s.reports["reference"],
             "previous": s.reports["previous"],
             "train_pairs": len(s.train_pairs),
+            "frozen_train_pairs": s.reports["frozen_train_pairs"],
             **trained.to_dict(),
             "eval": eval_report,
             "alerts": trainer.alerts,
@@ -554,6 +598,12 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
         + (f" ({', '.join(f'{k}: cache {v}' for k, v in ref['cache'].items())})" if ref.get("cache") else ""),
         f"saved to {report['policy_dir']}",
     ]
+    if report.get("frozen_train_pairs") is not None:
+        lines.insert(
+            2,
+            f"frozen log-probs precomputed for {report['frozen_train_pairs']} of {report['train_pairs']} training "
+            "pairs (those the run draws)",
+        )
     if report.get("adapter_dir") and report["adapter_dir"] != report["policy_dir"]:
         lines.append(f"adapter: {report['adapter_dir']}")
     if ev:

@@ -177,11 +177,15 @@ class PairDataset(Dataset):
 class PackCollator:
     """Packs a list of tokenized pairs into one `PackedBatch`, returned as a dict of tensors plus extras."""
 
-    def __init__(self, pad_id: int, row_tokens: int, layout: Layout, extra: Sequence[str] = ()) -> None:
+    def __init__(
+        self, pad_id: int, row_tokens: int, layout: Layout, extra: Sequence[str] = (), missing: float | None = None
+    ) -> None:
         self.pad_id = pad_id
         self.row_tokens = row_tokens
         self.layout = layout
         self.extra = extra  # attribute names of per-pair float tensors to carry (e.g. reference log-probs)
+        # the value of an `extra` a pair lacks (e.g. NaN, for the consumer to refuse); None: such a batch is an error
+        self.missing = missing
 
     def __call__(self, pairs: list[Any]) -> dict[str, Any]:
         b = pack_pairs(pairs, self.pad_id, self.row_tokens, self.layout)
@@ -193,5 +197,9 @@ class PackCollator:
         if any(m is not None for m in margins):
             out["margins"] = torch.tensor([0.0 if m is None else float(m) for m in margins])
         for name in self.extra:
-            out[name] = torch.tensor([float(p.attributes[name]) for p in pairs], dtype=torch.float32)
+            lacking = sum(name not in p.attributes for p in pairs)
+            if lacking and self.missing is None:
+                raise RuntimeError(f"{lacking} of the {len(pairs)} pairs in this batch have no '{name}' value")
+            values = [float(p.attributes.get(name, self.missing)) for p in pairs]
+            out[name] = torch.tensor(values, dtype=torch.float32)
         return out

@@ -551,8 +551,9 @@ def test_other_losses_train(tmp_path, data, overrides, first_loss):
     if first_loss is not None:
         assert rows[0]["loss"] == pytest.approx(first_loss, rel=1e-5)
     if "loss.name=inpo" in overrides:
-        assert report["previous"]["cache"] == {"train": "miss"}  # π_t precomputed (here: the initial policy)
+        # π_t is the initial policy, the adapters-disabled reference: its forward serves both
         assert report["reference"]["mode"] == "adapters_disabled"
+        assert report["previous"] == {"model": "builtin:tiny-llama", "from": "reference (adapters disabled)"}
     if "loss.name=simpo" in overrides:
         assert report["reference"]["mode"] == "none" and "kl_estimate" not in rows[0]
 

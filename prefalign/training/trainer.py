@@ -143,6 +143,38 @@ def training_arguments(train: TrainSection, output_dir: str, **extra: Any):
     )
 
 
+def drawn_indices(args: Any, n: int) -> list[int] | None:
+    """The indices of a dataset of `n` items that `transformers.Trainer` trains on under `args` (built by
+    `training_arguments`), in the order its train dataloader draws them; None when the run draws every item
+    (an epoch or more), or when the order cannot be known before training.
+
+    The Trainer draws with a `RandomSampler`, which accelerate turns into its `SeedableRandomSampler` seeded
+    with `args.data_seed` (+ the epoch); with `P` processes, micro-batch `k` of that order goes to process
+    `k mod P`. A run of S optimizer steps therefore consumes the first S x batch_size x grad_accum x P
+    items of the first epoch's order: the ones returned, built with the same sampler class and seed. The
+    step count is `args.max_steps`, or for fractional epochs the Trainer's ceil(epochs x steps per epoch).
+    """
+    import math
+
+    from accelerate.data_loader import SeedableRandomSampler
+
+    if (
+        args.train_sampling_strategy != "random"
+        or not args.accelerator_config.use_seedable_sampler
+        or args.data_seed is None
+        or n == 0
+    ):
+        return None
+    B, GA, P = args.per_device_train_batch_size, args.gradient_accumulation_steps, max(1, args.world_size)
+    batches = n // B if args.dataloader_drop_last else math.ceil(n / B)
+    per_epoch = max(math.ceil(math.ceil(batches / P) / GA), 1)  # the Trainer's optimizer steps per epoch
+    steps = args.max_steps if args.max_steps > 0 else math.ceil(args.num_train_epochs * per_epoch)
+    drawn = steps * B * GA * P
+    if drawn >= n:
+        return None
+    return [int(i) for i in SeedableRandomSampler(range(n), data_seed=args.data_seed)][:drawn]
+
+
 def set_threads(train: TrainSection) -> None:
     """Process settings for a training run: torch threads and (on Linux/glibc) the allocator."""
     if train.num_threads > 0:
