@@ -215,3 +215,72 @@ def test_two_processes_equal_one_for_one_online_step(tmp_path, tiny_model_ref):
     # each rank drew and scored its own prompt
     assert (tmp_path / "two" / "rollouts" / "step_00000-rank1.json").exists()
     same(adapter(Path(one["adapter_dir"]).parent), adapter(tmp_path / "two"), atol=1e-6)
+
+
+# --- judges trained by RL: the rule reward against cheap answers ---------------------------------------
+
+
+def _judge_record(kind: str, **gold):
+    from preference_data.records import Message, PromptOnly
+
+    return PromptOnly([Message("user", "judge this")], {"judge": {"kind": kind, **gold}}, None, "t")
+
+
+def test_judge_correctness_rule_and_cheap_answers():
+    from align.rewards import Component, judge_correctness
+
+    c = Component("judge", 1.0, {"type": "judge_correctness", "tolerance": 1})
+    think = _judge_record("think", form="binary", label="B", strength=2)
+    assert judge_correctness(think, "<think>B is right</think>\n<answer>B</answer>", c) == 1.0
+    assert judge_correctness(think, "<answer>A</answer>", c) == 0.0
+    # cheap answers: no verdict, both letters, a verdict hidden in prose, an earlier B overridden by a final A
+    assert judge_correctness(think, "B", c) == 0.0
+    assert judge_correctness(think, "<answer>A or B</answer>", c) == 0.0
+    assert judge_correctness(think, "<answer>B</answer> ... <answer>A</answer>", c) == 0.0
+    assert c.failures["unparsed"] == 2
+    multi = _judge_record("think", form="multiclass", label="A", strength=-3)
+    assert judge_correctness(multi, "<answer>-3</answer>", c) == 1.0
+    assert judge_correctness(multi, "<answer>-1</answer>", c) == 0.5  # the right side, the wrong strength
+    assert judge_correctness(multi, "<answer>2</answer>", c) == 0.0
+    grm = _judge_record("grm", score=7)
+    assert judge_correctness(grm, "Fine. Score: \\boxed{8}", c) == 1.0
+    assert judge_correctness(grm, "Score: \\boxed{4}", c) == 0.0
+    assert judge_correctness(grm, "Score: \\boxed{7, 7}", c) == 0.0  # two scores for one response
+    assert judge_correctness(grm, "Score: \\boxed{70}", c) == 0.0  # outside 1..10
+    no_label = _judge_record("think")
+    no_label.meta.clear()
+    assert judge_correctness(no_label, "<answer>A</answer>", c) is None  # NaN, counted, never a zero
+    assert c.failures["no_gold_label"] == 1
+
+
+def test_judge_prompts_carry_gold_labels():
+    from align.judge_rl import judge_prompts
+
+    think = judge_prompts("suite", "think", "multiclass", seed=0)
+    labels = {p.meta["judge"]["label"] for p in think}
+    assert labels == {"A", "B"}  # the chosen response is put at both positions
+    for p in think[:50]:
+        j = p.meta["judge"]
+        assert (j["strength"] < 0) == (j["label"] == "A") and abs(j["strength"]) in (1, 2, 3)
+    grm = judge_prompts("suite", "grm", "binary", seed=0)
+    assert len(grm) == 2 * len(think)  # one prompt per response of every graded pair
+    assert all(1 <= p.meta["judge"]["score"] <= 10 for p in grm)
+
+
+def test_pairwise_rlhf_step_runs_with_a_pairwise_judge(tmp_path, tiny_model_ref):
+    from align import online
+
+    cfg = online_config(
+        tmp_path,
+        "pairwise",
+        reward=[{"type": "judge", "model": "builtin:tiny-llama"}],
+        algorithm={"loss": "grpo", "advantage": "pairwise"},
+        rollout={"group_size": 3, "prompts_per_step": 2, "max_new_tokens": 6},
+        train__max_steps=1,
+    )
+    report = online.run(cfg)
+    data = json.loads((Path(cfg.output_dir) / "rollouts" / "step_00000-rank0.json").read_text())
+    prefs = torch.tensor(data["prefs"])  # (prompts, G, G), antisymmetric, diagonal 0
+    assert prefs.shape == (2, 3, 3)
+    assert torch.allclose(prefs, -prefs.transpose(1, 2)) and torch.all(prefs.diagonal(dim1=1, dim2=2) == 0)
+    assert report["algorithm"]["advantage"] == "pairwise"
