@@ -56,15 +56,15 @@ def side_trl(args: argparse.Namespace, out: str) -> dict:
     tune_allocator()
     lora = args.mode == "lora"
     ps = prompts(args.steps * PROMPTS_PER_STEP)
-    rows = [
-        {"prompt": [m.to_dict() for m in p.prompt], "record": json.dumps(p.to_dict())} for p in ps
-    ]
+    rows = [{"prompt": [m.to_dict() for m in p.prompt], "record": json.dumps(p.to_dict())} for p in ps]
     lengths: list[int] = []
 
     def gold(prompts, completions, record, completion_ids=None, **kwargs):  # TRL passes dataset columns by name
         if completion_ids is not None:
             lengths.extend(len(c) for c in completion_ids)
-        return [grade_prompt_only(json.loads(r), c[-1]["content"]).overall for r, c in zip(record, completions)]
+        return [
+            grade_prompt_only(json.loads(r), c[-1]["content"]).overall for r, c in zip(record, completions, strict=True)
+        ]
 
     tok = load_tokenizer(MODEL)
     model = load_causal_lm(MODEL, dtype=trl_model_dtype(args.precision, lora))
@@ -182,7 +182,7 @@ def main() -> None:
     results: dict = {"machine": machine_line(), "precision": precision}
     for mode in args.modes.split(","):
 
-        def side(who: str, setting: str) -> dict:
+        def side(who: str, setting: str, mode: str = mode) -> dict:
             a = ["--child", who, "--mode", mode, "--setting", setting, "--steps", str(args.steps)]
             return {**spawn(__file__, a + ["--precision", precision]), "setting": setting}
 
