@@ -66,8 +66,8 @@ def side_trl(args: argparse.Namespace, out: str) -> dict:
             grade_prompt_only(json.loads(r), c[-1]["content"]).overall for r, c in zip(record, completions, strict=True)
         ]
 
-    tok = load_tokenizer(MODEL)
-    model = load_causal_lm(MODEL, dtype=trl_model_dtype(args.precision, lora))
+    tok = load_tokenizer(args.model)
+    model = load_causal_lm(args.model, dtype=trl_model_dtype(args.precision, lora))
     peft_config = None
     if lora:
         from peft import LoraConfig
@@ -117,7 +117,7 @@ def side_ours(args: argparse.Namespace, out: str) -> dict:
     cfg = build(
         OnlineConfig,
         {
-            "model": MODEL,
+            "model": args.model,
             "output_dir": out,
             "save_merged": False,
             "reward": [{"type": "grader"}],
@@ -166,6 +166,7 @@ def main() -> None:
     ap.add_argument("--precision", default="auto", help="auto, bf16 or fp32 (both sides)")
     ap.add_argument("--trl-settings", default="eager", help="comma list of TRL settings: eager, compile")
     ap.add_argument("--ours-settings", default="compile", help="comma list of our settings: eager, compile")
+    ap.add_argument("--model", default=MODEL, help="the model both sides train (default: the builtin SmolLM2)")
     for name in ("--child", "--mode", "--setting"):
         ap.add_argument(name, default="", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -183,7 +184,18 @@ def main() -> None:
     for mode in args.modes.split(","):
 
         def side(who: str, setting: str, mode: str = mode) -> dict:
-            a = ["--child", who, "--mode", mode, "--setting", setting, "--steps", str(args.steps)]
+            a = [
+                "--child",
+                who,
+                "--mode",
+                mode,
+                "--setting",
+                setting,
+                "--steps",
+                str(args.steps),
+                "--model",
+                args.model,
+            ]
             return {**spawn(__file__, a + ["--precision", precision]), "setting": setting}
 
         trl = [side("trl", s) for s in args.trl_settings.split(",")]
