@@ -319,7 +319,8 @@ def agreement_rule(ex: Example, j: Judgement, tie_policy: TiePolicy) -> dict[str
     else:
         assert j.prefs is not None
         p01, p10 = j.prefs[(0, 1)], j.prefs[(1, 0)]
-        margin, consistent = (p01 + 1.0 - p10) / 2 - 0.5, rules.both_orders_agree(p01, p10)
+        # order-averaged P(first) - 1/2 = (p01 + 1 - p10) / 2 - 1/2, written so that its sign is exact
+        margin, consistent = (p01 - p10) / 2, rules.both_orders_agree(p01, p10)
     majority = ex.meta["majority"]
     credit = None
     if majority in ("first", "second"):

@@ -37,9 +37,12 @@ def preference_outcome(p_ij: float, p_ji: float) -> int:
     """Outcome of a pairwise judge asked in both orders, averaged (reference §9.5, RLHFlow averages the two).
 
     p_ij = P(i preferred | i shown first), p_ji = P(j preferred | j shown first).
-    The order-averaged P(i preferred) is (p_ij + 1 - p_ji) / 2; its side of 1/2 is the outcome.
+    The order-averaged P(i preferred) is (p_ij + 1 - p_ji) / 2; its side of 1/2 is the outcome. That side is
+    the sign of p_ij - p_ji, compared directly so that outcome(i, j) = -outcome(j, i) holds exactly in floating
+    point (0.9 + 1 - 0.9 is 0.9999999999999999: summing first would call a judge that always answers "A" with
+    P = 0.9 a loss for both responses).
     """
-    return outcome(p_ij + 1.0 - p_ji, 1.0)  # (p_ij + 1 - p_ji) / 2 > 1/2  <=>  p_ij + 1 - p_ji > 1
+    return outcome(p_ij, p_ji)  # (p_ij + 1 - p_ji) / 2 > 1/2  <=>  p_ij > p_ji
 
 
 def pair_credit(o: int, tie_policy: TiePolicy) -> float:

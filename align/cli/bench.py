@@ -235,6 +235,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         _check_data(args.data)
     if args.limit is not None and args.limit < 1:
         raise UserError(f"--limit must be a positive number of examples, got {args.limit}")
+    bench_options = _bench_options(bench.name, args)
     name = args.scorer or default_scorer(args.model, args.reference)
     kind = SCORERS[name].kind
     if kind not in bench.scorer_kinds:
@@ -245,7 +246,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     if name != "grader" and args.model is None:
         raise UserError(f"--scorer {name} needs --model")
     options = _scorer_options(name, args)
-    bench_options = _bench_options(bench.name, args)
 
     pairs = None
     if bench.name == "suite" and args.data is None:
