@@ -515,6 +515,24 @@ def test_pairwise_judge_both_order_consistency_and_best_of_n(tmp_path: Path) -> 
     assert rec.scores["subsets"]["Helpfulness/Chat"]["best_of_n"] == 0.5
 
 
+class BothOrdersJudge(BiasedJudge):
+    """A judge that averages both orders itself (as pair_pm does): the runner asks one order only."""
+
+    symmetric = True
+    name = "both-orders-judge"
+
+    def describe(self) -> dict[str, Any]:
+        return {"model": "both-orders-judge"}
+
+
+def test_a_judge_that_averages_both_orders_is_not_scored_for_consistency(tmp_path: Path) -> None:
+    rec = bench(tmp_path, "llmbar", BothOrdersJudge({("7", "8"): 0.8}))
+    assert rec.scores["sections"]["Both-order consistency"] is None
+    assert "consistent by construction" in rec.scores["extra"]["position"]["note"]
+    # item 1: P(7 over 8) = 0.8 -> right; items 2, 3: P = 0.9 for A, read as 0.1 for the other order -> first
+    assert rec.scores["sections"]["Accuracy (no ties)"] == pytest.approx(2 / 3)
+
+
 def test_every_scorer_kind_runs_on_every_preset(tmp_path: Path) -> None:
     """Pointwise, pairwise and reference scorers each give a record on each preset's fixture."""
     for name in FIXTURES:
