@@ -131,7 +131,7 @@ class TieRule:
         if self.how == "given":
             return f"ties at |margin| <= {self.threshold:g}"
         if self.how == "held-out":
-            return f"tie threshold chosen on {len(self.heldout)} held-out items"
+            return "held-out tie threshold"
         return "no human ties"
 
 

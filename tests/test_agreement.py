@@ -494,7 +494,7 @@ def test_tie_threshold_is_chosen_on_held_out_items_and_used_on_the_rest(tmp_path
     held_tie_margins = [0.01 * (k // 2) for k in range(1, 40, 2)]  # the threshold is one of them
     assert any(tie["threshold"] == pytest.approx(m) for m in held_tie_margins) and tie["threshold"] < 1.0
     assert rec.scores["sections"]["Accuracy (no ties)"] == 1.0  # every first item has margin 1
-    assert "tie threshold chosen on" in rec.settings["section"]
+    assert "held-out tie threshold" in rec.settings["section"]
 
 
 def test_pairwise_judge_both_order_consistency_and_best_of_n(tmp_path: Path) -> None:
@@ -615,7 +615,7 @@ def test_cli_scalar_rm_and_judge_then_leaderboard_section(
     common = ["--data", data, "--preset", "autoj", "--records", str(recs), "--dtype", "float32", "--bootstrap", "50"]
     assert main(["bench", "run", "agreement", *common, "--model", rm_dir, "--name", "tiny-rm"]) == 0
     out = capsys.readouterr().out
-    assert "agreement: autoj, autoj/testdata_pairwise.jsonl, tie threshold chosen on" in out
+    assert "agreement: autoj, autoj/testdata_pairwise.jsonl, held-out tie threshold" in out
     assert "tie rule: rule=held-out" in out and "95% intervals: Accuracy" in out
     args = ["--model", tiny_model_ref, "--scorer", "judge", "--name", "tiny-judge", "--tie-threshold", "0.01"]
     assert main(["bench", "run", "agreement", *common, *args]) == 0
@@ -626,5 +626,5 @@ def test_cli_scalar_rm_and_judge_then_leaderboard_section(
     page = files.html.read_text(encoding="utf-8")
     md = files.markdown.read_text(encoding="utf-8")
     assert "## agreement: autoj, autoj/testdata_pairwise.jsonl, ties at |margin| <= 0.01" in md
-    assert "agreement: autoj, autoj/testdata_pairwise.jsonl, tie threshold chosen on" in page
+    assert "agreement: autoj, autoj/testdata_pairwise.jsonl, held-out tie threshold" in page
     assert "### Per category" in md and "### By annotator" in md and "### Intervals" in md

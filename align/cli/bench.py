@@ -276,7 +276,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     print(f"markdown  {files.markdown}")
     print(f"chart     {files.png if files.png else 'none (no shown record has a headline score)'}")
     for bench, path in files.charts.items():
-        print(f"  {bench:<14}{path}")
+        print(f"  {bench:<14} {path}")
     print()
     print(files.overview)
     return 0
