@@ -248,7 +248,8 @@ def agreement_numbers(items: list[Item], opts: AgreementOptions, pairwise: bool,
         "intervals": {k: {"low": v[0], "high": v[1]} for k, v in intervals.items() if v is not None},
         "tie_rule": {
             "rule": rule.how,
-            "threshold": rule.threshold,
+            # text, not a number: the leaderboard shows numbers as percentages, and a threshold is in score units
+            "threshold": f"{rule.threshold:.6g}",
             "units": "P(first) - 1/2" if pairwise else "score difference",
             "heldout_items": len(rule.heldout),
             "evaluated_items": len(evaluated),
