@@ -20,9 +20,11 @@ from prefalign.registry import Table
 from reward_models.base import ScorerKind
 
 from . import rules
+from .agreement import AgreementOptions
 from .loaders import (
     Example,
     Parser,
+    parse_comparisons,
     parse_judgebench,
     parse_pairs,
     parse_rewardbench,
@@ -79,13 +81,31 @@ class Scores:
     subsets: dict[str, dict[str, Any]]
     extra: dict[str, Any] = field(default_factory=dict)
 
+    section: str | None = None
+    """The leaderboard section of the record (default: the benchmark's name); the agreement benchmark names its
+    column map, data file and tie rule, so runs on different files or tie rules are not shown as one."""
+
     def to_dict(self) -> dict[str, Any]:
         """The `scores` block of a record."""
         return {"headline": self.headline, "sections": self.sections, "subsets": self.subsets, "extra": self.extra}
 
 
+@dataclass(frozen=True)
+class RunInfo:
+    """What an aggregation may need to know about the run besides the per-example results."""
+
+    kind: ScorerKind
+    symmetric: bool
+    """A pairwise scorer that judges both orders itself (its second order is the complement of the first)."""
+    tie_policy: TiePolicy
+    source: str
+    """Where the examples came from (a file, a hub id, or pairs in memory)."""
+    options: Any = None
+    """The benchmark's own settings (`Benchmark.options`), or None."""
+
+
 Rule = Callable[[Example, Judgement, TiePolicy], dict[str, Any]]
-Aggregate = Callable[[list[tuple[Example, dict[str, Any]]]], Scores]
+Aggregate = Callable[[list[tuple[Example, dict[str, Any]]], RunInfo], Scores]
 
 
 @dataclass(frozen=True)
@@ -112,6 +132,9 @@ class Benchmark:
     """Name of the headline number."""
     uses_tie_policy: bool = True
     """False where the benchmark fixes its own tie handling (best-of-4 fractions, JudgeBench games)."""
+    options: type | None = None
+    """A dataclass of the benchmark's own settings (`BenchSettings.options`, checked like a config); the loader
+    receives them as `options=` and the aggregation in `RunInfo.options`."""
 
 
 def _chosen_vs_rejected(ex: Example) -> list[tuple[int, int]]:
@@ -146,7 +169,7 @@ def rewardbench_rule(ex: Example, j: Judgement, tie_policy: TiePolicy) -> dict[s
     return {"correct": rules.pair_credit(j.outcome(0, 1), tie_policy)}
 
 
-def rewardbench_aggregate(results: list[tuple[Example, dict[str, Any]]]) -> Scores:
+def rewardbench_aggregate(results: list[tuple[Example, dict[str, Any]]], run: RunInfo) -> Scores:
     """Per-subset accuracy -> count-weighted sections (math-prm at 984) -> mean of the four sections."""
     order = list(rules.REWARDBENCH_EXAMPLE_COUNTS)
     subsets = _group_mean(results, "correct", lambda ex: ex.group)
@@ -170,7 +193,7 @@ def rewardbench2_rule(ex: Example, j: Judgement, tie_policy: TiePolicy) -> dict[
     return {"result": rules.best_of_n(scores)}
 
 
-def rewardbench2_aggregate(results: list[tuple[Example, dict[str, Any]]]) -> Scores:
+def rewardbench2_aggregate(results: list[tuple[Example, dict[str, Any]]], run: RunInfo) -> Scores:
     """Mean best-of-4 credit per subset; the Ties formula for Ties; the unweighted mean of the six."""
     subsets = _group_mean([(ex, r) for ex, r in results if ex.group != "Ties"], "result", lambda ex: ex.group)
     ties_rows = [(ex, r) for ex, r in results if ex.group == "Ties"]
@@ -196,7 +219,7 @@ def rmbench_rule(ex: Example, j: Judgement, tie_policy: TiePolicy) -> dict[str, 
     }
 
 
-def rmbench_aggregate(results: list[tuple[Example, dict[str, Any]]]) -> Scores:
+def rmbench_aggregate(results: list[tuple[Example, dict[str, Any]]], run: RunInfo) -> Scores:
     """Per domain (safety files merged): mean matrix -> hard/normal/easy -> their mean; overall = domain mean."""
     by_domain: dict[str, list[list[list[float]]]] = defaultdict(list)
     for ex, r in results:
@@ -231,7 +254,7 @@ def judgebench_rule(ex: Example, j: Judgement, tie_policy: TiePolicy) -> dict[st
     return {"correct": float(rules.judgebench_double_correct(d_ab, d_ba, label)), "decisions": [d_ab, d_ba]}
 
 
-def judgebench_aggregate(results: list[tuple[Example, dict[str, Any]]]) -> Scores:
+def judgebench_aggregate(results: list[tuple[Example, dict[str, Any]]], run: RunInfo) -> Scores:
     """Overall accuracy over all pairs, and per category (source prefix)."""
     subsets = _group_mean(results, "correct", lambda ex: ex.group)
     subsets = {c: subsets[c] for c in rules.JUDGEBENCH_CATEGORIES if c in subsets}
@@ -255,7 +278,7 @@ def _pairs_tables(results: list[tuple[Example, dict[str, Any]]]) -> dict[str, di
     }
 
 
-def pairs_aggregate(results: list[tuple[Example, dict[str, Any]]]) -> Scores:
+def pairs_aggregate(results: list[tuple[Example, dict[str, Any]]], run: RunInfo) -> Scores:
     """Accuracy overall; per source as sections; per family and corruption kind when pairs carry them."""
     t = _pairs_tables(results)
     return Scores(
@@ -266,7 +289,7 @@ def pairs_aggregate(results: list[tuple[Example, dict[str, Any]]]) -> Scores:
     )
 
 
-def suite_aggregate(results: list[tuple[Example, dict[str, Any]]]) -> Scores:
+def suite_aggregate(results: list[tuple[Example, dict[str, Any]]], run: RunInfo) -> Scores:
     """Accuracy overall; per task family as sections; per corruption kind and source as extra tables."""
     t = _pairs_tables(results)
     return Scores(
@@ -275,6 +298,55 @@ def suite_aggregate(results: list[tuple[Example, dict[str, Any]]]) -> Scores:
         t["by_family"],
         {"by_corruption": t["by_corruption"], "by_source": t["by_source"]},
     )
+
+
+# --- Agreement with human labels -------------------------------------------------------------------------
+
+
+def _against_winner(ex: Example) -> list[tuple[int, int]]:
+    """first vs second; a best-of-n winner (index 0) against each loser."""
+    return [(0, j) for j in range(1, len(ex.responses))]
+
+
+def agreement_rule(ex: Example, j: Judgement, tie_policy: TiePolicy) -> dict[str, Any]:
+    """One comparison: the scorer's margin for the first response, its credit against a first/second majority, its
+    both-order consistency (pairwise judges); for a best-of-n item, whether the winner beats every loser."""
+    if ex.meta["kind"] == "best_of_n":
+        outcomes = [j.outcome(0, k) for k in range(1, len(ex.responses))]
+        return {"best_of_n": rules.beats_all(outcomes), "losers_beaten": rules.mean(float(o > 0) for o in outcomes)}
+    if j.scores is not None:
+        margin, consistent = j.scores[0] - j.scores[1], None
+    else:
+        assert j.prefs is not None
+        p01, p10 = j.prefs[(0, 1)], j.prefs[(1, 0)]
+        # order-averaged P(first) - 1/2 = (p01 + 1 - p10) / 2 - 1/2, written so that its sign is exact
+        margin, consistent = (p01 - p10) / 2, rules.both_orders_agree(p01, p10)
+    majority = ex.meta["majority"]
+    credit = None
+    if majority in ("first", "second"):
+        credit = rules.pair_credit(j.outcome(0, 1) if majority == "first" else j.outcome(1, 0), tie_policy)
+    return {"margin": margin, "credit": credit, "consistent": consistent}
+
+
+def agreement_aggregate(results: list[tuple[Example, dict[str, Any]]], run: RunInfo) -> Scores:
+    """Accuracy with and without ties, kappa, per annotator, consistency, best-of-n, per category (`agreement.py`)."""
+    from pathlib import Path
+
+    from .agreement import Item, agreement_numbers
+
+    items = [
+        Item(ex.id, ex.group, ex.meta["kind"], ex.meta["labels"], ex.meta["annotators"], ex.meta["majority"], **r)
+        for ex, r in results
+    ]
+    consistency = run.kind == "pairwise" and not run.symmetric
+    n = agreement_numbers(items, run.options, run.kind == "pairwise", consistency)
+    if run.kind == "pairwise" and run.symmetric:
+        n["extra"]["position"] = {
+            "note": "the scorer judges both orders itself and averages them: consistent by construction"
+        }
+    where = "/".join(Path(run.source).parts[-2:])
+    section = f"agreement: {run.options.map_name}, {where}, {n['tie_rule'].describe()}"
+    return Scores(n["headline"], n["sections"], n["subsets"], n["extra"], section)
 
 
 BENCHMARKS: Table[Benchmark] = Table(
@@ -353,6 +425,19 @@ BENCHMARKS: Table[Benchmark] = Table(
             ALL_KINDS,
             _chosen_vs_rejected,
             headline="Accuracy",
+        ),
+        "agreement": Benchmark(
+            "agreement",
+            "1.0",
+            "agreement with human labels on any labelled comparison file (--preset or --columns): accuracy without "
+            "and with ties (stated tie rule), kappa, per annotator, both-order consistency, best-of-n, per category",
+            parse_comparisons,
+            agreement_rule,
+            agreement_aggregate,
+            ALL_KINDS,  # reference scorers need a reference column in the map
+            _against_winner,
+            headline="Accuracy",
+            options=AgreementOptions,
         ),
     },
     columns=("version", "scorer_kinds", "summary"),

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from prefalign.errors import UserError
-from preference_data.records import Conversation, Message, PreferencePair, conversation
+from preference_data.records import Conversation, LabelledComparison, Message, PreferencePair, conversation
 from preference_data.report import DataReport
 
 from . import rules
@@ -371,6 +371,32 @@ def parse_pairs(rows: Rows, report: DataReport, source: str) -> Parsed:
     # a format that yields "pairs" adapts rows to PreferencePair records
     examples = [pair_example(cast(PreferencePair, p)) for p in formats.FORMATS[fmt].adapt(again(), report)]
     return Parsed(examples, [], report.rows_read, source)  # the adapter's drops are in `report`
+
+
+def comparison_example(c: LabelledComparison, where: str) -> Example:
+    """A labelled comparison as an example: responses in the file's order ([first, second], or [winner, *losers]),
+    grouped by the file's category; the human labels go to `meta`."""
+    meta = {"kind": c.kind, "labels": c.labels, "annotators": c.annotators, "majority": c.majority()}
+    return Example(c.id, c.category, c.prompt, c.responses, meta, c.reference, row=where)
+
+
+def parse_comparisons(rows: Rows, report: DataReport, source: str, options: Any = None) -> Parsed:
+    """Any labelled comparison file, read through the column map of `options` (`AgreementOptions`: a preset or
+    columns; stage 1's `preference_data.comparisons`). Rows it cannot read are counted in `report` by reason
+    with their row numbers (and become problems in `read`); rows merged into an earlier comparison (another
+    annotator's label of it) are not problems, and `rows_read` counts them once."""
+    from preference_data.comparisons import adapt, mapping_for
+
+    if options is None:
+        raise UserError(f"{source}: a labelled comparison file needs a column map: a preset or columns")
+    mapping, name = mapping_for(options.preset, options.columns)
+    report.details.setdefault("format", f"labelled comparisons, column map '{name}'")
+    examples = [
+        comparison_example(c, _where(source, report, c.attributes.get("row", 0)))
+        for c in adapt(mapping, source)(rows, report)
+    ]
+    merged = report.repaired.get("merged_same_comparison", 0)
+    return Parsed(examples, [], report.rows_read - merged, source)
 
 
 def examples_from_pairs(pairs: list[PreferencePair], source: str = "pairs") -> Parsed:

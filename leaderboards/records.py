@@ -51,6 +51,12 @@ class Record:
     """Where the record was saved (not stored in the file)."""
 
     @property
+    def section(self) -> str:
+        """The leaderboard section (tab) the record is shown in: `settings.section` where the benchmark names one
+        (the agreement benchmark: column map, data file and tie rule), else the benchmark's name."""
+        return str(self.settings.get("section") or self.benchmark)
+
+    @property
     def headline(self) -> float | None:
         """The benchmark's single number (a fraction in [0, 1]), or None."""
         return self.scores.get("headline")
@@ -170,11 +176,30 @@ def fmt_score(v: float | None) -> str:
     return "\u2013" if v is None else f"{100 * v:.1f}"
 
 
+def _number(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return "\u2013" if v is None else str(v)
+
+
+def _extra_lines(extra: dict[str, Any]) -> list[str]:
+    """The flat blocks of `scores.extra` (a few numbers each, e.g. the tie rule) one line each, and the intervals;
+    long tables stay in the record and on the rendered page."""
+    lines = []
+    for key, v in extra.items():
+        if key == "intervals" and isinstance(v, dict):
+            cells = [f"{k} {fmt_score(r.get('low'))}..{fmt_score(r.get('high'))}" for k, r in v.items()]
+            lines.append("  95% intervals: " + "; ".join(cells))
+        elif isinstance(v, dict) and v and not any(isinstance(x, (dict, list)) for x in v.values()):
+            lines.append(f"  {key.replace('_', ' ')}: " + ", ".join(f"{k}={_number(x)}" for k, x in v.items()))
+    return lines
+
+
 def summarize(record: Record) -> str:
     """A short plain-text report of one record (what the CLI prints after a run)."""
     s = record.scores
     lines = [
-        f"{record.benchmark} v{record.version}  model: {record.model}" + ("  [PARTIAL]" if record.partial else ""),
+        f"{record.section} v{record.version}  model: {record.model}" + ("  [PARTIAL]" if record.partial else ""),
         f"  {s.get('headline_name', 'Score')}: {fmt_score(s.get('headline'))}",
     ]
     for name, v in (s.get("sections") or {}).items():
@@ -184,6 +209,7 @@ def summarize(record: Record) -> str:
         lines.append("  subsets:")
         for name, row in subsets.items():
             lines.append(f"    {name:<24} {fmt_score(row.get('score')):>6}  (n={row.get('n')})")
+    lines += _extra_lines(s.get("extra") or {})
     c = record.counts
     lines.append(
         f"  examples {c.get('examples')}, responses scored {c.get('scored_now')} "

@@ -51,6 +51,7 @@ SUBSET_LABELS = {
     "judgebench": "source",
     "pairs": "source",
     "suite": "task family",
+    "agreement": "category",
 }
 """What a benchmark's `scores.subsets` are called in its breakdown table (default: subset)."""
 HIDDEN_SETTINGS = frozenset({"model", "weights", "reference_weights", "template", "answers"})
@@ -87,10 +88,10 @@ def build_board(records: list[Record]) -> Board:
     from .benchmarks import BENCHMARKS
 
     shown: dict[str, dict[str, Record]] = {}
-    for rec in records:
+    for rec in records:  # keyed by section: the benchmark's name, or the section its records name
         per_model = shown.setdefault(rec.model, {})
-        if _better(rec, per_model.get(rec.benchmark)):
-            per_model[rec.benchmark] = rec
+        if _better(rec, per_model.get(rec.section)):
+            per_model[rec.section] = rec
     benches = {b for m in shown.values() for b in m}
     order = [b for b in BENCHMARKS.names() if b in benches] + sorted(benches - set(BENCHMARKS.names()))
 
@@ -124,6 +125,10 @@ class TableData:
     note: str = ""
     collapsed: bool = False
     """HTML: inside a closed <details> (the text is still on the page)."""
+
+
+def _subset_label(recs: list[Record]) -> str:
+    return SUBSET_LABELS.get(recs[0].benchmark, "subset") if recs else "subset"
 
 
 def _score_cell(v: Any) -> Cell:
@@ -269,7 +274,7 @@ def benchmark_tables(bench: str, recs: list[Record], links: dict[int, str]) -> l
     )
     tables = [TableData(bench, head, rows, note)]
 
-    label = SUBSET_LABELS.get(bench, "subset")
+    label = _subset_label(recs)
     sub = _long_table(f"Per {label}", label, recs, lambda r: r.scores.get("subsets"))
     if sub is not None:
         tables.append(sub)
@@ -377,7 +382,7 @@ def chart_panels(bench: str, recs: list[Record]) -> list[ChartPanel]:
         [headline] * has_headline + sections,
         lambda r: [r.headline] * has_headline + [(r.scores.get("sections") or {}).get(s) for s in sections],
     )
-    label = SUBSET_LABELS.get(bench, "subset")
+    label = _subset_label(recs)
     subsets = list(dict.fromkeys(s for r in recs for s in _subsets(r)))
     if main is None:
         main = panel(f"per {label}", subsets, lambda r: [(_subsets(r).get(s) or {}).get("score") for s in subsets])

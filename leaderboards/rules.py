@@ -37,9 +37,12 @@ def preference_outcome(p_ij: float, p_ji: float) -> int:
     """Outcome of a pairwise judge asked in both orders, averaged (reference §9.5, RLHFlow averages the two).
 
     p_ij = P(i preferred | i shown first), p_ji = P(j preferred | j shown first).
-    The order-averaged P(i preferred) is (p_ij + 1 - p_ji) / 2; its side of 1/2 is the outcome.
+    The order-averaged P(i preferred) is (p_ij + 1 - p_ji) / 2; its side of 1/2 is the outcome. That side is
+    the sign of p_ij - p_ji, compared directly so that outcome(i, j) = -outcome(j, i) holds exactly in floating
+    point (0.9 + 1 - 0.9 is 0.9999999999999999: summing first would call a judge that always answers "A" with
+    P = 0.9 a loss for both responses).
     """
-    return outcome(p_ij + 1.0 - p_ji, 1.0)  # (p_ij + 1 - p_ji) / 2 > 1/2  <=>  p_ij + 1 - p_ji > 1
+    return outcome(p_ij, p_ji)  # (p_ij + 1 - p_ji) / 2 > 1/2  <=>  p_ij > p_ji
 
 
 def pair_credit(o: int, tie_policy: TiePolicy) -> float:
@@ -356,3 +359,74 @@ def judgebench_double_correct(decision_ab: str, decision_ba: str, label: str) ->
         elif d == flip_decision(label):
             counter -= 1
     return counter > 0
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Agreement with human labels (judge and RM meta-evaluation; reference §7.7)
+# ---------------------------------------------------------------------------------------------------------
+
+AGREEMENT_VERDICTS: tuple[str, ...] = ("first", "second", "tie")
+
+
+def verdict(margin: float, threshold: float = 0.0) -> str:
+    """A scorer's three-way verdict on (first, second) from its margin for the first response.
+
+    margin: score(first) - score(second) for a scorer, or order-averaged P(first preferred) - 1/2 for a pairwise
+    judge. "tie" when |margin| <= threshold (the stated tie rule of §7.7), else the side the margin points to;
+    with threshold 0 only an exact tie is a tie.
+    """
+    if margin > threshold:
+        return "first"
+    if margin < -threshold:
+        return "second"
+    return "tie"
+
+
+def cohen_kappa(a: Sequence[str], b: Sequence[str]) -> float | None:
+    """Cohen's kappa of two raters over the same items (Cohen 1960): (p_o - p_e) / (1 - p_e).
+
+    p_o = share of items where a and b agree; p_e = sum_k p_a(k) p_b(k), the agreement expected from each
+    rater's own label frequencies. None when there are no items or p_e = 1 (both raters always give the same
+    single label: agreement beyond chance is undefined).
+
+        >>> cohen_kappa(["first", "first", "second", "second"], ["first", "second", "second", "second"])
+        0.5
+    """
+    n = len(a)
+    if n == 0 or n != len(b):
+        return None
+    p_o = sum(x == y for x, y in zip(a, b, strict=True)) / n
+    labels = set(a) | set(b)
+    p_e = sum((sum(x == k for x in a) / n) * (sum(y == k for y in b) / n) for k in labels)
+    return None if p_e >= 1.0 else (p_o - p_e) / (1.0 - p_e)
+
+
+def choose_tie_threshold(margins: Sequence[float], labels: Sequence[str]) -> float:
+    """The tie threshold t >= 0 under which `verdict(margin, t)` agrees most often with the human `labels`.
+
+    Candidates are 0 and every |margin| (between two consecutive ones the verdicts do not change); among equally
+    good thresholds the smallest wins, so without human ties the answer is 0.
+    """
+    best_t, best = 0.0, -1
+    for t in sorted({0.0, *(abs(m) for m in margins)}):
+        right = sum(verdict(m, t) == y for m, y in zip(margins, labels, strict=True))
+        if right > best:
+            best_t, best = t, right
+    return best_t
+
+
+def both_orders_agree(p_ab: float, p_ba: float) -> bool:
+    """Position consistency of a pairwise judge: its verdict with A first and with B first name the same response.
+
+    p_ab = P(A preferred | A shown first), p_ba = P(B preferred | B shown first). Each order alone decides by
+    `judge_decision`; the second is flipped back. No decision in either order (P = 1/2) counts as inconsistent.
+    """
+    d_ab, d_ba = judge_decision(p_ab), flip_decision(judge_decision(p_ba))
+    return d_ab == d_ba and d_ab != "A=B"
+
+
+def beats_all(outcomes: Sequence[int]) -> float:
+    """Best-of-n credit (RMB paper): 1 if the winner beats every loser, else 0; `outcomes[k]` compares the winner
+    with loser k (+1 winner preferred). Stricter than RewardBench 2's `best_of_n`: a tie at the top earns nothing,
+    as RMB's pairwise rule (strict `>`) does."""
+    return float(all(o > 0 for o in outcomes))

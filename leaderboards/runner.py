@@ -18,6 +18,7 @@ unless `allow_partial=True`, and then the record says `partial: true` with the c
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -31,8 +32,8 @@ from prefalign.errors import UserError
 from preference_data.records import Conversation, PreferencePair
 from reward_models.base import Scorer
 
-from .benchmarks import BENCHMARKS, Benchmark, Judgement
-from .loaders import Example, Parsed, examples_from_pairs, parse_pairs, read
+from .benchmarks import BENCHMARKS, Benchmark, Judgement, RunInfo
+from .loaders import Example, Parsed, Parser, examples_from_pairs, parse_pairs, read
 from .records import Record, git_commit, now, package_versions
 from .rules import TIE_CREDIT, TiePolicy
 
@@ -81,6 +82,9 @@ class BenchSettings:
     """The leaderboard row; default `scorer.describe()["model"]`, else `scorer.name`."""
     progress: bool = True
     """Show a progress bar."""
+    options: dict[str, Any] | None = None
+    """The benchmark's own settings, for a benchmark that has them (`Benchmark.options`; the agreement benchmark's
+    preset or columns, tie_threshold, heldout_fraction, bootstrap, seed), checked like a config."""
 
     def check(self) -> list[str]:
         problems = []
@@ -113,8 +117,9 @@ def run_benchmark(
     if problems:
         raise UserError("; ".join(problems))
     tie = s.tie_policy or DEFAULT_TIE_POLICY[kind]
+    opts = _options(bench, s.options)
 
-    parsed, source, split = _load(bench, s.data, s.split, pairs)
+    parsed, source, split = _load(bench, s.data, s.split, pairs, opts)
     examples, problems = parsed.examples, list(parsed.problems)
     if kind == "reference":
         missing = [ex for ex in examples if ex.reference is None]
@@ -187,8 +192,16 @@ def run_benchmark(
     if not results:
         raise UserError(f"{source}: every example failed to score; no record was written")
 
-    scores = bench.aggregate(results).to_dict()
+    aggregated = bench.aggregate(results, RunInfo(cast("Any", kind), symmetric, tie, source, opts))
+    scores = aggregated.to_dict()
     scores["headline_name"] = bench.headline
+    more: dict[str, Any] = {}
+    if opts is not None:
+        from prefalign.config import to_dict
+
+        more["options"] = to_dict(opts)
+    if aggregated.section is not None:
+        more["section"] = aggregated.section
     record = Record(
         benchmark=bench.name,
         version=bench.version,
@@ -212,6 +225,7 @@ def run_benchmark(
             "limit": s.limit,
             "tie_policy": tie if bench.uses_tie_policy else None,
             "batch_size": s.batch_size,
+            **more,
         },
         versions=package_versions(),
         git=git_commit(),
@@ -245,11 +259,26 @@ def _check_scorer(bench: Benchmark, scorer: Scorer) -> str:
     return kind
 
 
+def _options(bench: Benchmark, given: dict[str, Any] | None) -> Any:
+    """The benchmark's own settings built from `given` (unknown keys and bad values: one ConfigError), or None."""
+    from prefalign.config import build
+
+    if bench.options is None:
+        if given:
+            raise UserError(
+                f"benchmark '{bench.name}' takes no options ({', '.join(given)}); only the agreement benchmark "
+                "reads a column map and a tie rule"
+            )
+        return None
+    return build(bench.options, dict(given or {}), f"benchmark '{bench.name}' options")
+
+
 def _load(
     bench: Benchmark,
     data_path: str | Path | None,
     split: str | None,
     pairs: list[PreferencePair] | Callable[[], list[PreferencePair]] | None,
+    options: Any = None,
 ) -> tuple[Parsed, str, str | None]:
     """Examples, a label of where they came from, and the hub split used (None for files and pairs)."""
     if pairs is not None:
@@ -264,14 +293,19 @@ def _load(
         return examples_from_pairs(list(items), "pairs"), "pairs (in memory)", None
     source = str(data_path) if data_path is not None else bench.hub
     if source is None:
-        raise UserError(
-            f"benchmark '{bench.name}' has no default data: set settings.data (a JSONL of "
-            "PreferencePair.to_dict() rows, or TRL/HH-RLHF pairs) or pairs=<list or callable>"
+        what = (
+            "a labelled comparison file (--data FILE with --preset NAME or --columns FILE)"
+            if bench.options is not None
+            else "a JSONL of PreferencePair.to_dict() rows, or TRL/HH-RLHF pairs) or pairs=<list or callable"
         )
+        raise UserError(f"benchmark '{bench.name}' has no default data: set settings.data ({what})")
     from preference_data.io import is_hub_id
 
     split = (split or bench.split) if is_hub_id(source) else None
-    return read(bench.loader, source, split), source, split
+    parser: Parser = bench.loader
+    if options is not None:  # the loader takes the benchmark's settings (its column map) as `options=`
+        parser = cast(Parser, functools.partial(cast(Any, bench.loader), options=options))
+    return read(parser, source, split), source, split
 
 
 def _problem_message(head: str, lines: list[str], fix: str) -> str:

@@ -58,6 +58,9 @@ def _convert(tp: Any, value: Any, where: str, problems: list[str]) -> Any:
         args = get_args(tp)
         if value is None and type(None) in args:
             return None
+        others = [a for a in args if a is not type(None)]
+        if len(others) == 1 and isinstance(others[0], type) and dataclasses.is_dataclass(others[0]):
+            return _convert(others[0], value, where, problems)  # an optional section: report its own problems
         for a in args:
             if a is type(None):
                 continue

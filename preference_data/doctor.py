@@ -3,7 +3,8 @@
 Reads the source with the same adapters training uses, tokenizes with the same code, and reports rows
 read and kept, every dropped or repaired row by reason (with the first row numbers), token-length
 percentiles for prompt / chosen / rejected, the chat-template boundary and BOS/EOS checks, and one
-rendered example with the prompt/response boundary marked.
+rendered example with the prompt/response boundary marked. A labelled comparison file (a preset or a column map)
+also gets the map that read it, its label counts (ties, items whose annotators disagree) and one comparison as read.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from typing import Any
 
 from prefalign.models.hub import load_tokenizer
 
+from .comparisons import mapping_for, mapping_lines, render_comparison
+from .records import VERDICTS, LabelledComparison
 from .sources import DataConfig, load
 from .tokenize import LengthPolicy, tokenize_pairs
 
@@ -28,6 +31,28 @@ def margin_summary(pairs: list[Any]) -> dict[str, Any]:
         "loss.margin_scale)"
     )
     return {"margin_field": column, "rating_gap": gap, "rm_default": "none", "text": text}
+
+
+def comparison_summary(comparisons: list[LabelledComparison]) -> dict[str, Any]:
+    """Counts of a labelled comparison file: items by kind, majority labels, split annotators."""
+    pairs = [c for c in comparisons if c.kind == "pair"]
+    majority = {v: sum(c.majority() == v for c in pairs) for v in VERDICTS}
+    out = {
+        "comparisons": len(comparisons),
+        "pair_items": len(pairs),
+        "best_of_n_items": len(comparisons) - len(pairs),
+        "majority_labels": majority,
+        "no_majority": sum(c.majority() is None for c in pairs),
+        "annotators_disagree": sum(len(set(c.labels)) > 1 for c in pairs),
+        "labels_per_item": max((len(c.labels) for c in pairs), default=0),
+    }
+    out["text"] = (
+        f"comparisons: {out['comparisons']} ({out['pair_items']} two-response, {out['best_of_n_items']} best-of-n); "
+        f"majority label first {majority['first']}, second {majority['second']}, tie {majority['tie']}, "
+        f"none {out['no_majority']}; items whose annotators disagree: {out['annotators_disagree']} "
+        "(kept: their agreement is the ceiling)"
+    )
+    return out
 
 
 def run_doctor(
@@ -48,6 +73,14 @@ def run_doctor(
     )
     report["margins"] = margin_summary(loaded.pairs)
     lines.insert(at + 1, report["margins"]["text"])
+    if data.preset is not None or data.columns is not None:
+        mapping, name = mapping_for(data.preset, data.columns)
+        report["mapping"] = mapping_lines(mapping, name)
+        report["comparisons"] = comparison_summary(loaded.comparisons)
+        lines[at + 2 : at + 2] = [report["comparisons"]["text"], *report["mapping"]]
+        if loaded.comparisons:
+            report["comparison_example"] = render_comparison(loaded.comparisons[0])
+            lines += ["first comparison as read:", *report["comparison_example"]]
     if loaded.pairs:
         tok = load_tokenizer(model)
         tokenized, treport = tokenize_pairs(loaded.pairs, tok, max_length, policy)

@@ -495,6 +495,16 @@ def detect_format(row: dict[str, Any], where: str) -> tuple[str, str]:
     ratings or labels (e.g. Auto-J's {prompt, response 1, response 2, label} would otherwise be read as
     prompt-only rows and lose every comparison).
     """
+    from .comparisons import matching_presets  # comparisons imports this module
+
+    presets = matching_presets(row)
+    labelled = (
+        f" The fields match the labelled comparison preset(s) {', '.join(presets)}: set `preset: {presets[0]}` "
+        f"(`--preset {presets[0]}`)."
+        if presets
+        else " A labelled comparison file (two responses and a label) reads through `preset` (`align ls presets`) "
+        "or a `columns` map."
+    )
     for name in FORMATS:
         fmt = FORMATS[name]
         if not fmt.detect(row):
@@ -505,10 +515,11 @@ def detect_format(row: dict[str, Any], where: str) -> tuple[str, str]:
                 f"{where}: the fields look like format '{name}' ({fmt.why}), but that format would ignore "
                 f"{', '.join(repr(k) for k in unused)}, which look like responses or labels; nothing was read. "
                 f"Rename the fields to a supported layout (e.g. TRL's prompt / chosen / rejected; see `align ls "
-                f"formats`), or set `format: {name}` explicitly to read the file as {fmt.yields} and ignore them"
+                f"formats`), or set `format: {name}` explicitly to read the file as {fmt.yields} and ignore them."
+                + labelled
             )
         return name, f"detected: {fmt.why}"
     raise UserError(
         f"{where}: cannot tell the data format from the fields {sorted(row)}; set `format` to one of "
-        f"{', '.join(FORMATS.names())} (see `align ls sources`)"
+        f"{', '.join(FORMATS.names())} (see `align ls formats`)." + labelled
     )

@@ -3,7 +3,10 @@
 A conversation is a list of `Message`. A `PreferencePair` holds the shared prompt (the conversation
 prefix, ending with a user turn) and two assistant continuations. `RatedResponses` holds several
 responses to one prompt with one or more score dimensions; pair builders (`pairing.py`) turn it into
-pairs. `PromptOnly` is for online training and carries the name of its gold grader, if any.
+pairs. `PromptOnly` is for online training and carries the name of its gold grader, if any. A `LabelledComparison`
+is a human-labelled comparison (two responses and one verdict per annotator, or a best-of-n item with one
+winner), read from any labelled file through a column map (`comparisons.py`); it is what judges and reward
+models are checked against, and it becomes pairs for training.
 """
 
 from __future__ import annotations
@@ -147,6 +150,60 @@ class PromptOnly:
         }
 
 
+VERDICTS = ("first", "second", "tie")
+"""What a human label says about a two-response comparison: the first response is better, the second, or neither."""
+
+
+@dataclass
+class LabelledComparison:
+    """Candidate responses to one prompt with the human verdicts on them.
+
+    kind "pair": responses = [first, second]; labels holds one verdict per annotator (`VERDICTS`), in the
+    order of `annotators` (who gave each; a column name or an annotator id).
+    kind "best_of_n": responses = [winner, *losers]; the winner is the label, so `labels` is empty.
+    category: the file's category of the item ("" when it has none), for per-category breakdowns.
+    reference: a reference answer, for reference-conditioned scorers (None when the file has none).
+    """
+
+    prompt: Conversation
+    responses: list[Conversation]
+    labels: list[str] = field(default_factory=list)
+    annotators: list[str] = field(default_factory=list)
+    kind: str = "pair"
+    category: str = ""
+    reference: Conversation | None = None
+    attributes: dict[str, Any] = field(default_factory=dict)
+    source: str = ""
+    id: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.id:
+            self.id = stable_id(_conv_dicts(self.prompt), [_conv_dicts(r) for r in self.responses])
+
+    def majority(self) -> str | None:
+        """The verdict most annotators gave, when strictly more gave it than any other; else None.
+
+        A best-of-n item's majority is "first" (the winner is listed first)."""
+        if self.kind == "best_of_n":
+            return "first"
+        counts = sorted(((self.labels.count(v), v) for v in VERDICTS), reverse=True)
+        return counts[0][1] if counts[0][0] > counts[1][0] else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "source": self.source,
+            "kind": self.kind,
+            "prompt": _conv_dicts(self.prompt),
+            "responses": [_conv_dicts(r) for r in self.responses],
+            "labels": self.labels,
+            "annotators": self.annotators,
+            "category": self.category,
+            "reference": None if self.reference is None else _conv_dicts(self.reference),
+            "attributes": self.attributes,
+        }
+
+
 def pair_from_dict(d: dict[str, Any]) -> PreferencePair:
     """Inverse of `PreferencePair.to_dict`."""
     return PreferencePair(
@@ -181,6 +238,8 @@ __all__ = [
     "PreferencePair",
     "RatedResponses",
     "PromptOnly",
+    "VERDICTS",
+    "LabelledComparison",
     "pair_from_dict",
     "write_jsonl",
     "asdict",

@@ -16,10 +16,11 @@ from prefalign.config import option
 from prefalign.errors import UserError
 from prefalign.registry import Table
 
+from .comparisons import PRESETS, ColumnMap, adapt, mapping_for, to_pairs
 from .formats import FORMATS, Record, detect_format
 from .io import iter_rows
 from .pairing import PAIRING, build_pairs
-from .records import PreferencePair, PromptOnly, RatedResponses, text_of
+from .records import LabelledComparison, PreferencePair, PromptOnly, RatedResponses, text_of
 from .report import DataReport
 from .splits import split_of
 
@@ -29,7 +30,13 @@ class DataConfig:
     source: str = option(
         "suite", "'suite', a local file/dir (json, jsonl, .gz, parquet), or a hub id org/name[:config]"
     )
-    format: str = option("auto", "row format: auto, or one of `align ls sources`")
+    format: str = option("auto", "row format: auto, or one of `align ls formats`")
+    preset: str | None = option(
+        None, "a labelled comparison file in a public set's official format: one of `align ls presets`"
+    )
+    columns: ColumnMap | None = option(
+        None, "a labelled comparison file read through this column map (fields, label map; see README)"
+    )
     split: Literal["train", "dev", "test", "all"] = option("train", "which deterministic split to use")
     split_fractions: list[float] = option(factory=lambda: [0.9, 0.05, 0.05], doc="train/dev/test fractions (sum 1)")
     split_seed: int = option(0, "seed of the hash split")
@@ -44,6 +51,20 @@ class DataConfig:
 
     def check(self) -> list[str]:
         problems = []
+        if self.preset is not None and self.preset not in PRESETS:
+            from prefalign.errors import did_you_mean
+
+            problems.append(
+                f"preset: unknown preset '{self.preset}'{did_you_mean(self.preset, PRESETS.names())}; "
+                f"choose one of {', '.join(PRESETS.names())}"
+            )
+        if self.preset is not None and self.columns is not None:
+            problems.append(
+                "preset / columns: give one of them; to change a preset, copy its map (`align ls presets`, "
+                "preference_data/comparisons.py) into columns and edit it"
+            )
+        if (self.preset is not None or self.columns is not None) and self.format != "auto":
+            problems.append("format: a column map (preset or columns) reads the file; leave format at auto")
         if self.format != "auto" and self.format not in FORMATS:
             from prefalign.errors import did_you_mean
 
@@ -72,6 +93,7 @@ class Loaded:
     pairs: list[PreferencePair] = field(default_factory=list)
     rated: list[RatedResponses] = field(default_factory=list)
     prompts: list[PromptOnly] = field(default_factory=list)
+    comparisons: list[LabelledComparison] = field(default_factory=list)
     report: DataReport = field(default_factory=DataReport)
 
 
@@ -93,6 +115,17 @@ SOURCES: Table[SourceKind] = Table(
     },
     columns=("summary", "example"),
 )
+
+
+def read_comparisons(
+    source: str, mapping: ColumnMap, name: str, hub_split: str = "train", report: DataReport | None = None
+) -> tuple[list[LabelledComparison], DataReport]:
+    """All labelled comparisons of a file or hub dataset read through `mapping` (named `name`: a preset or
+    'columns'), with every dropped row counted in the report (`comparisons.py`)."""
+    report = report or DataReport(source=source)
+    report.details.setdefault("format", f"labelled comparisons, column map '{name}'")
+    report.details.setdefault("format_why", "as configured")
+    return list(adapt(mapping, source)(iter_rows(source, report, hub_split), report)), report
 
 
 def read_records(
@@ -180,8 +213,12 @@ def load(cfg: DataConfig) -> Loaded:
     if cfg.source == "suite":
         out = _suite(cfg)
     else:
-        records, report = read_records(cfg.source, cfg.format, cfg.hub_split)
-        out = Loaded(report=report)
+        if cfg.preset is not None or cfg.columns is not None:
+            comparisons, report = read_comparisons(cfg.source, *mapping_for(cfg.preset, cfg.columns), cfg.hub_split)
+            records: list[Record] = []
+        else:
+            comparisons, (records, report) = [], read_records(cfg.source, cfg.format, cfg.hub_split)
+        out = Loaded(comparisons=comparisons, report=report)
         for r in records:
             if isinstance(r, PreferencePair):
                 out.pairs.append(r)
@@ -189,6 +226,8 @@ def load(cfg: DataConfig) -> Loaded:
                 out.rated.append(r)
             else:
                 out.prompts.append(r)
+        if out.comparisons:
+            out.pairs.extend(to_pairs(out.comparisons, report))
         if out.rated:
             out.pairs.extend(
                 build_pairs(out.rated, cfg.pairing, cfg.objective, cfg.length_alpha, cfg.split_seed, report)

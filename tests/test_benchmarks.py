@@ -660,7 +660,7 @@ def test_rb2_and_rmbench_shape_errors(tmp_path: Path, run) -> None:
 def test_unknown_benchmark_suggests_closest() -> None:
     with pytest.raises(UserError, match="did you mean 'rm-bench'"):
         BENCHMARKS["rmbench"]
-    assert set(BENCHMARKS) == {"rewardbench", "rewardbench2", "rm-bench", "judgebench", "pairs", "suite"}
+    assert set(BENCHMARKS) == {"rewardbench", "rewardbench2", "rm-bench", "judgebench", "pairs", "suite", "agreement"}
 
 
 # --------------------------------------------------------------------------------------------------------

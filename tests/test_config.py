@@ -87,6 +87,8 @@ def _leaves(cls: type, prefix: str = "") -> list[tuple[str, object, object]]:
         tp = hints[f.name]
         if dataclasses.is_dataclass(tp):
             out.extend(_leaves(tp, f"{prefix}{f.name}."))
+        elif any(dataclasses.is_dataclass(a) for a in typing.get_args(tp)):
+            continue  # an optional section (data.columns), absent by default: no leaf to override
         else:
             out.append((prefix + f.name, tp, None))
     return out
@@ -117,7 +119,7 @@ def _candidates(tp, value) -> list:
     if tp is float:
         return [value / 2 if value else 0.25, value + 0.5, value * 3 + 1]
     if tp is str:
-        return [value + "x", "builtin:tiny-llama"]
+        return [value + "x", "builtin:tiny-llama", "llmbar"]  # a model reference; a preset name (data.preset)
     if origin is list:
         return [value[:-1] if len(value) > 1 else value + value] if value else []
     return []

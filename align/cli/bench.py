@@ -25,6 +25,10 @@ RUN_EXAMPLES = """align bench run rewardbench --model runs/rm
       --option reference_free=true --option normalization=mean
   align bench run judgebench --model builtin:smollm2-135m-instruct --scorer judge --data gpt.jsonl
   align bench run suite --scorer grader                              (the gold graders: the suite's ceiling)
+  align bench run agreement --data testdata_pairwise.jsonl --preset autoj --model runs/rm
+  align bench run agreement --data testset-v1.json --preset pandalm --model builtin:smollm2-135m-instruct \
+      --scorer judge --tie-threshold 0.05
+  align bench run agreement --data my_labels.jsonl --columns my_columns.yaml --model runs/rm
 
 --scorer (default: scalar for a model with a score head; implicit for a peft adapter or with --reference;
 each takes the options of its dataclass in reward_models/scorers.py, e.g. ScalarOptions):"""
@@ -68,6 +72,25 @@ def register(sub: argparse._SubParsersAction, add: Callable[..., argparse.Argume
         "(default: the benchmark's hub dataset; for suite: the default suite's test pairs)",
     )
     p.add_argument("--limit", type=int, default=None, help="score only the first N valid examples")
+    p.add_argument(
+        "--preset",
+        default=None,
+        help="agreement: the labelled file's official format, one of `align ls presets` (llmbar, autoj, pandalm, "
+        "mt-bench-human, rmb-pairwise, rmb-bon, helpsteer2)",
+    )
+    p.add_argument(
+        "--columns", default=None, help="agreement: a YAML column map for any other labelled comparison file"
+    )
+    p.add_argument(
+        "--tie-threshold",
+        type=float,
+        default=None,
+        help="agreement: |margin| at or below which the scorer's verdict is a tie (score units; P(first) - 1/2 "
+        "for a pairwise judge); default: chosen on a held-out 30%% of the items when the labels have ties",
+    )
+    p.add_argument(
+        "--bootstrap", type=int, default=None, help="agreement: bootstrap resamples for the intervals (default 1000)"
+    )
     p.add_argument(
         "--allow-partial",
         action="store_true",
@@ -159,6 +182,36 @@ def _scorer_options(name: str, args: argparse.Namespace) -> dict[str, Any]:
     return opts
 
 
+def _bench_options(bench: str, args: argparse.Namespace) -> dict[str, Any] | None:
+    """The agreement benchmark's settings from its flags (checked by the runner); the flags elsewhere are an error."""
+    from prefalign.errors import UserError
+
+    flags = {
+        "--preset": ("preset", args.preset),
+        "--columns": ("columns", args.columns),
+        "--tie-threshold": ("tie_threshold", args.tie_threshold),
+        "--bootstrap": ("bootstrap", args.bootstrap),
+    }
+    given = {flag: kv for flag, kv in flags.items() if kv[1] is not None}
+    if bench != "agreement":
+        if given:
+            raise UserError(f"{', '.join(given)} only apply to `align bench run agreement`, not to {bench}")
+        return None
+    if args.data is None:
+        raise UserError("agreement needs --data FILE (a labelled comparison file) and --preset NAME or --columns FILE")
+    if args.preset is None and args.columns is None:
+        raise UserError(
+            f"agreement needs --preset NAME (one of `align ls presets`) or --columns FILE (a YAML column map) to "
+            f"read {args.data}"
+        )
+    out = {key: value for key, value in given.values()}
+    if args.columns is not None:
+        from preference_data.comparisons import read_columns
+
+        out["columns"] = read_columns(args.columns)
+    return out
+
+
 def _default_suite_pairs(references: bool = False) -> list[Any]:
     """The test pairs of the default suite (`align data suite` with its defaults), built in memory; with
     `references`, each carries its task's reference answer (for reference-conditioned scorers such as polar)."""
@@ -182,6 +235,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         _check_data(args.data)
     if args.limit is not None and args.limit < 1:
         raise UserError(f"--limit must be a positive number of examples, got {args.limit}")
+    bench_options = _bench_options(bench.name, args)
     name = args.scorer or default_scorer(args.model, args.reference)
     kind = SCORERS[name].kind
     if kind not in bench.scorer_kinds:
@@ -204,6 +258,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         records_dir=args.records,
         use_cache=not args.no_cache,
         model_name=args.name,
+        options=bench_options,
     )
     record = run_benchmark(bench.name, scorer, settings, pairs=pairs)
     print(summarize(record))
@@ -221,7 +276,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     print(f"markdown  {files.markdown}")
     print(f"chart     {files.png if files.png else 'none (no shown record has a headline score)'}")
     for bench, path in files.charts.items():
-        print(f"  {bench:<14}{path}")
+        print(f"  {bench:<14} {path}")
     print()
     print(files.overview)
     return 0

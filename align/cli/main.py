@@ -22,6 +22,7 @@ import argparse
 import os
 import sys
 from collections.abc import Callable
+from typing import Any
 
 EXAMPLES = {
     "quickstart": "align quickstart\n  align quickstart --full   (adds a short GRPO stage after DPO)\n"
@@ -29,7 +30,9 @@ EXAMPLES = {
     "doctor": (
         "align data doctor ../shared/data/hh-rlhf/helpful-base/test.decontaminated.jsonl.gz\n"
         "  align data doctor suite --out runs/doctor-suite\n"
-        "  align data doctor my_pairs.jsonl --format trl --max-length 512 --policy drop"
+        "  align data doctor my_pairs.jsonl --format trl --max-length 512 --policy drop\n"
+        "  align data doctor testdata_pairwise.jsonl --preset autoj          (a labelled comparison file)\n"
+        "  align data doctor my_labels.json --columns my_columns.yaml       (any one, through a column map)"
     ),
     "suite": "align data suite --out data/suite --per-family 200 --seed 0",
     "validate": "align validate configs/quickstart.yaml",
@@ -78,10 +81,16 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def cmd_doctor(args: argparse.Namespace) -> int:
     from prefalign.config import build
+    from preference_data.comparisons import read_columns
     from preference_data.doctor import run_doctor
     from preference_data.sources import DataConfig
 
-    data = build(DataConfig, {"source": args.source, "format": args.format, "split": args.split}, "align data doctor")
+    fields: dict[str, Any] = {"source": args.source, "format": args.format, "split": args.split}
+    if args.preset is not None:
+        fields["preset"] = args.preset
+    if args.columns is not None:
+        fields["columns"] = read_columns(args.columns)
+    data = build(DataConfig, fields, "align data doctor")
     out = args.out or os.path.join("runs", "doctor")
     report = run_doctor(data, args.model, args.max_length, args.policy, out)
     print("\n".join(report["text"]))
@@ -178,6 +187,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = _add(dsub, "doctor", cmd_doctor, "report what a data source contains and what would be dropped", "doctor")
     p.add_argument("source", help="'suite', a file or directory, or a hub id")
     p.add_argument("--format", default="auto", help="row format (default: detect; see `align ls formats`)")
+    p.add_argument(
+        "--preset", default=None, help="a labelled comparison file in a public set's format (`align ls presets`)"
+    )
+    p.add_argument(
+        "--columns", default=None, help="a YAML column map for any labelled comparison file (see README: columns)"
+    )
     p.add_argument("--split", default="all", choices=["train", "dev", "test", "all"])
     p.add_argument("--model", default="builtin:smollm2-135m-instruct", help="tokenizer to check against")
     p.add_argument("--max-length", type=int, default=1024, help="token budget per sequence")

@@ -31,6 +31,7 @@ TABLES: dict[str, Callable[[], Table[Any]]] = {
     "benchmarks": _lazy("leaderboards.benchmarks", "BENCHMARKS"),
     "sources": _lazy("preference_data.sources", "SOURCES"),
     "formats": _lazy("preference_data.formats", "FORMATS"),
+    "presets": _lazy("preference_data.comparisons", "PRESETS"),
     "pairing": _lazy("preference_data.pairing", "PAIRING"),
     "families": _lazy("preference_data.suite", "FAMILIES"),
     "models": _lazy("align.cli.tables", "MODELS"),

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,14 +71,31 @@ def bootstrap_interval(
     values: Sequence[float], n: int = 2000, seed: int = 0, level: float = 0.95
 ) -> tuple[float, float]:
     """Percentile bootstrap interval of the mean of `values`."""
-    if not values:
+    return bootstrap_statistic(lambda idx: sum(values[i] for i in idx) / len(idx), len(values), n, seed, level)
+
+
+def bootstrap_statistic(
+    statistic: Callable[[list[int]], float | None], m: int, n: int = 2000, seed: int = 0, level: float = 0.95
+) -> tuple[float, float]:
+    """Percentile bootstrap interval of any statistic of m items (a mean, Cohen's kappa, ...).
+
+    `statistic(indices)` is evaluated on n resamples of the item indices 0..m-1, drawn with replacement; a
+    resample on which it is undefined (None or NaN, e.g. kappa when every drawn item has one label) is left out.
+    (nan, nan) when there are no items or no resample has a value.
+    """
+    if m == 0 or n < 1:
         return (math.nan, math.nan)
     rng = random.Random(seed)
-    m = len(values)
-    means = sorted(sum(values[rng.randrange(m)] for _ in range(m)) / m for _ in range(n))
-    lo = means[int((1 - level) / 2 * n)]
-    hi = means[min(n - 1, int((1 + level) / 2 * n))]
-    return (lo, hi)
+    stats = []
+    for _ in range(n):
+        v = statistic([rng.randrange(m) for _ in range(m)])
+        if v is not None and not math.isnan(v):
+            stats.append(v)
+    if not stats:
+        return (math.nan, math.nan)
+    stats.sort()
+    k = len(stats)
+    return (stats[int((1 - level) / 2 * k)], stats[min(k - 1, int((1 + level) / 2 * k))])
 
 
 @dataclass
