@@ -10,8 +10,8 @@ top-p / top-k; the same reward function (the suite's gold graders, overall score
 with a bf16 frozen base under LoRA, as the toolkit decides; TRL is given the same weight dtypes); LoRA r 16 on
 every projection, or full fine-tuning; each side in its own process (time and peak memory its own), no evaluation,
 no checkpoints; each side's time is its training loop (TRL's `trainer.train()`, our loop from the first rollout to
-the last update), model loading and saving excluded. Sampling is random on both sides, so completion lengths differ from run to run: both are printed
-with the generated-token rate. TRL samples with transformers' `generate` (its CPU path, no vLLM); ours with the
+the last update), model loading and saving excluded. Sampling is random on both sides, so completion lengths differ
+from run to run: both are printed with the generated-token rate. TRL samples with transformers' `generate` (its CPU path, no vLLM); ours with the
 toolkit's generation engine. TRL's fastest setting is the baseline.
 """
 
