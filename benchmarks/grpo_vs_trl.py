@@ -11,8 +11,8 @@ with a bf16 frozen base under LoRA, as the toolkit decides; TRL is given the sam
 every projection, or full fine-tuning; each side in its own process (time and peak memory its own), no evaluation,
 no checkpoints; each side's time is its training loop (TRL's `trainer.train()`, our loop from the first rollout to
 the last update), model loading and saving excluded. Sampling is random on both sides, so completion lengths differ
-from run to run: both are printed with the generated-token rate. TRL samples with transformers' `generate` (its CPU path, no vLLM); ours with the
-toolkit's generation engine. TRL's fastest setting is the baseline.
+from run to run: both are printed with the generated-token rate. TRL samples with transformers' `generate` (its
+CPU path, no vLLM); ours with the toolkit's generation engine. TRL's fastest setting is the baseline.
 """
 
 from __future__ import annotations
