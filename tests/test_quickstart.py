@@ -51,6 +51,16 @@ def test_quickstart_all_stages_on_the_tiny_model(tmp_path, capsys):
     assert main(["quickstart", "--out", str(out), *TINY]) == 0
     again = capsys.readouterr().out
     assert "rm: already trained" in again and "dpo: already trained" in again
+    # --full adds the online stage: GRPO from the DPO policy against the gold graders (the rest is skipped)
+    online = ["online.train.max_steps=1", "online.rollout.max_new_tokens=4", "online.rollout.prompts_per_step=2"]
+    online += ["online.eval.limit=4", "online.eval.max_new_tokens=4", "online.train.compile=false"]
+    assert main(["quickstart", "--out", str(out), "--full", *TINY, *online]) == 0
+    full = capsys.readouterr().out
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["online"]["steps"] == 1 and "GRPO policy" in full and "dpo: already trained" in full
+    report = json.loads((out / "online" / "report.json").read_text())
+    assert report["base_model"] == summary["dpo"]["policy_dir"]  # it started from the DPO policy
+    assert report["eval"]["prompts"] == 4
 
 
 def test_quickstart_runs_only_the_stages_it_is_given(tmp_path, capsys):
