@@ -596,11 +596,13 @@ class OnlineRun:
             [[math.nan if v is None else v for v in row] for row in data["components"]], dtype=torch.float32
         )
         reward = combine(comps, self.rewards.weights)
+        raw = torch.tensor(self.dist.gather(reward.tolist()), dtype=torch.float32)  # before any KL penalty
         if cfg.kl.beta > 0 and placement(cfg) == "reward":
             T = max(len(s["ids"]) for s in samples)
             mask = _pad([[1.0] * len(s["ids"]) for s in samples], T)
             old = data["old_logps"] or [s["logprobs"] for s in samples]
             kl = sequence_kl(_pad(old, T), _pad(data["ref_logps"], T), mask, estimator(cfg))
+            stats["kl"] = float((kl.sum() / mask.sum().clamp(min=1.0)).item())  # per token
             stats["kl_penalty"] = float((cfg.kl.beta * kl).mean().item())
             reward = reward - cfg.kl.beta * kl
         everyone = torch.tensor(self.dist.gather(reward.tolist()), dtype=torch.float32)
@@ -617,11 +619,11 @@ class OnlineRun:
         lo = self.dist.rank * n
         local_adv = adv[lo : lo + n]
         valid = ~torch.isnan(reward)
-        finite = everyone[~torch.isnan(everyone)]
-        stats["reward"] = float(finite.mean().item()) if len(finite) else math.nan
+        finite = raw[~torch.isnan(raw)]
+        stats["reward"] = float(finite.mean().item()) if len(finite) else math.nan  # the reward, KL penalty excluded
         stats["reward_std"] = float(finite.std().item()) if len(finite) > 1 else 0.0
         stats["masked_completions"] = float(torch.isnan(everyone).sum().item())
-        groups = everyone.view(-1, G)
+        groups = raw.view(-1, G)
         stats["zero_std_groups"] = float(
             sum(1 for g in groups if len(set(x for x in g.tolist() if not math.isnan(x))) <= 1) / len(groups)
         )
