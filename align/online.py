@@ -782,6 +782,7 @@ def run(cfg: OnlineConfig, resume: bool = False) -> dict[str, Any]:
                 evals["0"] = ev
                 _log(o.run.metrics_path, {"step": 0, "eval_gold/overall": ev["overall"]})
         while o.step < cfg.train.max_steps:
+            t_step = time.time()
             data = o.rollout(o.step)
             for k in ("generate", "score", "frozen"):
                 timing[k] += 0.0 if data.get("cached") else data["seconds"][k]
@@ -799,6 +800,7 @@ def run(cfg: OnlineConfig, resume: bool = False) -> dict[str, Any]:
                 **stats,
                 "completion_length": sum(lengths) / max(len(lengths), 1),
                 "eos_fraction": sum(s["finish"] == "eos" for s in data["samples"]) / max(len(lengths), 1),
+                "step_seconds": time.time() - t_step,
             }
             if cfg.train.save_every > 0 and o.step % cfg.train.save_every == 0:
                 o.save()
