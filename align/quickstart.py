@@ -96,7 +96,15 @@ def _default_online() -> OnlineConfig:
             "algorithm": {"loss": "grpo", "params": {"loss_type": "dapo"}},
             "eval": {"limit": 60, "max_new_tokens": 80},
             "save_merged": False,
-            "train": {"method": "lora", "lr": 5e-5, "max_steps": 10, "batch_size": 32, "lr_scheduler": "constant"},
+            # eager: on a 10-step run compiling costs more than it saves (benchmarks/grpo_vs_trl.py)
+            "train": {
+                "method": "lora",
+                "lr": 5e-5,
+                "max_steps": 10,
+                "batch_size": 32,
+                "lr_scheduler": "constant",
+                "compile": False,
+            },
         },
     )
 
