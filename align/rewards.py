@@ -230,7 +230,18 @@ def _grade(record: PromptOnly, text: str, c: Component) -> float | None:
     if not record.grader or not isinstance(record.meta.get("params"), dict):
         c.failures["no_gold_grader"] += 1
         return None
-    g = grade_prompt_only(record, text)
+    try:
+        g = grade_prompt_only(record, text)
+    except Exception as e:  # a grader bug must not end a long run: NaN (masked), counted, shown once
+        key = f"grader_error:{type(e).__name__}"
+        if not c.failures[key]:
+            print(
+                f"reward component '{c.name}': the gold grader failed ({type(e).__name__}: {e}) on prompt "
+                f"{record.id} with the response {text[:200]!r}; that completion is masked and counted",
+                flush=True,
+            )
+        c.failures[key] += 1
+        return None
     obj = c.spec.get("objective", "overall")
     value = g.overall if obj == "overall" else g.scores.get(obj)
     if value is None:

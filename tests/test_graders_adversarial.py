@@ -621,3 +621,20 @@ def test_good_answers_still_pass_after_hardening():
         for seed in range(4):
             text = fams[task.family].answer(task.params, random.Random(seed))
             assert task.grade(text).overall == 1.0, (task.family, text, task.grade(text))
+
+
+def test_a_heading_after_blank_lines_keeps_the_line_structure():
+    """Markdown masking used to blank the newlines before a heading ("\\n\\n# ..."), so the list's line number no
+    longer matched and grading raised IndexError (seen on a sampled policy answer during online training)."""
+    from preference_data.suite import build_suite, grade_prompt_only
+
+    suite = build_suite(seed=0, n_per_family=40)
+    tasks = [
+        p for p in suite.test_prompts + suite.train_prompts if p.grader == "list_ops" and p.meta["params"].get("items")
+    ]
+    assert tasks
+    for p in tasks:
+        items = p.meta["params"]["items"]
+        plain = "Answer: " + ", ".join(items[:3])
+        with_heading = "Sure.\n\n\n\n# " + plain
+        assert grade_prompt_only(p, with_heading).overall == grade_prompt_only(p, "Sure.\n\n\n\n" + plain).overall

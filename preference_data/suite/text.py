@@ -238,8 +238,12 @@ _NEG_AFTER_RE = re.compile(
 
 
 def _masked(text: str) -> str:
-    """`text` with markdown emphasis blanked out, keeping every other character at its offset."""
-    return _EMPHASIS_RE.sub(lambda m: " " * len(m.group(0)), text)
+    """`text` with markdown emphasis blanked out, keeping every other character at its offset and every line break
+    (emphasis can span lines; the line structure must stay that of `text`, which `list_blocks` reads)."""
+    return _EMPHASIS_RE.sub(lambda m: "".join(c if c in _LINE_BREAKS else " " for c in m.group(0)), text)
+
+
+_LINE_BREAKS = frozenset("\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")  # what str.splitlines splits on
 
 
 def _noncommittal(low: str) -> str:
