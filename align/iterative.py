@@ -113,8 +113,6 @@ class IterativeConfig:
     def check(self) -> list[str]:
         problems = check_reward_specs(self.reward)
         problems += check_loss_config(self.loss.name, self.loss.params, True, True)
-        if self.loss.name in LOSSES and not LOSSES[self.loss.name].needs_reference and self.rounds.reference:
-            pass  # reference-free losses (SimPO) ignore rounds.reference
         if self.prompts.judge != "none":
             problems.append("prompts.judge: judges are trained by RL with kind: online")
         return problems
@@ -332,8 +330,7 @@ def run(cfg: IterativeConfig, resume: bool = False) -> dict[str, Any]:
     from prefalign.training.report import write_report
 
     from . import train as offline
-    from .evaluate import bootstrap_ci, paired_bootstrap
-    from .online import load_train_prompts
+    from .online import gold_eval_report, load_train_prompts, log_row
     from .pipeline import finished_run
 
     root = Path(cfg.output_dir)
@@ -350,7 +347,7 @@ def run(cfg: IterativeConfig, resume: bool = False) -> dict[str, Any]:
     ev0 = eval_policy(cfg, policy, root / "eval_round_0.json")
     if ev0 is not None:
         evals["0"] = ev0
-        _log(metrics, {"step": 0, "round": 0, "eval_gold/overall": ev0["overall"]})
+        log_row(metrics, {"step": 0, "round": 0, "eval_gold/overall": ev0["overall"]})
     all_pairs: list[PreferencePair] = []
     rounds_report = []
     steps = 0
@@ -401,7 +398,7 @@ def run(cfg: IterativeConfig, resume: bool = False) -> dict[str, Any]:
         if ev is not None:
             evals[str(t)] = ev
             row["eval_gold/overall"] = ev["overall"]
-        _log(metrics, row)
+        log_row(metrics, row)
         rounds_report.append(
             {
                 "round": t,
@@ -419,18 +416,7 @@ def run(cfg: IterativeConfig, resume: bool = False) -> dict[str, Any]:
             flush=True,
         )
     final = evals.get(str(cfg.rounds.rounds))
-    eval_report: dict[str, Any] = {}
-    if final and "0" in evals:
-        lo, hi = paired_bootstrap(final["per_prompt"], evals["0"]["per_prompt"])
-        eval_report = {
-            "prompts": len(final["per_prompt"]),
-            "initial": evals["0"]["overall"],
-            "final": final["overall"],
-            "final_ci95": list(bootstrap_ci(final["per_prompt"])),
-            "delta": final["overall"] - evals["0"]["overall"],
-            "delta_ci95": [lo, hi],
-            "curve": {k: v["overall"] for k, v in sorted(evals.items(), key=lambda kv: int(kv[0]))},
-        }
+    eval_report = gold_eval_report(evals, final)
     report = {
         "policy_dir": policy,
         "base_model": cfg.model,
@@ -455,11 +441,6 @@ def run(cfg: IterativeConfig, resume: bool = False) -> dict[str, Any]:
 def _mean(xs: list[float]) -> float:
     ok = [x for x in xs if math.isfinite(x)]
     return sum(ok) / len(ok) if ok else math.nan
-
-
-def _log(path: Path, row: dict[str, Any]) -> None:
-    with open(path, "a", encoding="utf-8") as f:
-        f.write(json.dumps(row) + "\n")
 
 
 def summary_lines(report: dict[str, Any]) -> list[str]:

@@ -56,6 +56,7 @@ from .losses.policy_gradient import (
     check_pg_config,
     compute_pg_loss,
     group_advantages,
+    pad_rows,
     pairwise_advantages,
     reinforce_advantages,
     rloo_advantages,
@@ -381,13 +382,6 @@ def per_token_logps(
     return out
 
 
-def _pad(rows: list[list[float]], T: int) -> torch.Tensor:
-    out = torch.zeros((len(rows), T), dtype=torch.float32)
-    for i, r in enumerate(rows):
-        out[i, : len(r)] = torch.tensor(r, dtype=torch.float32)
-    return out
-
-
 # --- the run ---------------------------------------------------------------------------------------------
 
 
@@ -599,9 +593,9 @@ class OnlineRun:
         raw = torch.tensor(self.dist.gather(reward.tolist()), dtype=torch.float32)  # before any KL penalty
         if cfg.kl.beta > 0 and placement(cfg) == "reward":
             T = max(len(s["ids"]) for s in samples)
-            mask = _pad([[1.0] * len(s["ids"]) for s in samples], T)
+            mask = pad_rows([[1.0] * len(s["ids"]) for s in samples], T)
             old = data["old_logps"] or [s["logprobs"] for s in samples]
-            kl = sequence_kl(_pad(old, T), _pad(data["ref_logps"], T), mask, estimator(cfg))
+            kl = sequence_kl(pad_rows(old, T), pad_rows(data["ref_logps"], T), mask, estimator(cfg))
             stats["kl"] = float((kl.sum() / mask.sum().clamp(min=1.0)).item())  # per token
             stats["kl_penalty"] = float((cfg.kl.beta * kl).mean().item())
             reward = reward - cfg.kl.beta * kl
@@ -656,9 +650,9 @@ class OnlineRun:
 
         def tensors(mb: list[Seq]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor]:
             T = max(len(s.ids) for s in mb)
-            mask = _pad([[1.0] * len(s.ids) for s in mb], T).to(self.device)
-            oldt = _pad([s.old for s in mb], T).to(self.device)
-            reft = _pad([s.ref for s in mb], T).to(self.device) if mb[0].ref is not None else None  # type: ignore[misc]
+            mask = pad_rows([[1.0] * len(s.ids) for s in mb], T).to(self.device)
+            oldt = pad_rows([s.old for s in mb], T).to(self.device)
+            reft = pad_rows([s.ref for s in mb], T).to(self.device) if mb[0].ref is not None else None  # type: ignore[misc]
             advt = torch.tensor([s.adv for s in mb], dtype=torch.float32, device=self.device)
             return mask, oldt, reft, advt
 
@@ -759,15 +753,33 @@ class OnlineRun:
         }
 
 
-def _log(path: Path, row: dict[str, Any]) -> None:
+def gold_eval_report(evals: dict[str, Any], final: dict[str, Any] | None) -> dict[str, Any]:
+    """The final held-out gold score against the initial one ("0"): means, the final's bootstrap interval, the paired
+    bootstrap interval of the difference, and the curve over `evals`' keys (steps or rounds); {} without both."""
+    from .evaluate import bootstrap_ci, paired_bootstrap
+
+    if final is None or "0" not in evals:
+        return {}
+    init = evals["0"]
+    lo, hi = paired_bootstrap(final["per_prompt"], init["per_prompt"])
+    return {
+        "prompts": len(final["per_prompt"]),
+        "initial": init["overall"],
+        "final": final["overall"],
+        "final_ci95": list(bootstrap_ci(final["per_prompt"])),
+        "delta": final["overall"] - init["overall"],
+        "delta_ci95": [lo, hi],
+        "curve": {k: v["overall"] for k, v in sorted(evals.items(), key=lambda kv: int(kv[0]))},
+    }
+
+
+def log_row(path: Path, row: dict[str, Any]) -> None:
     with open(path, "a", encoding="utf-8") as f:
         f.write(json.dumps(row, default=float) + "\n")
 
 
 def run(cfg: OnlineConfig, resume: bool = False) -> dict[str, Any]:
     """Run the online loop as `cfg` says; return the report (also written to report.json)."""
-    from .evaluate import bootstrap_ci, paired_bootstrap
-
     o = OnlineRun(cfg, resume)
     main = o.dist.rank == 0
     evals_path = o.dir / "evals.json"
@@ -780,7 +792,7 @@ def run(cfg: OnlineConfig, resume: bool = False) -> dict[str, Any]:
             ev = o.evaluate()
             if ev is not None:
                 evals["0"] = ev
-                _log(o.run.metrics_path, {"step": 0, "eval_gold/overall": ev["overall"]})
+                log_row(o.run.metrics_path, {"step": 0, "eval_gold/overall": ev["overall"]})
         while o.step < cfg.train.max_steps:
             t_step = time.time()
             data = o.rollout(o.step)
@@ -810,7 +822,7 @@ def run(cfg: OnlineConfig, resume: bool = False) -> dict[str, Any]:
                     evals[str(o.step)] = ev
                     row["eval_gold/overall"] = ev["overall"]
             if main:
-                _log(o.run.metrics_path, row)
+                log_row(o.run.metrics_path, row)
                 evals_path.write_text(json.dumps(evals), encoding="utf-8")
                 if o.step % max(cfg.train.log_every, 1) == 0:
                     print(
@@ -827,26 +839,17 @@ def run(cfg: OnlineConfig, resume: bool = False) -> dict[str, Any]:
     final = o.evaluate()
     if final is not None:
         evals[str(o.step)] = final
-        _log(o.run.metrics_path, {"step": o.step, "eval_gold/overall": final["overall"]})
+        log_row(o.run.metrics_path, {"step": o.step, "eval_gold/overall": final["overall"]})
     if not main:
         return {}
     evals_path.write_text(json.dumps(evals), encoding="utf-8")
+    from prefalign.training.recipe import save_policy
+
     saved = save_policy(o.policy, o.tokenizer, o.dir, cfg.train.method, cfg.save_merged)
-    eval_report: dict[str, Any] = {}
-    if final is not None and "0" in evals:
-        init = evals["0"]
-        lo, hi = paired_bootstrap(final["per_prompt"], init["per_prompt"])
-        eval_report = {
-            "prompts": len(final["per_prompt"]),
-            "initial": init["overall"],
-            "final": final["overall"],
-            "final_ci95": list(bootstrap_ci(final["per_prompt"])),
-            "delta": final["overall"] - init["overall"],
-            "delta_ci95": [lo, hi],
-            "initial_objectives": init["objectives"],
-            "final_objectives": final["objectives"],
-            "curve": {k: v["overall"] for k, v in sorted(evals.items(), key=lambda kv: int(kv[0]))},
-        }
+    eval_report = gold_eval_report(evals, final)
+    if eval_report:
+        eval_report["initial_objectives"] = evals["0"]["objectives"]
+        eval_report["final_objectives"] = final["objectives"]  # type: ignore[index]
     report = {
         **saved,
         "base_model": cfg.model,
@@ -868,27 +871,6 @@ def run(cfg: OnlineConfig, resume: bool = False) -> dict[str, Any]:
         "eval": eval_report,
     }
     return o.run.finish(report, PLOT_KEYS)
-
-
-def save_policy(model: Any, tokenizer: Any, run_dir: Path, method: str, merged_too: bool) -> dict[str, str]:
-    """Save the trained policy as `align train` does: adapter (+ merged copy) under LoRA, the model otherwise."""
-    saved: dict[str, str] = {}
-    if method == "lora":
-        model.save_pretrained(str(run_dir / "adapter"))
-        tokenizer.save_pretrained(str(run_dir / "adapter"))
-        saved["adapter_dir"] = str(run_dir / "adapter")
-        if merged_too:
-            merged = model.float().merge_and_unload()
-            merged.config.dtype = "float32"
-            merged.save_pretrained(str(run_dir / "merged"))
-            tokenizer.save_pretrained(str(run_dir / "merged"))
-            saved["merged_dir"] = str(run_dir / "merged")
-        saved["policy_dir"] = saved.get("merged_dir", saved["adapter_dir"])
-    else:
-        model.save_pretrained(str(run_dir / "model"))
-        tokenizer.save_pretrained(str(run_dir / "model"))
-        saved["policy_dir"] = str(run_dir / "model")
-    return saved
 
 
 def summary_lines(report: dict[str, Any]) -> list[str]:
@@ -913,4 +895,4 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
     return lines
 
 
-__all__ = ["OnlineConfig", "run", "summary_lines", "save_policy", "prompts_for_step", "micro_batches"]
+__all__ = ["OnlineConfig", "run", "summary_lines", "prompts_for_step", "micro_batches"]

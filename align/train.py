@@ -531,6 +531,8 @@ def setup(cfg: TrainConfig, resume: bool = False) -> Setup:
 
 def run(cfg: TrainConfig, resume: bool = False) -> dict[str, Any]:
     """Train, evaluate and save a policy as `cfg` says; return the report (also written to report.json)."""
+    from prefalign.training.recipe import save_policy
+
     s = setup(cfg, resume)
     trainer, model, tokenizer, run_dir = s.trainer, s.model, s.tokenizer, s.run.dir
 
@@ -546,24 +548,7 @@ def run(cfg: TrainConfig, resume: bool = False) -> dict[str, Any]:
         eval_report = trainer.last_eval_report
 
     # save
-    saved: dict[str, str] = {}
-    if cfg.train.method == "lora":
-        model.save_pretrained(str(run_dir / "adapter"))
-        tokenizer.save_pretrained(str(run_dir / "adapter"))
-        saved["adapter_dir"] = str(run_dir / "adapter")
-        if cfg.save_merged:
-            # merge in fp32 (the adapter is saved; the model is not needed after this): a small LoRA delta
-            # added to bf16 base weights would be partly rounded away
-            merged = model.float().merge_and_unload()
-            merged.config.dtype = "float32"
-            merged.save_pretrained(str(run_dir / "merged"))
-            tokenizer.save_pretrained(str(run_dir / "merged"))
-            saved["merged_dir"] = str(run_dir / "merged")
-        saved["policy_dir"] = saved.get("merged_dir", saved["adapter_dir"])
-    else:
-        model.save_pretrained(str(run_dir / "model"))
-        tokenizer.save_pretrained(str(run_dir / "model"))
-        saved["policy_dir"] = str(run_dir / "model")
+    saved = save_policy(model, tokenizer, run_dir, cfg.train.method, cfg.save_merged)
 
     # report
     return s.run.finish(

@@ -43,7 +43,6 @@ micro-batch: gradient accumulation and data parallelism give exactly the single-
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Mapping
 from typing import Any, ClassVar, Literal, NamedTuple
 
@@ -367,10 +366,6 @@ def pad_rows(rows: list[list[float]], width: int | None = None, value: float = 0
         if r:
             out[i, : len(r)] = torch.tensor(r[:T], dtype=torch.float32)
     return out
-
-
-def finite(x: float) -> bool:
-    return isinstance(x, float | int) and math.isfinite(x)
 
 
 __all__ = [

@@ -136,3 +136,26 @@ def start_run(cfg: Any, train: TrainSection, what: str, resume: bool) -> RecipeR
         (run.dir / name).unlink(missing_ok=True)
     run.resume_from = resume_point(str(run.checkpoints), resume)
     return run
+
+
+def save_policy(model: Any, tokenizer: Any, run_dir: Path, method: str, merged_too: bool) -> dict[str, str]:
+    """Save a trained policy: under LoRA the adapter (and, with `merged_too`, the adapter merged into the base in
+    fp32, since a small LoRA delta added to bf16 base weights would be partly rounded away), else the model; the
+    tokenizer with each. Returns adapter_dir / merged_dir / policy_dir (the directory to load the policy from)."""
+    saved: dict[str, str] = {}
+    if method == "lora":
+        model.save_pretrained(str(run_dir / "adapter"))
+        tokenizer.save_pretrained(str(run_dir / "adapter"))
+        saved["adapter_dir"] = str(run_dir / "adapter")
+        if merged_too:
+            merged = model.float().merge_and_unload()
+            merged.config.dtype = "float32"
+            merged.save_pretrained(str(run_dir / "merged"))
+            tokenizer.save_pretrained(str(run_dir / "merged"))
+            saved["merged_dir"] = str(run_dir / "merged")
+        saved["policy_dir"] = saved.get("merged_dir", saved["adapter_dir"])
+    else:
+        model.save_pretrained(str(run_dir / "model"))
+        tokenizer.save_pretrained(str(run_dir / "model"))
+        saved["policy_dir"] = str(run_dir / "model")
+    return saved
