@@ -50,6 +50,7 @@ from prefalign.models.hub import DEFAULT_MODEL
 from prefalign.training.config import LoraSection, TrainSection
 from preference_data.records import PromptOnly
 
+from .composition import Composer, CompositionSection, StepInputs, check_composition, plot_composition
 from .losses.policy_gradient import (
     PG_LOSSES,
     PGBatch,
@@ -168,9 +169,23 @@ class OnlineConfig:
     )
     lora: LoraSection = option(factory=LoraSection, doc="LoRA settings (train.method: lora)")
     save_merged: bool = option(True, "with LoRA, also save the adapter merged into the base under output_dir/merged")
+    composition: CompositionSection | None = option(
+        None,
+        "how the reward components become one advantage (align/composition.py): aggregators, constraints, dynamic "
+        "weights; absent = Σ w_k r_k into the loss's estimator",
+    )
 
     def check(self) -> list[str]:
         problems = check_reward_specs(self.reward)
+        if self.composition is not None and not problems:
+            from .rewards import component_names
+
+            names, weights = component_names(self.reward)
+            problems += check_composition(
+                self.composition, names, weights, self.kl.beta > 0 and placement(self) == "reward"
+            )
+            if any(isinstance(s, dict) and s.get("type") in ("judge", "pair_pm", "think") for s in self.reward):
+                problems.append("composition: a pairwise reward is one component; remove the composition section")
         a = self.algorithm
         problems += check_pg_config(a.loss, a.params)
         if a.loss not in PG_LOSSES:
@@ -439,6 +454,12 @@ class OnlineRun:
         options = {"token_budget": cfg.rollout.token_budget} if cfg.rollout.backend == "transformers" else {}
         self.engine = make_engine(sampler, self.tokenizer, cfg.rollout.backend, **options)
         self.rewards = RewardSet(cfg.reward)
+        self.composer = (
+            Composer(cfg.composition, self.rewards.names, self.rewards.weights.tolist(), cfg.rollout.seed)
+            if cfg.composition is not None
+            else None
+        )
+        self.ref_engine: Any = None  # composition par: the initial policy's sampler, built when first needed
         from transformers import get_scheduler
 
         self.optimizer = torch.optim.AdamW(self.params, lr=cfg.train.lr, weight_decay=cfg.train.weight_decay)
@@ -515,7 +536,8 @@ class OnlineRun:
             seed=r.seed * 1_000_003 + step,
         )
         t0 = time.time()
-        result = self.engine.generate([p.prompt for p in prompts], params)
+        theta = self.directions(step, len(prompts))
+        result = self.engine.generate(self.conditioned(prompts, theta), params)
         gen_s = time.time() - t0
         samples = []
         for p, out in zip(prompts, result.outputs, strict=True):
@@ -542,6 +564,7 @@ class OnlineRun:
             comps = self.rewards.score(records, texts)
             components = [[None if math.isnan(v) else v for v in row] for row in comps.tolist()]
             pref_list = None
+        par_ref = self.par_references(prompts, step) if self.composer and cfg.composition.aggregate == "par" else None  # type: ignore[union-attr]
         score_s = time.time() - t1
         seqs = [Seq(s["prompt_ids"], s["ids"], s["logprobs"], None, 0.0) for s in samples]
         t2 = time.time()
@@ -557,6 +580,8 @@ class OnlineRun:
             "prefs": pref_list,
             "ref_logps": ref,
             "old_logps": old,
+            "theta": None if theta is None else [t for t in theta for _ in range(r.group_size)],
+            "par_ref": par_ref,
             "seconds": {"generate": gen_s, "score": score_s, "frozen": frozen_s},
             "generated_tokens": result.timings.generated_tokens,
         }
@@ -566,6 +591,71 @@ class OnlineRun:
         tmp.replace(path)
         data["cached"] = False
         return data
+
+    # -- composition inputs drawn with the rollout --
+
+    def directions(self, step: int, n: int) -> list[float] | None:
+        """DPA: one direction θ (radians) per prompt, uniform in the configured arc, seeded by step and rank."""
+        c = self.cfg.composition
+        if c is None or c.aggregate != "dpa":
+            return None
+        g = torch.Generator().manual_seed(self.cfg.rollout.seed * 7_919 + step * 131 + self.dist.rank)
+        lo, hi = (math.radians(a) for a in c.dpa.angles)
+        return [lo + (hi - lo) * float(u) for u in torch.rand(n, generator=g, dtype=torch.float64)]
+
+    def conditioned(self, prompts: list[PromptOnly], theta: list[float] | None) -> list[Any]:
+        """The conversations sampled from: DPA puts each prompt's direction in a system message first."""
+        if theta is None:
+            return [p.prompt for p in prompts]
+        from preference_data.records import Message
+        from reward_models.composition import dpa_system_prompt
+
+        names = self.cfg.composition.dpa.components  # type: ignore[union-attr]
+        return [
+            [Message("system", dpa_system_prompt(names, t)), *[m for m in p.prompt if m.role != "system"]]
+            for p, t in zip(prompts, theta, strict=True)
+        ]
+
+    def par_references(self, prompts: list[PromptOnly], step: int) -> list[list[list[float | None]]]:
+        """PAR: M responses per prompt from the initial policy (its own sampler, never synced), scored by every
+        component: (P, M, K) as nested lists, None where a component failed."""
+        from prefalign.generation import SamplingParams, make_engine
+        from prefalign.models.hub import load_model
+
+        cfg = self.cfg
+        if self.ref_engine is None:
+            m = load_model(cfg.model, dtype="bfloat16" if self.bf16 else "float32", merge=True).to(self.device)
+            options = {"token_budget": cfg.rollout.token_budget} if cfg.rollout.backend == "transformers" else {}
+            self.ref_engine = make_engine(m, self.tokenizer, cfg.rollout.backend, **options)
+        M = cfg.composition.par.references  # type: ignore[union-attr]
+        params = SamplingParams(
+            n=M,
+            temperature=cfg.rollout.temperature,
+            top_p=cfg.rollout.top_p,
+            top_k=cfg.rollout.top_k,
+            max_new_tokens=cfg.rollout.max_new_tokens,
+            seed=cfg.rollout.seed * 1_000_003 + 500_009 + step,
+        )
+        res = self.ref_engine.generate([p.prompt for p in prompts], params)
+        records = [p for p in prompts for _ in range(M)]
+        texts = [c.text for o in res.outputs for c in o.completions]
+        comps = self.rewards.score(records, texts).tolist()
+        K = len(self.rewards.names)
+        return [
+            [[None if math.isnan(v) else v for v in comps[p * M + m]] for m in range(M)] if K else []
+            for p in range(len(prompts))
+        ]
+
+    def estimate(self, r: torch.Tensor) -> torch.Tensor:
+        """The run's advantage estimator on all ranks' rewards (S,) -> (S,)."""
+        a = self.cfg.algorithm
+        G = self.cfg.rollout.group_size
+        kind = a.advantage_kind()
+        if kind == "group":
+            return group_advantages(r, G, a.scale)
+        if kind == "rloo":
+            return rloo_advantages(r, G, a.normalize)
+        return reinforce_advantages(r, G, a.baseline, a.normalize)
 
     # -- advantages --
 
@@ -591,6 +681,7 @@ class OnlineRun:
         )
         reward = combine(comps, self.rewards.weights)
         raw = torch.tensor(self.dist.gather(reward.tolist()), dtype=torch.float32)  # before any KL penalty
+        penalty = torch.zeros(len(samples))
         if cfg.kl.beta > 0 and placement(cfg) == "reward":
             T = max(len(s["ids"]) for s in samples)
             mask = pad_rows([[1.0] * len(s["ids"]) for s in samples], T)
@@ -598,25 +689,28 @@ class OnlineRun:
             kl = sequence_kl(pad_rows(old, T), pad_rows(data["ref_logps"], T), mask, estimator(cfg))
             stats["kl"] = float((kl.sum() / mask.sum().clamp(min=1.0)).item())  # per token
             stats["kl_penalty"] = float((cfg.kl.beta * kl).mean().item())
-            reward = reward - cfg.kl.beta * kl
+            penalty = cfg.kl.beta * kl
+            reward = reward - penalty
         everyone = torch.tensor(self.dist.gather(reward.tolist()), dtype=torch.float32)
         comps_all = torch.tensor(self.dist.gather(comps.tolist()), dtype=torch.float32).reshape(-1, comps.shape[1])
-        a = cfg.algorithm
-        kind = a.advantage_kind()
-        if kind == "group":
-            adv = group_advantages(everyone, G, a.scale)
-        elif kind == "rloo":
-            adv = rloo_advantages(everyone, G, a.normalize)
-        else:
-            adv = reinforce_advantages(everyone, G, a.baseline, a.normalize)
         n = len(samples)
         lo = self.dist.rank * n
-        local_adv = adv[lo : lo + n]
-        valid = ~torch.isnan(reward)
+        if self.composer is None:
+            adv = self.estimate(everyone)
+            local_adv = adv[lo : lo + n]
+            valid = ~torch.isnan(reward)
+        else:
+            pen_all = torch.tensor(self.dist.gather(penalty.tolist()), dtype=torch.float32)
+            adv = self.compose(data, comps_all, pen_all, stats)
+            local_adv = adv[lo : lo + n]
+            valid = ~torch.isnan(local_adv)
+            local_adv = torch.nan_to_num(local_adv, nan=0.0)
+            stats["masked_completions"] = float(torch.isnan(adv).sum().item())
         finite = raw[~torch.isnan(raw)]
         stats["reward"] = float(finite.mean().item()) if len(finite) else math.nan  # the reward, KL penalty excluded
         stats["reward_std"] = float(finite.std().item()) if len(finite) > 1 else 0.0
-        stats["masked_completions"] = float(torch.isnan(everyone).sum().item())
+        stats.setdefault("masked_completions", float(torch.isnan(everyone).sum().item()))
+        self.last_components = comps_all
         groups = raw.view(-1, G)
         stats["zero_std_groups"] = float(
             sum(1 for g in groups if len(set(x for x in g.tolist() if not math.isnan(x))) <= 1) / len(groups)
@@ -628,12 +722,85 @@ class OnlineRun:
             stats[f"reward_nan/{name}"] = float(torch.isnan(col).sum().item())
         return local_adv, valid, stats
 
-    # -- update --
+    def compose(
+        self, data: dict[str, Any], comps_all: torch.Tensor, penalty: torch.Tensor, stats: dict[str, float]
+    ) -> torch.Tensor:
+        """All ranks' advantages from the composition (NaN = masked); its metrics go into `stats`."""
+        assert self.composer is not None
+        c = self.composer
+        theta = par = None
+        if data.get("theta") is not None:
+            theta = torch.tensor(self.dist.gather(data["theta"]), dtype=torch.float32)
+        if data.get("par_ref") is not None:
+            rows = self.dist.gather(data["par_ref"])  # (P, M, K) per prompt
+            G = self.cfg.rollout.group_size
+            t = torch.tensor(
+                [[[math.nan if v is None else v for v in m] for m in p] for p in rows], dtype=torch.float32
+            )
+            par = t.repeat_interleave(G, 0)  # one copy per completion of the prompt
+        if c.grad is not None:
+            X = c.transform(comps_all, update_stats=False)
+            per = c.per_component(X, self.estimate)  # (S, K)
+            n = len(data["samples"])
+            lo = self.dist.rank * n
+            s = self.probe(data, per[lo : lo + n])
+            c.grad.observe(s, c.eta(self.scheduler.get_last_lr()[0]))
+            for k, name in enumerate(c.names):
+                stats[f"influence/{name}"] = float(s[k])
+        adv, cstats = c.advantages(
+            StepInputs(comps_all, self.cfg.rollout.group_size, self.estimate, penalty, theta, par)
+        )
+        stats.update(cstats)
+        return adv
 
-    def update(self, data: dict[str, Any], adv: torch.Tensor, valid: torch.Tensor) -> dict[str, float]:
-        cfg = self.cfg
+    def probe(self, data: dict[str, Any], per: torch.Tensor) -> torch.Tensor:
+        """Gradient-based weighting: for each component k, the policy-gradient loss with advantages from r_k alone,
+        backpropagated (no optimizer step), clipped to `gradient.max_grad_norm`, the gradients of the probed
+        parameters flattened into g_k; returns s = Σ_j <g_k, g_j> (the influence)."""
+        import re
+
+        from reward_models.composition import influence
+
+        gsec = self.cfg.composition.gradient  # type: ignore[union-attr]
+        named = [(n, p) for n, p in self.policy.named_parameters() if p.requires_grad]
+        target = [p for n, p in named if gsec.layers is None or re.search(gsec.layers, n)]
+        if not target:
+            raise UserError(f"composition.gradient.layers: '{gsec.layers}' matches no trainable parameter")
         samples = data["samples"]
-        old = data["old_logps"] or [s["logprobs"] for s in samples]
+        keep = len(samples)
+        if gsec.probe_completions > 0:
+            G = self.cfg.rollout.group_size
+            keep = min(len(samples), max(G, (gsec.probe_completions // G) * G))
+        grads = []
+        for k in range(per.shape[1]):
+            adv = torch.nan_to_num(per[:keep, k], nan=0.0)
+            valid = ~torch.isnan(per[:keep, k])
+            self.optimizer.zero_grad(set_to_none=True)
+            self.backward(data, adv, valid, keep)
+            self.dist.reduce_grads(self.params)
+            if gsec.max_grad_norm > 0:
+                torch.nn.utils.clip_grad_norm_(self.params, gsec.max_grad_norm)
+            grads.append(
+                torch.cat(
+                    [
+                        (p.grad if p.grad is not None else torch.zeros_like(p)).detach().float().reshape(-1)
+                        for p in target
+                    ]
+                ).cpu()
+            )
+        self.optimizer.zero_grad(set_to_none=True)
+        return influence(torch.stack(grads))
+
+    def backward(
+        self, data: dict[str, Any], adv: torch.Tensor, valid: torch.Tensor, keep: int | None = None, passes: int = 0
+    ) -> tuple[float, dict[str, list[float]]]:
+        """The loss of the rollout's first `keep` completions (all by default) backpropagated: Σ numerator / Σ
+        denominator over every micro-batch and rank. `passes` = 0: one backward pass, no optimizer step (a
+        probe); `passes` = μ: μ passes each followed by an optimizer step (the update). Returns the last pass's
+        loss and the per-micro-batch stats."""
+        cfg = self.cfg
+        samples = data["samples"][:keep] if keep is not None else data["samples"]
+        old = data["old_logps"] or [s["logprobs"] for s in data["samples"]]
         refs = data["ref_logps"]
         seqs = [
             Seq(s["prompt_ids"], s["ids"], old[i], refs[i] if refs else None, float(adv[i]))
@@ -664,7 +831,7 @@ class OnlineRun:
         den = self.dist.sum(den)
         metrics: dict[str, list[float]] = {}
         total = 0.0
-        for _ in range(cfg.algorithm.updates_per_rollout):
+        for _ in range(max(passes, 1)):
             total = 0.0
             for mb in mbs:
                 mask, oldt, reft, advt = tensors(mb)
@@ -678,13 +845,23 @@ class OnlineRun:
                 total += float(loss.item())
                 for k, v in terms.stats.items():
                     metrics.setdefault(k, []).append(v)
-            self.dist.reduce_grads(self.params)
-            if cfg.train.max_grad_norm > 0:
-                gn = torch.nn.utils.clip_grad_norm_(self.params, cfg.train.max_grad_norm)
-                metrics.setdefault("grad_norm", []).append(float(gn))
-            self.optimizer.step()
-            self.scheduler.step()
-            self.optimizer.zero_grad(set_to_none=True)
+            if passes > 0:
+                self.optimizer_step(metrics)
+        return total, metrics
+
+    def optimizer_step(self, metrics: dict[str, list[float]]) -> None:
+        self.dist.reduce_grads(self.params)
+        if self.cfg.train.max_grad_norm > 0:
+            gn = torch.nn.utils.clip_grad_norm_(self.params, self.cfg.train.max_grad_norm)
+            metrics.setdefault("grad_norm", []).append(float(gn))
+        self.optimizer.step()
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+
+    # -- update --
+
+    def update(self, data: dict[str, Any], adv: torch.Tensor, valid: torch.Tensor) -> dict[str, float]:
+        total, metrics = self.backward(data, adv, valid, passes=self.cfg.algorithm.updates_per_rollout)
         out = {k: sum(v) / len(v) for k, v in metrics.items()}
         out["loss"] = self.dist.sum(total)
         out["lr"] = self.scheduler.get_last_lr()[0]
@@ -706,6 +883,7 @@ class OnlineRun:
                 "weights": self.trainable_state(),
                 "optimizer": self.optimizer.state_dict(),
                 "scheduler": self.scheduler.state_dict(),
+                "composition": self.composer.state_dict() if self.composer is not None else None,
             },
             ckpt / "online_state.pt",
         )
@@ -724,20 +902,41 @@ class OnlineRun:
                 named[n].copy_(t)
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
+        if self.composer is not None and state.get("composition"):
+            self.composer.load_state_dict(state["composition"])
         self.step = int(state["step"])
         print(f"resumed from {ckpt} (step {self.step})", flush=True)
 
     # -- evaluation --
 
-    def evaluate(self) -> dict[str, Any] | None:
+    def component_point(self, limit: int, max_new_tokens: int) -> list[float]:
+        """Hypervolume weighting: the components' means over greedy answers to `limit` held-out prompts (computed on
+        rank 0, shared with every rank)."""
+        from prefalign.generation import SamplingParams
+
+        from .evaluate import load_prompts
+
+        point: list[float] = []
+        if self.dist.rank == 0:
+            prompts = load_prompts(self.cfg.eval.prompts, limit)
+            res = self.engine.generate(
+                [p.prompt for p in prompts], SamplingParams(n=1, temperature=0.0, max_new_tokens=max_new_tokens)
+            )
+            R = self.rewards.score(prompts, [o.completions[0].text for o in res.outputs])
+            point = [float(R[:, k][~torch.isnan(R[:, k])].mean()) for k in range(R.shape[1])]
+        shared = [x for x in self.dist.gather([point]) if x]
+        return shared[0]
+
+    def evaluate(self, limit: int | None = None) -> dict[str, Any] | None:
         from prefalign.generation import SamplingParams
 
         from .evaluate import grade_all, load_prompts, summarize
 
         e = self.cfg.eval
-        if e.limit <= 0 or self.dist.rank != 0:
+        limit = e.limit if limit is None else limit
+        if limit <= 0 or self.dist.rank != 0:
             return None
-        prompts = load_prompts(e.prompts, e.limit)
+        prompts = load_prompts(e.prompts, limit)
         res = self.engine.generate(
             [p.prompt for p in prompts], SamplingParams(n=1, temperature=0.0, max_new_tokens=e.max_new_tokens)
         )
@@ -778,64 +977,150 @@ def log_row(path: Path, row: dict[str, Any]) -> None:
         f.write(json.dumps(row, default=float) + "\n")
 
 
+@dataclass
+class Loop:
+    """The bookkeeping of `run`: evaluations by step, time per phase, prompts done."""
+
+    evals: dict[str, Any]
+    evals_path: Path
+    timing: dict[str, float]
+    prompts_done: int = 0
+
+
+def train_step(o: OnlineRun, loop: Loop) -> dict[str, Any]:
+    """One step: rollout -> reward -> advantage -> update -> sync (-> composition update, checkpoint, eval)."""
+    cfg = o.cfg
+    t_step = time.time()
+    data = o.rollout(o.step)
+    for k in ("generate", "score", "frozen"):
+        loop.timing[k] += 0.0 if data.get("cached") else data["seconds"][k]
+    adv, valid, stats = o.advantages(data)
+    t0 = time.time()
+    upd = o.update(data, adv, valid)
+    loop.timing["update"] += time.time() - t0
+    o.step += 1
+    loop.prompts_done += cfg.rollout.prompts_per_step
+    o.engine.sync_weights(o.policy)
+    lengths = [len(s["ids"]) for s in data["samples"]]
+    row = {
+        "step": o.step,
+        **upd,
+        **stats,
+        "completion_length": sum(lengths) / max(len(lengths), 1),
+        "eos_fraction": sum(s["finish"] == "eos" for s in data["samples"]) / max(len(lengths), 1),
+    }
+    c = o.composer
+    if c is not None and data["prefs"] is None:
+        row.update(c.after_step(o.last_components))
+        if c.hv is not None:
+            h = cfg.composition.hypervolume  # type: ignore[union-attr]
+            if h.point == "eval":
+                point = o.component_point(h.eval_prompts, h.eval_max_new_tokens)
+            else:
+                point = [row.get(f"reward/{n}", math.nan) for n in c.names]
+            row.update(c.observe_point(point))
+    row["step_seconds"] = time.time() - t_step
+    if cfg.train.save_every > 0 and o.step % cfg.train.save_every == 0:
+        o.save()
+    if cfg.train.eval_every > 0 and o.step % cfg.train.eval_every == 0 and o.step < cfg.train.max_steps:
+        ev = o.evaluate()
+        if ev is not None:
+            loop.evals[str(o.step)] = ev
+            row["eval_gold/overall"] = ev["overall"]
+    if o.dist.rank == 0:
+        log_row(o.run.metrics_path, row)
+        loop.evals_path.write_text(json.dumps(loop.evals), encoding="utf-8")
+        if o.step % max(cfg.train.log_every, 1) == 0:
+            print(
+                f"step {o.step}/{cfg.train.max_steps}: reward {row.get('reward', math.nan):.4f} "
+                f"loss {row['loss']:.4f} len {row['completion_length']:.1f}"
+                + (f" eval {row['eval_gold/overall']:.4f}" if "eval_gold/overall" in row else ""),
+                flush=True,
+            )
+    return row
+
+
+def threshold_search(o: OnlineRun, loop: Loop) -> dict[str, Any]:
+    """NM-PPO: Nelder–Mead over the constraint thresholds, each evaluation continuing the same policy for up to
+    `search.steps_per_eval` steps and returning early once every constraint is within `search.tolerance` of its
+    threshold; f(θ) = −(held-out gold overall on `search.eval_limit` prompts). Evaluations are cached by threshold
+    (in the checkpoint, so a resumed search replays them without training and continues where it stopped)."""
+    from reward_models.composition import NelderMeadSettings, initial_simplex, nelder_mead, within
+
+    c = o.composer
+    assert c is not None and c.lagr is not None
+    sec = o.cfg.composition.search  # type: ignore[union-attr]
+    cache = c.cache()
+    max_steps = o.cfg.train.max_steps
+
+    def f(theta: dict[str, float]) -> float:
+        hit = cache.get(theta)
+        if hit is not None:
+            return hit
+        if o.step >= max_steps:
+            return math.inf
+        c.lagr.set_thresholds(theta)  # type: ignore[union-attr]
+        value = math.inf
+        for i in range(sec.steps_per_eval):
+            if o.step >= max_steps:
+                break
+            row = train_step(o, loop)
+            values = {n: row.get(f"reward/{n}", math.nan) for n in theta}
+            last = i + 1 == sec.steps_per_eval or o.step >= max_steps
+            close = within(values, theta, sec.tolerance)
+            if (i + 1) % sec.eval_every == 0 or last or close:
+                ev = o.evaluate(sec.eval_limit)
+                value = -float(o.dist.gather([ev["overall"] if ev else None])[0])
+                log_row(o.run.dir / "search.jsonl", {"step": o.step, "theta": theta, "f": value, "values": values})
+            if close:
+                break
+        cache.put(theta, value)
+        c.search_state["cache"] = [[k, v] for k, v in cache.entries]
+        return value
+
+    ranges = {n: (float(r[0]), float(r[1])) for n, r in sec.ranges.items()}
+    best, fbest, history = nelder_mead(
+        f,
+        initial_simplex(ranges, sec.seed),
+        NelderMeadSettings(max_iters=sec.max_iters),
+        lambda: o.step >= max_steps,
+    )
+    c.lagr.set_thresholds(best)
+    c.search_state["history"] = history
+    return {"best_thresholds": best, "best_f": fbest, "evaluations": len(cache.entries), "history": history}
+
+
 def run(cfg: OnlineConfig, resume: bool = False) -> dict[str, Any]:
     """Run the online loop as `cfg` says; return the report (also written to report.json)."""
     o = OnlineRun(cfg, resume)
     main = o.dist.rank == 0
     evals_path = o.dir / "evals.json"
     evals: dict[str, Any] = json.loads(evals_path.read_text()) if resume and evals_path.exists() else {}
+    loop = Loop(evals, evals_path, {"generate": 0.0, "score": 0.0, "frozen": 0.0, "update": 0.0})
     t_start = time.time()
-    timing = {"generate": 0.0, "score": 0.0, "frozen": 0.0, "update": 0.0}
-    prompts_done = 0
+    search: dict[str, Any] | None = None
     try:
         if "0" not in evals:
             ev = o.evaluate()
             if ev is not None:
                 evals["0"] = ev
                 log_row(o.run.metrics_path, {"step": 0, "eval_gold/overall": ev["overall"]})
-        while o.step < cfg.train.max_steps:
-            t_step = time.time()
-            data = o.rollout(o.step)
-            for k in ("generate", "score", "frozen"):
-                timing[k] += 0.0 if data.get("cached") else data["seconds"][k]
-            adv, valid, stats = o.advantages(data)
-            t0 = time.time()
-            upd = o.update(data, adv, valid)
-            timing["update"] += time.time() - t0
-            o.step += 1
-            prompts_done += cfg.rollout.prompts_per_step
-            o.engine.sync_weights(o.policy)
-            lengths = [len(s["ids"]) for s in data["samples"]]
-            row = {
-                "step": o.step,
-                **upd,
-                **stats,
-                "completion_length": sum(lengths) / max(len(lengths), 1),
-                "eos_fraction": sum(s["finish"] == "eos" for s in data["samples"]) / max(len(lengths), 1),
-                "step_seconds": time.time() - t_step,
-            }
-            if cfg.train.save_every > 0 and o.step % cfg.train.save_every == 0:
-                o.save()
-            if cfg.train.eval_every > 0 and o.step % cfg.train.eval_every == 0 and o.step < cfg.train.max_steps:
-                ev = o.evaluate()
-                if ev is not None:
-                    evals[str(o.step)] = ev
-                    row["eval_gold/overall"] = ev["overall"]
+        c = o.composer
+        if c is not None and c.hv is not None and not c.hv.buffer and cfg.composition.hypervolume.point == "eval":  # type: ignore[union-attr]
+            h = cfg.composition.hypervolume  # type: ignore[union-attr]
+            start = c.observe_point(o.component_point(h.eval_prompts, h.eval_max_new_tokens))
             if main:
-                log_row(o.run.metrics_path, row)
-                evals_path.write_text(json.dumps(evals), encoding="utf-8")
-                if o.step % max(cfg.train.log_every, 1) == 0:
-                    print(
-                        f"step {o.step}/{cfg.train.max_steps}: reward {row.get('reward', math.nan):.4f} "
-                        f"loss {row['loss']:.4f} len {row['completion_length']:.1f}"
-                        + (f" eval {row['eval_gold/overall']:.4f}" if "eval_gold/overall" in row else ""),
-                        flush=True,
-                    )
+                log_row(o.run.metrics_path, {"step": 0, **start})
+        if c is not None and cfg.composition.search.method == "nelder_mead":  # type: ignore[union-attr]
+            search = threshold_search(o, loop)
+        while o.step < cfg.train.max_steps:
+            train_step(o, loop)
     except BaseException as e:
         if main:
             o.run.stopped(o.step, e)
         raise
     train_seconds = time.time() - t_start
+    evals, timing, prompts_done = loop.evals, loop.timing, loop.prompts_done
     final = o.evaluate()
     if final is not None:
         evals[str(o.step)] = final
@@ -870,6 +1155,14 @@ def run(cfg: OnlineConfig, resume: bool = False) -> dict[str, Any]:
         "seconds_by_phase": {k: round(v, 1) for k, v in timing.items()},
         "eval": eval_report,
     }
+    if o.composer is not None:
+        comp = o.composer.describe()
+        if search is not None:
+            comp["search"] = search
+        png = plot_composition(o.run.metrics_path, o.dir / "composition.png", o.composer.names)
+        if png is not None:
+            comp["plot"] = str(png)
+        report["composition"] = comp
     return o.run.finish(report, PLOT_KEYS)
 
 

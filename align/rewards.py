@@ -105,6 +105,12 @@ def check_reward_specs(specs: Any, where: str = "reward") -> list[str]:
     return problems
 
 
+def component_names(specs: list[dict[str, Any]]) -> tuple[list[str], list[float]]:
+    """The names and weights of a checked `reward:` list's components, without loading any model."""
+    names = [str(s.get("name") or _default_name(s)) for s in specs]
+    return names, [float(s.get("weight", 1.0)) for s in specs]
+
+
 def _default_name(spec: dict[str, Any]) -> str:
     kind = str(spec.get("type"))
     if kind == "grader":
@@ -277,4 +283,4 @@ def judge_correctness(record: PromptOnly, text: str, c: Component) -> float | No
     return 0.5 if verdict.label == gold["label"] else 0.0
 
 
-__all__ = ["RULES", "RewardSet", "check_reward_specs", "combine", "judge_correctness"]
+__all__ = ["RULES", "RewardSet", "check_reward_specs", "combine", "component_names", "judge_correctness"]
