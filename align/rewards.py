@@ -53,6 +53,7 @@ class Component:
     kind: str = "pointwise"
     nan: int = 0
     failures: Counter[str] = field(default_factory=Counter)
+    column: int = -1  # a multi-objective RM's output column (kind "multi": one scorer gives K components)
 
 
 def check_reward_specs(specs: Any, where: str = "reward") -> list[str]:
@@ -76,7 +77,10 @@ def check_reward_specs(specs: Any, where: str = "reward") -> list[str]:
         weight = spec.get("weight", 1.0)
         if isinstance(weight, bool) or not isinstance(weight, int | float) or not math.isfinite(weight):
             problems.append(f"{at}.weight: must be a finite number, got {weight!r}")
-        names.append(str(spec.get("name") or _default_name(spec)))
+        try:
+            names.extend(_names_of(spec))
+        except UserError as e:
+            problems.append(f"{at}: {e}")
         if kind in RULES:
             bad = sorted(set(opts) - {"tolerance"})
             if bad:
@@ -107,14 +111,32 @@ def check_reward_specs(specs: Any, where: str = "reward") -> list[str]:
 
 def component_names(specs: list[dict[str, Any]]) -> tuple[list[str], list[float]]:
     """The names and weights of a checked `reward:` list's components, without loading any model."""
-    names = [str(s.get("name") or _default_name(s)) for s in specs]
-    return names, [float(s.get("weight", 1.0)) for s in specs]
+    names: list[str] = []
+    weights: list[float] = []
+    for s in specs:
+        n = _names_of(s)
+        names += n
+        weights += [float(s.get("weight", 1.0))] * len(n)
+    return names, weights
+
+
+def _names_of(spec: dict[str, Any]) -> list[str]:
+    """A component's name, or a multi-objective RM's K names with `objective: all` (<name>_<objective>)."""
+    base = str(spec.get("name") or _default_name(spec))
+    if spec.get("type") == "multi_objective" and spec.get("objective") == "all":
+        from reward_models.multi_objective import objectives_of
+
+        return [f"{base}_{o}" for o in objectives_of(str(spec.get("model")))]
+    return [base]
 
 
 def _default_name(spec: dict[str, Any]) -> str:
     kind = str(spec.get("type"))
     if kind == "grader":
         return f"gold_{spec.get('objective', 'overall')}"
+    if kind == "multi_objective":
+        obj = spec.get("objective", "score")
+        return "mo" if obj in ("score", "all") else f"mo_{obj}"
     return kind
 
 
@@ -140,6 +162,11 @@ class RewardSet:
                     )
             elif spec["type"] in RULES:
                 c.kind = "rule"
+            elif spec["type"] == "multi_objective" and spec.get("objective") == "all":
+                scorer = load_scorer(dict(opts))
+                for k, n in enumerate(_names_of(spec)):
+                    self.components.append(Component(n, c.weight, opts, scorer, "multi", column=k))
+                continue
             else:
                 c.kind = SCORERS[spec["type"]].kind
                 c.scorer = load_scorer({k: v for k, v in opts.items()})
@@ -166,10 +193,17 @@ class RewardSet:
     def score(self, records: list[PromptOnly], texts: list[str]) -> torch.Tensor:
         """(S, K) component rewards of S completions (one record per completion); NaN where a component failed."""
         out = torch.full((len(texts), len(self.components)), math.nan, dtype=torch.float32)
+        multi: dict[int, list[list[float]]] = {}  # one forward per multi-objective RM for all its components
         for k, c in enumerate(self.components):
             if c.kind == "pairwise":
                 raise UserError(f"reward component '{c.name}' is pairwise: use it with algorithm.advantage: pairwise")
-            vals = self._score_one(c, records, texts)
+            if c.kind == "multi":
+                if id(c.scorer) not in multi:
+                    responses: list[Conversation] = [[Message("assistant", t)] for t in texts]
+                    multi[id(c.scorer)] = c.scorer.score_multi([r.prompt for r in records], responses).tolist()
+                vals: list[float | None] = [row[c.column] for row in multi[id(c.scorer)]]
+            else:
+                vals = self._score_one(c, records, texts)
             for i, v in enumerate(vals):
                 if v is None or not math.isfinite(v):
                     c.nan += 1

@@ -652,6 +652,19 @@ class GraderScorer:
         return {"model": model, "objective": self.opts.objective, "tasks": self.source, "n_tasks": len(self.index)}
 
 
+@dataclass
+class MultiObjectiveOptions:
+    model: str = option(doc="a multi-objective RM directory (its model/ folder, with multi_objective.json)")
+    objective: str = option("score", "score (the gated score), one objective's reward, or all (online rewards)")
+    dtype: str = option("auto", "backbone dtype: auto (bf16 where native), bfloat16, float32")
+
+
+def _load_multi_objective(opts: MultiObjectiveOptions) -> Scorer:
+    from .multi_objective import MultiObjectiveScorer
+
+    return cast("Scorer", MultiObjectiveScorer(opts))
+
+
 def _load_polar(opts: PolarOptions) -> Scorer:
     from .polar.scorer import PolarScorer  # it subclasses _BatchedModel, so it is imported after this module
 
@@ -733,6 +746,14 @@ SCORERS: Table[ScorerEntry] = Table(
             "reference column, or references: suite)",
             PolarOptions,
             _load_polar,
+        ),
+        "multi_objective": ScorerEntry(
+            "pointwise",
+            "multi-objective RM (ArmoRM-style): per-objective ridge heads on a frozen backbone, verbosity "
+            "debiasing, gated score; objective: score (gated), one objective, or all (K reward components)",
+            "model: a multi-objective RM directory (`align rm train` kind mo_rm_train)",
+            MultiObjectiveOptions,
+            _load_multi_objective,
         ),
         "grader": ScorerEntry(
             "pointwise",

@@ -20,6 +20,7 @@ KINDS: dict[str, tuple[str, str]] = {
     "online": ("align.online", "OnlineConfig"),
     "iterative": ("align.iterative", "IterativeConfig"),
     "rm_strength": ("reward_models.strength", "StrengthConfig"),
+    "mo_rm_train": ("reward_models.multi_objective", "MORMTrainConfig"),
 }
 
 

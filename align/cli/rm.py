@@ -22,14 +22,15 @@ SCORE_EXAMPLE = (
 )
 
 
-RM_TRAIN_KINDS = ("rm_train", "judge_train", "meta_rm_train", "polar_pool", "polar_train")
+RM_TRAIN_KINDS = ("rm_train", "judge_train", "meta_rm_train", "polar_pool", "polar_train", "mo_rm_train")
 """Config kinds `align rm train` runs (their module has `run` and `summary_lines`); a YAML without a kind, or
 with another, is read as rm_train, whose loader then names the unknown kind."""
 
 
 def cmd_train(args: argparse.Namespace) -> int:
     """A scalar RM (config kind rm_train, the default), a generative judge (kind judge_train), a GRM's
-    meta-RM (kind meta_rm_train), a POLAR policy pool (kind polar_pool) or a POLAR RM (kind polar_train)."""
+    meta-RM (kind meta_rm_train), a POLAR policy pool (kind polar_pool), a POLAR RM (kind polar_train) or a
+    multi-objective RM (kind mo_rm_train)."""
     import importlib
     from typing import Any
 
