@@ -20,7 +20,8 @@ in (alpha, beta), so the fit is exact linear least squares without an intercept 
   best-of-n   R(d) = d (alpha - beta d)       features [d, -d^2]      d* = alpha / (2 beta), R* = alpha^2 / (4 beta)
   RL          R(d) = d (alpha - beta log d)   features [d, -d log d]  d* = exp(alpha / beta - 1), R* = beta d*
 
-(no peak when beta <= 0: the fitted curve keeps rising). Sampling is seeded per sample: sample k of a prompt is
+(no peak when beta <= 0: the fitted curve keeps rising; a best-of-n fit with beta > 0 and alpha <= 0 only falls on
+d >= 0, so its peak is d* = 0, R* = 0). Sampling is seeded per sample: sample k of a prompt is
 drawn with seed `sample_seed(seed, k)` as its own request (the engine still prefills each prompt once, since
 requests with the same prompt share a unit), so it is the same sample whatever N is, and raising N draws only
 samples N_old .. N-1. The checkpoints draw with the same seeds (common random numbers: a change between
@@ -154,8 +155,8 @@ def fit_form(form: str, d: Sequence[float], gain: Sequence[float]) -> Fit | None
     d_star: float | None = None
     peak: float | None = None
     if beta > 0:
-        if form == "bon":
-            d_star, peak = alpha / (2 * beta), alpha * alpha / (4 * beta)
+        if form == "bon":  # on d >= 0: with alpha <= 0 the curve only falls, so its peak is R(0) = 0
+            d_star, peak = (alpha / (2 * beta), alpha * alpha / (4 * beta)) if alpha > 0 else (0.0, 0.0)
         else:
             d_star = math.exp(alpha / beta - 1)
             peak = beta * d_star
@@ -691,6 +692,11 @@ def verdict(points: list[dict[str, Any]], label: str) -> str:
     if max(gold) == min(gold):
         return f"gold does not move ({gold[0]:+.4f} at every point); proxy {proxy[0]:+.4f} -> {proxy[last]:+.4f}"
     proxy_rising = proxy[last] >= max(proxy)
+    if i == 0 and gold[last] < gold[0]:
+        head = f"gold never rises above the initial policy: it falls to {gold[last]:+.4f} at {label} {pts[last][label]}"
+        if proxy_rising:
+            return f"{head} while proxy keeps rising (to {proxy[last]:+.4f}): over-optimization from the start"
+        return f"{head}; proxy does not keep rising either (highest {max(proxy):+.4f}, last {proxy[last]:+.4f})"
     if i < last and gold[last] < gold[i]:
         head = (
             f"gold peaks at {label} {pts[i][label]} (d {pts[i]['d']:.2f}, {gold[i]:+.4f}) and falls to "
@@ -931,4 +937,5 @@ __all__ = [
     "run_overopt",
     "sample_seed",
     "summary_lines",
+    "verdict",
 ]

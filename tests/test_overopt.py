@@ -22,6 +22,7 @@ from align.overopt import (
     kl_bon,
     policy_key,
     run_overopt,
+    verdict,
 )
 from prefalign.errors import UserError
 
@@ -98,6 +99,24 @@ def test_fits_recover_alpha_beta_from_noiseless_points():
     rising = fit_form("bon", [0.5, 1.0, 2.0], [0.5, 1.0, 2.0])  # a straight line: beta 0, no peak
     assert rising is not None and rising.d_star is None
     assert fit_form("rl", [0.0, 1.0], [0.0, 0.1]) is None  # one point at d > 0 fixes nothing
+    falling = fit_form("bon", d, [x * (-0.1 - 0.05 * x) for x in d])  # only falls on d >= 0: the peak is R(0)
+    assert falling is not None and (falling.d_star, falling.peak) == (0.0, 0.0)
+
+
+def test_verdict_says_whether_gold_peaks_while_proxy_rises():
+    def pts(gold, proxy):
+        return [
+            {"n": 2**i, "d": 0.5 * i, "gold_gain": g, "proxy_gain": p}
+            for i, (g, p) in enumerate(zip(gold, proxy, strict=True))
+        ]
+
+    rising = [0.0, 0.5, 1.0, 1.5]
+    assert verdict(pts([0.0, 0.2, 0.3, 0.1], rising), "n").startswith("gold peaks at n 4 (d 1.00, +0.3000)")
+    assert verdict(pts([0.0, 0.2, 0.3, 0.1], rising), "n").endswith("over-optimization")
+    assert "never rises" in verdict(pts([0.0, -0.1, -0.2, -0.3], rising), "n")
+    assert "no over-optimization" in verdict(pts([0.0, 0.1, 0.2, 0.3], rising), "n")
+    assert "does not move" in verdict(pts([0.0] * 4, rising), "n")
+    assert "proxy does not keep rising" in verdict(pts([0.0, 0.2, 0.3, 0.1], [0.0, 0.5, 1.5, 1.0]), "n")
 
 
 def _overopt_cli(out: Path, *extra: str) -> int:
