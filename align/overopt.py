@@ -820,7 +820,7 @@ def _fit_line(f: dict[str, Any] | None, what: str) -> str:
     peak = (
         f"d* {f['d_star']:.3f}, predicted peak {f['peak']:+.4f}"
         if f["d_star"] is not None
-        else "no peak (beta <= 0: keeps rising)"
+        else "no peak on d > 0 (beta <= 0)"
     )
     return f"  fit {what}: {FORMS[f['form']]}, alpha {f['alpha']:.4f}, beta {f['beta']:.4f}, R^2 {r2}; {peak}"
 
