@@ -169,6 +169,9 @@ class OnlineConfig:
     )
     lora: LoraSection = option(factory=LoraSection, doc="LoRA settings (train.method: lora)")
     save_merged: bool = option(True, "with LoRA, also save the adapter merged into the base under output_dir/merged")
+    keep_checkpoints: int = option(
+        2, "checkpoints kept on disk, the newest; 0 = keep all (e.g. for `align eval overopt` along training)"
+    )
     composition: CompositionSection | None = option(
         None,
         "how the reward components become one advantage (align/composition.py): aggregators, constraints, dynamic "
@@ -211,6 +214,8 @@ class OnlineConfig:
             problems.append(f"rollout.group_size: advantage '{adv}' compares a group; use >= 2")
         if self.kl.beta < 0:
             problems.append(f"kl.beta: must be >= 0, got {self.kl.beta}")
+        if self.keep_checkpoints < 0:
+            problems.append(f"keep_checkpoints: must be >= 0 (0 = keep all), got {self.keep_checkpoints}")
         if placement(self) == "loss" and a.loss != "grpo":
             problems.append(f"kl.placement: loss '{a.loss}' takes its KL in the reward; set kl.placement: reward")
         if self.prompts.judge != "none" and any(s.get("type") != "judge_correctness" for s in self.reward):
@@ -889,7 +894,8 @@ class OnlineRun:
         )
         (ckpt / "trainer_state.json").write_text(json.dumps({"global_step": self.step}), encoding="utf-8")
         olds = sorted(self.run.checkpoints.glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1]))
-        for old in olds[:-2]:
+        keep = self.cfg.keep_checkpoints
+        for old in olds[:-keep] if keep > 0 else []:
             import shutil
 
             shutil.rmtree(old, ignore_errors=True)
