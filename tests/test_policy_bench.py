@@ -425,6 +425,14 @@ def test_ifeval_cli_end_to_end(tmp_path, tiny_model_ref, capsys):
     assert "Prompt-level strict accuracy" in capsys.readouterr().out
     (rec,) = list(records.glob("*.json"))
     assert json.loads(rec.read_text())["settings"]["section"] == "policy"
+    # the leaderboard shows it in its policy tab, outside the reward-model overview
+    from leaderboards.render import render
+
+    site = render(records, tmp_path / "site")
+    md = site.markdown.read_text()
+    assert "## Policies" in md and "| builtin:tiny-llama | ifeval | Prompt-level strict accuracy" in md
+    assert "ifeval verifiers (rule)" in md
+    assert 'href="#policies"' in site.html.read_text()
 
 
 def test_alpacaeval_cli_with_pointwise_then_pairwise_judge_reuses_generations(tmp_path, tiny_model_ref, capsys):
