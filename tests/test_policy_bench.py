@@ -514,3 +514,14 @@ def test_write_reference_then_compare(tmp_path, tiny_model_ref):
     )
     rows = json.loads(ref.read_text())
     assert len(rows) == 2 and rows[0]["generator"] == tiny_model_ref and rows[0]["dataset"].startswith("suite:")
+
+
+def test_hand_run_fixtures_read_cleanly(tmp_path):
+    """The files `benchmarks/policy_bench_fixtures.py` writes for runs by hand: every IFEval instruction id, no
+    problems; MT-Bench questions with two turns."""
+    from benchmarks.policy_bench_fixtures import write
+
+    ifeval, mt = write(tmp_path)
+    data = read_bench("ifeval", str(ifeval))
+    assert not data.problems and {it.ifeval.instruction_ids[0] for it in data.items} == set(INSTRUCTIONS.names())
+    assert len(read_bench("mtbench", str(mt)).items) == 4
