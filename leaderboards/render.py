@@ -68,6 +68,9 @@ class Board:
 
     benchmarks: list[str]
     rows: list[tuple[str, dict[str, Record]]]  # (model, benchmark -> record), best mean headline first
+    policy: list[Record] = field(default_factory=list)
+    """Policy records (section "policy", `policy_bench.py`): the newest per policy, set, data and judge; they
+    have their own tab and stay out of the reward-model overview."""
 
     def records(self, benchmark: str) -> list[Record]:
         """The shown records of one benchmark, best headline first (records without one last)."""
@@ -88,6 +91,13 @@ def build_board(records: list[Record]) -> Board:
     from .benchmarks import BENCHMARKS
 
     shown: dict[str, dict[str, Record]] = {}
+    policy: dict[tuple[str, ...], Record] = {}
+    for rec in records:
+        if rec.section == POLICY_SECTION:
+            key = (rec.model, rec.benchmark, str(rec.settings.get("data")), _judge_text(rec))
+            if _better(rec, policy.get(key)):
+                policy[key] = rec
+    records = [r for r in records if r.section != POLICY_SECTION]
     for rec in records:  # keyed by section: the benchmark's name, or the section its records name
         per_model = shown.setdefault(rec.model, {})
         if _better(rec, per_model.get(rec.section)):
@@ -99,7 +109,8 @@ def build_board(records: list[Record]) -> Board:
         heads = [h for r in item[1].values() if (h := r.headline) is not None]
         return (-(sum(heads) / len(heads)) if heads else 1.0, item[0])
 
-    return Board(order, sorted(shown.items(), key=rank))
+    shown_policy = sorted(policy.values(), key=lambda r: (r.benchmark, r.headline is None, -(r.headline or 0.0)))
+    return Board(order, sorted(shown.items(), key=rank), shown_policy)
 
 
 # --- tables as data (rendered to HTML and Markdown) -------------------------------------------------------
@@ -324,6 +335,72 @@ def benchmark_tables(bench: str, recs: list[Record], links: dict[int, str]) -> l
     return tables
 
 
+# --- the policy tab -----------------------------------------------------------------------------------------
+
+POLICY_SECTION = "policy"
+"""The section of policy records (`leaderboards.policy_bench.POLICY_SECTION`)."""
+
+
+def _judge_text(rec: Record) -> str:
+    settings = rec.scorer.get("settings") or {}
+    model = settings.get("model") if isinstance(settings, dict) else None
+    return f"{rec.scorer.get('name')} ({rec.scorer.get('kind')})" + (f" {model}" if model else "")
+
+
+def _policy_number(v: Any, units: str) -> str:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        return "\u2013"
+    return fmt_score(float(v)) if units == "fraction" else f"{v:.3f}"
+
+
+def policy_tables(recs: list[Record], links: dict[int, str]) -> list[TableData]:
+    """The policy tab: per record the policy, the set, its headline, every metric with its 95% interval, the judge
+    and the reference answers' generator; then the per-category (per-instruction) breakdown."""
+    head = ["Policy", "Benchmark", "Headline", "Metrics (95% CI)", "Judge", "Reference answers", "Examples", "Run"]
+    head += ["Date", "Record"]
+    rows = []
+    for rec in recs:
+        sc = rec.scores
+        units = str(sc.get("units", "fraction"))
+        metrics = []
+        for name, v in (sc.get("sections") or {}).items():
+            ci = (sc.get("intervals") or {}).get(name)
+            ci_text = f" ({_policy_number(ci[0], units)}..{_policy_number(ci[1], units)})" if ci else ""
+            metrics.append(f"{name} {_policy_number(v, units)}{ci_text}")
+        judged = (sc.get("extra") or {}).get("judged") or {}
+        abstained = f"; {judged['abstained']} abstained" if judged.get("abstained") else ""
+        href = links.get(id(rec))
+        headline = sc.get("headline")
+        rows.append(
+            [
+                Cell(rec.model),
+                Cell(rec.benchmark),
+                Cell(
+                    f"{sc.get('headline_name', 'Score')} {_policy_number(headline, units)}{_flag(rec)}",
+                    float(headline) if isinstance(headline, (int, float)) else None,
+                    numeric=True,
+                ),
+                Cell("; ".join(metrics) or "\u2013"),
+                Cell(_judge_text(rec)),
+                Cell(str(rec.settings.get("reference_model") or "\u2013")),
+                Cell(f"{rec.counts.get('examples')}{abstained}"),
+                _run_cell(rec),
+                Cell(rec.date[:10] or "\u2013"),
+                Cell("record" if href else "\u2013", href=href),
+            ]
+        )
+    note = (
+        "Fractions in percent (MT-Bench: the judge's own score units). "
+        "Win rates are against the set's reference answers."
+    )
+    tables = [TableData("Policy", head, rows, note)]
+    fractions = [r for r in recs if r.scores.get("units", "fraction") == "fraction"]  # judge units are in the record
+    sub = _long_table("Per category", "category", fractions, lambda r: r.scores.get("subsets"))
+    if sub is not None:
+        tables.append(sub)
+    return tables
+
+
 def overview_table(board: Board, links: dict[int, str]) -> TableData:
     """Every model's headline per benchmark, and links to its records."""
     head = ["Model", *board.benchmarks, "Records"]
@@ -484,12 +561,11 @@ def render(records_dir: str | Path | None = None, site_dir: str | Path | None = 
     (site / "records").mkdir(parents=True, exist_ok=True)
     (site / "charts").mkdir(parents=True, exist_ok=True)
     links: dict[int, str] = {}
-    for _, recs in board.rows:
-        for rec in recs.values():
-            if rec.path:
-                dest = site / "records" / Path(rec.path).name
-                shutil.copyfile(rec.path, dest)
-                links[id(rec)] = f"records/{dest.name}"
+    for rec in [r for _, recs in board.rows for r in recs.values()] + board.policy:
+        if rec.path:
+            dest = site / "records" / Path(rec.path).name
+            shutil.copyfile(rec.path, dest)
+            links[id(rec)] = f"records/{dest.name}"
     charts: dict[str, Path] = {}
     colors = {model: f"C{i % 10}" for i, (model, _) in enumerate(board.rows)}
     for old in (site / "charts").glob("*.png"):  # a chart of a benchmark no longer shown would mislead
@@ -542,6 +618,10 @@ def to_markdown(board: Board, links: dict[int, str] | None = None) -> str:
             lines += [*_md_table(t), ""]
             if t.note:
                 lines += [t.note, ""]
+    if board.policy:
+        lines += ["## Policies", ""]
+        for i, t in enumerate(policy_tables(board.policy, links)):
+            lines += ([f"### {t.title}", ""] if i else []) + [*_md_table(t), ""] + ([t.note, ""] if t.note else [])
     return "\n".join([*lines, FOOTNOTE, ""])
 
 
@@ -612,6 +692,8 @@ def to_html(board: Board, links: dict[int, str] | None = None, files: SiteFiles 
     e = html.escape
     charts = files.charts if files else {}
     nav = ['<a href="#overview">Overview</a>'] + [f'<a href="#{_slug(b)}">{e(b)}</a>' for b in board.benchmarks]
+    if board.policy:
+        nav.append('<a href="#policies">Policies</a>')
     n_records = sum(len(r) for _, r in board.rows)
     sections = [
         '<section class="tab" id="tab-overview" data-tab="overview"><h2>Overview</h2>'
@@ -641,6 +723,11 @@ def to_html(board: Board, links: dict[int, str] | None = None, files: SiteFiles 
                 )
         parts.append("</section>")
         sections.append("".join(parts))
+    if board.policy:
+        parts = ['<section class="tab" id="tab-policies" data-tab="policies"><h2>Policies</h2>']
+        for i, t in enumerate(policy_tables(board.policy, links)):
+            parts.append((f"<h3>{e(t.title)}</h3>" if i else "") + _html_table(t))
+        sections.append("".join(parts) + "</section>")
     return (
         f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>{TITLE}</title>'
         f"<style>{_CSS}</style></head>\n<body><h1>{TITLE}</h1>\n"

@@ -1,0 +1,527 @@
+"""Policy evaluation on standard prompt sets: IFEval verifiers, win rates (raw and length-controlled), the readers of
+each set's official format, and `align eval policy --bench` end to end on the tiny model.
+
+Fixtures are written by the tests in each set's official format (field names as the sets' own files have them).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from align.cli.main import main
+from leaderboards.ifeval import INSTRUCTIONS, IFEvalItem, follow, ifeval_scores, item_problems, split_sentences
+from leaderboards.policy_data import read_arenahard, read_bench, read_mtbench
+from leaderboards.winrate import both_orders, fit_length_glm, pointwise_preference, win_rates
+from prefalign.errors import UserError
+
+
+def _jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+# --------------------------------------------------------------------------------------------------------
+# IFEval: every instruction id, a response that follows it and one that does not (cheap gaming attempts included)
+# --------------------------------------------------------------------------------------------------------
+
+CASES: dict[str, tuple[dict[str, Any], str, str]] = {
+    "keywords:existence": ({"keywords": ["river", "stone"]}, "A stone sat by the river.", "A river, no rocks."),
+    "keywords:frequency": (
+        {"keyword": "tea", "frequency": 3, "relation": "at least"},
+        "Tea, tea and more tea.",
+        "Tea and tea.",  # twice is not three times
+    ),
+    "keywords:forbidden_words": (
+        {"forbidden_words": ["cat"]},
+        "A category of dogs.",  # 'cat' inside a word is not the word
+        "The Cat sat.",  # case does not hide it
+    ),
+    "keywords:letter_frequency": (
+        {"letter": "z", "let_frequency": 2, "let_relation": "less than"},
+        "Zoo.",
+        "Zoo zebra.",  # upper and lower case both count
+    ),
+    "language:response_language": (
+        {"language": "fr"},
+        "Je pense que le chat est dans la maison avec les enfants.",
+        "I think the cat is in the house with the children.",
+    ),
+    "length_constraints:number_sentences": (
+        {"num_sentences": 3, "relation": "less than"},
+        "Dr. Smith came. He left.",  # 'Dr.' does not end a sentence
+        "One. Two. Three.",
+    ),
+    "length_constraints:number_paragraphs": (
+        {"num_paragraphs": 2},
+        "First part.\n***\nSecond part.",
+        "First part.\n***\n\n***\nSecond part.",  # an empty paragraph between dividers
+    ),
+    "length_constraints:number_words": (
+        {"num_words": 5, "relation": "at least"},
+        "one two three four five",
+        "one-two-three-four",  # hyphens split \\w+ runs: 4 words
+    ),
+    "length_constraints:nth_paragraph_first_word": (
+        {"num_paragraphs": 2, "nth_paragraph": 2, "first_word": "Second", "num_sentences": None},
+        "Intro here.\n\nSecond, the point.",
+        "Intro here.\n\nThe Second point.",
+    ),
+    "detectable_content:number_placeholders": (
+        {"num_placeholders": 2},
+        "Dear [name], at [address].",
+        "Dear [name].",
+    ),
+    "detectable_content:postscript": (
+        {"postscript_marker": "P.S."},
+        "Main text.\nP.S. see you",
+        "Main text. PS see you",
+    ),
+    "detectable_format:number_bullet_lists": (
+        {"num_bullets": 2},
+        "* one\n* two",
+        "* one\n* two\n- three",  # dashes count too: three bullets
+    ),
+    "detectable_format:constrained_response": ({}, "My answer is yes.", "Yes."),
+    "detectable_format:number_highlighted_sections": (
+        {"num_highlights": 2},
+        "*first* and **second**",
+        "*first* and ** **",  # an empty highlight does not count
+    ),
+    "detectable_format:multiple_sections": (
+        {"section_spliter": "Section", "num_sections": 2},
+        "Section 1\nA\nSection 2\nB",
+        "Section 1\nA and a Section\nB",  # the word without a number is no section
+    ),
+    "detectable_format:json_format": ({}, '```json\n{"a": 1}\n```', "{'a': 1}"),
+    "detectable_format:title": ({}, "<<Ode to Joy>>\nText", "<< >>\nText"),
+    "combination:two_responses": ({}, "Answer one.\n******\nAnswer two.", "Same.\n******\nSame."),
+    "combination:repeat_prompt": (
+        {"prompt_to_repeat": "Write a poem."},
+        "write a poem. Roses are red.",
+        "Roses are red. Write a poem.",
+    ),
+    "startend:end_checker": (
+        {"end_phrase": "Any other questions?"},
+        'Here it is. Any other questions?"',
+        "Any other questions? Bye.",
+    ),
+    "startend:quotation": ({}, '"All quoted."', '"Half quoted.'),
+    "change_case:capital_word_frequency": (
+        {"capital_frequency": 2, "capital_relation": "at least"},
+        "This is VERY IMPORTANT.",
+        "This is Very important.",
+    ),
+    "change_case:english_capital": (
+        {},
+        "THIS IS THE ANSWER IN CAPITALS AND IT IS FOR YOU.",
+        "THIS IS THE ANSWER with one lowercase word.",
+    ),
+    "change_case:english_lowercase": (
+        {},
+        "this is the answer in lowercase and it is for you.",
+        "this is the answer with One capital.",
+    ),
+    "punctuation:no_comma": ({}, "No commas here.", "One, comma."),
+}
+
+
+def test_every_instruction_id_has_a_case():
+    assert sorted(CASES) == sorted(INSTRUCTIONS.names()) and len(CASES) == 25
+
+
+@pytest.mark.parametrize("iid", sorted(CASES))
+def test_instruction_follows_and_fails(iid):
+    kwargs, good, bad = CASES[iid]
+    item = IFEvalItem("1", "prompt", [iid], [kwargs], 1)
+    assert item_problems(item) == []
+    assert follow(item, good) == [True], f"{iid} should pass: {good!r}"
+    assert follow(item, bad) == [False], f"{iid} should fail: {bad!r}"
+    assert follow(item, "   ") == [False]  # an empty response follows nothing
+
+
+def test_sentence_splitter_keeps_titles_decimals_and_ellipses():
+    assert split_sentences("Mr. Brown paid 3.5 dollars. Then he left... Fine!") == [
+        "Mr. Brown paid 3.5 dollars.",
+        "Then he left...",
+        "Fine!",
+    ]
+
+
+def test_strict_versus_loose_by_hand():
+    """Instructions: repeat the prompt 'Say hi.', end with 'Bye.', no commas. Answer A wraps the answer in a preamble
+    line and a closing line: strict, only the comma rule holds (1 of 3); loose, the variant without the first and
+    last lines follows all three. Answer B follows all three as written. Prompt level: strict 1/2, loose 2/2;
+    instruction level: strict (1 + 3)/6, loose 6/6. Markdown bold around the end phrase fails strict, and passes
+    loose through the variant without asterisks."""
+    item = IFEvalItem(
+        "7",
+        "p",
+        ["combination:repeat_prompt", "startend:end_checker", "punctuation:no_comma"],
+        [{"prompt_to_repeat": "Say hi."}, {"end_phrase": "Bye."}, {}],
+        1,
+    )
+    a = "Sure! Here it is\nSay hi. Hello\nBye.\nHope this helps"
+    b = "Say hi. Hello Bye."
+    assert follow(item, a) == [False, False, True] and follow(item, a, loose=True) == [True, True, True]
+    res = ifeval_scores([item, item], [a, b])
+    assert res["prompt_strict"] == pytest.approx(0.5) and res["prompt_loose"] == pytest.approx(1.0)
+    assert res["instruction_strict"] == pytest.approx(4 / 6) and res["instruction_loose"] == pytest.approx(1.0)
+    bold = "Say hi. Hello **Bye.**"
+    assert follow(item, bold) == [True, False, True] and follow(item, bold, loose=True) == [True, True, True]
+
+
+def test_item_problems_name_unknown_ids_and_missing_arguments():
+    item = IFEvalItem(
+        "3",
+        "p",
+        ["keywords:existance", "keywords:frequency", "length_constraints:number_words"],
+        [{}, {"keyword": "a", "frequency": None, "relation": "at least"}, {"num_words": 3, "relation": "about"}],
+        4,
+    )
+    problems = item_problems(item)
+    assert "did you mean 'keywords:existence'" in problems[0]
+    assert "missing argument(s) frequency" in problems[1]
+    assert "relation must be one of" in problems[2]
+
+
+# --------------------------------------------------------------------------------------------------------
+# Win rates
+# --------------------------------------------------------------------------------------------------------
+
+
+def test_preferences_from_scores_and_both_orders():
+    assert [pointwise_preference(a, b) for a, b in [(2, 1), (1, 1), (0, 1)]] == [1.0, 0.5, 0.0]
+    assert math.isnan(pointwise_preference(math.nan, 1.0))
+    assert both_orders(1.0, 1.0) == 0.5  # always "A": position bias only
+    assert both_orders(0.9, 0.2) == pytest.approx(0.85)
+    assert math.isnan(both_orders(0.9, math.nan))
+
+
+def test_length_controlled_rate_by_hand():
+    """12 items, |length difference| equal everywhere: the policy is longer on 8 and shorter on 4. The judge prefers
+    the longer answer 3 times in 4: wins on 6 of the 8 longer items, 1 of the 4 shorter. The GLM has two parameters
+    and the data two feature values (+a, -a), so it fits both rates exactly: sigmoid(theta + phi a) = 3/4 and
+    sigmoid(theta - phi a) = 1/4, hence theta = 0 and the length-controlled rate is sigmoid(0) = 1/2, while the raw
+    rate is 7/12."""
+    prefs = [1.0] * 6 + [0.0] * 2 + [1.0] + [0.0] * 3
+    diffs = [50.0] * 8 + [-50.0] * 4
+    glm = fit_length_glm(prefs, diffs, ridge=0.0)
+    assert glm.theta == pytest.approx(0.0, abs=1e-8) and glm.lc_win_rate == pytest.approx(0.5)
+    a = math.tanh(50.0 / glm.std)
+    assert glm.phi * a == pytest.approx(math.log(3.0))
+    wr = win_rates(prefs, [100 + d for d in diffs], [100] * 12, bootstrap=200)
+    assert wr.win_rate == pytest.approx(7 / 12)
+    assert abs(wr.lc_win_rate - 0.5) < 0.01  # the default ridge barely moves it
+    assert wr.lc_ci95 is not None and wr.lc_ci95[0] <= wr.lc_win_rate <= wr.lc_ci95[1]
+
+
+def test_length_loving_judge_moves_lc_toward_half():
+    """A judge that always prefers the longer answer, policy longer on 8 of 10: raw 0.8; the length term explains
+    the preference, so the length-controlled rate is much nearer 0.5."""
+    diffs = [30, 40, 50, 60, 70, 80, 90, 100, -40, -60]
+    prefs = [1.0 if d > 0 else 0.0 for d in diffs]
+    wr = win_rates(prefs, [200 + d for d in diffs], [200] * 10, bootstrap=0)
+    assert wr.win_rate == pytest.approx(0.8)
+    assert abs(wr.lc_win_rate - 0.5) < abs(wr.win_rate - 0.5) / 2
+    assert wr.length_coef > 0
+
+
+def test_equal_lengths_lc_equals_raw_and_abstentions_are_counted():
+    wr = win_rates([1.0, 0.5, math.nan, 0.0, 1.0], [10] * 5, [10] * 5, bootstrap=500, seed=1)
+    assert wr.abstained == 1 and wr.n == 4 and (wr.wins, wr.ties, wr.losses) == (2, 1, 1)
+    assert wr.win_rate == pytest.approx(2.5 / 4)
+    # no length signal: the model term is the mean, shrunk a little toward 1/2 by the ridge on 4 items
+    assert 0.5 < wr.lc_win_rate < 2.5 / 4 and wr.lc_win_rate == pytest.approx(2.5 / 4, abs=5e-3)
+    lo, hi = wr.ci95
+    assert 0.0 <= lo <= wr.win_rate <= hi <= 1.0
+    assert win_rates([math.nan], [1], [1]).win_rate is None
+
+
+def test_bootstrap_interval_of_constant_preferences_is_a_point():
+    wr = win_rates([1.0] * 8, list(range(8)), [0] * 8, bootstrap=100)
+    assert wr.ci95 == (1.0, 1.0)
+
+
+# --------------------------------------------------------------------------------------------------------
+# Readers of the official formats
+# --------------------------------------------------------------------------------------------------------
+
+
+def ifeval_file(path: Path) -> Path:
+    """google-research input_data.jsonl rows; the hub copy's null-filled kwargs included."""
+    null_kwargs = {"num_highlights": None, "relation": None, "num_words": None, "keywords": None}
+    return _jsonl(
+        path,
+        [
+            {
+                "key": 1000,
+                "prompt": "Write a short note about rivers. Do not use any commas.",
+                "instruction_id_list": ["punctuation:no_comma"],
+                "kwargs": [dict(null_kwargs)],
+            },
+            {
+                "key": 1001,
+                "prompt": "Describe tea in at least 5 words and include the keywords tea and leaf.",
+                "instruction_id_list": ["length_constraints:number_words", "keywords:existence"],
+                "kwargs": [
+                    {**null_kwargs, "num_words": 5, "relation": "at least"},
+                    {**null_kwargs, "keywords": ["tea", "leaf"]},
+                ],
+            },
+            {
+                "key": 1002,
+                "prompt": "Answer in all lowercase letters: what is the sky?",
+                "instruction_id_list": ["change_case:english_lowercase"],
+                "kwargs": [{}],
+            },
+        ],
+    )
+
+
+def test_ifeval_bad_rows_are_errors_with_row_numbers_unless_partial(tmp_path):
+    path = ifeval_file(tmp_path / "input_data.jsonl")
+    with path.open("a", encoding="utf-8") as f:
+        f.write(json.dumps({"key": 9, "prompt": "x", "instruction_id_list": ["made:up"], "kwargs": [{}]}) + "\n")
+        f.write(json.dumps({"key": 10, "prompt": "y", "kwargs": [{}]}) + "\n")
+    data = read_bench("ifeval", str(path))
+    assert len(data.items) == 3 and data.unknown_instructions == {"made:up": 1}
+    assert any("line 4" in p and "unknown instruction id 'made:up'" in p for p in data.problems)
+    assert any("line 5" in p and "missing field(s) instruction_id_list" in p for p in data.problems)
+    from leaderboards.policy_bench import check_problems
+
+    with pytest.raises(UserError, match="unknown instruction id 'made:up' in 1 row"):
+        check_problems(data, allow_partial=False)
+    check_problems(data, allow_partial=True)
+
+
+def test_arenahard_v01_and_v20_formats(tmp_path):
+    q1 = _jsonl(
+        tmp_path / "q1.jsonl",
+        [
+            {
+                "question_id": "a1",
+                "category": "arena-hard-v0.1",
+                "cluster": "Sorting",
+                "turns": [{"content": "Sort 3 1"}],
+            },
+            {"question_id": "a2", "category": "arena-hard-v0.1", "cluster": "Math", "turns": [{"content": "2+2?"}]},
+        ],
+    )
+    a1 = _jsonl(
+        tmp_path / "gpt-4-0314.jsonl",
+        [
+            {
+                "question_id": "a1",
+                "answer_id": "x",
+                "model_id": "gpt-4-0314",
+                "choices": [{"index": 0, "turns": [{"content": "1 3"}]}],
+            },
+        ],
+    )
+    data = read_arenahard(str(q1), str(a1))
+    assert [it.reference for it in data.items] == ["1 3"] and data.reference_model == "gpt-4-0314"
+    assert any("question a2 has no reference answer" in p for p in data.problems)
+    q2 = _jsonl(
+        tmp_path / "q2.jsonl",
+        [{"uid": "u1", "category": "hard_prompt", "subcategory": "coding", "prompt": "Write hello world in C"}],
+    )
+    a2 = _jsonl(
+        tmp_path / "o3-mini.jsonl",
+        [
+            {
+                "uid": "u1",
+                "ans_id": "y",
+                "model": "o3-mini-2025-01-31",
+                "messages": [
+                    {"role": "user", "content": "Write hello world in C"},
+                    {"role": "assistant", "content": {"answer": "printf"}},
+                ],
+            }
+        ],
+    )
+    data = read_arenahard(str(q2), str(a2))
+    assert data.items[0].reference == "printf" and data.items[0].category == "hard_prompt" and not data.problems
+    with pytest.raises(UserError, match="--reference"):
+        read_arenahard(str(q2), None)
+
+
+def test_mtbench_needs_two_turns(tmp_path):
+    path = _jsonl(
+        tmp_path / "question.jsonl",
+        [
+            {"question_id": 81, "category": "writing", "turns": ["Write a haiku.", "Now make it rhyme."]},
+            {"question_id": 82, "category": "math", "turns": ["Only one turn."]},
+        ],
+    )
+    data = read_mtbench(str(path))
+    assert [it.id for it in data.items] == ["81"] and "line 2" in data.problems[0]
+
+
+def test_hub_id_offline_is_a_clear_error(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    with pytest.raises(UserError, match="could not load hub dataset 'google/IFEval'"):
+        read_bench("ifeval", "google/IFEval")
+
+
+# --------------------------------------------------------------------------------------------------------
+# End to end on the tiny model
+# --------------------------------------------------------------------------------------------------------
+
+
+def alpacaeval_file(path: Path) -> Path:
+    rows = [
+        {
+            "instruction": "Name a fruit.",
+            "output": "An apple is a fruit.",
+            "generator": "gpt4_turbo",
+            "dataset": "helpful_base",
+        },
+        {"instruction": "Say hello.", "output": "Hello!", "generator": "gpt4_turbo", "dataset": "oasst"},
+        {"instruction": "Count to three.", "output": "1, 2, 3", "generator": "gpt4_turbo", "dataset": "oasst"},
+    ]
+    path.write_text(json.dumps(rows, indent=1), encoding="utf-8")
+    return path
+
+
+def _run(*args: str) -> int:
+    """The CLI with short sampled answers (the tiny random model's greedy answer is an immediate end of turn)."""
+    flags = ["--max-new-tokens", "8", "--temperature", "1.0", "--dtype", "float32", "--bootstrap", "50"]
+    return main(["eval", "policy", *flags, *args])
+
+
+def test_ifeval_cli_end_to_end(tmp_path, tiny_model_ref, capsys):
+    data = ifeval_file(tmp_path / "input_data.jsonl")
+    out, records = tmp_path / "run", tmp_path / "records"
+    assert (
+        _run(
+            "--bench",
+            "ifeval",
+            "--data",
+            str(data),
+            "--model",
+            tiny_model_ref,
+            "--out",
+            str(out),
+            "--records",
+            str(records),
+        )
+        == 0
+    )
+    report = json.loads((out / "report.json").read_text())
+    rows = [json.loads(x) for x in (out / "generations.jsonl").read_text().splitlines()]
+    assert report["items"] == len(rows) == 3
+    # the report's numbers are what re-checking the saved answers gives
+    items = [it.ifeval for it in read_bench("ifeval", str(data)).items]
+    res = ifeval_scores(items, [r["answers"][0] for r in rows])
+    sections = report["record"]["scores"]["sections"]
+    assert sections["prompt_strict"] == pytest.approx(res["prompt_strict"])
+    assert sections["instruction_loose"] == pytest.approx(res["instruction_loose"])
+    assert "Prompt-level strict accuracy" in capsys.readouterr().out
+    (rec,) = list(records.glob("*.json"))
+    assert json.loads(rec.read_text())["settings"]["section"] == "policy"
+    # the leaderboard shows it in its policy tab, outside the reward-model overview
+    from leaderboards.render import render
+
+    site = render(records, tmp_path / "site")
+    md = site.markdown.read_text()
+    assert "## Policies" in md and "| builtin:tiny-llama | ifeval | Prompt-level strict accuracy" in md
+    assert "ifeval verifiers (rule)" in md
+    assert 'href="#policies"' in site.html.read_text()
+
+
+def test_alpacaeval_cli_with_pointwise_then_pairwise_judge_reuses_generations(tmp_path, tiny_model_ref, capsys):
+    data = alpacaeval_file(tmp_path / "alpaca_eval_gpt4_baseline.json")
+    out = tmp_path / "run"
+    common = ("--bench", "alpacaeval", "--data", str(data), "--model", tiny_model_ref, "--out", str(out))
+    implicit = ("--judge", tiny_model_ref, "--judge-kind", "implicit", "--judge-option", "reference_free=true")
+    assert _run(*common, *implicit, "--judge-option", "normalization=mean", "--judge-option", "dtype=float32") == 0
+    first = json.loads((out / "report.json").read_text())
+    rec = first["record"]
+    assert rec["scorer"]["name"] == "implicit" and rec["settings"]["reference_model"] == "gpt4_turbo"
+    judged = rec["scores"]["extra"]["judged"]
+    assert (
+        judged["items"] + judged["abstained"] == 3
+        and judged["wins"] + judged["ties"] + judged["losses"] == judged["items"]
+    )
+    assert not first["generations_reused"]
+    assert _run(*common, "--judge", tiny_model_ref, "--judge-kind", "judge", "--judge-option", "dtype=float32") == 0
+    second = json.loads((out / "report.json").read_text())
+    assert second["generations_reused"] and second["record"]["scorer"]["kind"] == "pairwise"
+    prefs = [json.loads(x)["preference"] for x in (out / "generations.jsonl").read_text().splitlines()]
+    finite = [p for p in prefs if p is not None]
+    assert second["record"]["scores"]["sections"]["win_rate"] == pytest.approx(sum(finite) / len(finite))
+    assert "LC win rate" in capsys.readouterr().out
+
+
+def test_judge_abstention_is_counted(tiny_model_ref):
+    """An empty answer is scored NaN by the judge (reward_models.scorers): counted as an abstention, not a loss."""
+    from leaderboards.policy_bench import judge_preferences
+    from leaderboards.policy_data import BenchItem
+    from reward_models.scorers import load_scorer
+
+    scorer = load_scorer("implicit", model=tiny_model_ref, reference_free=True, dtype="float32")
+    items = [BenchItem("1", ["Hi?"], reference="Hello."), BenchItem("2", ["Bye?"], reference="Bye.")]
+    prefs = judge_preferences(scorer, items, ["", "Goodbye now."])
+    assert math.isnan(prefs[0]) and math.isfinite(prefs[1])
+    wr = win_rates(prefs, [0, 12], [6, 4], bootstrap=0)
+    assert wr.abstained == 1 and wr.n == 1
+
+
+def test_mtbench_cli_two_turns(tmp_path, tiny_model_ref, capsys):
+    data = _jsonl(
+        tmp_path / "question.jsonl",
+        [
+            {"question_id": 81, "category": "writing", "turns": ["Write a haiku.", "Now make it rhyme."]},
+            {"question_id": 82, "category": "math", "turns": ["What is 2+2?", "And times 3?"]},
+        ],
+    )
+    out = tmp_path / "run"
+    judge = ("--judge", tiny_model_ref, "--judge-kind", "implicit", "--judge-option", "reference_free=true")
+    assert _run("--bench", "mtbench", "--data", str(data), "--model", tiny_model_ref, "--out", str(out), *judge) == 0
+    rows = [json.loads(x) for x in (out / "generations.jsonl").read_text().splitlines()]
+    assert all(len(r["answers"]) == 2 and len(r["scores"]) == 2 for r in rows)
+    rec = json.loads((out / "report.json").read_text())["record"]
+    assert set(rec["scores"]["subsets"]) == {"writing", "math"}
+    t1 = [r["scores"][0] for r in rows if r["scores"][0] is not None]
+    assert rec["scores"]["sections"]["turn_1"] == pytest.approx(sum(t1) / len(t1))
+    pairwise = ("--judge", tiny_model_ref, "--judge-kind", "judge")
+    assert _run("--bench", "mtbench", "--data", str(data), "--model", tiny_model_ref, "--out", str(out), *pairwise) == 2
+    assert "mtbench scores each answer on its own" in capsys.readouterr().err
+
+
+def test_write_reference_then_compare(tmp_path, tiny_model_ref):
+    ref = tmp_path / "reference.json"
+    assert (
+        _run(
+            "--bench",
+            "alpacaeval",
+            "--data",
+            "suite",
+            "--limit",
+            "2",
+            "--model",
+            tiny_model_ref,
+            "--write-reference",
+            str(ref),
+        )
+        == 0
+    )
+    rows = json.loads(ref.read_text())
+    assert len(rows) == 2 and rows[0]["generator"] == tiny_model_ref and rows[0]["dataset"].startswith("suite:")
+
+
+def test_hand_run_fixtures_read_cleanly(tmp_path):
+    """The files `benchmarks/policy_bench_fixtures.py` writes for runs by hand: every IFEval instruction id, no
+    problems; MT-Bench questions with two turns."""
+    from benchmarks.policy_bench_fixtures import write
+
+    ifeval, mt = write(tmp_path)
+    data = read_bench("ifeval", str(ifeval))
+    assert not data.problems and {it.ifeval.instruction_ids[0] for it in data.items} == set(INSTRUCTIONS.names())
+    assert len(read_bench("mtbench", str(mt)).items) == 4
