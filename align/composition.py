@@ -129,6 +129,12 @@ class CompositionSection:
     weights: dict[str, float] | None = option(None, "weight per component name (default: each component's weight)")
     normalize: Literal["none", "running"] = option("none", "running: each component by its running mean and std first")
     update: Literal["fixed", "lagrangian", "hypervolume", "gradient"] = option("fixed", "how the weights move")
+    missing: Literal["mask", "skip_group"] = option(
+        "mask",
+        "a NaN component: mask masks the completion (counted); skip_group leaves a component that is NaN for every "
+        "completion of a prompt (an objective that does not apply to the task) out of that group's advantage, "
+        "counted as na_groups/<name>, and still masks a completion NaN where its group-mates are scored",
+    )
     maxmin: Literal["per_sample", "group_argmin"] = option("per_sample", "aggregate: maxmin: the mode")
     constraints: list[ConstraintSpec] = option(factory=list, doc="update: lagrangian: thresholds by name")
     lagrangian: LagrangianSection = option(factory=LagrangianSection, doc="multipliers")
@@ -155,6 +161,8 @@ class CompositionSection:
             p.append(f"update: {self.update} moves the weights of a weighted sum; use aggregate: weighted_sum or gdpo")
         if self.search.method != "none" and self.update != "lagrangian":
             p.append("search.method: the threshold search needs update: lagrangian")
+        if self.missing == "skip_group" and self.aggregate in ("maxmin", "par", "dpa"):
+            p.append(f"missing: skip_group needs per-component advantages or a weighted sum, not {self.aggregate}")
         if self.gradient.accumulate < 1:
             p.append("gradient.accumulate: must be >= 1")
         if self.par.references < 1:
@@ -266,6 +274,7 @@ class Composer:
         elif sec.update == "gradient":
             self.grad = GradientWeighting(self.base_w, sec.gradient.accumulate)
         self.search_state: dict[str, Any] = {"cache": [], "history": [], "current": None}
+        self.applies: torch.Tensor | None = None  # missing: skip_group: where each component applies this step
 
     @property
     def weights(self) -> torch.Tensor:
@@ -288,9 +297,16 @@ class Composer:
     def advantages(self, inp: StepInputs) -> tuple[torch.Tensor, dict[str, float]]:
         """(S,) advantages (NaN = masked) and metrics for this step."""
         sec = self.sec
-        X = self.transform(inp.R, update_stats=True)
-        w = self.weights
         stats: dict[str, float] = {}
+        R, self.applies = inp.R, None
+        if sec.missing == "skip_group":
+            R, self.applies = skip_groups(inp.R, inp.G)
+            for k, n in enumerate(self.names):
+                stats[f"na_groups/{n}"] = float((~self.applies[:, k]).sum()) / inp.G
+        if self.norm is not None:
+            self.norm.update(inp.R)  # statistics of the scored values only
+        X = self.transform(R, update_stats=False)
+        w = self.weights
         kl = inp.kl if inp.kl is not None else torch.zeros(X.shape[0])
         if self.lagr is not None:
             return self._lagrangian(X, inp, kl, stats)
@@ -342,18 +358,20 @@ class Composer:
         obj_w[cons] = 0.0
         whiten = self.sec.lagrangian.whiten
 
-        def adv_of(r: torch.Tensor) -> torch.Tensor:
+        def adv_of(r: torch.Tensor, applies: torch.Tensor | None = None) -> torch.Tensor:
             a = inp.estimator(r)
             if whiten:
-                ok = ~torch.isnan(a)
+                ok = ~torch.isnan(a) if applies is None else (~torch.isnan(a) & applies)
                 if int(ok.sum()) > 1:
-                    a = (a - a[ok].mean()) / (a[ok].std() + 1e-8)
+                    z = (a - a[ok].mean()) / (a[ok].std() + 1e-8)
+                    a = torch.where(ok, z, a)  # a group the component does not apply to keeps its 0
             return a
 
         has_obj = bool((obj_w != 0).any()) or bool((kl != 0).any())
         r_obj = (weighted_sum(X, obj_w) if bool((obj_w != 0).any()) else torch.zeros(X.shape[0])) - kl
         a_obj = adv_of(r_obj) if has_obj else torch.zeros(X.shape[0])
-        a_cons = torch.stack([adv_of(X[:, k]) for k in cons], -1)
+        app = self.applies
+        a_cons = torch.stack([adv_of(X[:, k], None if app is None else app[:, k]) for k in cons], -1)
         adv = self.lagr.mix(a_obj, a_cons)
         used = obj_w.clone()
         used[cons] = 1.0
@@ -437,6 +455,15 @@ class Composer:
         return d
 
 
+def skip_groups(R: torch.Tensor, G: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """`missing: skip_group`: entries of a component that is NaN for every completion of a group become 0 (a constant
+    within the group, so every group-relative estimator gives it no advantage); returns the filled (S, K) and the
+    (S, K) mask of entries where the component applies."""
+    g = R.reshape(-1, G, R.shape[1])
+    none = torch.isnan(g).all(1, keepdim=True).expand_as(g).reshape(R.shape)
+    return R.masked_fill(none, 0.0), ~none
+
+
 def _mean(x: torch.Tensor) -> float:
     ok = x[~torch.isnan(x)]
     return float(ok.mean()) if len(ok) else math.nan
@@ -479,4 +506,4 @@ def plot_composition(metrics_path: Path, out: Path, names: list[str]) -> Path | 
     return out
 
 
-__all__ = ["CompositionSection", "Composer", "StepInputs", "check_composition", "plot_composition"]
+__all__ = ["CompositionSection", "Composer", "StepInputs", "check_composition", "plot_composition", "skip_groups"]

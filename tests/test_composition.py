@@ -501,3 +501,22 @@ def test_threshold_search_continues_one_policy_and_caches(tmp_path, tiny_model_r
     assert s["evaluations"] == 3 and all(math.isfinite(h["f"]) for h in s["history"][:3])
     lines = (Path(cfg.output_dir) / "search.jsonl").read_text().splitlines()
     assert len(lines) == 3 and [json.loads(x)["step"] for x in lines] == [1, 2, 3]
+
+
+def test_skip_group_leaves_a_component_out_of_groups_it_does_not_apply_to():
+    from align.composition import Composer, CompositionSection, StepInputs, skip_groups
+    from align.losses.policy_gradient import group_advantages
+
+    R = torch.tensor([[1.0, nan], [0.0, nan], [1.0, 1.0], [0.0, nan]])  # group 2: a partial NaN still masks
+    filled, applies = skip_groups(R, 2)
+    close(filled, [[1.0, 0.0], [0.0, 0.0], [1.0, 1.0], [0.0, nan]])
+    assert applies[:, 1].tolist() == [False, False, True, True]
+    sec = build(CompositionSection, {"aggregate": "gdpo", "missing": "skip_group"})
+    comp = Composer(sec, ["a", "b"], [1.0, 1.0])
+    adv, stats = comp.advantages(StepInputs(R, 2, lambda r: group_advantages(r, 2, "group")))
+    assert stats["na_groups/b"] == 1.0 and stats["na_groups/a"] == 0.0
+    assert not math.isnan(float(adv[0])) and not math.isnan(float(adv[1])) and float(adv[0]) > float(adv[1])
+    assert math.isnan(float(adv[3]))  # scored for its group-mate, NaN for it: masked, not zero
+    masked = Composer(build(CompositionSection, {"aggregate": "gdpo"}), ["a", "b"], [1.0, 1.0])
+    adv2, _ = masked.advantages(StepInputs(R, 2, lambda r: group_advantages(r, 2, "group")))
+    assert torch.isnan(adv2[[0, 1, 3]]).all()  # the default masks every completion with a NaN component

@@ -26,6 +26,7 @@ TABLES: dict[str, Callable[[], Table[Any]]] = {
     "losses": _lazy("align.losses", "LOSSES"),
     "pg-losses": _lazy("align.losses.policy_gradient", "PG_LOSSES"),
     "pair-rules": _lazy("align.iterative", "PAIR_RULE_TABLE"),
+    "aggregators": _lazy("reward_models.composition", "AGGREGATORS"),
     "rm-losses": _lazy("reward_models.losses", "RM_LOSSES"),
     "scorers": _lazy("reward_models.scorers", "SCORERS"),
     "benchmarks": _lazy("leaderboards.benchmarks", "BENCHMARKS"),
