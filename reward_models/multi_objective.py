@@ -127,6 +127,9 @@ class Backbone:
 
         items: list[tuple[list[int], list[int]] | None] = []
         for p, r in zip(prompts, responses, strict=True):
+            if not any(m.content.strip() for m in r):  # an empty answer has nothing to score: NaN, counted
+                items.append(None)
+                continue
             try:
                 p_ids, r_ids = tokenize_single(self.tokenizer, p, r, response_end="eos")
             except UserError:
