@@ -452,14 +452,14 @@ def write_reference(model: str, source: str, out_file: str, s: PolicyBenchSettin
     """Write an AlpacaEval-format reference file: `model`'s answers to the instructions of `source` (an AlpacaEval
     file, or 'suite' for the verifiable suite's test prompts), each row naming `model` as its generator."""
     if source == "suite":
-        from preference_data.suite import build_suite
+        from align.evaluate import load_prompts
 
-        prompts = list(build_suite(seed=s.seed).test_prompts)
+        prompts = load_prompts("suite", s.limit, s.seed)  # family-balanced when limited, like the suite evaluation
         items = [BenchItem(p.id, [p.prompt[-1].content], f"suite:{p.grader}") for p in prompts]
     else:
         items = read_bench("alpacaeval", source).items
-    if s.limit is not None:
-        items = items[: s.limit]
+        if s.limit is not None:
+            items = items[: s.limit]
     answers = generate_answers(model, items, s)
     rows = [
         {"instruction": it.turns[0], "output": a[0], "generator": model, "dataset": it.category}
