@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -242,7 +242,6 @@ class StepInputs:
     kl: torch.Tensor | None = None  # (S,) β·KL to subtract from a reward (kl.placement: reward)
     theta: torch.Tensor | None = None  # (S,) DPA directions
     par_ref: torch.Tensor | None = None  # (S, M, K) components of reference-policy responses
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class Composer:
@@ -273,7 +272,7 @@ class Composer:
             self.hv = HypervolumeWeighting([n not in sec.hypervolume.minimize for n in names])
         elif sec.update == "gradient":
             self.grad = GradientWeighting(self.base_w, sec.gradient.accumulate)
-        self.search_state: dict[str, Any] = {"cache": [], "history": [], "current": None}
+        self.search_state: dict[str, Any] = {"cache": [], "history": []}
         self.applies: torch.Tensor | None = None  # missing: skip_group: where each component applies this step
 
     @property
@@ -283,12 +282,9 @@ class Composer:
     def index(self, name: str) -> int:
         return self.names.index(name)
 
-    def transform(self, R: torch.Tensor, update_stats: bool) -> torch.Tensor:
-        if self.norm is None:
-            return R
-        if update_stats:
-            self.norm.update(R)
-        return self.norm.normalize(R)
+    def transform(self, R: torch.Tensor) -> torch.Tensor:
+        """R rescaled by the running statistics (`normalize: running`), else as is; `advantages` updates them."""
+        return R if self.norm is None else self.norm.normalize(R)
 
     def per_component(self, X: torch.Tensor, estimator: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
         """(S, K) the run's estimator applied to each component alone (the gradient method's probes)."""
@@ -305,7 +301,7 @@ class Composer:
                 stats[f"na_groups/{n}"] = float((~self.applies[:, k]).sum()) / inp.G
         if self.norm is not None:
             self.norm.update(inp.R)  # statistics of the scored values only
-        X = self.transform(R, update_stats=False)
+        X = self.transform(R)
         w = self.weights
         kl = inp.kl if inp.kl is not None else torch.zeros(X.shape[0])
         if self.lagr is not None:
@@ -327,7 +323,7 @@ class Composer:
             elif agg == "par":
                 if inp.par_ref is None:
                     raise UserError("composition.aggregate: par needs reference-policy responses (none were drawn)")
-                ref = self.transform(inp.par_ref.reshape(-1, X.shape[1]), update_stats=False)
+                ref = self.transform(inp.par_ref.reshape(-1, X.shape[1]))
                 r_ref = weighted_sum(ref, w).reshape(inp.par_ref.shape[0], inp.par_ref.shape[1])
                 r = par_reward(weighted_sum(X, w), r_ref, sec.par.k)
             elif agg == "dpa":

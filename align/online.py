@@ -420,7 +420,6 @@ class OnlineRun:
     """The state of one online run (policy, sampler, optimizer, rewards) and its step."""
 
     def __init__(self, cfg: OnlineConfig, resume: bool) -> None:
-        from prefalign.generation import make_engine
         from prefalign.models.hub import load_model, load_tokenizer, pad_token_id
         from prefalign.models.precision import default_device
         from prefalign.training.recipe import start_run
@@ -455,9 +454,7 @@ class OnlineRun:
                 cfg.kl.reference or cfg.model, dtype="bfloat16" if self.bf16 else "float32", merge=True
             )
             self.ref_model.to(self.device).eval().requires_grad_(False)
-        sampler = load_model(cfg.model, dtype="bfloat16" if self.bf16 else "float32", merge=True).to(self.device)
-        options = {"token_budget": cfg.rollout.token_budget} if cfg.rollout.backend == "transformers" else {}
-        self.engine = make_engine(sampler, self.tokenizer, cfg.rollout.backend, **options)
+        self.engine = self.sampler()
         self.rewards = RewardSet(cfg.reward)
         self.composer = (
             Composer(cfg.composition, self.rewards.names, self.rewards.weights.tolist(), cfg.rollout.seed)
@@ -479,6 +476,37 @@ class OnlineRun:
         if self.run.resume_from is not None:
             self.load(Path(self.run.resume_from))
         self.engine.sync_weights(self.policy)
+
+    def sampler(self) -> Any:
+        """A generation engine on the initial policy (`model`), the rollout's backend and settings."""
+        from prefalign.generation import make_engine
+        from prefalign.models.hub import load_model
+
+        cfg = self.cfg
+        m = load_model(cfg.model, dtype="bfloat16" if self.bf16 else "float32", merge=True).to(self.device)
+        options = {"token_budget": cfg.rollout.token_budget} if cfg.rollout.backend == "transformers" else {}
+        return make_engine(m, self.tokenizer, cfg.rollout.backend, **options)
+
+    def sampling(self, n: int, seed: int) -> Any:
+        """The rollout section's sampling settings for n samples per prompt."""
+        from prefalign.generation import SamplingParams
+
+        r = self.cfg.rollout
+        return SamplingParams(
+            n=n, temperature=r.temperature, top_p=r.top_p, top_k=r.top_k, max_new_tokens=r.max_new_tokens, seed=seed
+        )
+
+    def greedy(self, source: str, limit: int, max_new_tokens: int) -> tuple[list[PromptOnly], Any]:
+        """Greedy answers to `limit` held-out prompts (family-balanced) and the engine's result."""
+        from prefalign.generation import SamplingParams
+
+        from .evaluate import load_prompts
+
+        prompts = load_prompts(source, limit)
+        res = self.engine.generate(
+            [p.prompt for p in prompts], SamplingParams(n=1, temperature=0.0, max_new_tokens=max_new_tokens)
+        )
+        return prompts, res
 
     # -- autocast and frozen log-probs --
 
@@ -528,18 +556,9 @@ class OnlineRun:
             if data.get("version") == ROLLOUT_VERSION:
                 data["cached"] = True
                 return data
-        from prefalign.generation import SamplingParams
-
         prompts = self.dist.share(prompts_for_step(self.prompts, step, cfg.rollout.prompts_per_step))
         r = cfg.rollout
-        params = SamplingParams(
-            n=r.group_size,
-            temperature=r.temperature,
-            top_p=r.top_p,
-            top_k=r.top_k,
-            max_new_tokens=r.max_new_tokens,
-            seed=r.seed * 1_000_003 + step,
-        )
+        params = self.sampling(r.group_size, r.seed * 1_000_003 + step)
         t0 = time.time()
         theta = self.directions(step, len(prompts))
         result = self.engine.generate(self.conditioned(prompts, theta), params)
@@ -624,23 +643,11 @@ class OnlineRun:
     def par_references(self, prompts: list[PromptOnly], step: int) -> list[list[list[float | None]]]:
         """PAR: M responses per prompt from the initial policy (its own sampler, never synced), scored by every
         component: (P, M, K) as nested lists, None where a component failed."""
-        from prefalign.generation import SamplingParams, make_engine
-        from prefalign.models.hub import load_model
-
         cfg = self.cfg
         if self.ref_engine is None:
-            m = load_model(cfg.model, dtype="bfloat16" if self.bf16 else "float32", merge=True).to(self.device)
-            options = {"token_budget": cfg.rollout.token_budget} if cfg.rollout.backend == "transformers" else {}
-            self.ref_engine = make_engine(m, self.tokenizer, cfg.rollout.backend, **options)
+            self.ref_engine = self.sampler()
         M = cfg.composition.par.references  # type: ignore[union-attr]
-        params = SamplingParams(
-            n=M,
-            temperature=cfg.rollout.temperature,
-            top_p=cfg.rollout.top_p,
-            top_k=cfg.rollout.top_k,
-            max_new_tokens=cfg.rollout.max_new_tokens,
-            seed=cfg.rollout.seed * 1_000_003 + 500_009 + step,
-        )
+        params = self.sampling(M, cfg.rollout.seed * 1_000_003 + 500_009 + step)
         res = self.ref_engine.generate([p.prompt for p in prompts], params)
         records = [p for p in prompts for _ in range(M)]
         texts = [c.text for o in res.outputs for c in o.completions]
@@ -744,7 +751,7 @@ class OnlineRun:
             )
             par = t.repeat_interleave(G, 0)  # one copy per completion of the prompt
         if c.grad is not None:
-            X = c.transform(comps_all, update_stats=False)
+            X = c.transform(comps_all)
             per = c.per_component(X, self.estimate)  # (S, K)
             n = len(data["samples"])
             lo = self.dist.rank * n
@@ -918,34 +925,22 @@ class OnlineRun:
     def component_point(self, limit: int, max_new_tokens: int) -> list[float]:
         """Hypervolume weighting: the components' means over greedy answers to `limit` held-out prompts (computed on
         rank 0, shared with every rank)."""
-        from prefalign.generation import SamplingParams
-
-        from .evaluate import load_prompts
-
         point: list[float] = []
         if self.dist.rank == 0:
-            prompts = load_prompts(self.cfg.eval.prompts, limit)
-            res = self.engine.generate(
-                [p.prompt for p in prompts], SamplingParams(n=1, temperature=0.0, max_new_tokens=max_new_tokens)
-            )
+            prompts, res = self.greedy(self.cfg.eval.prompts, limit, max_new_tokens)
             R = self.rewards.score(prompts, [o.completions[0].text for o in res.outputs])
             point = [float(R[:, k][~torch.isnan(R[:, k])].mean()) for k in range(R.shape[1])]
         shared = [x for x in self.dist.gather([point]) if x]
         return shared[0]
 
     def evaluate(self, limit: int | None = None) -> dict[str, Any] | None:
-        from prefalign.generation import SamplingParams
-
-        from .evaluate import grade_all, load_prompts, summarize
+        from .evaluate import grade_all, summarize
 
         e = self.cfg.eval
         limit = e.limit if limit is None else limit
         if limit <= 0 or self.dist.rank != 0:
             return None
-        prompts = load_prompts(e.prompts, limit)
-        res = self.engine.generate(
-            [p.prompt for p in prompts], SamplingParams(n=1, temperature=0.0, max_new_tokens=e.max_new_tokens)
-        )
+        prompts, res = self.greedy(e.prompts, limit, e.max_new_tokens)
         texts = [o.completions[0].text for o in res.outputs]
         grades = grade_all(prompts, texts)
         s = summarize(grades, prompts)

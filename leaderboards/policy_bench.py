@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from align.evaluate import PolicyEvalSettings
 from prefalign.errors import UserError
 
 from .policy_data import BenchData, BenchItem, read_bench
@@ -44,12 +45,10 @@ HEADLINES = {
 
 
 @dataclass
-class PolicyBenchSettings:
+class PolicyBenchSettings(PolicyEvalSettings):
+    """The suite evaluation's decoding settings (longer answers by default) and a benchmark's own."""
+
     max_new_tokens: int = 256
-    batch_size: int = 16
-    temperature: float = 0.0
-    dtype: str = "auto"
-    seed: int = 0
     limit: int | None = None
     """Only the first `limit` usable items."""
     allow_partial: bool = False

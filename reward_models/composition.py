@@ -75,17 +75,11 @@ def nan_rows(R: torch.Tensor, weights: torch.Tensor | None = None) -> torch.Tens
     return torch.isnan(R[:, used]).any(-1)
 
 
-def _nanmean(x: torch.Tensor, dim: int) -> torch.Tensor:
-    ok = ~torch.isnan(x)
-    n = ok.sum(dim)
-    s = torch.where(ok, x, torch.zeros_like(x)).sum(dim)
-    return torch.where(n > 0, s / n.clamp(min=1), torch.full_like(s, math.nan))
-
-
 def _nanstd(x: torch.Tensor, dim: int, unbiased: bool) -> torch.Tensor:
+    """Std over `dim` ignoring NaN (n − 1 when `unbiased`); 0 where fewer values than that leave nothing."""
     ok = ~torch.isnan(x)
     n = ok.sum(dim)
-    m = _nanmean(x, dim).unsqueeze(dim)
+    m = torch.nanmean(x, dim, keepdim=True)
     d = torch.where(ok, x - m, torch.zeros_like(x))
     den = (n - 1) if unbiased else n
     v = (d * d).sum(dim) / den.clamp(min=1)
@@ -105,7 +99,7 @@ def gdpo_advantages(R: torch.Tensor, w: torch.Tensor, G: int, eps: float = 1e-4)
     """GDPO: per component (r − group mean) / (group std + eps) (unbiased std, NaN left out of the statistics),
     Σ_k w_k A_k, then (A − batch mean) / (batch std + eps) over the rows without NaN; NaN rows stay NaN."""
     g = _groups(R, G)  # (P, G, K)
-    A = (g - _nanmean(g, 1).unsqueeze(1)) / (_nanstd(g, 1, True).unsqueeze(1) + eps)
+    A = (g - torch.nanmean(g, 1, keepdim=True)) / (_nanstd(g, 1, True).unsqueeze(1) + eps)
     a = weighted_sum(A.reshape(R.shape), w)
     ok = ~torch.isnan(a)
     if int(ok.sum()) == 0:
@@ -119,7 +113,7 @@ def dvao_advantages(R: torch.Tensor, b: torch.Tensor, G: int, eps: float = 1e-6)
     """DVAO: per group, population std σ_k and mean μ_k of each component, v_k = b_k σ_k / Σ_l b_l σ_l,
     A_i = Σ_k v_k (r_ik − μ_k) / (σ_k + ε); 0 for a group of one or with Σ b σ ≤ ε; NaN rows stay NaN."""
     g = _groups(R, G)  # (P, G, K)
-    mu = _nanmean(g, 1).unsqueeze(1)
+    mu = torch.nanmean(g, 1, keepdim=True)
     sd = _nanstd(g, 1, False).unsqueeze(1)  # (P, 1, K)
     total = (b * sd).sum(-1, keepdim=True)  # (P, 1, 1)
     v = torch.where(total > eps, b * sd / total.clamp(min=eps), torch.zeros_like(sd))
@@ -142,7 +136,7 @@ def maxmin_group_argmin(R: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor,
     """MaxMin, the paper's algorithm: the component (among nonzero weights) with the lowest batch mean of w_k r_k
     rewards the whole batch; returns that reward and the component's index."""
     used = [k for k in range(R.shape[1]) if float(w[k]) != 0]
-    means = [float(_nanmean(R[:, k] * w[k], 0)) for k in used]
+    means = [float(torch.nanmean(R[:, k] * w[k])) for k in used]
     finite = [(m, k) for m, k in zip(means, used, strict=True) if not math.isnan(m)]
     if not finite:
         return torch.full((R.shape[0],), math.nan), -1

@@ -39,7 +39,7 @@ import torch
 from prefalign.config import option
 from prefalign.errors import UserError
 from prefalign.models.hub import DEFAULT_MODEL
-from preference_data.records import Conversation, Message
+from preference_data.records import Conversation
 
 MO_FILE = "multi_objective.json"
 HEADS_FILE = "heads.pt"
@@ -509,17 +509,14 @@ class MultiObjectiveScorer:
         self.backbone = Backbone(self.meta["backbone"], opts.dtype, self.meta.get("max_length", 1024))
         self.objectives = list(self.heads.objectives)
 
-    def _feats(self, prompts: list[Conversation], responses: list[Conversation]) -> tuple[torch.Tensor, ...]:
-        return self.backbone.features(prompts, responses)
-
     def score_multi(self, prompts: list[Conversation], responses: list[Conversation]) -> torch.Tensor:
         """(B, K) objective rewards R' (NaN rows where a response could not be encoded)."""
-        _, hr, _, ok = self._feats(prompts, responses)
+        _, hr, _, ok = self.backbone.features(prompts, responses)
         R = self.heads.rewards(hr)
         return R.masked_fill(~ok.unsqueeze(-1), math.nan)
 
     def score(self, prompts: list[Conversation], responses: list[Conversation]) -> list[float]:
-        hp, hr, _, ok = self._feats(prompts, responses)
+        hp, hr, _, ok = self.backbone.features(prompts, responses)
         if self.opts.objective in ("score", "all"):
             s = self.heads.score(hp, hr)
         else:
@@ -528,10 +525,6 @@ class MultiObjectiveScorer:
 
     def describe(self) -> dict[str, Any]:
         return {"model": self.opts.model, "objective": self.opts.objective, **self.meta}
-
-
-def as_conversation(text: str) -> Conversation:
-    return [Message("assistant", text)]
 
 
 __all__ = ["MORMTrainConfig", "MultiObjectiveScorer", "objectives_of", "run", "summary_lines"]

@@ -337,6 +337,26 @@ def rows(run_dir: str) -> list[dict]:
     return [json.loads(x) for x in (Path(run_dir) / "metrics.jsonl").read_text().splitlines()]
 
 
+def killed_then_resumed(monkeypatch, cfg, at_update: int) -> dict:
+    """Run `cfg`, killed during its `at_update`-th update, then resume it to the end; the resumed report."""
+    from align import online
+
+    real = online.OnlineRun.update
+    calls = {"n": 0}
+
+    def dying(self, *a, **k):
+        calls["n"] += 1
+        if calls["n"] == at_update:
+            raise KeyboardInterrupt
+        return real(self, *a, **k)
+
+    monkeypatch.setattr(online.OnlineRun, "update", dying)
+    with pytest.raises(KeyboardInterrupt):
+        online.run(cfg)
+    monkeypatch.setattr(online.OnlineRun, "update", real)
+    return online.run(cfg, resume=True)
+
+
 LAGRANGE = {
     "update": "lagrangian",
     "normalize": "running",
@@ -349,26 +369,13 @@ def test_constrained_run_logs_multipliers_and_resume_restores_them_exactly(tmp_p
     from align import online
 
     full = online.run(online_config(tmp_path, "full", LAGRANGE))
-    assert (Path(full["policy_dir"]).parent / "composition.png").exists() or Path(full["composition"]["plot"]).exists()
+    assert (tmp_path / "full" / "composition.png").exists() and full["composition"]["plot"].endswith("composition.png")
     lam_full = full["composition"]["multipliers"]["gold_conciseness"]
     steps = [r for r in rows(online_config(tmp_path, "full", LAGRANGE).output_dir) if "loss" in r]
     assert all("multiplier/gold_conciseness" in r and "violation/gold_conciseness" in r for r in steps)
     assert len({r["multiplier/gold_conciseness"] for r in steps}) == 3  # it moved every step
-    calls = {"n": 0}
-    real = online.OnlineRun.update
-
-    def dying(self, *a, **k):
-        calls["n"] += 1
-        if calls["n"] == 3:
-            raise KeyboardInterrupt
-        return real(self, *a, **k)
-
-    monkeypatch.setattr(online.OnlineRun, "update", dying)
     cfg = online_config(tmp_path, "killed", LAGRANGE)
-    with pytest.raises(KeyboardInterrupt):
-        online.run(cfg)
-    monkeypatch.setattr(online.OnlineRun, "update", real)
-    resumed = online.run(cfg, resume=True)
+    resumed = killed_then_resumed(monkeypatch, cfg, at_update=3)
     assert resumed["composition"]["multipliers"]["gold_conciseness"] == lam_full  # exact
     state = torch.load(Path(cfg.output_dir) / "checkpoints" / "checkpoint-3" / "online_state.pt", weights_only=False)
     ref = torch.load(Path(tmp_path / "full") / "checkpoints" / "checkpoint-3" / "online_state.pt", weights_only=False)
@@ -392,21 +399,7 @@ def test_gradient_weights_move_on_the_simplex_and_resume_exactly(tmp_path, tiny_
     assert w != GRADIENT["weights"]
     steps = [r for r in rows(str(tmp_path / "full")) if "loss" in r]
     assert all(f"influence/{n}" in r for r in steps for n in w)
-    real = online.OnlineRun.update
-    calls = {"n": 0}
-
-    def dying(self, *a, **k):
-        calls["n"] += 1
-        if calls["n"] == 2:
-            raise KeyboardInterrupt
-        return real(self, *a, **k)
-
-    monkeypatch.setattr(online.OnlineRun, "update", dying)
-    cfg = online_config(tmp_path, "killed", GRADIENT)
-    with pytest.raises(KeyboardInterrupt):
-        online.run(cfg)
-    monkeypatch.setattr(online.OnlineRun, "update", real)
-    resumed = online.run(cfg, resume=True)
+    resumed = killed_then_resumed(monkeypatch, online_config(tmp_path, "killed", GRADIENT), at_update=2)
     assert resumed["composition"]["weights"] == w
 
 

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from prefalign.config import build
+from prefalign.errors import UserError
 from reward_models import multi_objective as M
 
 
@@ -74,6 +75,7 @@ def test_train_on_the_tiny_model_and_score_as_k_components(tmp_path, tiny_model_
         prompts, ["The answer is 4.", "", "x"]
     )
     assert float(one[0, 0]) == pytest.approx(float(R[0, 2]), abs=1e-5)  # the same head, scored alone
-    with pytest.raises(Exception, match="not a multi-objective RM"):
-        check_reward_specs([{"type": "multi_objective", "model": str(tmp_path), "objective": "all"}]) and None
-        component_names([{"type": "multi_objective", "model": str(tmp_path), "objective": "all"}])
+    not_mo = [{"type": "multi_objective", "model": str(tmp_path), "objective": "all"}]
+    assert any("not a multi-objective RM" in p for p in check_reward_specs(not_mo))
+    with pytest.raises(UserError, match="not a multi-objective RM"):
+        component_names(not_mo)
