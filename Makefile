@@ -33,8 +33,10 @@ setup-dev: $(STAMP_DEV)
 quickstart: $(STAMP)
 	$(VENV)/bin/align quickstart
 
+# Tests run in TEST_WORKERS processes (pytest-xdist; 0 runs them in this process).
+TEST_WORKERS ?= 2
 test: $(STAMP_DEV)
-	$(PY) -m pytest -q -ra $(PYTEST_ARGS)
+	$(PY) -m pytest -q -ra -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
 lint: $(STAMP_DEV)
 	$(VENV)/bin/ruff check .
