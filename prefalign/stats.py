@@ -1,0 +1,88 @@
+"""Statistics every stage reports with, written once: percentile bootstrap intervals and per-stream seeds.
+
+Torch-free (plain Python), so records, leaderboards and reports use it without loading torch; the tensor
+statistics over groups of completions (nan-safe mean and std) are in `prefalign.groupstats`.
+
+Bootstrap (Efron's percentile interval): the statistic is recomputed on `reps` resamples of the items drawn with
+replacement from `random.Random(seed)`; the interval at `level` is the pair of order statistics
+`stats[j]` and `stats[k - 1 - j]` with `j = floor((1 - level) / 2 * k)` of the k resamples on which the statistic
+is defined — symmetric, so each tail holds the same number of resamples (j below the lower end, j above the upper).
+E.g. 2000 resamples at 95%: the 51st smallest and the 51st largest.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable, Sequence
+
+SEED_STRIDE = 1_000_003  # a prime larger than any stream count: seed s, stream k -> s * SEED_STRIDE + k
+
+
+def stream_seed(seed: int, k: int) -> int:
+    """The seed of stream `k` (a step, a round, a sample index) of a run seeded with `seed`.
+
+    Distinct (seed, k) pairs give distinct seeds for k < SEED_STRIDE, so stream k draws the same values whatever
+    other streams ran before it (a resumed run, a larger best-of-n pool). stream_seed(0, 5) = 5,
+    stream_seed(2, 5) = 2_000_011."""
+    return seed * SEED_STRIDE + k
+
+
+def percentile_interval(stats: Sequence[float], level: float = 0.95) -> tuple[float, float]:
+    """The symmetric percentile interval of bootstrap replicates (module docstring); (nan, nan) when empty."""
+    if not stats:
+        return (math.nan, math.nan)
+    s = sorted(stats)
+    k = len(s)
+    j = min(int((1 - level) / 2 * k), (k - 1) // 2)
+    return (s[j], s[k - 1 - j])
+
+
+def bootstrap_statistic(
+    statistic: Callable[[list[int]], float | None], m: int, reps: int = 2000, seed: int = 0, level: float = 0.95
+) -> tuple[float, float]:
+    """Percentile bootstrap interval of any statistic of m items (a mean, an accuracy, Cohen's kappa, ...).
+
+    `statistic(indices)` is evaluated on `reps` resamples of the item indices 0..m-1; a resample on which it is
+    undefined (None or NaN, e.g. kappa when every drawn item has one label) is left out. (nan, nan) when there
+    are no items or no resample has a value."""
+    if m == 0 or reps < 1:
+        return (math.nan, math.nan)
+    rng = random.Random(seed)
+    stats: list[float] = []
+    for _ in range(reps):
+        v = statistic([rng.randrange(m) for _ in range(m)])
+        if v is not None and not math.isnan(v):
+            stats.append(v)
+    return percentile_interval(stats, level)
+
+
+def bootstrap_ci(values: Sequence[float], reps: int = 2000, seed: int = 0, level: float = 0.95) -> tuple[float, float]:
+    """Percentile bootstrap interval of mean(values), resampling the items (e.g. prompts)."""
+    return bootstrap_statistic(lambda idx: sum(values[i] for i in idx) / len(idx), len(values), reps, seed, level)
+
+
+def paired_bootstrap(
+    a: Sequence[float], b: Sequence[float], reps: int = 2000, seed: int = 0, level: float = 0.95
+) -> tuple[float, float]:
+    """Percentile bootstrap interval of mean(a − b) over paired items (the same prompts scored twice)."""
+    if len(a) != len(b):
+        raise ValueError(f"paired_bootstrap: {len(a)} and {len(b)} values are not paired")
+    return bootstrap_ci([x - y for x, y in zip(a, b, strict=True)], reps, seed, level)
+
+
+def finite_mean(values: Sequence[float]) -> float:
+    """Mean of the finite values; NaN when there are none (a NaN never reads as a zero)."""
+    ok = [v for v in values if v is not None and math.isfinite(v)]
+    return sum(ok) / len(ok) if ok else math.nan
+
+
+__all__ = [
+    "SEED_STRIDE",
+    "bootstrap_ci",
+    "bootstrap_statistic",
+    "finite_mean",
+    "paired_bootstrap",
+    "percentile_interval",
+    "stream_seed",
+]
