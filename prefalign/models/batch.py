@@ -34,6 +34,11 @@ class PackedBatch:
     real_tokens: int
     segments: torch.Tensor | None = None
 
+    def as_inputs(self) -> dict[str, object]:
+        """The batch as the keyword arguments of `prefalign.models.forward.PackedForward.forward`."""
+        out: dict[str, object] = {f: getattr(self, f) for f in PACKED_FIELDS}
+        return out | {"num_sequences": self.num_sequences, "pairs": self.pairs, "real_tokens": self.real_tokens}
+
     @property
     def num_pairs(self) -> int:
         return self.num_sequences // 2 if self.pairs else self.num_sequences

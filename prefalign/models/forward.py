@@ -116,16 +116,18 @@ class PackedForward(torch.nn.Module):
     """Wraps a model so that its `forward` takes a packed batch (as a dict) and returns what a trainer needs.
 
     Trainers hand this wrapper to `transformers.Trainer`, so accelerate's autocast, DDP gradient hooks and
-    FSDP wrapping all see a normal `forward` call. `what` is "rewards" ((S, K) last-token head outputs) or
-    "logps" ((S,) summed response log-probs).
+    FSDP wrapping all see a normal `forward` call. `what` is "rewards" ((S, K) last-token head outputs),
+    "logps" ((S,) summed response log-probs) or "token_logps" ((N,) log-probs of every response token at
+    `temperature`, in the batch's target order; the online loop's update and its frozen log-probs).
     """
 
-    def __init__(self, model: torch.nn.Module, what: str) -> None:
+    def __init__(self, model: torch.nn.Module, what: str, temperature: float = 1.0) -> None:
         super().__init__()
-        if what not in ("rewards", "logps"):
-            raise ValueError(f"what must be 'rewards' or 'logps', got {what!r}")
+        if what not in ("rewards", "logps", "token_logps"):
+            raise ValueError(f"what must be 'rewards', 'logps' or 'token_logps', got {what!r}")
         self.model = model
         self.what = what
+        self.temperature = temperature  # token_logps: the sampler's temperature (the online loop's policy ratio)
         self.config = getattr(unwrap(model), "config", None)
 
     def forward(self, **inputs: torch.Tensor) -> torch.Tensor:
@@ -136,7 +138,11 @@ class PackedForward(torch.nn.Module):
             pairs=bool(inputs.get("pairs", True)),
             real_tokens=int(inputs.get("real_tokens", 0)),
         )
-        return last_token_rewards(self.model, batch) if self.what == "rewards" else sequence_logps(self.model, batch)
+        if self.what == "rewards":
+            return last_token_rewards(self.model, batch)
+        if self.what == "token_logps":
+            return token_logps(self.model, batch, temperature=self.temperature)
+        return sequence_logps(self.model, batch)
 
     def gradient_checkpointing_enable(self, gradient_checkpointing_kwargs: dict | None = None) -> None:
         inner = unwrap(self.model)
