@@ -43,13 +43,14 @@ micro-batch: gradient accumulation and data parallelism give exactly the single-
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Literal, NamedTuple
 
 import torch
 from torch import Tensor
 
-from prefalign.errors import ConfigError
+from prefalign.errors import ConfigError, did_you_mean
+from prefalign.groupstats import group_view, nanstd
 from prefalign.registry import NON_NEGATIVE, POSITIVE, FunctionSpec, Interval, Table
 
 ADV_EPS = 1e-4  # TRL's std floor in GRPO / RLOO normalisation
@@ -87,24 +88,6 @@ def sequence_kl(logps: Tensor, ref_logps: Tensor, mask: Tensor, estimator: KLEst
 # --------------------------------------------------------------------------------------------------
 
 
-def _groups(rewards: Tensor, group_size: int) -> Tensor:
-    if rewards.dim() != 1 or group_size < 1 or rewards.numel() % group_size:
-        raise ValueError(
-            f"rewards must be (S,) with S a multiple of group_size={group_size}, got shape {tuple(rewards.shape)}"
-        )
-    return rewards.view(-1, group_size)
-
-
-def _nanstd(x: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
-    """Sample (n − 1) standard deviation ignoring NaN, as TRL's `nanstd`; NaN when fewer than 2 values."""
-    valid = ~torch.isnan(x)
-    n = valid.sum() if dim is None else valid.sum(dim, keepdim=keepdim)
-    mean = torch.nanmean(x) if dim is None else torch.nanmean(x, dim=dim, keepdim=True)
-    sq = torch.where(valid, (x - mean) ** 2, torch.zeros_like(x))
-    total = sq.sum() if dim is None else sq.sum(dim, keepdim=keepdim)
-    return torch.sqrt(total / (n - 1))
-
-
 def _finish(advantages: Tensor) -> Tensor:
     """Unscorable completions (NaN) carry no signal: advantage 0 (their tokens are also masked)."""
     return torch.nan_to_num(advantages, nan=0.0)
@@ -115,14 +98,14 @@ def group_advantages(
 ) -> Tensor:
     """GRPO: Â_i = (r_i − mean_group(r)) / (std + eps); std of the group ("group"), of the batch ("batch"),
     or no division ("none", Dr. GRPO). (S,) -> (S,); NaN rewards are left out of the statistics and get 0."""
-    g = _groups(rewards, group_size)
+    g = group_view(rewards, group_size)
     mean = torch.nanmean(g, dim=1, keepdim=True)
     adv = g - mean
     if scale == "group":
-        std = _nanstd(g, dim=1, keepdim=True) if group_size > 1 else torch.zeros_like(mean)
+        std = nanstd(g, dim=1, keepdim=True) if group_size > 1 else torch.zeros_like(mean)
         adv = adv / (torch.nan_to_num(std, nan=0.0) + eps)
     elif scale == "batch":
-        std = _nanstd(rewards) if rewards.numel() > 1 else rewards.new_zeros(())
+        std = nanstd(rewards) if rewards.numel() > 1 else rewards.new_zeros(())
         adv = adv / (torch.nan_to_num(std, nan=0.0) + eps)
     elif scale != "none":
         raise ValueError(f"scale must be group, batch or none, got {scale!r}")
@@ -132,14 +115,14 @@ def group_advantages(
 def rloo_advantages(rewards: Tensor, group_size: int, normalize: bool = False, eps: float = ADV_EPS) -> Tensor:
     """RLOO: A_i = r_i − (1/(n−1)) Σ_{j≠i} r_j over the n valid samples of the group; optionally
     (A − mean) / (std + eps) over the batch. A group with one valid sample gives 0."""
-    g = _groups(rewards, group_size)
+    g = group_view(rewards, group_size)
     valid = (~torch.isnan(g)).sum(dim=1, keepdim=True)
     total = torch.nansum(g, dim=1, keepdim=True)
     if group_size < 2:
         return torch.zeros_like(rewards)
     adv = (g - (total - g) / (valid - 1)).reshape(-1)
     if normalize:
-        adv = (adv - torch.nanmean(adv)) / (torch.nan_to_num(_nanstd(adv), nan=0.0) + eps)
+        adv = (adv - torch.nanmean(adv)) / (torch.nan_to_num(nanstd(adv), nan=0.0) + eps)
     return _finish(adv)
 
 
@@ -152,7 +135,7 @@ def reinforce_advantages(
 ) -> Tensor:
     """REINFORCE with a baseline: A = r − b, b the group mean (REINFORCE++-baseline), the batch mean, or 0;
     optionally (A − mean) / (std + eps) over the batch (REINFORCE++)."""
-    g = _groups(rewards, group_size)
+    g = group_view(rewards, group_size)
     if baseline == "group_mean":
         adv = (g - torch.nanmean(g, dim=1, keepdim=True)).reshape(-1)
     elif baseline == "batch_mean":
@@ -162,7 +145,7 @@ def reinforce_advantages(
     else:
         raise ValueError(f"baseline must be group_mean, batch_mean or none, got {baseline!r}")
     if normalize:
-        adv = (adv - torch.nanmean(adv)) / (torch.nan_to_num(_nanstd(adv), nan=0.0) + eps)
+        adv = (adv - torch.nanmean(adv)) / (torch.nan_to_num(nanstd(adv), nan=0.0) + eps)
     return _finish(adv)
 
 
@@ -181,12 +164,55 @@ def pairwise_advantages(prefs: Tensor, eps: float = 1e-6) -> Tensor:
     return (mean / scale[:, None]).reshape(-1)
 
 
-ADVANTAGES = {
-    "group": "GRPO group-normalised (scale: group | batch | none)",
-    "rloo": "leave-one-out baseline (optionally batch-normalised)",
-    "reinforce": "REINFORCE baseline (group_mean | batch_mean | none), optionally batch-normalised",
-    "pairwise": "pairwise-to-pointwise group advantage from a pairwise judge (Think-RM)",
-}
+@dataclasses.dataclass(frozen=True)
+class AdvantageSpec:
+    """One entry of `ADVANTAGES`: the estimator and what it reads.
+
+    `input` "rewards": fn(rewards (S,), group_size, **options) -> (S,); "preferences": fn(prefs (P, G, G)) -> (S,),
+    for a pairwise judge's comparisons. `options` name the fields of the run's `algorithm` section the estimator
+    takes as keyword arguments (their values are passed as configured)."""
+
+    name: str
+    fn: Callable[..., Tensor]
+    summary: str
+    input: Literal["rewards", "preferences"] = "rewards"
+    options: tuple[str, ...] = ()
+
+
+ADVANTAGES: Table[AdvantageSpec] = Table(
+    "advantage estimator",
+    {
+        "group": AdvantageSpec(
+            "group", group_advantages, "GRPO group-normalised (scale: group | batch | none)", options=("scale",)
+        ),
+        "rloo": AdvantageSpec(
+            "rloo", rloo_advantages, "leave-one-out baseline (optionally batch-normalised)", options=("normalize",)
+        ),
+        "reinforce": AdvantageSpec(
+            "reinforce",
+            reinforce_advantages,
+            "REINFORCE baseline (group_mean | batch_mean | none), optionally batch-normalised",
+            options=("baseline", "normalize"),
+        ),
+        "pairwise": AdvantageSpec(
+            "pairwise",
+            pairwise_advantages,
+            "pairwise-to-pointwise group advantage from a pairwise judge (Think-RM)",
+            input="preferences",
+        ),
+    },
+    columns=("summary", "input", "options"),
+)
+"""`align ls advantages`."""
+
+
+def estimate_advantages(name: str, rewards: Tensor, group_size: int, options: Any) -> Tensor:
+    """(S,) advantages of (S,) rewards with the reward-input estimator `name`, its options read from `options`
+    (an object with the entry's option fields, e.g. the run's `algorithm` section)."""
+    spec = ADVANTAGES[name]
+    if spec.input != "rewards":
+        raise ValueError(f"advantage estimator '{name}' reads {spec.input}, not rewards")
+    return spec.fn(rewards, group_size, **{k: getattr(options, k) for k in spec.options})
 
 
 # --------------------------------------------------------------------------------------------------
@@ -304,6 +330,10 @@ class PGLossSpec(FunctionSpec):
     kl_placement: Literal["loss", "reward"]
     kind: ClassVar[str] = "policy-gradient loss"
 
+    def run_params(self, supplied: Mapping[str, Any]) -> dict[str, Any]:
+        """The run-supplied values (`RUN_PARAMS`) this loss takes as parameters (those in its signature)."""
+        return {k: v for k, v in supplied.items() if k in self.defaults}
+
 
 PG_LOSSES: Table[PGLossSpec] = Table(
     "policy-gradient loss",
@@ -337,16 +367,27 @@ PG_LOSSES: Table[PGLossSpec] = Table(
 )
 
 
+RUN_PARAMS: dict[str, str] = {
+    "beta": "kl.beta (the KL coefficient, when the KL goes into the loss)",
+    "kl_estimator": "kl.estimator",
+    "max_completion_length": "rollout.max_new_tokens",
+}
+"""Loss parameters the online run sets from its other sections; a loss takes those in its signature, and a config
+may not set them in `algorithm.params`."""
+
+
 def check_pg_config(name: str, params: Mapping[str, Any], where: str = "algorithm") -> list[str]:
     """Every problem with policy-gradient loss `name` and `params` (empty when fine)."""
-    from prefalign.errors import did_you_mean
-
     if name not in PG_LOSSES:
         return [
             f"{where}.loss: unknown policy-gradient loss '{name}'{did_you_mean(name, PG_LOSSES.names())}; "
             f"choose one of: {', '.join(PG_LOSSES.names())}"
         ]
-    return PG_LOSSES[name].problems(params, f"{where}.params")
+    own = {k: v for k, v in params.items() if k not in RUN_PARAMS}
+    problems = PG_LOSSES[name].problems(own, f"{where}.params")
+    for reserved in sorted(set(params) & set(RUN_PARAMS)):
+        problems.append(f"{where}.params.{reserved}: set by the run from {RUN_PARAMS[reserved]}")
+    return problems
 
 
 def compute_pg_loss(name: str, params: Mapping[str, Any], batch: PGBatch) -> PGTerms:
@@ -371,11 +412,14 @@ def pad_rows(rows: list[list[float]], width: int | None = None, value: float = 0
 __all__ = [
     "ADVANTAGES",
     "PG_LOSSES",
+    "RUN_PARAMS",
+    "AdvantageSpec",
     "PGBatch",
     "PGLossSpec",
     "PGTerms",
     "check_pg_config",
     "compute_pg_loss",
+    "estimate_advantages",
     "group_advantages",
     "grpo_loss",
     "kl_estimate",
