@@ -21,12 +21,13 @@ difference, or a pairwise judge's order-averaged P(first) - 1/2), and what the r
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from prefalign.config import option
 from prefalign.errors import did_you_mean
+from prefalign.stats import bootstrap_statistic
 from preference_data.comparisons import PRESETS, ColumnMap
 from preference_data.splits import split_of
 
@@ -96,15 +97,9 @@ class Item:
     """best-of-n: share of losers the winner beats."""
 
 
-def _mean(xs: Sequence[float]) -> float | None:
-    return rules.mean(xs)
-
-
 def _interval(
     statistic: Callable[[list[int]], float | None], m: int, opts: AgreementOptions, salt: int
 ) -> list[float] | None:
-    from reward_models.generative.scaling import bootstrap_statistic
-
     if opts.bootstrap == 0 or m == 0:
         return None
     lo, hi = bootstrap_statistic(statistic, m, opts.bootstrap, opts.seed + salt)
@@ -174,9 +169,9 @@ def annotator_table(evaluated: list[Item], rule: TieRule) -> dict[str, dict[str,
         a, b = [p[0] for p in pairs], [p[1] for p in pairs]
         out[who] = {
             "n": len(pairs),
-            "agreement": _mean([float(x == y) for x, y in pairs]),
+            "agreement": rules.mean([float(x == y) for x, y in pairs]),
             "kappa": rules.cohen_kappa(a, b),
-            "human_agreement_with_others": _mean(ceiling[who]) if ceiling[who] else None,
+            "human_agreement_with_others": rules.mean(ceiling[who]) if ceiling[who] else None,
         }
     return dict(sorted(out.items(), key=lambda kv: -kv[1]["n"]))
 
@@ -202,8 +197,8 @@ def inter_annotator(items: list[Item], rule: TieRule) -> dict[str, Any]:
     return {
         "items_with_several_labels": len(multi),
         "items_where_annotators_disagree": sum(len(set(it.labels)) > 1 for it in multi),
-        "human_pairwise_agreement": _mean(human),
-        "model_agreement_with_those_labels": _mean(model),
+        "human_pairwise_agreement": rules.mean(human),
+        "model_agreement_with_those_labels": rules.mean(model),
         "human_kappa": sum(k * n for k, n in kappas) / sum(n for _, n in kappas) if kappas else None,
     }
 
@@ -229,11 +224,11 @@ def agreement_numbers(items: list[Item], opts: AgreementOptions, pairwise: bool,
     bon_all = [float(it.best_of_n) for it in bon if it.best_of_n is not None]
 
     sections: dict[str, float | None] = {
-        "Accuracy (no ties)": _mean(no_ties),
-        "Accuracy (with ties)": _mean(with_ties),
+        "Accuracy (no ties)": rules.mean(no_ties),
+        "Accuracy (with ties)": rules.mean(with_ties),
         "Kappa": rules.cohen_kappa(verdicts, majority),
-        "Both-order consistency": _mean(consistent) if consistency else None,
-        "Best-of-n": _mean(bon_all),
+        "Both-order consistency": rules.mean(consistent) if consistency else None,
+        "Best-of-n": rules.mean(bon_all),
     }
     intervals = {
         "Accuracy": _mean_interval(headline_values, opts, 0),
@@ -266,15 +261,15 @@ def agreement_numbers(items: list[Item], opts: AgreementOptions, pairwise: bool,
         "by_annotator": annotator_table(evaluated, rule),
     }
     if consistency:
-        extra["position"] = {"consistency": _mean(consistent), "flip_rate": _flip(consistent)}
+        extra["position"] = {"consistency": rules.mean(consistent), "flip_rate": _flip(consistent)}
     if bon:
         extra["best_of_n"] = {
             "items": len(bon),
-            "winner_beats_all": _mean(bon_all),
-            "losers_beaten": _mean([float(it.losers_beaten) for it in bon if it.losers_beaten is not None]),
+            "winner_beats_all": rules.mean(bon_all),
+            "losers_beaten": rules.mean([float(it.losers_beaten) for it in bon if it.losers_beaten is not None]),
         }
     return {
-        "headline": _mean(headline_values),
+        "headline": rules.mean(headline_values),
         "sections": sections,
         "subsets": _per_category(items, rule),
         "extra": extra,
@@ -283,7 +278,7 @@ def agreement_numbers(items: list[Item], opts: AgreementOptions, pairwise: bool,
 
 
 def _flip(consistent: list[float]) -> float | None:
-    m = _mean(consistent)
+    m = rules.mean(consistent)
     return None if m is None else 1.0 - m
 
 
@@ -301,10 +296,10 @@ def _per_category(items: list[Item], rule: TieRule) -> dict[str, dict[str, Any]]
         evaluated = [it for it in group if it.kind == "pair" and it.majority is not None and it.id not in rule.heldout]
         ties = [float(rules.verdict(it.margin, rule.threshold) == it.majority) for it in evaluated]
         out[name] = {
-            "score": _mean(strict + bon),
+            "score": rules.mean(strict + bon),
             "n": len(group),
-            "no_ties": _mean(strict),
-            "with_ties": _mean(ties),
-            "best_of_n": _mean(bon),
+            "no_ties": rules.mean(strict),
+            "with_ties": rules.mean(ties),
+            "best_of_n": rules.mean(bon),
         }
     return out

@@ -32,6 +32,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from prefalign.stats import bootstrap_statistic
+
 RIDGE = 1e-2
 """L2 penalty on (theta, phi) of the length-controlled GLM (see the module docstring)."""
 
@@ -124,8 +126,6 @@ def win_rates(
 ) -> WinRate:
     """Raw and length-controlled win rates with percentile bootstrap intervals over items; NaN preferences are
     abstentions, counted and left out. E.g. prefs [1, 0.5, nan, 0] -> win rate 0.5 over 3 items, 1 abstained."""
-    from reward_models.generative.scaling import bootstrap_statistic
-
     keep = [i for i, v in enumerate(prefs) if math.isfinite(v)]
     p = [float(prefs[i]) for i in keep]
     d = [float(policy_lens[i] - reference_lens[i]) for i in keep]

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from prefalign.errors import UserError
+from prefalign.stats import bootstrap_ci, paired_bootstrap
 from preference_data.records import PreferencePair
 
 
@@ -79,7 +80,6 @@ def _same(reference: Any, chosen: list[Any]) -> bool:
 
 def compare(specs: list[ScorerSpec], pairs: list[PreferencePair], bootstrap: int = 2000, seed: int = 0) -> dict:
     """Accuracy, interval, per-family accuracy and cost of each scorer on `pairs`; paired differences to the first."""
-    from .generative.scaling import bootstrap_interval
     from .scorers import load_scorer
 
     if not specs:
@@ -98,7 +98,7 @@ def compare(specs: list[ScorerSpec], pairs: list[PreferencePair], bootstrap: int
             fam[str(p.attributes.get("family", p.source or "all"))].append(x)
             if (ref := p.attributes.get("reference")) is not None:
                 match["chosen_is_reference" if _same(ref, p.chosen) else "chosen_differs"].append(x)
-        lo, hi = bootstrap_interval(c, bootstrap, seed)
+        lo, hi = bootstrap_ci(c, bootstrap, seed)
         describe = scorer.describe() if callable(getattr(scorer, "describe", None)) else {}
         results[spec.label] = {
             "scorer": spec.kind,
@@ -117,10 +117,10 @@ def compare(specs: list[ScorerSpec], pairs: list[PreferencePair], bootstrap: int
         del scorer
     first = specs[0].label
     for spec in specs[1:]:
-        diffs = [a - b for a, b in zip(correct[spec.label], correct[first], strict=True)]
+        ours, theirs = correct[spec.label], correct[first]
         results[spec.label][f"minus_{first}"] = {
-            "difference": sum(diffs) / len(diffs),
-            "interval": list(bootstrap_interval(diffs, bootstrap, seed)),
+            "difference": sum(a - b for a, b in zip(ours, theirs, strict=True)) / len(ours),
+            "interval": list(paired_bootstrap(ours, theirs, bootstrap, seed)),
         }
     return {"pairs": len(pairs), "bootstrap": bootstrap, "scorers": results}
 

@@ -6,7 +6,8 @@ import math
 
 import pytest
 
-from reward_models.generative.scaling import bootstrap_interval, group_score, pair_right_share, scaling_curve
+from prefalign.stats import bootstrap_ci
+from reward_models.generative.scaling import group_score, pair_right_share, scaling_curve
 from reward_models.meta_rm import label_critiques, roc_auc
 
 
@@ -53,11 +54,12 @@ def test_scaling_curve_with_and_without_meta_voting():
 
 
 def test_bootstrap_interval_brackets_the_mean_and_narrows_with_more_data():
-    small = bootstrap_interval([1.0, 0.0] * 10, n=500)
-    large = bootstrap_interval([1.0, 0.0] * 500, n=500)
+    """The curve's interval is `prefalign.stats.bootstrap_ci` over the pairs' right shares."""
+    small = bootstrap_ci([1.0, 0.0] * 10, reps=500)
+    large = bootstrap_ci([1.0, 0.0] * 500, reps=500)
     assert small[0] < 0.5 < small[1] and large[0] < 0.5 < large[1]
     assert (large[1] - large[0]) < (small[1] - small[0])
-    assert bootstrap_interval([0.7] * 5) == (0.7, 0.7)
+    assert bootstrap_ci([0.7] * 5) == (0.7, 0.7)
 
 
 def test_meta_labels_follow_the_rejective_rule_per_draw():

@@ -7,18 +7,18 @@ scores (`GRMScorer`'s vote: the paper's sum over samples divided by the valid co
 ones the meta-RM rates highest. A pair is right in a group when the chosen response's score is strictly above
 the rejected one's (a tie, or a response with no valid critique, is wrong). Accuracy at k is the mean over pairs
 of the share of groups the pair is right in: the expected accuracy of a k-sample judge, with every draw used
-once at every k. The interval is the percentile bootstrap over pairs.
+once at every k. The interval is the percentile bootstrap over pairs (`prefalign.stats.bootstrap_ci`).
 """
 
 from __future__ import annotations
 
 import math
-import random
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from prefalign.errors import UserError
+from prefalign.stats import bootstrap_ci
 
 from .vote import meta_vote, vote_scores
 
@@ -67,37 +67,6 @@ def pair_right_share(chosen: Draws, rejected: Draws, k: int, *args: Any, **kwarg
     return pair_outcomes(chosen, rejected, k, *args, **kwargs)[0]
 
 
-def bootstrap_interval(
-    values: Sequence[float], n: int = 2000, seed: int = 0, level: float = 0.95
-) -> tuple[float, float]:
-    """Percentile bootstrap interval of the mean of `values`."""
-    return bootstrap_statistic(lambda idx: sum(values[i] for i in idx) / len(idx), len(values), n, seed, level)
-
-
-def bootstrap_statistic(
-    statistic: Callable[[list[int]], float | None], m: int, n: int = 2000, seed: int = 0, level: float = 0.95
-) -> tuple[float, float]:
-    """Percentile bootstrap interval of any statistic of m items (a mean, Cohen's kappa, ...).
-
-    `statistic(indices)` is evaluated on n resamples of the item indices 0..m-1, drawn with replacement; a
-    resample on which it is undefined (None or NaN, e.g. kappa when every drawn item has one label) is left out.
-    (nan, nan) when there are no items or no resample has a value.
-    """
-    if m == 0 or n < 1:
-        return (math.nan, math.nan)
-    rng = random.Random(seed)
-    stats = []
-    for _ in range(n):
-        v = statistic([rng.randrange(m) for _ in range(m)])
-        if v is not None and not math.isnan(v):
-            stats.append(v)
-    if not stats:
-        return (math.nan, math.nan)
-    stats.sort()
-    k = len(stats)
-    return (stats[int((1 - level) / 2 * k)], stats[min(k - 1, int((1 + level) / 2 * k))])
-
-
 @dataclass
 class ScalingPoint:
     k: int
@@ -142,7 +111,7 @@ def scaling_curve(
                 for i, (c, r) in enumerate(zip(chosen, rejected, strict=True))
             ]
             shares = [o[0] for o in outcomes]
-            lo, hi = bootstrap_interval(shares, bootstrap, seed)
+            lo, hi = bootstrap_ci(shares, bootstrap, seed)
             n = len(shares)
             acc = sum(shares) / n if n else math.nan
             ties = sum(o[1] for o in outcomes) / n if n else math.nan

@@ -23,7 +23,6 @@ embeddings too (peft `trainable_token_indices`), the rest of the embedding stays
 from __future__ import annotations
 
 import json
-import math
 import time
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
@@ -31,6 +30,7 @@ from typing import Any, Literal
 from prefalign.config import option
 from prefalign.errors import UserError
 from prefalign.models.hub import DEFAULT_MODEL
+from prefalign.stats import bootstrap_ci
 from prefalign.training.config import LoraSection, TrainSection
 
 from ..rm_train import RMLossSection
@@ -150,12 +150,11 @@ def flatten_eq(a: Any, b: Any) -> bool:
 
 def held_out_report(pairs: list[Any], rc: Any, rr: Any, bootstrap: int, seconds: float) -> dict[str, Any]:
     """Accuracy (ties wrong) with a percentile bootstrap interval over pairs, per group, and scoring cost."""
-    from ..generative.scaling import bootstrap_interval
     from ..rm_train import accuracy_report
 
     rep = accuracy_report(pairs, rc, rr)
     correct = [float(c) for c in (rc > rr).tolist()]
-    lo, hi = bootstrap_interval(correct, bootstrap) if correct else (math.nan, math.nan)
+    lo, hi = bootstrap_ci(correct, bootstrap)
     rep["interval"] = [lo, hi]
     rep["seconds_per_pair"] = seconds / max(1, len(pairs))
     by_b: dict[str, list[float]] = {}
