@@ -36,9 +36,9 @@ from prefalign.config import option
 from prefalign.errors import UserError, did_you_mean
 from prefalign.registry import Table
 
-from .formats import Rows, Skip, _common_prefix, _messages
 from .records import VERDICTS, Conversation, LabelledComparison, Message, PreferencePair, stable_id
 from .report import DataReport
+from .rows import Rows, Skip, common_prefix, parse_messages
 
 
 @dataclass
@@ -365,7 +365,7 @@ def _required(row: dict[str, Any], name: str) -> Any:
     return row[name]
 
 
-def _text_or_messages(value: Any, name: str, key: str | None) -> Any:
+def _text_orparse_messages(value: Any, name: str, key: str | None) -> Any:
     """A response value as a string or a message list: objects give their `key` field."""
     if isinstance(value, dict) and not ("role" in value and "content" in value):
         if key is None:
@@ -382,10 +382,10 @@ def _text_or_messages(value: Any, name: str, key: str | None) -> Any:
 
 def _response(value: Any, name: str, key: str | None) -> Conversation:
     """A response as an assistant continuation (a string is one assistant message)."""
-    value = _text_or_messages(value, name, key)
+    value = _text_orparse_messages(value, name, key)
     if not isinstance(value, (str, list, dict)):
         raise Skip("wrong_type", f"field {name!r} must be a string or messages, got {type(value).__name__}")
-    conv = _messages(value, name)
+    conv = parse_messages(value, name)
     return [Message(m.role or "assistant", m.content) for m in conv]
 
 
@@ -395,7 +395,7 @@ def _is_empty(conv: Conversation) -> bool:
 
 def _prompt(row: dict[str, Any], fields: list[str]) -> Conversation:
     if len(fields) == 1 and isinstance(row.get(fields[0]), list):
-        conv = _messages(row[fields[0]], fields[0])
+        conv = parse_messages(row[fields[0]], fields[0])
         return [Message(m.role or "user", m.content) for m in conv]
     parts = []
     for i, f in enumerate(fields):
@@ -434,19 +434,19 @@ def _pair_responses(row: dict[str, Any], m: ColumnMap) -> tuple[Conversation, li
     raw = []
     for f in m.responses:
         v = row.get(f)
-        v = None if v is None else _text_or_messages(v, f, m.response_key)
+        v = None if v is None else _text_orparse_messages(v, f, m.response_key)
         if v is None or (isinstance(v, (str, list)) and not v) or (isinstance(v, str) and not v.strip()):
             raise Skip("one_response", f"field {f!r} is missing or empty; a comparison needs two responses")
         raw.append(v)
     prompt = _prompt(row, m.prompt) if m.prompt else []
     if all(isinstance(v, list) for v in raw) and not m.prompt:
-        convs = [_messages(v, f) for v, f in zip(raw, m.responses, strict=True)]
+        convs = [parse_messages(v, f) for v, f in zip(raw, m.responses, strict=True)]
         if m.turn is not None:
             t = _required(row, m.turn)
             if isinstance(t, bool) or not isinstance(t, int) or t < 1:
                 raise Skip("wrong_type", f"field {m.turn!r} must be a turn number (1, 2, ...), got {t!r}")
             convs = [_cut_after_turn(c, t, f) for c, f in zip(convs, m.responses, strict=True)]
-        n = _common_prefix(convs[0], convs[1])
+        n = common_prefix(convs[0], convs[1])
         while n > 0 and convs[0][n - 1].role != "user":  # the prompt ends with the user turn both answer
             n -= 1
         prompt, responses = convs[0][:n], [c[n:] for c in convs]

@@ -27,48 +27,18 @@ from typing import Any, TypeGuard
 from prefalign.errors import UserError
 from prefalign.registry import Table
 
+from .comparisons import matching_presets
 from .records import Message, PreferencePair, PromptOnly, RatedResponses
 from .report import DataReport
+from .rows import Rows, Skip, common_prefix, parse_messages
 
-Rows = Iterator[tuple[int, dict[str, Any]]]
 Record = PreferencePair | RatedResponses | PromptOnly
-
-
-class Skip(Exception):
-    """Raised by a row converter: the row is dropped and counted under `reason`."""
-
-    def __init__(self, reason: str, detail: str = "") -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.detail = detail
 
 
 def _field(row: dict[str, Any], name: str) -> Any:
     if name not in row or row[name] is None:
         raise Skip("missing_field", f"field '{name}' is missing (present: {', '.join(map(str, row)) or 'none'})")
     return row[name]
-
-
-def _messages(value: Any, name: str) -> list[Message]:
-    """A string (one message, role assigned later) or a list of {role, content} dicts."""
-    if isinstance(value, str):
-        return [Message("", value)]
-    if isinstance(value, dict) and "role" in value and "content" in value:
-        value = [value]
-    if not isinstance(value, list):
-        raise Skip(
-            "wrong_type", f"field '{name}' must be a string or a list of {{role, content}}, got {type(value).__name__}"
-        )
-    out = []
-    for i, m in enumerate(value):
-        if not isinstance(m, dict) or "role" not in m or "content" not in m:
-            raise Skip("wrong_type", f"field '{name}[{i}]' must be {{role, content}}, got {str(m)[:60]!r}")
-        if m["role"] not in ("system", "user", "assistant"):
-            raise Skip("bad_role", f"field '{name}[{i}].role' is {m['role']!r}; use system, user or assistant")
-        if not isinstance(m["content"], str):
-            raise Skip("wrong_type", f"field '{name}[{i}].content' must be a string")
-        out.append(Message(m["role"], m["content"]))
-    return out
 
 
 def _check_pair(prompt: list[Message], chosen: list[Message], rejected: list[Message]) -> None:
@@ -82,15 +52,6 @@ def _check_pair(prompt: list[Message], chosen: list[Message], rejected: list[Mes
         raise Skip("missing_field", "no prompt: give a 'prompt' field or conversations that share a prefix")
 
 
-def _common_prefix(a: list[Message], b: list[Message]) -> int:
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
-
-
 def _margin(row: dict[str, Any]) -> float | None:
     m = row.get("margin")
     if m is None:
@@ -101,10 +62,10 @@ def _margin(row: dict[str, Any]) -> float | None:
 
 
 def _trl_row(row: dict[str, Any]) -> PreferencePair:
-    chosen = _messages(_field(row, "chosen"), "chosen")
-    rejected = _messages(_field(row, "rejected"), "rejected")
+    chosen = parse_messages(_field(row, "chosen"), "chosen")
+    rejected = parse_messages(_field(row, "rejected"), "rejected")
     if "prompt" in row and row["prompt"] is not None:
-        prompt = _messages(row["prompt"], "prompt")
+        prompt = parse_messages(row["prompt"], "prompt")
         prompt = [Message(m.role or "user", m.content) for m in prompt]
         chosen = [Message(m.role or "assistant", m.content) for m in chosen]
         rejected = [Message(m.role or "assistant", m.content) for m in rejected]
@@ -121,7 +82,7 @@ def _trl_row(row: dict[str, Any]) -> PreferencePair:
         chosen, rejected = [Message("assistant", c[i:].strip())], [Message("assistant", r[i:].strip())]
     else:
         # Conversational with an implicit prompt: the shared message prefix is the prompt.
-        n = _common_prefix(chosen, rejected)
+        n = common_prefix(chosen, rejected)
         while n > 0 and chosen[n - 1].role == "assistant" and n == min(len(chosen), len(rejected)):
             n -= 1
         prompt, chosen, rejected = chosen[:n], chosen[n:], rejected[n:]
@@ -329,8 +290,8 @@ def _finegrained(rows: Rows, report: DataReport) -> Iterator[Record]:
 def _rated(rows: Rows, report: DataReport) -> Iterator[Record]:
     for row_no, row in rows:
         try:
-            prompt = _messages(_field(row, "prompt"), "prompt")
-            responses = [_messages(r, f"responses[{i}]") for i, r in enumerate(_field(row, "responses"))]
+            prompt = parse_messages(_field(row, "prompt"), "prompt")
+            responses = [parse_messages(r, f"responses[{i}]") for i, r in enumerate(_field(row, "responses"))]
             scores = _field(row, "scores")
             if not isinstance(scores, list) or len(scores) != len(responses):
                 raise Skip("wrong_type", "field 'scores' must be a list with one mapping per response")
@@ -350,7 +311,7 @@ def _rated(rows: Rows, report: DataReport) -> Iterator[Record]:
 def _prompts(rows: Rows, report: DataReport) -> Iterator[Record]:
     for row_no, row in rows:
         try:
-            prompt = _messages(_field(row, "prompt"), "prompt")
+            prompt = parse_messages(_field(row, "prompt"), "prompt")
             if not "".join(m.content for m in prompt).strip():
                 raise Skip("empty_field", "'prompt' is empty")
         except Skip as s:
@@ -495,8 +456,6 @@ def detect_format(row: dict[str, Any], where: str) -> tuple[str, str]:
     ratings or labels (e.g. Auto-J's {prompt, response 1, response 2, label} would otherwise be read as
     prompt-only rows and lose every comparison).
     """
-    from .comparisons import matching_presets  # comparisons imports this module
-
     presets = matching_presets(row)
     labelled = (
         f" The fields match the labelled comparison preset(s) {', '.join(presets)}: set `preset: {presets[0]}` "
