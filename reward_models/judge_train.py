@@ -106,7 +106,7 @@ class SFTExample:
 
 def pair_pm_examples(pairs: list[Any], seed: int) -> list[SFTExample]:
     """One example per pair: chosen at A or B uniformly at random; the answer is its letter."""
-    from .scorers import pair_pm_message
+    from .model_scorers import pair_pm_message
 
     rng = random.Random(seed)
     out = []

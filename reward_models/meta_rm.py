@@ -169,7 +169,7 @@ def run(cfg: MetaRMTrainConfig, resume: bool = False) -> dict[str, Any]:
     from preference_data.sources import load_pairs
 
     from .checkpoint import RewardStats, save_rm
-    from .scorers import ScalarOptions, ScalarScorer
+    from .model_scorers import ScalarOptions, ScalarScorer
 
     run_ = start_run(cfg, cfg.train, "rm train (meta-RM)", resume)
     dtype: Literal["bfloat16", "float32"] = "bfloat16" if cfg.train.precision == "bf16" else "float32"

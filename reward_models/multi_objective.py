@@ -20,8 +20,8 @@ Training data: the verifiable suite's pairs carry the gold graders' per-objectiv
 on held-out pairs (for objective k, the pairs whose gold scores differ on k: does R'_k order them as gold does;
 ties wrong) and, with `compare_with`, the same table for a scalar BT RM's one score.
 
-The scorer `multi_objective` (reward_models.scorers) reads the saved model: `score` gives the gated score or one
-objective, `score_multi` the (B, K) named objective rewards, the K components of a composition.
+The scorer `multi_objective` (in the table of reward_models.scorers) reads the saved model: `score` gives the gated
+score or one objective, `score_multi` the (B, K) named objective rewards, the K components of a composition.
 """
 
 from __future__ import annotations
@@ -431,9 +431,9 @@ def run(cfg: MORMTrainConfig, resume: bool = False) -> dict[str, Any]:
         "seconds": round(time.time() - t0, 1),
     }
     if cfg.compare_with:
-        from .scorers import load_scorer
+        from .model_scorers import ScalarOptions, ScalarScorer
 
-        bt: Any = load_scorer({"type": "scalar", "model": cfg.compare_with})
+        bt = ScalarScorer(ScalarOptions(model=cfg.compare_with))
         bc = torch.tensor(bt.score([p.prompt for p in kept], [p.chosen for p in kept])).unsqueeze(-1)
         br = torch.tensor(bt.score([p.prompt for p in kept], [p.rejected for p in kept])).unsqueeze(-1)
         report["bt"] = {

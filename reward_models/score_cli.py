@@ -21,7 +21,8 @@ def score_file(
     """Score every response in `data` with the reward model `model`; return (rows written, path)."""
     from preference_data.sources import read_records
 
-    from .scorers import ScalarScorer, load_scorer
+    from .model_scorers import ScalarScorer
+    from .scorers import load_scorer
 
     records, report = read_records(data, fmt)
     items: list[tuple[str, str, list, list]] = []  # (record id, which response, prompt, response)

@@ -144,7 +144,7 @@ def test_pair_pm_averages_both_orders_against_a_plain_forward(tiny_model_ref):
     from prefalign.models.hub import load_causal_lm, load_tokenizer
     from preference_data.tokenize import tokenize_prompts
     from reward_models.generative import pair_pm_probability
-    from reward_models.scorers import pair_pm_message
+    from reward_models.model_scorers import pair_pm_message
 
     scorer = load_scorer("pair_pm", model=TINY, dtype="float32")
     assert scorer.symmetric

@@ -132,7 +132,7 @@ def test_meta_rm_trains_with_bce_and_rates_critiques(tmp_path, tiny_model_ref, m
     from align.cli.main import main
     from preference_data.suite import build_suite, write_suite
     from reward_models.meta_rm import Critique
-    from reward_models.scorers import ScalarOptions, ScalarScorer
+    from reward_models.model_scorers import ScalarOptions, ScalarScorer
 
     suite = build_suite(n_per_family=4, seed=0)
     write_suite(suite, tmp_path / "suite")

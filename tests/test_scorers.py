@@ -384,7 +384,7 @@ def test_judge_p_a_equals_a_plain_forward(tiny_model_ref, tok):
     here by an unpacked forward of the plain causal LM."""
     from preference_data.records import Message
     from preference_data.tokenize import tokenize_prompts
-    from reward_models.scorers import judge_message
+    from reward_models.model_scorers import judge_message
 
     j = load_scorer("judge", model=tiny_model_ref, dtype="float32")
     a, b = RESPONSES, RESPONSES[1:] + RESPONSES[:1]

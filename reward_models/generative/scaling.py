@@ -129,7 +129,8 @@ def measure(
 ) -> dict[str, Any]:
     """Draw max(ks) critiques of every response of `pairs` with the GRM at `model`, rate them with the meta-RM
     when given, and return the curve with the draws' cost and abstentions."""
-    from ..scorers import ScalarOptions, ScalarScorer, load_scorer
+    from ..model_scorers import ScalarOptions, ScalarScorer
+    from ..scorers import load_scorer
     from .scorers import rate_critiques
 
     big = max(ks, default=0)

@@ -30,6 +30,7 @@ from prefalign.models.hub import load_model, weights_fingerprint
 from preference_data.records import Conversation, Message
 
 from ..base import ScorerKind
+from ..model_scorers import ScalarOptions, ScalarScorer
 from ..options import ModelOptions, _device, _is_empty, _resolve_dtype, _response_text, _turns
 from .parse import parse_grm_scores, parse_think_answer
 from .vote import meta_vote, vote_scores
@@ -229,8 +230,6 @@ class GRMScorer(_GenerativeJudge):
         super().__init__(opts)
         self.meta = None
         if opts.meta_model is not None:
-            from ..scorers import ScalarOptions, ScalarScorer
-
             self.meta = ScalarScorer(ScalarOptions(model=opts.meta_model, dtype=self.opts.dtype, device=opts.device))
         # the last call's judge messages (None: not sampled), raw critiques and parsed scores, per item
         self.last_messages: list[str | None] = []

@@ -40,6 +40,8 @@ from preference_data.records import Conversation
 
 REWARD_TOKEN = "<|reward|>"
 END_TOKEN = "<|reward_end|>"
+POLAR_FILE = "polar.json"
+"""Saved beside a POLAR model: the tokens and the `InputSection` it was trained with (the scorer reads it back)."""
 SPECIAL_OVERHEAD = 4  # the reward token, the end token and the two "\n" of the sft wrapper (POLAR's `max_length - 4`)
 
 Wrapper = Literal["sft", "pretrain"]

@@ -5,7 +5,7 @@
 
 The input is built exactly as in training (`format.encode`, with the token budgets the model saved in
 polar.json unless `max_length` overrides the whole budget), batched and packed like every model scorer
-(`reward_models.scorers._BatchedModel`), and the score head is read at the closing `<|reward_end|>` token.
+(`reward_models.batched`), and the score head is read at the closing `<|reward_end|>` token.
 An item whose reference is over `max_response_length` tokens, or whose response is empty, scores NaN and is
 counted in `failures` (the benchmark runner reports NaNs). A call without references is an error that says what
 to pass: references are not optional for a discriminator that only knows "how close to the reference".
@@ -20,15 +20,14 @@ from typing import Any
 
 from prefalign.config import build
 from prefalign.errors import UserError
-from prefalign.models.hub import resolve, weights_fingerprint
+from prefalign.models.hub import resolve
 from preference_data.records import Conversation, Message
 
 from ..base import ScorerKind
-from ..options import _device, _is_empty, _resolve_dtype
-from ..scorers import Item, _BatchedModel
-from .format import InputSection, TooLong, encode, polar_token_ids
+from ..batched import Item, RewardHeadModel
+from ..options import _is_empty
+from .format import POLAR_FILE, InputSection, TooLong, encode, polar_token_ids
 from .options import PolarOptions
-from .train import POLAR_FILE
 
 NO_REFERENCE = (
     "the polar scorer scores a response against a reference answer: call "
@@ -37,19 +36,14 @@ NO_REFERENCE = (
 )
 
 
-class PolarScorer(_BatchedModel):
+class PolarScorer(RewardHeadModel):
     kind: ScorerKind = "reference"
     name = "polar"
     opts: PolarOptions
 
     def __init__(self, opts: PolarOptions) -> None:
-        from ..checkpoint import load_rm
-
-        device = _device(opts.device)
-        opts = _resolve_dtype(opts, device, self.name)
-        model, tokenizer, self.stats = load_rm(opts.model, dtype=opts.dtype)
-        polar_token_ids(tokenizer)  # a model without the POLAR tokens is refused here, with how to train one
-        super().__init__(tokenizer, model.config, opts, device)
+        super().__init__(opts)
+        opts = self.opts  # with the resolved dtype
         meta_file = Path(resolve(opts.model)) / POLAR_FILE
         meta = json.loads(meta_file.read_text(encoding="utf-8")) if meta_file.exists() else {}
         fmt = dict(meta.get("input") or {})
@@ -60,10 +54,11 @@ class PolarScorer(_BatchedModel):
             )
         self.input: InputSection = build(InputSection, fmt, f"{meta_file} input")
         self.max_length = self.input.max_length
-        self.model = model.to(device)
-        self._pick_layout(self.model)
         self._suite_refs: dict[tuple[tuple[str, str], ...], str] | None = None
         self.truncated = 0  # items whose prompt or candidate was cut to fit
+
+    def _check_model(self, opts: PolarOptions, model: Any, tokenizer: Any) -> None:
+        polar_token_ids(tokenizer)  # a model without the POLAR tokens is refused here, with how to train one
 
     def _encode_polar(self, prompt: Conversation, response: Conversation, reference: Conversation) -> Item | None:
         if _is_empty(response):
@@ -94,7 +89,7 @@ class PolarScorer(_BatchedModel):
         return out
 
     def _suite_reference(self, prompt: Conversation) -> Conversation:
-        from preference_data.suite import FAMILIES, generate_tasks
+        from preference_data.suite import FAMILIES, generate_tasks  # lazy: the suite (0.16 s), references: suite
 
         if self._suite_refs is None:
             self._suite_refs = {}
@@ -113,12 +108,9 @@ class PolarScorer(_BatchedModel):
     def score_with_reference(
         self, prompts: list[Conversation], responses: list[Conversation], references: list[Any] | None = None
     ) -> list[float]:
-        from prefalign.models.forward import last_token_rewards
-
         refs = self._references(prompts, references)
         items = [self._encode_polar(p, r, ref) for p, r, ref in zip(prompts, responses, refs, strict=True)]
-        raw = self._run(items, lambda batch: last_token_rewards(self.model, batch)[:, 0])  # (S,) at <|reward_end|>
-        return [self.stats.normalise(r) for r in raw] if self.opts.normalize else raw
+        return self._head_scores(items)  # read at <|reward_end|>, each sequence's last token
 
     def score(self, prompts: list[Conversation], responses: list[Conversation]) -> list[float]:
         """Only with `references: suite` (the reference is looked up by prompt); otherwise an error saying what
@@ -126,12 +118,7 @@ class PolarScorer(_BatchedModel):
         return self.score_with_reference(prompts, responses, None)
 
     def describe(self) -> dict[str, Any]:
-        return {
-            "model": self.opts.model,
-            "weights": weights_fingerprint(self.opts.model),
-            "dtype": self.opts.dtype,
-            "normalize": self.opts.normalize,
-            "stats": dataclasses.asdict(self.stats),
+        return self._describe_head() | {
             "input": dataclasses.asdict(self.input),
             "references": self.opts.references,
         }

@@ -34,9 +34,7 @@ from prefalign.stats import bootstrap_ci
 from prefalign.training.config import LoraSection, TrainSection
 
 from ..rm_train import RMLossSection
-from .format import END_TOKEN, REWARD_TOKEN, InputSection
-
-POLAR_FILE = "polar.json"
+from .format import END_TOKEN, POLAR_FILE, REWARD_TOKEN, InputSection
 
 
 @dataclass

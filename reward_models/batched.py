@@ -1,0 +1,167 @@
+"""The machinery every model-running scorer shares: tokenize, bucket by length, pack, one no-grad forward per
+batch (`BatchedModel`), and a sequence-classification reward head read at the last token (`RewardHeadModel`: the
+`scalar` and `polar` scorers). How and why (reading the reward by position, `max_length`, failures as NaN): the
+docstring of `reward_models.scorers`.
+
+Imports no scorer kind, so every kind's module (`model_scorers`, `polar.scorer`) builds on it and the table in
+`reward_models.scorers` imports them all without a circle.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+from collections import Counter
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, cast
+
+from prefalign.errors import UserError
+from prefalign.models.hub import pad_token_id, weights_fingerprint
+from preference_data.records import Conversation
+from preference_data.tokenize import ResponseEnd, tokenize_single
+
+from .checkpoint import RewardStats, load_rm
+from .options import ModelOptions, _device, _is_empty, _resolve_dtype
+
+if TYPE_CHECKING:
+    from prefalign.models.batch import Layout
+
+log = logging.getLogger(__name__)
+
+Item = tuple[list[int], list[int]]  # (prompt ids (P,), response ids (T,)) of one scored sequence
+
+
+class BatchedModel:
+    """Tokenize, bucket by length, pack and run one no-grad forward per batch (scalar, implicit, judge, polar)."""
+
+    def __init__(self, tokenizer: Any, config: Any, opts: ModelOptions, device: Any) -> None:
+        self.tokenizer = tokenizer
+        self.opts = opts
+        self.device = device
+        self.max_length = opts.max_length or getattr(config, "max_position_embeddings", None) or 4096
+        self.pad_id = pad_token_id(tokenizer)
+        self.failures: Counter[str] = Counter()
+        self.layout: Layout = "segments"  # packing layout; subclasses pick it from their models (`layout_for`)
+
+    def _pick_layout(self, *models: Any) -> None:
+        from prefalign.models.forward import layout_for  # lazy: torch
+
+        self.layout = layout_for(*models)
+
+    def _fail(self, reason: str, detail: str = "") -> None:
+        if not self.failures[reason]:
+            log.warning("%s: an item scores NaN (%s)%s", type(self).__name__, reason, f": {detail}" if detail else "")
+        self.failures[reason] += 1
+
+    # where response ids end (preference_data.tokenize); scalar RMs read their own setting
+    response_end: ResponseEnd = "eos"
+
+    def _encode(self, prompt: Conversation, response: Conversation) -> Item | None:
+        """Token ids of one (prompt, response), the prompt cut from the left to fit; None (and counted) on failure."""
+        if _is_empty(response):
+            self._fail("empty_response")
+            return None
+        try:
+            p_ids, r_ids = tokenize_single(self.tokenizer, prompt, response, response_end=self.response_end)
+        except UserError as e:  # the chat template rejected the conversation
+            self._fail("template_error", str(e))
+            return None
+        if len(r_ids) >= self.max_length:
+            self._fail("response_too_long", f"{len(r_ids)} response tokens >= max_length {self.max_length}")
+            return None
+        if len(p_ids) + len(r_ids) > self.max_length:
+            p_ids = p_ids[len(p_ids) + len(r_ids) - self.max_length :]
+        return p_ids, r_ids
+
+    def _run(self, items: list[Item | None], forward: Callable[[Any], Any]) -> list[float]:
+        """`forward(packed batch) -> (S,)` over every item, in length buckets; NaN where an item is None or fails."""
+        out = [math.nan] * len(items)
+        size = {i: len(it[0]) + len(it[1]) for i, it in enumerate(items) if it is not None}
+        order = sorted(size, key=lambda i: -size[i])  # similar lengths share a batch; the longest run first
+        batch: list[int] = []
+        used = 0
+        for i in order:
+            if batch and used + size[i] > self.opts.batch_tokens:
+                self._forward(batch, items, forward, out)
+                batch, used = [], 0
+            batch.append(i)
+            used += size[i]
+        if batch:
+            self._forward(batch, items, forward, out)
+        return out
+
+    def _forward(
+        self, idx: list[int], items: list[Item | None], forward: Callable[[Any], Any], out: list[float]
+    ) -> None:
+        import torch  # lazy, with packing: the scorer table and `align ls` load without torch
+
+        from preference_data.packing import pack_single
+
+        try:
+            # "mask" layout: rows as long as the batch's longest item (attention costs tokens x row length
+            # under the block-diagonal mask, and the batch is one length bucket, so rows come out nearly full)
+            encoded = cast("list[Item]", [items[i] for i in idx])  # `_run` batches only encoded items
+            longest = max(len(p) + len(r) for p, r in encoded)
+            packed = pack_single(
+                [p for p, _ in encoded],
+                [r for _, r in encoded],
+                self.pad_id,
+                row_tokens=longest,
+                layout=self.layout,
+            )
+            with torch.no_grad():
+                values = forward(packed.to(self.device)).float().cpu().tolist()
+        except RuntimeError as e:
+            # e.g. out of memory on one long batch: retry item by item, so one item cannot sink the run
+            if len(idx) > 1:
+                for i in idx:
+                    self._forward([i], items, forward, out)
+                return
+            self._fail("forward_error", str(e).splitlines()[0] if str(e) else type(e).__name__)
+            return
+        for i, v in zip(idx, values, strict=True):
+            out[i] = float(v)
+
+
+class RewardHeadModel(BatchedModel):
+    """A sequence-classification reward model (`checkpoint.load_rm`: the model, its tokenizer and the reward
+    statistics saved beside it) whose score head is read at the last token of each sequence."""
+
+    name: str  # the scorer kind, for the dtype announcement
+    stats: RewardStats
+
+    def __init__(self, opts: Any) -> None:
+        device = _device(opts.device)
+        opts = _resolve_dtype(opts, device, self.name)
+        self._check_options(opts)
+        model, tokenizer, self.stats = load_rm(opts.model, dtype=opts.dtype)
+        self._check_model(opts, model, tokenizer)
+        super().__init__(tokenizer, model.config, opts, device)
+        self.model = model.to(device)
+        self._pick_layout(self.model)
+
+    def _check_options(self, opts: Any) -> None:
+        """Refuse options the model on disk cannot serve, before it loads (a subclass's check)."""
+
+    def _check_model(self, opts: Any, model: Any, tokenizer: Any) -> None:
+        """Refuse a loaded model this scorer cannot read (a subclass's check)."""
+
+    def _head_scores(self, items: list[Item | None]) -> list[float]:
+        """The head's output at each item's last token, normalised with the saved statistics when asked."""
+        from prefalign.models.forward import last_token_rewards  # lazy: torch
+
+        raw = self._run(items, lambda batch: last_token_rewards(self.model, batch)[:, 0])  # (S,)
+        return [self.stats.normalise(r) for r in raw] if self.opts.normalize else raw
+
+    def _describe_head(self) -> dict[str, Any]:
+        return {
+            "model": self.opts.model,
+            "weights": weights_fingerprint(self.opts.model),
+            "dtype": self.opts.dtype,
+            "normalize": self.opts.normalize,
+            "stats": dataclasses.asdict(self.stats),
+        }
+
+
+__all__ = ["BatchedModel", "Item", "RewardHeadModel"]
