@@ -6,6 +6,8 @@
   problems are collected and raised together as one `ConfigError`.
 - `apply_overrides(data, ["train.lr=5e-7", ...])` applies dotted command-line overrides; values are
   parsed as YAML scalars (so `true`, `3`, `1e-4`, `[1, 2]` work).
+- A verb's settings are a dataclass of the same kind whose fields are its flags (`prefalign.flags`): the CLI
+  parses them back through `build`, so a flag and the same key in a YAML file are checked by the same code.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal, TypeVar, Union, get_args, get_origin, get_type_hints
 
@@ -22,9 +25,32 @@ C = TypeVar("C")
 _MISSING = dataclasses.MISSING
 
 
-def option(default: Any = _MISSING, doc: str = "", *, factory: Any = None) -> Any:
-    """A documented config field. Use `factory=` for mutable defaults (lists, dicts, sub-configs)."""
-    meta = {"doc": doc}
+def option(
+    default: Any = _MISSING,
+    doc: str = "",
+    *,
+    factory: Any = None,
+    choices: Iterable[Any] | None = None,
+    flag: str | None = None,
+    metavar: str | None = None,
+    positional: bool = False,
+) -> Any:
+    """A documented config field. Use `factory=` for mutable defaults (lists, dicts, sub-configs).
+
+    `choices` limits the value to a set of names given at run time (a component table's keys, so the names are
+    written once, in the table); `build` reports a value outside them with did-you-mean, as it does for a `Literal`.
+    `flag`, `metavar` and `positional` shape the field's command-line flag when the dataclass is a verb's
+    settings (`prefalign.flags`): the flag's spelling where it is not the field's name in kebab case (kept for
+    users' commands), the placeholder shown in `--help`, and a positional argument instead of a flag."""
+    meta: dict[str, Any] = {"doc": doc}
+    if choices is not None:
+        meta["choices"] = tuple(choices)
+    if flag is not None:
+        meta["flag"] = flag
+    if metavar is not None:
+        meta["metavar"] = metavar
+    if positional:
+        meta["positional"] = True
     if factory is not None:
         return dataclasses.field(default_factory=factory, metadata=meta)
     if default is _MISSING:
@@ -162,6 +188,12 @@ def _build(cls: type[C], data: dict[str, Any], where: str, problems: list[str]) 
             # (which may differ from its class's defaults, as the quickstart's rm and dpo sections do)
             value = _merge(to_dict(default), value)
         converted = _convert(hints[key], value, here, problems)
+        allowed = fields[key].metadata.get("choices")
+        if allowed is not None and len(problems) == n and converted is not None and converted not in allowed:
+            problems.append(
+                f"{here}: {converted!r} is not allowed; choose one of {', '.join(map(str, allowed))}"
+                f"{did_you_mean(str(converted), [str(a) for a in allowed])}"
+            )
         if len(problems) == n:  # a field with a problem keeps its default, so cross-field checks still run
             kwargs[key] = converted
     for name, f in fields.items():
