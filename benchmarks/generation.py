@@ -11,9 +11,10 @@ family-balanced subset). Sampling: temperature 1, no top-k / top-p, `--max-new-t
 Sides, each in its own process (its peak memory, max RSS, is its own), model loading not timed, each with
 the allocator tuning every `align` command applies (`prefalign.cpu.tune_allocator`):
 - engine: `prefalign.generation`, every prompt prefilled once for its samples.
-- batched: `align/generate.py` as it was before the engine (kept below as `baseline_generate`, the only
-  copy), sampling, each prompt repeated `--samples` times; run at each of `--batch-sizes` on a short
-  calibration (`--calibrate-prompts` x `--calibrate-tokens`) and then in full at the fastest.
+- batched: the evaluation generator (then `align/generate.py`, now `prefalign/generation/policy.py`) as it was
+  before the engine (kept below as `baseline_generate`, the only copy), sampling, each prompt repeated
+  `--samples` times; run at each of `--batch-sizes` on a short calibration (`--calibrate-prompts` x
+  `--calibrate-tokens`) and then in full at the fastest.
 - per-prompt: `model.generate(num_return_sequences=samples)` called once per prompt.
 Printed: generated tokens/s of each, the engine's ratio to the others, and the peak memory of each: of the
 whole process (max RSS, loading included) and while generating (VmHWM after a reset once the model is loaded).
@@ -91,8 +92,9 @@ def baseline_generate(
     max_prompt_length: int = 512,
     seed: int = 0,
 ) -> list[str]:
-    """Responses to each prompt, in input order, exactly as `align.generate.generate` returned them before the
-    engine: left-padded batches of prompts sorted by length through `model.generate`."""
+    """Responses to each prompt, in input order, exactly as `align.generate.generate` (now
+    `prefalign.generation.policy.generate`) returned them before the engine: left-padded batches of prompts
+    sorted by length through `model.generate`."""
     out = [""] * len(prompts)
     for idx, gen, L in _baseline_batches(
         model, tokenizer, prompts, max_new_tokens, batch_size, temperature, max_prompt_length, seed
@@ -115,8 +117,8 @@ from benchmarks.common import peak_rss_since_reset, reset_peak_rss  # noqa: E402
 
 
 def _setup(args: argparse.Namespace, prompts: int) -> tuple[Any, Any, list[Any]]:
-    from align.evaluate import load_prompts
     from prefalign.models.hub import load_causal_lm, load_tokenizer
+    from preference_data.suite.heldout import load_prompts
 
     tok = load_tokenizer(MODEL)
     model = load_causal_lm(MODEL, dtype=args.dtype)

@@ -193,7 +193,7 @@ def _builtin_detect(text: str) -> str | None:
 
 def _langdetect() -> Callable[[str], str | None] | None:
     try:
-        import langdetect
+        import langdetect  # optional (the ifeval extra): without it, the built-in approximation above
     except ImportError:
         return None
     langdetect.DetectorFactory.seed = 0  # the detector samples; a fixed seed makes it repeatable

@@ -2,6 +2,10 @@
 
     generate (cached) -> score (IFEval verifiers, or a judge through the one scorer interface) -> report + record
 
+The sets are the entries of `POLICY_BENCHMARKS` (`align ls policy-benchmarks`): each says how its file is read,
+what judges it (no judge, a pointwise or a pairwise scorer), where its reference answers come from, how many
+turns it has, and which function scores it. `PolicyBenchSettings` holds the flags of `align eval policy`.
+
 - ifeval: one answer per prompt, checked by the IFEval verifiers (`ifeval.py`); prompt- and instruction-level
   accuracy, strict and loose, with bootstrap intervals over prompts.
 - alpacaeval / arenahard: one answer per prompt, compared with the set's reference answer by a judge: a pointwise
@@ -23,37 +27,31 @@ import hashlib
 import json
 import math
 import time
-from dataclasses import asdict, dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from align.evaluate import PolicyEvalSettings
+from prefalign.config import option
+from prefalign.decoding import DecodingSettings
 from prefalign.errors import UserError
+from prefalign.models.hub import load_tokenizer, weights_fingerprint
+from prefalign.models.precision import decide_dtype
+from prefalign.registry import Table
+from prefalign.stats import bootstrap_ci
+from preference_data.records import Message
+from reward_models.scorers import default_scorer, load_scorer
 
-from .policy_data import BenchData, BenchItem, read_bench
+from .ifeval import DETECTORS, ifeval_scores
+from .policy_data import BenchData, BenchItem, read_alpacaeval, read_arenahard, read_ifeval, read_mtbench
 from .records import Record, git_commit, now, package_versions
+from .winrate import both_orders, pointwise_preference, win_rates
 
 POLICY_SECTION = "policy"
 """`Record.settings['section']` of every policy record: the leaderboard's policy tab."""
 VERSION = "1"
-HEADLINES = {
-    "ifeval": "Prompt-level strict accuracy",
-    "alpacaeval": "LC win rate",
-    "arenahard": "Win rate",
-    "mtbench": "Mean score",
-}
-
-
-@dataclass
-class PolicyBenchSettings(PolicyEvalSettings):
-    """The suite evaluation's decoding settings (longer answers by default) and a benchmark's own."""
-
-    max_new_tokens: int = 256
-    limit: int | None = None
-    """Only the first `limit` usable items."""
-    allow_partial: bool = False
-    """Score the usable rows when some are unusable (reported, the record marked partial) instead of stopping."""
-    bootstrap: int = 1000
+BENCH_MAX_NEW_TOKENS = 256
+"""Tokens per answer on a standard prompt set without --max-new-tokens (the suite's default is 96: shorter tasks)."""
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -63,8 +61,6 @@ class PolicyBenchSettings(PolicyEvalSettings):
 
 def _conversations(items: list[BenchItem], turn: int, answers: list[list[str]] | None = None) -> list[Any]:
     """The conversation each item's `turn`-th answer continues (turn 0: the first user turn)."""
-    from preference_data.records import Message
-
     out = []
     for k, item in enumerate(items):
         conv = []
@@ -77,10 +73,8 @@ def _conversations(items: list[BenchItem], turn: int, answers: list[list[str]] |
     return out
 
 
-def generation_key(model: str, data: BenchData, s: PolicyBenchSettings) -> dict[str, Any]:
+def generation_key(model: str, data: BenchData, s: DecodingSettings) -> dict[str, Any]:
     """What decides the generations: the model (and its weights' fingerprint), the prompts, the decoding."""
-    from prefalign.models.hub import weights_fingerprint
-
     prompts = hashlib.sha256(json.dumps([it.turns for it in data.items]).encode()).hexdigest()[:16]
     return {
         "model": model,
@@ -94,10 +88,10 @@ def generation_key(model: str, data: BenchData, s: PolicyBenchSettings) -> dict[
     }
 
 
-def generate_answers(model: str, items: list[BenchItem], s: PolicyBenchSettings) -> list[list[str]]:
+def generate_answers(model: str, items: list[BenchItem], s: DecodingSettings) -> list[list[str]]:
     """Per item, one answer per user turn (the second turn sees the policy's own first answer)."""
-    from align.generate import generate, load_policy
-    from prefalign.models.hub import load_tokenizer
+    # the generation engine imports torch: loaded when answers are generated, not when the CLI builds its parser
+    from prefalign.generation.policy import generate, load_policy
 
     tok = load_tokenizer(model)
     policy = load_policy(model, s.dtype)
@@ -112,7 +106,7 @@ def generate_answers(model: str, items: list[BenchItem], s: PolicyBenchSettings)
 
 
 def cached_answers(
-    model: str, data: BenchData, s: PolicyBenchSettings, out_dir: str | None
+    model: str, data: BenchData, s: DecodingSettings, out_dir: str | None
 ) -> tuple[list[list[str]], bool]:
     """(answers, reused): read from `out_dir` when its key matches, else generated (and written there)."""
     key = generation_key(model, data, s)
@@ -145,15 +139,11 @@ def write_generations(out_dir: str, data: BenchData, answers: list[list[str]], s
 
 
 def _assistant(text: str) -> list[Any]:
-    from preference_data.records import Message
-
     return [Message("assistant", text)]
 
 
 def judge_preferences(scorer: Any, items: list[BenchItem], answers: list[str]) -> list[float]:
     """P(policy answer better than the reference answer) per item; NaN where the judge abstained."""
-    from .winrate import both_orders, pointwise_preference
-
     prompts = _conversations(items, 0)
     pol = [_assistant(a) for a in answers]
     ref = [_assistant(it.reference or "") for it in items]
@@ -189,16 +179,17 @@ def judge_turn_scores(scorer: Any, items: list[BenchItem], answers: list[list[st
 
 
 # ---------------------------------------------------------------------------------------------------------
-# The run
+# Scoring, one function per kind of set: (items, answers, judge, settings) -> (scores without the headline,
+# one row per item for generations.jsonl). The headline is the set's table entry's.
 # ---------------------------------------------------------------------------------------------------------
+
+Scores = tuple[dict[str, Any], list[dict[str, Any]]]
 
 
 def _ci(values: list[float], reps: int, seed: int) -> list[float] | None:
-    from reward_models.generative.scaling import bootstrap_statistic
-
     if not values or reps <= 0:
         return None
-    lo, hi = bootstrap_statistic(lambda idx: sum(values[i] for i in idx) / len(idx), len(values), reps, seed)
+    lo, hi = bootstrap_ci(values, reps, seed)
     return None if math.isnan(lo) else [lo, hi]
 
 
@@ -206,32 +197,13 @@ def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def check_problems(data: BenchData, allow_partial: bool) -> None:
-    """Unusable rows stop the run (every problem listed) unless partial runs are allowed."""
-    if not data.problems or allow_partial:
-        return
-    unknown = "".join(
-        f"\n  unknown instruction id '{k}' in {n} row(s)" for k, n in sorted(data.unknown_instructions.items())
-    )
-    shown = "\n  ".join(data.problems[:20])
-    more = f"\n  ... and {len(data.problems) - 20} more" if len(data.problems) > 20 else ""
-    raise UserError(
-        f"{data.source}: {len(data.problems)} problem(s) in {data.rows_read} rows:{unknown}\n  {shown}{more}\n"
-        "Fix the file, or pass --allow-partial to score the other rows (the record is then marked partial)"
-    )
-
-
-def score_ifeval(data: BenchData, answers: list[list[str]], s: PolicyBenchSettings) -> tuple[dict, list[dict]]:
-    from .ifeval import DETECTORS, ifeval_scores
-
+def score_ifeval(data: BenchData, answers: list[list[str]], judge: Any, s: PolicyBenchSettings) -> Scores:
+    """Prompt- and instruction-level accuracy, strict and loose, by the IFEval verifiers (no judge)."""
     items = [it.ifeval for it in data.items]
     assert all(i is not None for i in items)
     res = ifeval_scores([i for i in items if i is not None], [a[0] for a in answers])
     names = ["prompt_strict", "prompt_loose", "instruction_strict", "instruction_loose"]
     scores = {
-        "headline": res["prompt_strict"],
-        "headline_name": HEADLINES["ifeval"],
-        "units": "fraction",
         "sections": {k: res[k] for k in names},
         "intervals": {k: _ci(res["values"][k], s.bootstrap, s.seed) for k in names},
         "subsets": {
@@ -246,13 +218,10 @@ def score_ifeval(data: BenchData, answers: list[list[str]], s: PolicyBenchSettin
     return scores, per_item
 
 
-def score_pairwise(
-    data: BenchData, answers: list[list[str]], scorer: Any, s: PolicyBenchSettings
-) -> tuple[dict, list[dict]]:
-    from .winrate import win_rates
-
+def score_pairwise(data: BenchData, answers: list[list[str]], judge: Any, s: PolicyBenchSettings) -> Scores:
+    """Win rate and length-controlled win rate of the first answers against the reference answers."""
     first = [a[0] for a in answers]
-    prefs = judge_preferences(scorer, data.items, first)
+    prefs = judge_preferences(judge, data.items, first)
     wr = win_rates(
         prefs,
         [len(a) for a in first],
@@ -264,11 +233,7 @@ def score_pairwise(
     for it, p in zip(data.items, prefs, strict=True):
         if it.category and math.isfinite(p):
             cats.setdefault(it.category, []).append(p)
-    headline = wr.lc_win_rate if data.name == "alpacaeval" else wr.win_rate
     scores = {
-        "headline": headline,
-        "headline_name": HEADLINES[data.name],
-        "units": "fraction",
         "sections": {"win_rate": wr.win_rate, "lc_win_rate": wr.lc_win_rate},
         "intervals": {
             "win_rate": list(wr.ci95) if wr.ci95 else None,
@@ -290,10 +255,9 @@ def score_pairwise(
     return scores, [{"preference": None if not math.isfinite(p) else p} for p in prefs]
 
 
-def score_mtbench(
-    data: BenchData, answers: list[list[str]], scorer: Any, s: PolicyBenchSettings
-) -> tuple[dict, list[dict]]:
-    turn_scores = judge_turn_scores(scorer, data.items, answers)
+def score_mtbench(data: BenchData, answers: list[list[str]], judge: Any, s: PolicyBenchSettings) -> Scores:
+    """The judge's score of every turn's answer: the mean, per turn and per category."""
+    turn_scores = judge_turn_scores(judge, data.items, answers)
     finite = lambda xs: [x for x in xs if math.isfinite(x)]
     turns = {f"turn_{t + 1}": finite([ts[t] for ts in turn_scores]) for t in range(2)}
     both = finite([x for ts in turn_scores for x in ts])
@@ -302,9 +266,6 @@ def score_mtbench(
         cats.setdefault(it.category or "(none)", []).extend(finite(ts))
     abstained = sum(1 for ts in turn_scores for x in ts if not math.isfinite(x))
     scores = {
-        "headline": _mean(both),
-        "headline_name": HEADLINES["mtbench"],
-        "units": "judge score",
         "sections": {"mean": _mean(both), **{k: _mean(v) for k, v in turns.items()}},
         "intervals": {
             "mean": _ci(both, s.bootstrap, s.seed),
@@ -318,48 +279,258 @@ def score_mtbench(
     return scores, [{"scores": [None if not math.isfinite(x) else x for x in ts]} for ts in turn_scores]
 
 
-def run_policy_bench(
-    model: str,
-    bench: str,
-    data_source: str,
-    judge: Any = None,
-    reference: str | None = None,
-    settings: PolicyBenchSettings | None = None,
-    out_dir: str | None = None,
-    records_dir: str | None = None,
-) -> tuple[dict[str, Any], Record]:
-    """Evaluate `model` on one prompt set; `judge` is a loaded scorer (not used by ifeval). Returns the report and
-    the record (saved to `records_dir` when given)."""
-    from prefalign.models.precision import decide_dtype
+# ---------------------------------------------------------------------------------------------------------
+# The table of sets
+# ---------------------------------------------------------------------------------------------------------
 
-    s = settings or PolicyBenchSettings()
-    s = PolicyBenchSettings(**{**asdict(s), "dtype": decide_dtype(s.dtype, knob="--dtype").value})
-    data = read_bench(bench, data_source, reference)
+
+@dataclass(frozen=True)
+class PolicyBenchmark:
+    """A standard prompt set: how its official file is read, what judges it, how its answers are scored."""
+
+    summary: str
+    read: Callable[..., BenchData]
+    """(source) -> the set's items, or (source, reference answers file) where `reference_answers` is "file"."""
+    score: Callable[[BenchData, list[list[str]], Any, PolicyBenchSettings], Scores]
+    """(items, answers per item, the judge scorer or None, settings) -> scores without the headline, rows."""
+    judge: tuple[str, ...]
+    """Scorer kinds that can judge it (`align ls scorers`); () when rules score it (`rule`) and a judge is an error."""
+    reference_answers: Literal["none", "data", "file"]
+    """The answers the policy's are compared with: none, in the --data file, or a separate --reference FILE."""
+    turns: int
+    """User turns per prompt (a later turn continues the policy's own earlier answers)."""
+    headline: str
+    """The section the leaderboard shows."""
+    headline_name: str
+    units: Literal["fraction", "judge score"] = "fraction"
+    rule: str | None = None
+    """What scores the answers when no judge does (named in the record as its scorer)."""
+
+
+POLICY_BENCHMARKS: Table[PolicyBenchmark] = Table(
+    "policy benchmark",
+    {
+        "ifeval": PolicyBenchmark(
+            "IFEval: verifiable instructions (formats, counts, keywords), strict and loose",
+            read=read_ifeval,
+            score=score_ifeval,
+            judge=(),
+            reference_answers="none",
+            turns=1,
+            headline="prompt_strict",
+            headline_name="Prompt-level strict accuracy",
+            rule="ifeval verifiers",
+        ),
+        "alpacaeval": PolicyBenchmark(
+            "AlpacaEval: win rate against reference outputs, length-controlled",
+            read=read_alpacaeval,
+            score=score_pairwise,
+            judge=("pointwise", "pairwise"),
+            reference_answers="data",
+            turns=1,
+            headline="lc_win_rate",
+            headline_name="LC win rate",
+        ),
+        "arenahard": PolicyBenchmark(
+            "Arena-Hard: win rate against a reference model's answers",
+            read=read_arenahard,
+            score=score_pairwise,
+            judge=("pointwise", "pairwise"),
+            reference_answers="file",
+            turns=1,
+            headline="win_rate",
+            headline_name="Win rate",
+        ),
+        "mtbench": PolicyBenchmark(
+            "MT-Bench: two turns, each answer scored by a pointwise judge",
+            read=read_mtbench,
+            score=score_mtbench,
+            judge=("pointwise",),
+            reference_answers="none",
+            turns=2,
+            headline="mean",
+            headline_name="Mean score",
+            units="judge score",
+        ),
+    },
+    columns=("summary", "judge", "reference_answers", "turns", "headline_name"),
+)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The flags of `align eval policy`
+# ---------------------------------------------------------------------------------------------------------
+
+
+@dataclass(kw_only=True)
+class PolicyBenchSettings(DecodingSettings):
+    """`align eval policy`, one field per flag (`prefalign.flags`). Without `bench` the command evaluates `model` on
+    the suite's held-out prompts (`align.evaluate.evaluate_policy` reads model, baseline, prompts, limit, judge, out
+    and the decoding settings); with `bench`, `run_policy_bench` runs a standard prompt set and `write_reference`
+    writes reference answers."""
+
+    model: str = option(doc="policy: builtin, directory, hub id, or a LoRA adapter directory")
+    baseline: str | None = option(None, "model to compare against (e.g. the starting model)")
+    prompts: str = option("suite", "'suite' (its test prompts) or a prompts JSONL with graders")
+    limit: int | None = option(
+        None, "number of prompts: suite, family-balanced (default 120); --bench, the first N usable (default all)"
+    )
+    judge: str = option(
+        "gold",
+        "'gold' (the suite graders) or a reward-model directory; prompts the reward model scores NaN are left out "
+        "of the win rate and counted. --bench: the judge model (alpacaeval, arenahard, mtbench), built with "
+        "--judge-kind",
+    )
+    bench: str | None = option(
+        None,
+        "a standard prompt set instead of the suite (read from --data in its official format; "
+        "`align ls policy-benchmarks`)",
+        choices=POLICY_BENCHMARKS,
+    )
+    data: str | None = option(None, "--bench: the set's file (official format) or a hub id")
+    reference: str | None = option(None, "arenahard: the reference model's answer file (model_answer/<model>.jsonl)")
+    judge_kind: str | None = option(
+        None,
+        "--bench: scorer kind of --judge (`align ls scorers`): scalar (default for a reward model), judge, "
+        "pair_pm, think (pairwise, asked in both orders), grm (1-10, mtbench) ...",
+    )
+    judge_options: dict[str, Any] = option(
+        factory=dict,
+        doc="--bench: an option of the judge scorer, e.g. normalize=true, dtype=float32 (repeatable)",
+        flag="--judge-option",
+    )
+    allow_partial: bool = option(
+        False,
+        "--bench: score the usable rows when some are not (unknown instruction ids, missing fields); they are "
+        "listed with their row numbers and the record is marked partial. Without it such rows are an error",
+    )
+    bootstrap: int = option(1000, "--bench: bootstrap resamples of the 95% intervals")
+    records: str | None = option(
+        None, "--bench: leaderboard records directory to add the run's record to (policy tab); default: none"
+    )
+    write_reference: str | None = option(
+        None,
+        "alpacaeval: write --model's answers to the instructions of --data (an AlpacaEval file, or suite) as an "
+        "AlpacaEval reference file naming --model as generator, then stop",
+        metavar="FILE",
+    )
+    max_new_tokens: int = option(0, "tokens per answer (default: 96 on the suite, 256 with --bench)")
+    out: str | None = option(
+        None,
+        "directory for report.json and generations.jsonl (--bench: generations are reused from here when the "
+        "model, data and decoding settings match, so judging again does not regenerate)",
+    )
+
+    def __post_init__(self) -> None:
+        if not self.max_new_tokens:  # 0: the default of the mode (as `--max-new-tokens 0` always was)
+            standard = self.bench is not None or self.write_reference is not None
+            self.max_new_tokens = BENCH_MAX_NEW_TOKENS if standard else DecodingSettings.max_new_tokens
+
+    def check(self) -> list[str]:
+        problems = []
+        if self.write_reference is not None:
+            if self.bench not in (None, "alpacaeval"):
+                problems.append("write_reference: writes an AlpacaEval-format file; use it with --bench alpacaeval")
+            if self.data is None:
+                problems.append(
+                    "write_reference: needs --data: an AlpacaEval file whose instructions to answer, or suite"
+                )
+        elif self.bench is not None:
+            if self.data is None:
+                problems.append(
+                    f"data: --bench {self.bench} needs --data: the set's file in its official format, or a hub id"
+                )
+            if self.baseline is not None:
+                problems.append(
+                    f"baseline: --bench {self.bench} compares with the set's reference answers, not a --baseline "
+                    "model; to compare with a model, write its answers with --write-reference and pass that file "
+                    "as --data"
+                )
+        return problems
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The run
+# ---------------------------------------------------------------------------------------------------------
+
+
+def read_bench(name: str, source: str, reference: str | None = None) -> BenchData:
+    """The items of set `name` from `source` (and, where the set keeps its reference answers in a file of their own,
+    the answers in `reference`)."""
+    bench = POLICY_BENCHMARKS[name]
+    if bench.reference_answers == "file":
+        data = bench.read(source, reference)
+    elif reference is not None:
+        files = [k for k, b in POLICY_BENCHMARKS.entries.items() if b.reference_answers == "file"]
+        keeps = "keeps its references in --data" if bench.reference_answers == "data" else "has no reference answers"
+        raise UserError(f"--reference is the answer file of {', '.join(files)}; {name} {keeps}")
+    else:
+        data = bench.read(source)
+    if not data.items:
+        lines = "\n  ".join(data.problems[:10]) or "(the file has no rows)"
+        raise UserError(f"{source}: no usable {name} rows out of {data.rows_read}:\n  {lines}")
+    return data
+
+
+def check_problems(data: BenchData, allow_partial: bool) -> None:
+    """Unusable rows stop the run (every problem listed) unless partial runs are allowed."""
+    if not data.problems or allow_partial:
+        return
+    unknown = "".join(
+        f"\n  unknown instruction id '{k}' in {n} row(s)" for k, n in sorted(data.unknown_instructions.items())
+    )
+    shown = "\n  ".join(data.problems[:20])
+    more = f"\n  ... and {len(data.problems) - 20} more" if len(data.problems) > 20 else ""
+    raise UserError(
+        f"{data.source}: {len(data.problems)} problem(s) in {data.rows_read} rows:{unknown}\n  {shown}{more}\n"
+        "Fix the file, or pass --allow-partial to score the other rows (the record is then marked partial)"
+    )
+
+
+def load_judge(s: PolicyBenchSettings) -> Any | None:
+    """The judge scorer of a run: --judge MODEL with --judge-kind (default: scalar for a reward model) and
+    --judge-option KEY=VALUE, built through the scorer table; None for 'gold' (no judge model)."""
+    if s.judge == "gold":
+        return None
+    kind = s.judge_kind or default_scorer(s.judge, None)
+    return load_scorer(kind, **{"model": s.judge, **s.judge_options})
+
+
+def run_policy_bench(settings: PolicyBenchSettings, judge: Any = None) -> tuple[dict[str, Any], Record]:
+    """Evaluate `settings.model` on the prompt set `settings.bench` read from `settings.data`; `judge` is a loaded
+    scorer (`load_judge`; none for a set scored by rules). Returns the report and the record (saved to
+    `settings.records` when given)."""
+    s = replace(settings, dtype=decide_dtype(settings.dtype, knob="--dtype").value)
+    if s.bench is None or s.data is None:
+        raise UserError("run_policy_bench needs a prompt set: --bench NAME --data FILE")
+    bench = POLICY_BENCHMARKS[s.bench]
+    data = read_bench(s.bench, s.data, s.reference)
     check_problems(data, s.allow_partial)
     if s.limit is not None:
         data.items = data.items[: s.limit]
-    if bench == "ifeval" and judge is not None:
-        raise UserError("ifeval is scored by its instruction verifiers; drop --judge")
-    if bench != "ifeval" and judge is None:
-        raise UserError(f"{bench} needs a judge: --judge MODEL (a reward model directory, or --judge-kind judge ...)")
+    if not bench.judge and judge is not None:
+        raise UserError(f"{s.bench} is scored by its rules ({bench.rule}), not a judge; drop --judge")
+    if bench.judge and judge is None:
+        raise UserError(f"{s.bench} needs a judge: --judge MODEL (a reward model directory, or --judge-kind judge ...)")
     t0 = time.time()
-    answers, reused = cached_answers(model, data, s, out_dir)
+    answers, reused = cached_answers(s.model, data, s, s.out)
     t_gen = time.time() - t0
-    if bench == "ifeval":
-        scores, per_item = score_ifeval(data, answers, s)
-    elif bench == "mtbench":
-        scores, per_item = score_mtbench(data, answers, judge, s)
-    else:
-        scores, per_item = score_pairwise(data, answers, judge, s)
+    rest, per_item = bench.score(data, answers, judge, s)
+    scores = {
+        "headline": rest["sections"][bench.headline],
+        "headline_name": bench.headline_name,
+        "units": bench.units,
+        **rest,
+    }
     judge_desc: dict[str, Any] = (
-        {"name": "ifeval verifiers", "kind": "rule", "settings": {}}
+        {"name": bench.rule, "kind": "rule", "settings": {}}
         if judge is None
         else {"name": judge.name, "kind": judge.kind, "settings": judge.describe()}
     )
     record = Record(
-        benchmark=bench,
+        benchmark=s.bench,
         version=VERSION,
-        model=model,
+        model=s.model,
         scores=scores,
         counts={
             "examples": len(data.items),
@@ -370,8 +541,8 @@ def run_policy_bench(
         scorer=judge_desc,
         settings={
             "section": POLICY_SECTION,
-            "data": data_source,
-            "reference_answers": reference or (data_source if data.reference_model else None),
+            "data": s.data,
+            "reference_answers": s.reference or (s.data if data.reference_model else None),
             "reference_model": data.reference_model,
             "limit": s.limit,
             "generation": {k: getattr(s, k) for k in ("max_new_tokens", "temperature", "dtype", "seed")},
@@ -384,9 +555,9 @@ def run_policy_bench(
         problems=data.problems[:20],
     )
     report = {
-        "model": model,
-        "bench": bench,
-        "data": data_source,
+        "model": s.model,
+        "bench": s.bench,
+        "data": s.data,
         "items": len(data.items),
         "reference_model": data.reference_model,
         "judge": judge_desc["settings"].get("model") if judge is not None else judge_desc["name"],
@@ -396,13 +567,13 @@ def run_policy_bench(
         "unknown_instructions": data.unknown_instructions,
         "record": record.to_dict(),
     }
-    if out_dir:
-        out = Path(out_dir)
+    if s.out:
+        out = Path(s.out)
         out.mkdir(parents=True, exist_ok=True)
-        write_generations(out_dir, data, answers, per_item)
+        write_generations(s.out, data, answers, per_item)
         (out / "report.json").write_text(json.dumps(report, indent=2, ensure_ascii=False), encoding="utf-8")
-    if records_dir is not None:
-        record.save(records_dir)
+    if s.records is not None:
+        record.save(s.records)
     return report, record
 
 
@@ -439,32 +610,38 @@ def report_lines(record: Record) -> list[str]:
     )
     if record.settings.get("reference_model"):
         lines.append(f"  reference answers by: {record.settings['reference_model']}")
-    if record.benchmark == "ifeval":
-        det = (s.get("extra") or {}).get("detectors") or {}
-        lines.append("  checks: " + "; ".join(f"{k}: {v}" for k, v in det.items()))
+    detectors = (s.get("extra") or {}).get("detectors")
+    if detectors:  # the checks a rule-scored set ran with (IFEval's language detector)
+        lines.append("  checks: " + "; ".join(f"{k}: {v}" for k, v in detectors.items()))
     for p in record.problems[:5]:
         lines.append(f"  skipped: {p}")
     return lines
 
 
-def write_reference(model: str, source: str, out_file: str, s: PolicyBenchSettings) -> int:
-    """Write an AlpacaEval-format reference file: `model`'s answers to the instructions of `source` (an AlpacaEval
-    file, or 'suite' for the verifiable suite's test prompts), each row naming `model` as its generator."""
-    if source == "suite":
-        from align.evaluate import load_prompts
+def write_reference(settings: PolicyBenchSettings) -> int:
+    """Write an AlpacaEval-format reference file (`settings.write_reference`): `settings.model`'s answers to the
+    instructions of `settings.data` (an AlpacaEval file, or 'suite' for the verifiable suite's test prompts), each
+    row naming the model as its generator. Returns the number of answers written."""
+    s = settings
+    if s.write_reference is None or s.data is None:
+        raise UserError("write_reference needs --write-reference FILE and --data (an AlpacaEval file, or suite)")
+    if s.data == "suite":
+        # the suite's generators add ~60 ms to every `align` start (the CLI reads this module to build its parser):
+        # imported only when references are written from the suite
+        from preference_data.suite.heldout import load_prompts
 
         prompts = load_prompts("suite", s.limit, s.seed)  # family-balanced when limited, like the suite evaluation
         items = [BenchItem(p.id, [p.prompt[-1].content], f"suite:{p.grader}") for p in prompts]
     else:
-        items = read_bench("alpacaeval", source).items
+        items = read_bench("alpacaeval", s.data).items
         if s.limit is not None:
             items = items[: s.limit]
-    answers = generate_answers(model, items, s)
+    answers = generate_answers(s.model, items, s)
     rows = [
-        {"instruction": it.turns[0], "output": a[0], "generator": model, "dataset": it.category}
+        {"instruction": it.turns[0], "output": a[0], "generator": s.model, "dataset": it.category}
         for it, a in zip(items, answers, strict=True)
     ]
-    path = Path(out_file)
+    path = Path(s.write_reference)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(rows, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     return len(rows)

@@ -14,6 +14,9 @@ partial runs are allowed, so a malformed row is never a silent zero.
   choices[0].turns[0].content. v2.0 questions: uid, category, subcategory, prompt; answers: uid, model,
   messages[-1].content (text, or {"answer": text}).
 - mtbench: FastChat `mt_bench/question.jsonl`: question_id, category, turns (two user turns).
+
+Each reader is the `read` of its set's entry in `policy_bench.POLICY_BENCHMARKS`; `policy_bench.read_bench` looks the
+set up by name.
 """
 
 from __future__ import annotations
@@ -26,8 +29,6 @@ from preference_data.io import iter_rows
 from preference_data.report import DataReport
 
 from .ifeval import IFEvalItem, item_problems
-
-BENCH_SETS = ("ifeval", "alpacaeval", "arenahard", "mtbench")
 
 
 @dataclass
@@ -196,28 +197,4 @@ def read_mtbench(source: str, hub_split: str = "train") -> BenchData:
             continue
         qid = row.get("question_id", n)
         data.items.append(BenchItem(str(qid), list(turns), str(row.get("category") or ""), row=n))
-    return data
-
-
-def read_bench(name: str, source: str, reference: str | None = None) -> BenchData:
-    """The items of set `name` from `source` (and, for arenahard, the reference answers in `reference`)."""
-    if name == "ifeval":
-        data = read_ifeval(source)
-    elif name == "alpacaeval":
-        data = read_alpacaeval(source)
-    elif name == "arenahard":
-        data = read_arenahard(source, reference)
-    elif name == "mtbench":
-        data = read_mtbench(source)
-    else:
-        from prefalign.errors import did_you_mean
-
-        raise UserError(
-            f"unknown --bench '{name}'{did_you_mean(name, BENCH_SETS)}; choose one of {', '.join(BENCH_SETS)}"
-        )
-    if reference is not None and name != "arenahard":
-        raise UserError(f"--reference is the arenahard answer file; {name} keeps its references in --data")
-    if not data.items:
-        lines = "\n  ".join(data.problems[:10]) or "(the file has no rows)"
-        raise UserError(f"{source}: no usable {name} rows out of {data.rows_read}:\n  {lines}")
     return data

@@ -8,7 +8,9 @@ import math
 import pytest
 
 from align.cli.main import main
-from align.evaluate import evaluate_policy, judged_win_rate, load_prompts, paired_bootstrap, report_lines, win_rate
+from align.evaluate import evaluate_policy, judged_win_rate, report_lines, win_rate
+from prefalign.stats import paired_bootstrap
+from preference_data.suite.heldout import load_prompts
 
 
 def test_prompt_subset_is_family_balanced_and_graded():
@@ -108,13 +110,15 @@ def test_judged_win_rate_leaves_nan_out_and_counts_it():
 
 def _fake_models(monkeypatch, answers: dict[str, dict[tuple, str]]) -> None:
     """Generation without a model: `answers[model][prompt]` is what `model` says to `prompt`."""
-    import align.generate
-    import prefalign.models.hub
+    import align.evaluate
+    import prefalign.generation.policy
 
-    monkeypatch.setattr(prefalign.models.hub, "load_tokenizer", lambda ref: None)
-    monkeypatch.setattr(align.generate, "load_policy", lambda ref, dtype="bfloat16": ref)
+    monkeypatch.setattr(align.evaluate, "load_tokenizer", lambda ref: None)
+    monkeypatch.setattr(prefalign.generation.policy, "load_policy", lambda ref, dtype="bfloat16": ref)
     monkeypatch.setattr(
-        align.generate, "generate", lambda model, tok, conv, *a, **k: [answers[model][_key(c)] for c in conv]
+        prefalign.generation.policy,
+        "generate",
+        lambda model, tok, conv, *a, **k: [answers[model][_key(c)] for c in conv],
     )
 
 
@@ -166,7 +170,7 @@ def test_eval_reports_safety_rates_and_warns_when_harmful_compliance_rises(monke
 
 
 def test_eval_counts_nan_judge_scores_instead_of_losses(monkeypatch, tmp_path, capsys):
-    import reward_models.scorers
+    import align.evaluate
 
     prompts = load_prompts("suite", 12)
     same = _safety_answers(prompts, comply=False)
@@ -176,7 +180,7 @@ def test_eval_counts_nan_judge_scores_instead_of_losses(monkeypatch, tmp_path, c
         def score(self, conv, responses):
             return [math.nan if i % 2 else 0.0 for i in range(len(responses))]
 
-    monkeypatch.setattr(reward_models.scorers, "load_scorer", lambda kind, model: HalfBroken())
+    monkeypatch.setattr(align.evaluate, "load_scorer", lambda kind, model: HalfBroken())
     report = evaluate_policy("a", "b", "suite", 12, judge="rm_dir", out_dir=str(tmp_path))
     assert report["judge_nan"] == 6 and report["win_rate"] == 0.5  # ties on the 6 finite prompts
     assert json.loads((tmp_path / "report.json").read_text())["judge_nan"] == 6

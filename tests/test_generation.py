@@ -365,14 +365,14 @@ def test_engine_on_a_peft_model_in_training_mode(model, tok):
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-def test_align_generate_keeps_the_old_greedy_text(tiny_model_ref, dtype):
-    """`align.generate.generate` (now the engine, greedy on its exact schedule) returns the text the old
+def test_policy_generate_keeps_the_old_greedy_text(tiny_model_ref, dtype):
+    """`prefalign.generation.policy.generate` (the engine, greedy on its exact schedule) returns the text the old
     batched `model.generate` path returned (kept as the baseline in benchmarks/generation.py), on suite
     prompts, in bf16 too."""
-    from align.evaluate import load_prompts
-    from align.generate import generate, load_policy
     from benchmarks.generation import baseline_generate
+    from prefalign.generation.policy import generate, load_policy
     from prefalign.models.hub import load_tokenizer
+    from preference_data.suite.heldout import load_prompts
 
     tok = load_tokenizer(tiny_model_ref)
     policy = load_policy(tiny_model_ref, dtype)

@@ -15,7 +15,8 @@ import pytest
 
 from align.cli.main import main
 from leaderboards.ifeval import INSTRUCTIONS, IFEvalItem, follow, ifeval_scores, item_problems, split_sentences
-from leaderboards.policy_data import read_arenahard, read_bench, read_mtbench
+from leaderboards.policy_bench import read_bench
+from leaderboards.policy_data import read_arenahard, read_mtbench
 from leaderboards.winrate import both_orders, fit_length_glm, pointwise_preference, win_rates
 from prefalign.errors import UserError
 
@@ -360,6 +361,51 @@ def test_mtbench_needs_two_turns(tmp_path):
     )
     data = read_mtbench(str(path))
     assert [it.id for it in data.items] == ["81"] and "line 2" in data.problems[0]
+
+
+# --------------------------------------------------------------------------------------------------------
+# The table of sets: looked up by name, each entry saying what it needs
+# --------------------------------------------------------------------------------------------------------
+
+
+def test_the_table_says_what_each_set_needs():
+    from leaderboards.policy_bench import POLICY_BENCHMARKS, PolicyBenchSettings
+
+    assert POLICY_BENCHMARKS.names() == ["ifeval", "alpacaeval", "arenahard", "mtbench"]
+    for name in POLICY_BENCHMARKS:
+        b = POLICY_BENCHMARKS[name]
+        assert callable(b.read) and callable(b.score) and b.headline_name and b.turns in (1, 2)
+        assert bool(b.judge) != bool(b.rule)  # a judge scores it, or rules do
+    assert POLICY_BENCHMARKS["arenahard"].reference_answers == "file"
+    assert POLICY_BENCHMARKS["mtbench"].judge == ("pointwise",) and POLICY_BENCHMARKS["mtbench"].turns == 2
+    # the flag's choices are the table's names
+    import dataclasses
+
+    (bench,) = [f for f in dataclasses.fields(PolicyBenchSettings) if f.name == "bench"]
+    assert bench.metadata["choices"] == tuple(POLICY_BENCHMARKS.names())
+
+
+def test_read_bench_looks_the_set_up(tmp_path):
+    path = ifeval_file(tmp_path / "input_data.jsonl")
+    with pytest.raises(UserError, match="did you mean 'ifeval'"):
+        read_bench("ifevl", str(path))
+    with pytest.raises(UserError, match="--reference is the answer file of arenahard; ifeval has no reference"):
+        read_bench("ifeval", str(path), "answers.jsonl")
+
+
+def test_align_ls_prints_the_policy_benchmarks(capsys):
+    assert main(["ls", "policy-benchmarks"]) == 0
+    out = capsys.readouterr().out
+    assert "policy-benchmarks (4)" in out and "pointwise, pairwise" in out and "LC win rate" in out
+
+
+def test_bench_flags_that_do_not_go_together_are_reported_at_once(capsys):
+    assert main(["eval", "policy", "--model", "m", "--bench", "alpacaeval", "--baseline", "b"]) == 2
+    err = capsys.readouterr().err
+    assert "--data: --bench alpacaeval needs --data" in err and "--baseline: --bench alpacaeval compares" in err
+    assert main(["eval", "policy", "--model", "m", "--bench", "ifeval", "--write-reference", "r.json"]) == 2
+    err = capsys.readouterr().err
+    assert "--write-reference: writes an AlpacaEval-format file" in err and "--write-reference: needs --data" in err
 
 
 def test_hub_id_offline_is_a_clear_error(monkeypatch):

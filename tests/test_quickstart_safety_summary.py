@@ -12,7 +12,8 @@ from test_eval_policy import _fake_models, _safety_answers
 
 from align import quickstart
 from align.cli.main import main
-from align.evaluate import evaluate_policy, load_prompts
+from align.evaluate import evaluate_policy
+from preference_data.suite.heldout import load_prompts
 
 
 def test_quickstart_summary_prints_and_records_the_safety_rates(tmp_path, capsys, monkeypatch):

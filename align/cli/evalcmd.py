@@ -1,15 +1,20 @@
 """`align eval policy`: gold-graded evaluation of a policy on held-out suite prompts, or on a standard prompt set
-(`--bench ifeval | alpacaeval | arenahard | mtbench --data FILE`, leaderboards/policy_bench.py).
+(`--bench NAME --data FILE`, a set of `align ls policy-benchmarks`, leaderboards/policy_bench.py); its flags are the
+fields of `leaderboards.policy_bench.PolicyBenchSettings`.
 `align eval overopt`: reward-model over-optimization, proxy against gold, for best-of-n and RL checkpoints."""
 
 from __future__ import annotations
 
 import argparse
 
+from leaderboards.policy_bench import PolicyBenchSettings, load_judge, run_policy_bench, write_reference
+from leaderboards.policy_bench import report_lines as bench_report_lines
+
 EXAMPLE = (
     "align eval policy --model runs/dpo_suite/model --baseline builtin:smollm2-135m-instruct\n"
     "  align eval policy --model runs/dpo_suite/model --limit 60 --judge runs/rm_suite/model\n"
     "  align eval policy --model builtin:smollm2-135m-instruct --prompts runs/quickstart/suite/test_prompts.jsonl\n"
+    "  align eval policy --config eval.yaml --limit 30   (eval.yaml: model: ..., baseline: ..., the flags' names)\n"
     "standard prompt sets (--bench), each from its official file format or a hub id:\n"
     "  align eval policy --bench ifeval --data input_data.jsonl --model builtin:smollm2-135m-instruct \\\n"
     "      --out runs/ifeval\n"
@@ -23,30 +28,17 @@ EXAMPLE = (
 )
 
 
-def cmd_policy(args: argparse.Namespace) -> int:
-    if args.bench is not None or args.write_reference is not None:
-        return _cmd_bench(args)
-    from align.evaluate import PolicyEvalSettings, evaluate_policy, report_lines
+def cmd_policy(s: PolicyBenchSettings) -> int:
+    if s.bench is not None or s.write_reference is not None:
+        return _cmd_bench(s)
+    # align.evaluate (with the suite's generators) adds ~120 ms to every `align` start: imported when this runs
+    from align.evaluate import SUITE_LIMIT, evaluate_policy, report_lines
 
-    settings = PolicyEvalSettings(
-        max_new_tokens=args.max_new_tokens or 96,
-        batch_size=args.batch_size,
-        temperature=args.temperature,
-        dtype=args.dtype,
-        seed=args.seed,
-    )
-    report = evaluate_policy(
-        args.model,
-        args.baseline,
-        args.prompts,
-        120 if args.limit is None else args.limit,
-        args.judge,
-        args.out,
-        settings,
-    )
+    limit = SUITE_LIMIT if s.limit is None else s.limit
+    report = evaluate_policy(s.model, s.baseline, s.prompts, limit, s.judge, s.out, s)
     print("\n".join(report_lines(report)))
-    if args.out:
-        print(f"wrote {args.out}/report.json and {args.out}/generations.jsonl")
+    if s.out:
+        print(f"wrote {s.out}/report.json and {s.out}/generations.jsonl")
     return 0
 
 
@@ -114,60 +106,17 @@ def register_overopt(esub: argparse._SubParsersAction, add) -> None:
     p.add_argument("--out", default="runs/overopt", help="directory for report.json, summary.txt, overopt.png, cache/")
 
 
-def _judge(args: argparse.Namespace) -> object | None:
-    """The judge scorer of a --bench run: --judge MODEL with --judge-kind (default: scalar for a reward model) and
-    --judge-option KEY=VALUE, built through the scorer table."""
-    from prefalign.config import parse_override
-    from reward_models.scorers import default_scorer, load_scorer
-
-    if args.judge in (None, "gold"):
-        return None
-    kind = args.judge_kind or default_scorer(args.judge, None)
-    options: dict[str, object] = {"model": args.judge}
-    for text in args.judge_options:
-        keys, value = parse_override(text)
-        options[".".join(keys)] = value
-    return load_scorer(kind, **options)
-
-
-def _cmd_bench(args: argparse.Namespace) -> int:
-    from leaderboards.policy_bench import PolicyBenchSettings, report_lines, run_policy_bench, write_reference
-    from prefalign.errors import UserError
-
-    settings = PolicyBenchSettings(
-        max_new_tokens=args.max_new_tokens or 256,
-        batch_size=args.batch_size,
-        temperature=args.temperature,
-        dtype=args.dtype,
-        seed=args.seed,
-        limit=args.limit,
-        allow_partial=args.allow_partial,
-        bootstrap=args.bootstrap,
-    )
-    if args.write_reference is not None:
-        if args.bench not in (None, "alpacaeval"):
-            raise UserError("--write-reference writes an AlpacaEval-format file; use it with --bench alpacaeval")
-        if args.data is None:
-            raise UserError("--write-reference needs --data: an AlpacaEval file whose instructions to answer, or suite")
-        n = write_reference(args.model, args.data, args.write_reference, settings)
-        print(f"wrote {n} reference answers by {args.model} to {args.write_reference}")
+def _cmd_bench(s: PolicyBenchSettings) -> int:
+    if s.write_reference is not None:
+        n = write_reference(s)
+        print(f"wrote {n} reference answers by {s.model} to {s.write_reference}")
         return 0
-    if args.data is None:
-        raise UserError(f"--bench {args.bench} needs --data: the set's file in its official format, or a hub id")
-    if args.baseline is not None:
-        raise UserError(
-            f"--bench {args.bench} compares with the set's reference answers, not a --baseline model; to compare "
-            "with a model, write its answers with --write-reference and pass that file as --data"
-        )
-    judge = _judge(args)
-    report, record = run_policy_bench(
-        args.model, args.bench, args.data, judge, args.reference, settings, args.out, args.records
-    )
-    print("\n".join(report_lines(record)))
+    report, record = run_policy_bench(s, load_judge(s))
+    print("\n".join(bench_report_lines(record)))
     if report["generations_reused"]:
-        print(f"generations reused from {args.out}/generations.jsonl")
-    if args.out:
-        print(f"wrote {args.out}/report.json and {args.out}/generations.jsonl")
+        print(f"generations reused from {s.out}/generations.jsonl")
+    if s.out:
+        print(f"wrote {s.out}/report.json and {s.out}/generations.jsonl")
     if record.path:
         print(f"record: {record.path}")
     return 0
@@ -176,7 +125,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 def register(sub: argparse._SubParsersAction, add) -> None:
     ev = sub.add_parser("eval", help="evaluate policies")
     esub = ev.add_subparsers(dest="eval_verb", metavar="VERB")
-    p = add(
+    add(
         esub,
         "policy",
         cmd_policy,
@@ -184,85 +133,6 @@ def register(sub: argparse._SubParsersAction, add) -> None:
         "harmless look-alikes refused) and win rate; or on a standard prompt set (--bench): IFEval accuracy, "
         "AlpacaEval / Arena-Hard win rate and length-controlled win rate, MT-Bench scores",
         EXAMPLE,
-    )
-    p.add_argument("--model", required=True, help="policy: builtin, directory, hub id, or a LoRA adapter directory")
-    p.add_argument("--baseline", default=None, help="model to compare against (e.g. the starting model)")
-    p.add_argument("--prompts", default="suite", help="'suite' (its test prompts) or a prompts JSONL with graders")
-    p.add_argument(
-        "--limit",
-        type=int,
-        default=None,
-        help="number of prompts: suite, family-balanced (default 120); --bench, the first N usable (default all)",
-    )
-    p.add_argument(
-        "--judge",
-        default="gold",
-        help="'gold' (the suite graders) or a reward-model directory; "
-        "prompts the reward model scores NaN are left out of the win rate and counted. "
-        "--bench: the judge model (alpacaeval, arenahard, mtbench), built with --judge-kind",
-    )
-    p.add_argument(
-        "--bench",
-        default=None,
-        choices=["ifeval", "alpacaeval", "arenahard", "mtbench"],
-        help="a standard prompt set instead of the suite (read from --data in its official format)",
-    )
-    p.add_argument("--data", default=None, help="--bench: the set's file (official format) or a hub id")
-    p.add_argument(
-        "--reference", default=None, help="arenahard: the reference model's answer file (model_answer/<model>.jsonl)"
-    )
-    p.add_argument(
-        "--judge-kind",
-        default=None,
-        help="--bench: scorer kind of --judge (`align ls scorers`): scalar (default for a reward model), judge, "
-        "pair_pm, think (pairwise, asked in both orders), grm (1-10, mtbench) ...",
-    )
-    p.add_argument(
-        "--judge-option",
-        dest="judge_options",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="--bench: an option of the judge scorer, e.g. normalize=true, dtype=float32 (repeatable)",
-    )
-    p.add_argument(
-        "--allow-partial",
-        action="store_true",
-        help="--bench: score the usable rows when some are not (unknown instruction ids, missing fields); they are "
-        "listed with their row numbers and the record is marked partial. Without it such rows are an error",
-    )
-    p.add_argument("--bootstrap", type=int, default=1000, help="--bench: bootstrap resamples of the 95%% intervals")
-    p.add_argument(
-        "--records",
-        default=None,
-        help="--bench: leaderboard records directory to add the run's record to (policy tab); default: none",
-    )
-    p.add_argument(
-        "--write-reference",
-        default=None,
-        metavar="FILE",
-        help="alpacaeval: write --model's answers to the instructions of --data (an AlpacaEval file, or suite) as an "
-        "AlpacaEval reference file naming --model as generator, then stop",
-    )
-    p.add_argument(
-        "--max-new-tokens",
-        type=int,
-        default=None,
-        help="tokens per answer (default: 96 on the suite, 256 with --bench)",
-    )
-    p.add_argument("--batch-size", type=int, default=16)
-    p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
-    p.add_argument(
-        "--dtype",
-        default="auto",
-        choices=["auto", "bfloat16", "float32"],
-        help="auto: bfloat16 where the device runs it natively, else float32",
-    )
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument(
-        "--out",
-        default=None,
-        help="directory for report.json and generations.jsonl (--bench: generations are reused from here when the "
-        "model, data and decoding settings match, so judging again does not regenerate)",
+        settings=PolicyBenchSettings,
     )
     register_overopt(esub, add)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
+from prefalign.models.hub import BUILTINS
 from prefalign.registry import Table
 
 
@@ -30,6 +32,7 @@ TABLES: dict[str, Callable[[], Table[Any]]] = {
     "rm-losses": _lazy("reward_models.losses", "RM_LOSSES"),
     "scorers": _lazy("reward_models.scorers", "SCORERS"),
     "benchmarks": _lazy("leaderboards.benchmarks", "BENCHMARKS"),
+    "policy-benchmarks": _lazy("leaderboards.policy_bench", "POLICY_BENCHMARKS"),
     "sources": _lazy("preference_data.sources", "SOURCES"),
     "formats": _lazy("preference_data.formats", "FORMATS"),
     "presets": _lazy("preference_data.comparisons", "PRESETS"),
@@ -39,15 +42,12 @@ TABLES: dict[str, Callable[[], Table[Any]]] = {
 }
 
 
+@dataclass(frozen=True)
+class Builtin:
+    summary: str
+
+
 def _models() -> Table[Any]:
-    from dataclasses import dataclass
-
-    from prefalign.models.hub import BUILTINS
-
-    @dataclass(frozen=True)
-    class Builtin:
-        summary: str
-
     return Table("builtin model", {f"builtin:{k}": Builtin(v) for k, v in BUILTINS.items()})
 
 

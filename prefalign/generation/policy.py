@@ -1,7 +1,8 @@
 """Policy loading and one-response-per-prompt generation for evaluation, through the generation engine.
 
 Greedy by default, so evaluations are repeatable. GPU users can pass `backend="vllm"` when vLLM is
-installed (`pip install -e '.[gpu]'`).
+installed (`pip install -e '.[gpu]'`). The decoding settings evaluations take are `prefalign.decoding`'s
+(torch-free, for their flags).
 """
 
 from __future__ import annotations
@@ -9,16 +10,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from preference_data.records import Conversation
+from prefalign.models.hub import load_model
+from prefalign.models.precision import announce, decide_dtype
+
+from . import SamplingParams, exact_batched, make_engine
 
 
 def load_policy(ref: str, dtype: str = "auto") -> Any:
     """A causal LM from a builtin, a directory, a hub id, or a peft adapter directory (merged on load).
 
     `dtype: auto` is bfloat16 where the device runs it natively, else float32; the choice is printed."""
-    from prefalign.models.hub import load_model
-    from prefalign.models.precision import announce, decide_dtype
-
     decision = decide_dtype(dtype, knob="--dtype")
     announce(f"generation with {ref}", decision)
     return load_model(ref, decision.value, merge=True)
@@ -27,7 +28,7 @@ def load_policy(ref: str, dtype: str = "auto") -> Any:
 def generate(
     model: Any,
     tokenizer: Any,
-    prompts: Sequence[Conversation],
+    prompts: Sequence[Sequence[Any]],
     max_new_tokens: int = 96,
     batch_size: int = 16,
     temperature: float = 0.0,
@@ -36,7 +37,8 @@ def generate(
     backend: str = "transformers",
     progress: bool = False,
 ) -> list[str]:
-    """Responses (text, special tokens removed, stripped) to each prompt, in input order.
+    """Responses (text, special tokens removed, stripped) to each prompt (a conversation: a list of messages with
+    `role` and `content`), in input order.
 
     One completion per prompt through the generation engine (`prefalign.generation`): prompts rendered with the
     chat template and left-truncated to `max_prompt_length` tokens. Greedy when `temperature` is 0 (the
@@ -47,8 +49,6 @@ def generate(
     fast schedule, at most `batch_size` rows decoded together. backend: "transformers" (`model` is a loaded
     causal LM) or "vllm" (a loaded model or a path).
     """
-    from prefalign.generation import SamplingParams, exact_batched, make_engine
-
     options: dict[str, Any] = {}
     if backend == "transformers":
         options = exact_batched(batch_size) if temperature == 0 else {"max_rows": batch_size}
@@ -56,3 +56,6 @@ def generate(
     params = SamplingParams(n=1, temperature=temperature, max_new_tokens=max_new_tokens, seed=seed)
     result = engine.generate([list(p) for p in prompts], params, max_prompt_length=max_prompt_length, progress=progress)
     return [out.completions[0].text.strip() for out in result.outputs]
+
+
+__all__ = ["generate", "load_policy"]
