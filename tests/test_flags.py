@@ -4,6 +4,7 @@ fields, `--config FILE` under the flags, and every problem reported at once nami
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -181,8 +182,99 @@ def test_config_file_must_be_a_mapping(tmp_path):
     assert any("expected a mapping of Settings fields" in p for p in problems("--config", str(f)))
 
 
-def test_flags_import_without_torch():
-    code = "import sys, prefalign.flags\nprint(','.join(m for m in ('torch', 'transformers') if m in sys.modules))"
+# --------------------------------------------------------------------------------------------------------
+# The verbs that declare settings
+# --------------------------------------------------------------------------------------------------------
+
+
+def _verbs(p: argparse.ArgumentParser, path: str = "align") -> list[tuple[str, argparse.ArgumentParser]]:
+    out = []
+    for action in p._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                out.append((f"{path} {name}", sub))
+                out.extend(_verbs(sub, f"{path} {name}"))
+    return out
+
+
+def test_every_verb_with_settings_documents_each_flag_and_has_examples():
+    from align.cli.main import build_parser
+
+    converted = {}
+    for name, sub in _verbs(build_parser()):
+        cls = sub.get_default("settings_class")
+        if cls is not None:
+            converted[name] = cls
+            for f in dataclasses.fields(cls):
+                assert f.metadata.get("doc"), f"{name}: {f.name} has no doc"
+            assert "examples:" in (sub.epilog or ""), f"{name} has no examples"
+    expected = {"align eval policy", "align rm score", "align rm scaling", "align rm compare", "align bench run"}
+    expected |= {"align bench show", "align data doctor", "align data suite"}
+    assert expected <= set(converted)
+
+
+def _settings(*argv: str) -> Any:
+    from align.cli.main import build_parser
+
+    args = build_parser().parse_args(list(argv))
+    return from_args(settings_class(args), args)
+
+
+def test_rm_and_bench_verbs_keep_their_flags():
+    s = _settings("rm", "scaling", "--model", "g", "--k", "1,2,4,8", "--limit", "5", "--split", "dev")
+    assert (s.k, s.limit, s.split, s.temperature, s.max_new_tokens) == ([1, 2, 4, 8], 5, "dev", 0.8, 160)
+    s = _settings("rm", "score", "--model", "m", "--data", "d", "--out", "o", "--raw", "--batch-tokens", "512")
+    assert s.raw and s.batch_tokens == 512 and s.dtype == "auto"
+    s = _settings("rm", "compare", "--scorer", "a=scalar:x", "--scorer", "b=polar:y", "--suite-per-family", "3")
+    assert s.scorer == ["a=scalar:x", "b=polar:y"] and s.suite_per_family == 3 and s.bootstrap == 2000
+    with pytest.raises(ConfigError, match="--scorer is required"):
+        _settings("rm", "compare")
+    s = _settings(
+        "bench", "run", "pairs", "--model", "m", "--option", "beta=0.05", "--no-cache", "--tie-threshold", "0.1"
+    )
+    assert (s.bench, s.options, s.cache, s.tie_threshold) == ("pairs", {"beta": 0.05}, False, 0.1)
+    s = _settings("data", "doctor", "suite", "--max-length", "512", "--policy", "truncate_prompt_left")
+    assert (s.source, s.max_length, s.policy, s.split) == ("suite", 512, "truncate_prompt_left", "all")
+    assert _settings("data", "suite", "--out", "d", "--per-family", "3").per_family == 3
+
+
+def test_cli_reports_every_problem_of_a_verb_at_once(capsys):
+    from align.cli.main import main
+
+    assert main(["eval", "policy", "--limit", "many", "--dtype", "fp16", "--bench", "ifevl"]) == 2
+    err = capsys.readouterr().err
+    assert "align eval policy: 4 problem(s)" in err
+    assert "--model is required" in err and "--limit: expected int | null, got 'many'" in err
+    assert "--dtype: 'fp16' is not allowed" in err and "did you mean 'ifeval'" in err
+    assert "Traceback" not in err
+
+
+def test_eval_policy_settings_from_a_config_file(tmp_path):
+    from align.cli.main import build_parser
+    from leaderboards.policy_bench import PolicyBenchSettings
+
+    f = tmp_path / "eval.yaml"
+    f.write_text("model: runs/dpo/model\nbench: alpacaeval\ndata: ref.json\njudge_options: {normalize: true}\n")
+    args = build_parser().parse_args(["eval", "policy", "--config", str(f), "--judge-option", "dtype=float32"])
+    s = from_args(settings_class(args), args)
+    assert isinstance(s, PolicyBenchSettings)
+    assert (s.model, s.bench, s.data, s.judge_options) == (
+        "runs/dpo/model",
+        "alpacaeval",
+        "ref.json",
+        {"dtype": "float32"},
+    )
+    assert s.max_new_tokens == 256  # the standard sets' default; the suite's is 96
+    args = build_parser().parse_args(["eval", "policy", "--model", "m"])
+    assert from_args(settings_class(args), args).max_new_tokens == 96
+
+
+def test_flags_and_decoding_settings_import_without_torch():
+    code = (
+        "import sys\nimport prefalign.flags, prefalign.decoding, leaderboards.policy_bench\n"
+        "from align.cli.main import build_parser\nbuild_parser()\n"
+        "print(','.join(m for m in ('torch', 'transformers') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "", f"importing prefalign.flags imported {out.stdout.strip()}"
+    assert out.stdout.strip() == "", f"building the parser imported {out.stdout.strip()}"

@@ -3,6 +3,24 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import importlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from prefalign.config import load, option, read_yaml
+from prefalign.errors import UserError
+from prefalign.models.precision import DTYPES
+from preference_data.sources import DataConfig
+from preference_data.sources import load as load_source
+from reward_models.compare import ScorerSpec, compare, summary_lines
+from reward_models.generative.scaling import measure
+from reward_models.score_cli import score_file
+from reward_models.scorers import BATCH_TOKENS
+
+from .configs import KINDS
 
 TRAIN_EXAMPLE = (
     "align rm train --config configs/rm_suite.yaml\n"
@@ -31,12 +49,6 @@ def cmd_train(args: argparse.Namespace) -> int:
     """A scalar RM (config kind rm_train, the default), a generative judge (kind judge_train), a GRM's
     meta-RM (kind meta_rm_train), a POLAR policy pool (kind polar_pool), a POLAR RM (kind polar_train) or a
     multi-objective RM (kind mo_rm_train)."""
-    import importlib
-    from typing import Any
-
-    from align.cli.configs import KINDS
-    from prefalign.config import load, read_yaml
-
     data = read_yaml(args.config) if args.config else {}
     kind = data.get("kind") if isinstance(data, dict) else None
     module, config = KINDS[kind if kind in RM_TRAIN_KINDS else "rm_train"]
@@ -49,17 +61,33 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_score(args: argparse.Namespace) -> int:
-    from reward_models.score_cli import score_file
+# The settings of `rm score`, `rm scaling` and `rm compare` belong beside their consumers in reward_models
+# (score_cli.score_file, generative.scaling.measure, compare.compare); they move there when those modules are next
+# changed.
 
+
+@dataclass(kw_only=True)
+class ScoreSettings:
+    """`align rm score`: the arguments of `reward_models.score_cli.score_file`."""
+
+    model: str = option(doc="a trained RM directory (or any sequence-classification model)")
+    data: str = option(doc="pairs, rated responses or (prompt, response) rows")
+    out: str = option(doc="output JSONL: one row per response")
+    format: str = option("auto", "input format (default: detect)")
+    raw: bool = option(False, "raw rewards instead of normalised (r - mean) / std")
+    dtype: str = option("auto", "auto: bfloat16 where the device runs it natively, else float32", choices=DTYPES)
+    batch_tokens: int = option(BATCH_TOKENS, "token budget per scoring batch")
+
+
+def cmd_score(s: ScoreSettings) -> int:
     n, path = score_file(
-        args.model,
-        args.data,
-        args.out,
-        normalize=not args.raw,
-        fmt=args.format,
-        dtype=args.dtype,
-        batch_tokens=args.batch_tokens,
+        s.model,
+        s.data,
+        s.out,
+        normalize=not s.raw,
+        fmt=s.format,
+        dtype=s.dtype,
+        batch_tokens=s.batch_tokens,
     )
     print(f"wrote {n} scores to {path}")
     return 0
@@ -71,36 +99,42 @@ SCALING_EXAMPLE = (
 )
 
 
-def cmd_scaling(args: argparse.Namespace) -> int:
-    import dataclasses
-    import json
-    from pathlib import Path
+@dataclass(kw_only=True)
+class ScalingSettings:
+    """`align rm scaling`: which GRM (and meta-RM), on which pairs, at which numbers of sampled critiques."""
 
-    from prefalign.errors import UserError
-    from preference_data.sources import DataConfig
-    from preference_data.sources import load as load_source
-    from reward_models.generative.scaling import measure
+    model: str = option(doc="the GRM (a judge_train run's model/ directory, or any causal LM)")
+    meta_model: str | None = option(None, "a meta-RM (kind meta_rm_train) for meta-guided voting")
+    k_meta: int | None = option(None, "critiques the meta-RM keeps (default: half of k)")
+    k: list[int] = option(factory=lambda: [1, 2, 4, 8], doc="sample counts, each dividing the largest, comma-separated")
+    data: str = option("suite", "labelled pairs: suite, a file, or a hub id")
+    split: Literal["train", "dev", "test", "all"] = option("test", "the deterministic split to score")
+    limit: int | None = option(None, "score only the first N pairs")
+    temperature: float = option(0.8, "sampling temperature")
+    max_new_tokens: int = option(160, "longest critique in tokens")
+    seed: int = option(0, "sampling seed")
+    dtype: str = option("auto", "auto: bfloat16 where the device runs it natively, else float32", choices=DTYPES)
+    out: str | None = option(None, "write the curve, cost and settings as JSON here")
 
-    try:
-        ks = sorted({int(k) for k in args.k.split(",")})
-    except ValueError:
-        raise UserError(f"--k: a comma-separated list of integers such as 1,2,4,8, got {args.k!r}") from None
-    data = dataclasses.replace(DataConfig(), source=args.data, split=args.split, limit=args.limit)
+
+def cmd_scaling(s: ScalingSettings) -> int:
+    ks = sorted(set(s.k))
+    data = dataclasses.replace(DataConfig(), source=s.data, split=s.split, limit=s.limit)
     pairs = load_source(data).pairs
     if not pairs:
-        raise UserError(f"--data {args.data} --split {args.split}: no pairs to score")
+        raise UserError(f"--data {s.data} --split {s.split}: no pairs to score")
     result = measure(
-        args.model,
+        s.model,
         pairs,
         ks,
-        meta_model=args.meta_model,
-        k_meta=args.k_meta,
-        temperature=args.temperature,
-        max_new_tokens=args.max_new_tokens,
-        seed=args.seed,
-        dtype=args.dtype,
+        meta_model=s.meta_model,
+        k_meta=s.k_meta,
+        temperature=s.temperature,
+        max_new_tokens=s.max_new_tokens,
+        seed=s.seed,
+        dtype=s.dtype,
     )
-    result |= {"data": args.data, "split": args.split, "limit": args.limit}
+    result |= {"data": s.data, "split": s.split, "limit": s.limit}
     print(f"{'k':>3}  {'voting':<6} {'accuracy':>8}  95% interval  {'ties':>5}  ({result['pairs']} pairs, ties wrong)")
     for p in result["curve"]:
         voting = p["voting"] + (f"/{p['k_meta']}" if p["k_meta"] else "")
@@ -110,10 +144,10 @@ def cmd_scaling(args: argparse.Namespace) -> int:
         f"cost: {c['generated_tokens_per_item'] / ks[-1]:.0f} generated tokens and "
         f"{c['seconds_per_item'] / ks[-1]:.2f}s per critique; abstentions {result['abstentions'] or 'none'}"
     )
-    if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(json.dumps(result, indent=2))
-        print(f"wrote {args.out}")
+    if s.out:
+        Path(s.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(s.out).write_text(json.dumps(result, indent=2))
+        print(f"wrote {s.out}")
     return 0
 
 
@@ -124,42 +158,47 @@ COMPARE_EXAMPLE = (
 )
 
 
-def cmd_compare(args: argparse.Namespace) -> int:
-    import dataclasses
-    import json
-    from pathlib import Path
+@dataclass(kw_only=True)
+class CompareSettings:
+    """`align rm compare`: the scorers (the first is the baseline) and the held-out pairs they score."""
 
-    from prefalign.errors import UserError
-    from reward_models.compare import ScorerSpec, compare, summary_lines
+    scorer: list[str] = option(doc="LABEL=KIND:MODEL (repeat; the first is the baseline)")
+    data: str = option("suite", "suite (its pairs with reference answers) or a pairs file")
+    split: Literal["train", "test"] = option("test", "suite split")
+    suite_per_family: int = option(200, "suite tasks per family")
+    suite_seed: int = option(0, "suite generator seed")
+    limit: int | None = option(None, "score only the first N pairs")
+    bootstrap: int = option(2000, "bootstrap resamples")
+    out: str | None = option(None, "write the numbers as JSON here")
 
-    specs = [ScorerSpec.parse(s) for s in args.scorer]
-    if args.data == "suite":
-        from preference_data.suite import build_suite, with_references
 
-        suite = build_suite(args.suite_per_family, args.suite_seed)
-        pairs = with_references(suite, suite.test_pairs if args.split == "test" else suite.train_pairs)
+def cmd_compare(s: CompareSettings) -> int:
+    # the suite's generators add ~60 ms to every `align` start: imported when the verb runs
+    from preference_data.suite import build_suite, with_references
+
+    specs = [ScorerSpec.parse(text) for text in s.scorer]
+    if s.data == "suite":
+        suite = build_suite(s.suite_per_family, s.suite_seed)
+        pairs = with_references(suite, suite.test_pairs if s.split == "test" else suite.train_pairs)
     else:
-        from preference_data.sources import DataConfig
-        from preference_data.sources import load as load_source
-
-        pairs = load_source(dataclasses.replace(DataConfig(), source=args.data, split="all")).pairs
-    if args.limit is not None:
-        pairs = pairs[: args.limit]
+        pairs = load_source(dataclasses.replace(DataConfig(), source=s.data, split="all")).pairs
+    if s.limit is not None:
+        pairs = pairs[: s.limit]
     if not pairs:
-        raise UserError(f"--data {args.data}: no pairs to score")
-    result = compare(specs, pairs, bootstrap=args.bootstrap)
-    result |= {"data": args.data, "split": args.split, "limit": args.limit}
+        raise UserError(f"--data {s.data}: no pairs to score")
+    result = compare(specs, pairs, bootstrap=s.bootstrap)
+    result |= {"data": s.data, "split": s.split, "limit": s.limit}
     print("\n".join(summary_lines(result)))
-    if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(json.dumps(result, indent=2))
-        print(f"wrote {args.out}")
+    if s.out:
+        Path(s.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(s.out).write_text(json.dumps(result, indent=2))
+        print(f"wrote {s.out}")
     return 0
 
 
 def cmd_strength(args: argparse.Namespace) -> int:
-    from prefalign.config import load
-    from reward_models.strength import StrengthConfig, run_strength
+    from reward_models.rm_train import run_strength  # imports torch: only when the verb runs
+    from reward_models.strength import StrengthConfig
 
     cfg = load(StrengthConfig, args.config, args.overrides)
     report = run_strength(cfg)
@@ -172,8 +211,6 @@ def cmd_strength(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction, add) -> None:
-    from reward_models.scorers import BATCH_TOKENS  # plain data: the scorer table module imports no torch
-
     rm = sub.add_parser("rm", help="train and use reward models")
     rsub = rm.add_subparsers(dest="rm_verb", metavar="VERB")
     p = add(
@@ -187,19 +224,14 @@ def register(sub: argparse._SubParsersAction, add) -> None:
     p.add_argument("--config", required=True, help="an rm_train YAML (see configs/)")
     p.add_argument("--resume", action="store_true", help="continue from the last checkpoint in output_dir")
     p.add_argument("overrides", nargs="*", help="dotted overrides, e.g. train.lr=5e-5")
-    p = add(rsub, "score", cmd_score, "score every response of a data file with a reward model", SCORE_EXAMPLE)
-    p.add_argument("--model", required=True, help="a trained RM directory (or any sequence-classification model)")
-    p.add_argument("--data", required=True, help="pairs, rated responses or (prompt, response) rows")
-    p.add_argument("--out", required=True, help="output JSONL: one row per response")
-    p.add_argument("--format", default="auto", help="input format (default: detect)")
-    p.add_argument("--raw", action="store_true", help="raw rewards instead of normalised (r - mean) / std")
-    p.add_argument(
-        "--dtype",
-        default="auto",
-        choices=["auto", "bfloat16", "float32"],
-        help="auto: bfloat16 where the device runs it natively, else float32",
+    add(
+        rsub,
+        "score",
+        cmd_score,
+        "score every response of a data file with a reward model",
+        SCORE_EXAMPLE,
+        settings=ScoreSettings,
     )
-    p.add_argument("--batch-tokens", type=int, default=BATCH_TOKENS, help="token budget per scoring batch")
     p = add(
         rsub,
         "strength",
@@ -209,40 +241,20 @@ def register(sub: argparse._SubParsersAction, add) -> None:
     )
     p.add_argument("--config", required=True, help="an rm_strength YAML")
     p.add_argument("overrides", nargs="*")
-    p = add(
+    add(
         rsub,
         "scaling",
         cmd_scaling,
         "pointwise GRM pair accuracy at k sampled critiques (plain and meta-RM voting), with bootstrap intervals",
         SCALING_EXAMPLE,
+        settings=ScalingSettings,
     )
-    p.add_argument("--model", required=True, help="the GRM (a judge_train run's model/ directory, or any causal LM)")
-    p.add_argument("--meta-model", default=None, help="a meta-RM (kind meta_rm_train) for meta-guided voting")
-    p.add_argument("--k-meta", type=int, default=None, help="critiques the meta-RM keeps (default: half of k)")
-    p.add_argument("--k", default="1,2,4,8", help="sample counts, each dividing the largest (default 1,2,4,8)")
-    p.add_argument("--data", default="suite", help="labelled pairs: suite, a file, or a hub id (default suite)")
-    p.add_argument("--split", default="test", choices=["train", "dev", "test", "all"], help="default test")
-    p.add_argument("--limit", type=int, default=None, help="score only the first N pairs")
-    p.add_argument("--temperature", type=float, default=0.8, help="sampling temperature (default 0.8)")
-    p.add_argument("--max-new-tokens", type=int, default=160, help="longest critique (default 160)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--dtype", default="auto", choices=["auto", "bfloat16", "float32"])
-    p.add_argument("--out", default=None, help="write the curve, cost and settings as JSON here")
-    p = add(
+    add(
         rsub,
         "compare",
         cmd_compare,
         "several scorers on the same held-out pairs: accuracy with bootstrap intervals, paired differences to the "
         "first, seconds per pair",
         COMPARE_EXAMPLE,
+        settings=CompareSettings,
     )
-    p.add_argument(
-        "--scorer", action="append", required=True, help="LABEL=KIND:MODEL (repeat; the first is the baseline)"
-    )
-    p.add_argument("--data", default="suite", help="suite (its pairs with reference answers) or a pairs file")
-    p.add_argument("--split", default="test", choices=["train", "test"], help="suite split (default test)")
-    p.add_argument("--suite-per-family", type=int, default=200, help="suite tasks per family (default 200)")
-    p.add_argument("--suite-seed", type=int, default=0)
-    p.add_argument("--limit", type=int, default=None, help="score only the first N pairs")
-    p.add_argument("--bootstrap", type=int, default=2000, help="bootstrap resamples (default 2000)")
-    p.add_argument("--out", default=None, help="write the numbers as JSON here")
