@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from prefalign.config import option
 from prefalign.decoding import DecodingSettings
@@ -44,8 +44,10 @@ from reward_models.scorers import default_scorer, load_scorer
 
 from .ifeval import DETECTORS, ifeval_scores
 from .policy_data import BenchData, BenchItem, read_alpacaeval, read_arenahard, read_ifeval, read_mtbench
-from .records import Record, git_commit, now, package_versions
 from .winrate import both_orders, pointwise_preference, win_rates
+
+if TYPE_CHECKING:
+    from .records import Record
 
 POLICY_SECTION = "policy"
 """`Record.settings['section']` of every policy record: the leaderboard's policy tab."""
@@ -500,6 +502,9 @@ def run_policy_bench(settings: PolicyBenchSettings, judge: Any = None) -> tuple[
     """Evaluate `settings.model` on the prompt set `settings.bench` read from `settings.data`; `judge` is a loaded
     scorer (`load_judge`; none for a set scored by rules). Returns the report and the record (saved to
     `settings.records` when given)."""
+    # records (git, package versions) add ~15 ms to every `align` start, which reads this module for its flags
+    from .records import Record, git_commit, now, package_versions
+
     s = replace(settings, dtype=decide_dtype(settings.dtype, knob="--dtype").value)
     if s.bench is None or s.data is None:
         raise UserError("run_policy_bench needs a prompt set: --bench NAME --data FILE")

@@ -21,8 +21,6 @@ from pathlib import Path
 from typing import Any
 
 from leaderboards.benchmarks import BENCHMARKS
-from leaderboards.records import summarize
-from leaderboards.runner import BenchSettings, run_benchmark
 from prefalign.config import option
 from prefalign.errors import UserError
 from prefalign.flags import flag_of
@@ -209,6 +207,10 @@ def _default_suite_pairs(references: bool = False) -> list[Any]:
 
 
 def cmd_run(s: BenchRunSettings) -> int:
+    # the runner and the records add ~25 ms to every `align` start: imported when the verb runs
+    from leaderboards.records import summarize
+    from leaderboards.runner import BenchSettings, run_benchmark
+
     bench = BENCHMARKS[s.bench]
     if s.data is not None:
         _check_data(s.data)

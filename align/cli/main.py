@@ -31,8 +31,6 @@ from prefalign.cpu import tune_allocator
 from prefalign.errors import UserError, did_you_mean
 from prefalign.flags import add_flags, from_args, settings_class
 from prefalign.training.config import LengthPolicy  # torch-free, like every import while parsing
-from preference_data.comparisons import read_columns
-from preference_data.sources import DataConfig
 
 from .configs import validate_file
 from .tables import TABLES, print_table
@@ -104,7 +102,10 @@ class DoctorSettings:
 
 
 def cmd_doctor(s: DoctorSettings) -> int:
-    from preference_data.doctor import run_doctor  # tokenizer checks add ~15 ms to every start: only when run
+    # the data readers and the doctor add ~30 ms to every `align` start: imported when the verb runs
+    from preference_data.comparisons import read_columns
+    from preference_data.doctor import run_doctor
+    from preference_data.sources import DataConfig
 
     fields: dict[str, Any] = {"source": s.source, "format": s.format, "split": s.split}
     if s.preset is not None:
