@@ -37,10 +37,11 @@ from prefalign.models.hub import DEFAULT_MODEL
 from prefalign.registry import Table
 from prefalign.training.config import HeldOutSection, LoraSection, TrainSection
 from preference_data.records import Message, PreferencePair, PromptOnly
+from reward_models.composition import weighted_sum
 
 from .losses import LOSSES, check_loss_config
-from .online import PolicyEvalSection, PromptsSection
-from .rewards import RewardSet, check_reward_specs, combine
+from .online.config import PolicyEvalSection, PromptsSection
+from .rewards import RewardSet, check_reward_specs
 from .train import LossSection, ReferenceSection
 
 PairRule = Literal["max_min", "max_random", "max_second", "length_penalized"]
@@ -226,7 +227,7 @@ def score_round(
     flat = [x for g in texts for x in g]
     records = [p for p in prompts for _ in range(K)]
     comps = rewards.score(records, flat)
-    r = combine(comps, rewards.weights).view(len(prompts), K)
+    r = weighted_sum(comps, rewards.weights).view(len(prompts), K)
     return [[float(v) for v in row] for row in r.tolist()]
 
 
@@ -330,7 +331,8 @@ def run(cfg: IterativeConfig, resume: bool = False) -> dict[str, Any]:
     from prefalign.training.report import write_report
 
     from . import train as offline
-    from .online import gold_eval_report, load_train_prompts, log_row
+    from .online.evaluation import gold_eval_report, log_row
+    from .online.rollout import load_train_prompts
     from .pipeline import finished_run
 
     root = Path(cfg.output_dir)
@@ -340,7 +342,7 @@ def run(cfg: IterativeConfig, resume: bool = False) -> dict[str, Any]:
     metrics = root / "metrics.jsonl"
     metrics.write_text("", encoding="utf-8")
     t0 = time.time()
-    prompts = load_train_prompts(cfg)  # type: ignore[arg-type]  # reads cfg.prompts only
+    prompts = load_train_prompts(cfg.prompts)
     rewards = RewardSet(cfg.reward)
     policy = cfg.model
     evals: dict[str, Any] = {}

@@ -340,20 +340,21 @@ def rows(run_dir: str) -> list[dict]:
 def killed_then_resumed(monkeypatch, cfg, at_update: int) -> dict:
     """Run `cfg`, killed during its `at_update`-th update, then resume it to the end; the resumed report."""
     from align import online
+    from align.online import loop
 
-    real = online.OnlineRun.update
+    real = loop.update
     calls = {"n": 0}
 
-    def dying(self, *a, **k):
+    def dying(*a, **k):
         calls["n"] += 1
         if calls["n"] == at_update:
             raise KeyboardInterrupt
-        return real(self, *a, **k)
+        return real(*a, **k)
 
-    monkeypatch.setattr(online.OnlineRun, "update", dying)
+    monkeypatch.setattr(loop, "update", dying)
     with pytest.raises(KeyboardInterrupt):
         online.run(cfg)
-    monkeypatch.setattr(online.OnlineRun, "update", real)
+    monkeypatch.setattr(loop, "update", real)
     return online.run(cfg, resume=True)
 
 
@@ -444,10 +445,12 @@ def test_every_aggregator_runs_in_the_online_loop(tmp_path, tiny_model_ref, comp
         assert "hv/meta" in steps[1] and steps[0]["hv/contribution"] == 0.0  # the first point is the reference
     if composition.get("aggregate") == "dpa":
         data = json.loads((tmp_path / "agg" / "rollouts" / "step_00000-rank0.json").read_text())
-        assert len(data["theta"]) == 4 and all(abs(t) <= math.pi / 4 + 1e-9 for t in data["theta"])
+        theta = data["rollout"]["directions"]  # one per prompt
+        assert len(theta) == 2 and all(abs(t) <= math.pi / 4 + 1e-9 for t in theta)
     if composition.get("aggregate") == "par":
         data = json.loads((tmp_path / "agg" / "rollouts" / "step_00000-rank0.json").read_text())
-        assert len(data["par_ref"]) == 2 and len(data["par_ref"][0]) == 2 and len(data["par_ref"][0][0]) == 3
+        par = data["rewards"]["par_ref"]  # (prompts, M, K)
+        assert len(par) == 2 and len(par[0]) == 2 and len(par[0][0]) == 3
 
 
 def test_nan_component_is_masked_and_counted_under_a_composition(tmp_path, tiny_model_ref):

@@ -67,25 +67,26 @@ def same(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor], atol: float = 0
 
 def test_resume_after_a_kill_reaches_the_same_weights(tmp_path, tiny_model_ref, monkeypatch):
     from align import online
+    from align.online import loop
 
     full = online.run(online_config(tmp_path, "full"))
     assert full["steps"] == 3
     calls = {"n": 0}
-    real = online.OnlineRun.update
+    real = loop.update
 
-    def dying(self, *a, **k):
+    def dying(*a, **k):
         calls["n"] += 1
         if calls["n"] == 3:
             raise KeyboardInterrupt  # killed during the third update
-        return real(self, *a, **k)
+        return real(*a, **k)
 
-    monkeypatch.setattr(online.OnlineRun, "update", dying)
+    monkeypatch.setattr(loop, "update", dying)
     cfg = online_config(tmp_path, "killed")
     with pytest.raises(KeyboardInterrupt):
         online.run(cfg)
     assert (Path(cfg.output_dir) / "stopped.json").exists()
     assert (Path(cfg.output_dir) / "rollouts" / "step_00002-rank0.json").exists()  # drawn before the kill
-    monkeypatch.setattr(online.OnlineRun, "update", real)
+    monkeypatch.setattr(loop, "update", real)
     resumed = online.run(cfg, resume=True)
     assert resumed["steps"] == 3
     same(adapter(Path(full["adapter_dir"]).parent), adapter(Path(cfg.output_dir)))
@@ -183,38 +184,47 @@ def test_iterative_rounds_cache_and_resume(tmp_path, tiny_model_ref):
     assert (tmp_path / "iter" / "round_2" / "train" / "report.json").stat().st_mtime == mtime
 
 
+FSDP_ON_CPU = """compute_environment: LOCAL_MACHINE
+distributed_type: FSDP
+num_processes: 2
+num_machines: 1
+machine_rank: 0
+mixed_precision: 'no'
+use_cpu: true
+fsdp_config:
+  fsdp_version: 2
+  fsdp_auto_wrap_policy: NO_WRAP
+  fsdp_state_dict_type: FULL_STATE_DICT
+  fsdp_reshard_after_forward: true
+"""
+
+
+def _launch(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
+    cmd = [sys.executable, "-m", *args, "-m", "align.cli.main", "train", "--config", str(tmp_path / "cfg.yaml")]
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=400)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc
+
+
 @pytest.mark.slow
-def test_two_processes_equal_one_for_one_online_step(tmp_path, tiny_model_ref):
+def test_two_processes_ddp_and_fsdp_equal_one(tmp_path, tiny_model_ref):
+    """torchrun (DDP through accelerate) and `accelerate launch` with an FSDP config (FSDP2 on CPU, gloo) make the
+    update one process makes on the whole batch."""
     from align import online
 
-    one = online.run(online_config(tmp_path, "one", train__max_steps=1))
-    cfg = online_config(tmp_path, "two", train__max_steps=1)
-    dump_yaml(cfg, tmp_path / "ddp.yaml")
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--standalone",
-            "--nproc_per_node",
-            "2",
-            "-m",
-            "align.cli.main",
-            "train",
-            "--config",
-            str(tmp_path / "ddp.yaml"),
-        ],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    # each rank drew and scored its own prompt
-    assert (tmp_path / "two" / "rollouts" / "step_00000-rank1.json").exists()
-    same(adapter(Path(one["adapter_dir"]).parent), adapter(tmp_path / "two"), atol=1e-6)
+    one = online.run(online_config(tmp_path, "one", train__max_steps=2))
+    for name, launcher in {
+        "ddp": ["torch.distributed.run", "--standalone", "--nproc_per_node", "2"],
+        "fsdp": ["accelerate.commands.launch", "--config_file", str(tmp_path / "fsdp.yaml")],
+    }.items():
+        (tmp_path / "fsdp.yaml").write_text(FSDP_ON_CPU)
+        dump_yaml(online_config(tmp_path, name, train__max_steps=2), tmp_path / "cfg.yaml")
+        _launch(launcher, tmp_path)
+        report = json.loads((tmp_path / name / "report.json").read_text())
+        assert report["processes"] == 2 and report["parallel"] == name
+        assert (tmp_path / name / "rollouts" / "step_00000-rank1.json").exists()  # each rank drew its own prompt
+        same(adapter(Path(one["adapter_dir"]).parent), adapter(tmp_path / name), atol=1e-6)
 
 
 # --- judges trained by RL: the rule reward against cheap answers ---------------------------------------
@@ -229,7 +239,7 @@ def _judge_record(kind: str, **gold):
 def test_judge_correctness_rule_and_cheap_answers():
     from align.rewards import Component, judge_correctness
 
-    c = Component("judge", 1.0, {"type": "judge_correctness", "tolerance": 1})
+    c = Component("judge", 1.0, {"type": "judge_correctness", "tolerance": 1}, "rule")
     think = _judge_record("think", form="binary", label="B", strength=2)
     assert judge_correctness(think, "<think>B is right</think>\n<answer>B</answer>", c) == 1.0
     assert judge_correctness(think, "<answer>A</answer>", c) == 0.0
@@ -280,7 +290,7 @@ def test_pairwise_rlhf_step_runs_with_a_pairwise_judge(tmp_path, tiny_model_ref)
     )
     report = online.run(cfg)
     data = json.loads((Path(cfg.output_dir) / "rollouts" / "step_00000-rank0.json").read_text())
-    prefs = torch.tensor(data["prefs"])  # (prompts, G, G), antisymmetric, diagonal 0
+    prefs = torch.tensor(data["rewards"]["prefs"])  # (prompts, G, G), antisymmetric, diagonal 0
     assert prefs.shape == (2, 3, 3)
     assert torch.allclose(prefs, -prefs.transpose(1, 2)) and torch.all(prefs.diagonal(dim1=1, dim2=2) == 0)
     assert report["algorithm"]["advantage"] == "pairwise"

@@ -21,7 +21,7 @@ from align.losses.policy_gradient import (
     rloo_advantages,
     sequence_kl,
 )
-from align.rewards import combine
+from reward_models.composition import weighted_sum as combine
 
 # --- advantages by hand -------------------------------------------------------------------------------
 

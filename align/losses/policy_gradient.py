@@ -177,6 +177,7 @@ class AdvantageSpec:
     summary: str
     input: Literal["rewards", "preferences"] = "rewards"
     options: tuple[str, ...] = ()
+    compares_group: bool = True  # reads the other completions of the prompt (needs group_size >= 2)
 
 
 ADVANTAGES: Table[AdvantageSpec] = Table(
@@ -193,6 +194,7 @@ ADVANTAGES: Table[AdvantageSpec] = Table(
             reinforce_advantages,
             "REINFORCE baseline (group_mean | batch_mean | none), optionally batch-normalised",
             options=("baseline", "normalize"),
+            compares_group=False,
         ),
         "pairwise": AdvantageSpec(
             "pairwise",
@@ -399,16 +401,6 @@ def compute_pg_loss(name: str, params: Mapping[str, Any], batch: PGBatch) -> PGT
     return spec.fn(batch, **(spec.defaults | dict(params)))
 
 
-def pad_rows(rows: list[list[float]], width: int | None = None, value: float = 0.0) -> Tensor:
-    """Ragged per-token lists -> (S, T) float tensor padded with `value`."""
-    T = width if width is not None else max((len(r) for r in rows), default=0)
-    out = torch.full((len(rows), T), value, dtype=torch.float32)
-    for i, r in enumerate(rows):
-        if r:
-            out[i, : len(r)] = torch.tensor(r[:T], dtype=torch.float32)
-    return out
-
-
 __all__ = [
     "ADVANTAGES",
     "PG_LOSSES",
@@ -423,7 +415,6 @@ __all__ = [
     "group_advantages",
     "grpo_loss",
     "kl_estimate",
-    "pad_rows",
     "pairwise_advantages",
     "reinforce_advantages",
     "reinforce_loss",

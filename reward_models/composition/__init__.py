@@ -75,6 +75,7 @@ from .weights import (
     hypervolume,
     hypervolume_contribution,
     influence,
+    influence_of_gram,
     mix_advantages,
     whiten,
 )
@@ -102,6 +103,7 @@ __all__ = [
     "hypervolume",
     "hypervolume_contribution",
     "influence",
+    "influence_of_gram",
     "initial_simplex",
     "maxmin_group_argmin",
     "maxmin_per_sample",

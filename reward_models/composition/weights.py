@@ -135,11 +135,16 @@ class HypervolumeWeighting:
 # --- gradient-based weights --------------------------------------------------------------------------------
 
 
+def influence_of_gram(gram: torch.Tensor) -> torch.Tensor:
+    """(K, K) Gram matrix G_kj = <g_k, g_j> of per-component gradients -> (K,) s_k = Σ_j G_kj (row sums, the
+    diagonal included): how much a step on component k moves all components, to first order."""
+    return gram.sum(-1)
+
+
 def influence(grads: torch.Tensor) -> torch.Tensor:
-    """(K, D) flattened per-component gradients -> (K,) s_k = Σ_j <g_k, g_j> (row sums of the Gram matrix,
-    the diagonal included): how much a step on component k moves all components, to first order."""
+    """(K, D) flattened per-component gradients -> (K,) `influence_of_gram` of their Gram matrix (in float64)."""
     g = grads.double()
-    return (g @ g.T).sum(-1).to(grads.dtype)
+    return influence_of_gram(g @ g.T).to(grads.dtype)
 
 
 def exponentiated_gradient(w: torch.Tensor, s: torch.Tensor, eta: float) -> torch.Tensor:

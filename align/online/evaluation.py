@@ -1,0 +1,90 @@
+"""Held-out evaluation: greedy answers to held-out prompts graded by the gold graders (the judge of every result,
+never the reward), shared by the online loop, the iterative loop and their reports.
+
+An evaluation is a dict (it goes to evals.json as is): overall, objectives, by_family, per_prompt (the overall score
+of each prompt, for paired intervals), mean_length. The final one against the initial one ("0") gives the run's
+headline: the means, the final's bootstrap interval and the paired bootstrap interval of the difference.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from prefalign.generation import GenerationEngine, SamplingParams
+from prefalign.groupstats import finite_mean
+from prefalign.stats import bootstrap_ci, paired_bootstrap
+from preference_data.records import PromptOnly
+
+from ..evaluate import grade_all, load_prompts, summarize
+from ..rewards import RewardSet
+from .config import PolicyEvalSection
+
+
+def greedy(
+    engine: GenerationEngine, source: str, limit: int, max_new_tokens: int
+) -> tuple[list[PromptOnly], list[str], list[int]]:
+    """Greedy answers to `limit` held-out prompts (family-balanced): the prompts, the texts, their token counts."""
+    prompts = load_prompts(source, limit)
+    res = engine.generate(
+        [p.prompt for p in prompts], SamplingParams(n=1, temperature=0.0, max_new_tokens=max_new_tokens)
+    )
+    done = [o.completions[0] for o in res.outputs]
+    return prompts, [c.text for c in done], [len(c.token_ids) for c in done]
+
+
+def gold_eval(engine: GenerationEngine, sec: PolicyEvalSection, limit: int | None = None) -> dict[str, Any] | None:
+    """The held-out gold evaluation of the engine's current weights (None when `limit` is 0)."""
+    limit = sec.limit if limit is None else limit
+    if limit <= 0:
+        return None
+    prompts, texts, lengths = greedy(engine, sec.prompts, limit, sec.max_new_tokens)
+    grades = grade_all(prompts, texts)
+    s = summarize(grades, prompts)
+    return {
+        "overall": s["overall"],
+        "objectives": {k: v for k, v in s.items() if isinstance(v, float)},
+        "by_family": s["by_family"],
+        "safety_rates": s["safety_rates"],
+        "per_prompt": [g["overall"] for g in grades],
+        "mean_length": sum(lengths) / max(len(lengths), 1),
+    }
+
+
+def component_point(
+    engine: GenerationEngine, rewards: RewardSet, source: str, limit: int, max_new_tokens: int
+) -> list[float]:
+    """The components' means over greedy answers to `limit` held-out prompts (the hypervolume rule's point)."""
+    prompts, texts, _ = greedy(engine, source, limit, max_new_tokens)
+    R = rewards.score(prompts, texts)
+    return [finite_mean(R[:, k]) for k in range(R.shape[1])]
+
+
+def gold_eval_report(evals: dict[str, Any], final: dict[str, Any] | None) -> dict[str, Any]:
+    """The final held-out gold score against the initial one ("0"): means, the final's bootstrap interval, the paired
+    bootstrap interval of the difference, and the curve over `evals`' keys (steps or rounds); {} without both."""
+    if final is None or "0" not in evals:
+        return {}
+    init = evals["0"]
+    lo, hi = paired_bootstrap(final["per_prompt"], init["per_prompt"])
+    return {
+        "prompts": len(final["per_prompt"]),
+        "initial": init["overall"],
+        "final": final["overall"],
+        "final_ci95": list(bootstrap_ci(final["per_prompt"])),
+        "delta": final["overall"] - init["overall"],
+        "delta_ci95": [lo, hi],
+        "curve": {k: v["overall"] for k, v in sorted(evals.items(), key=lambda kv: int(kv[0]))},
+        "initial_objectives": init.get("objectives", {}),
+        "final_objectives": final.get("objectives", {}),
+    }
+
+
+def log_row(path: Path, row: dict[str, Any]) -> None:
+    """Append one metrics row (JSONL)."""
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps(row, default=float) + "\n")
+
+
+__all__ = ["component_point", "gold_eval", "gold_eval_report", "greedy", "log_row"]
