@@ -27,7 +27,9 @@ def _lazy(module: str, attr: str) -> Callable[[], Table[Any]]:
 TABLES: dict[str, Callable[[], Table[Any]]] = {
     "losses": _lazy("align.losses", "LOSSES"),
     "pg-losses": _lazy("align.losses.policy_gradient", "PG_LOSSES"),
-    "pair-rules": _lazy("align.iterative", "PAIR_RULE_TABLE"),
+    "pair-rules": _lazy("align.iterative", "PAIR_RULES"),
+    "advantages": _lazy("align.losses.policy_gradient", "ADVANTAGES"),
+    "weight-updates": _lazy("align.composition", "UPDATE_RULES"),
     "aggregators": _lazy("reward_models.composition", "AGGREGATORS"),
     "rm-losses": _lazy("reward_models.losses", "RM_LOSSES"),
     "scorers": _lazy("reward_models.scorers", "SCORERS"),

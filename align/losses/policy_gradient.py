@@ -192,7 +192,7 @@ ADVANTAGES: Table[AdvantageSpec] = Table(
         "reinforce": AdvantageSpec(
             "reinforce",
             reinforce_advantages,
-            "REINFORCE baseline (group_mean | batch_mean | none), optionally batch-normalised",
+            "REINFORCE with a baseline (group_mean | batch_mean | none)",
             options=("baseline", "normalize"),
             compares_group=False,
         ),

@@ -193,9 +193,7 @@ AGGREGATORS: Table[Aggregator] = Table(
         "gdpo": Aggregator(
             _gdpo, "advantage", "each component normalised in its group, weighted sum, batch-normalised"
         ),
-        "dvao": Aggregator(
-            _dvao, "advantage", "components weighted by in-group std (v_k ∝ b_k σ_k), sum-of-std normalised"
-        ),
+        "dvao": Aggregator(_dvao, "advantage", "components weighted by in-group std (v_k ∝ b_k σ_k)"),
         "maxmin": Aggregator(
             _maxmin,
             "reward",
