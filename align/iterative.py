@@ -35,9 +35,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from prefalign.config import dump_yaml, option, to_dict
+from prefalign.decoding import SamplingOptions
 from prefalign.errors import UserError
 from prefalign.generation import make_engine
-from prefalign.generation.options import SamplingOptions
 from prefalign.models.hub import DEFAULT_MODEL, load_causal_lm, load_tokenizer
 from prefalign.models.precision import decide_precision
 from prefalign.registry import Table

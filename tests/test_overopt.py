@@ -8,22 +8,16 @@ import itertools
 import json
 import math
 import random
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from align.cli.main import main
-from align.overopt import (
-    OveroptSettings,
-    bon_estimate,
-    bon_ns,
-    bon_weights,
-    fit_form,
-    kl_bon,
-    policy_key,
-    run_overopt,
-    verdict,
-)
+from align.overopt import OveroptSettings
+from align.overopt.estimate import bon_estimate, bon_ns, bon_weights, fit_form, kl_bon, verdict
+from align.overopt.harness import policy_key
+from align.overopt.report import run_overopt
 from prefalign.errors import UserError
 
 TINY_PROXY = {"type": "implicit", "model": "builtin:tiny-llama", "reference_free": True, "normalization": "mean"}
@@ -188,7 +182,7 @@ def test_overopt_cli_best_of_n_and_raising_n_draws_only_new_samples(tmp_path, ti
 def test_nan_proxy_scores_are_left_out_and_counted(tmp_path, tiny_model_ref, monkeypatch):
     """A proxy failing on every other sample: the failures are counted, prompts without n valid samples leave
     that n's point (counted), and nothing is read as 0."""
-    import reward_models.scorers as scorers
+    from align.overopt import harness
 
     class HalfFailing:
         failures = {"too_long": 0}
@@ -197,9 +191,11 @@ def test_nan_proxy_scores_are_left_out_and_counted(tmp_path, tiny_model_ref, mon
             self.failures["too_long"] += (len(responses) + 1) // 2
             return [math.nan if i % 2 == 0 else float(len(r[0].content)) for i, r in enumerate(responses)]
 
-    monkeypatch.setattr(scorers, "load_scorer", lambda spec, **kw: HalfFailing())
-    s = OveroptSettings(n=4, max_new_tokens=6, dtype="float32")
-    report = run_overopt(TINY_PROXY_TEXT, None, "builtin:tiny-llama", "suite", 3, str(tmp_path / "nan"), s)
+    monkeypatch.setattr(harness, "load_scorer", lambda spec, **kw: HalfFailing())
+    s = OveroptSettings(
+        proxy=TINY_PROXY_TEXT, model="builtin:tiny-llama", limit=3, out=str(tmp_path / "nan"), n=4, max_new_tokens=6
+    )
+    report = run_overopt(replace(s, dtype="float32"))
     assert report["failures"]["proxy_nan_in_pool"] == 6  # 2 of 4 samples of 3 prompts
     assert report["failures"]["proxy_failures"] == {"too_long": 6}
     by_n = {p["n"]: p for p in report["bon"]["points"]}
@@ -238,9 +234,9 @@ def test_rl_checkpoints_kl_against_plain_forwards(tmp_path, tiny_model_ref):
     online.run(cfg)
     assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == [f"checkpoint-{i}" for i in (1, 2, 3)]
 
-    s = OveroptSettings(n=2, rl_samples=2, max_new_tokens=6, dtype="float32")
     out = tmp_path / "ov"
-    report = run_overopt(None, str(run_dir), None, "suite", 3, str(out), s)  # the proxy: the run's reward
+    s = OveroptSettings(run=str(run_dir), limit=3, out=str(out), n=2, rl_samples=2, max_new_tokens=6, dtype="float32")
+    report = run_overopt(s)  # the proxy: the run's reward
     assert report["proxy"]["spec"] == TINY_PROXY
     rl = report["rl"]
     assert [p["step"] for p in rl["points"]] == [0, 1, 2, 3]
@@ -266,7 +262,7 @@ def test_rl_checkpoints_kl_against_plain_forwards(tmp_path, tiny_model_ref):
     mean = sum(ratios.values()) / len(ratios)
     assert rl["points"][3]["kl"] == pytest.approx(mean)
 
-    again = run_overopt(None, str(run_dir), None, "suite", 3, str(out), s)  # everything cached
+    again = run_overopt(s)  # everything cached
     assert again["work"] == {"samples_drawn": 0, "proxy_scores_computed": 0}
     assert again["rl"]["points"] == rl["points"]
 
@@ -275,17 +271,21 @@ def test_bad_input_says_what_to_do(tmp_path):
     from align.online import OnlineConfig
     from prefalign.config import build, dump_yaml
 
+    def settings(**kw) -> OveroptSettings:
+        return OveroptSettings(**{"model": "builtin:tiny-llama", "out": str(tmp_path / "a"), **kw})
+
     with pytest.raises(UserError, match="--proxy is missing"):
-        run_overopt(None, None, "builtin:tiny-llama", out_dir=str(tmp_path / "a"))
+        run_overopt(settings())
     with pytest.raises(UserError, match="no such reward model directory"):
-        run_overopt(str(tmp_path / "nowhere"), None, "builtin:tiny-llama", out_dir=str(tmp_path / "a"))
+        run_overopt(settings(proxy=str(tmp_path / "nowhere")))
     with pytest.raises(UserError, match="pointwise"):
-        run_overopt("{type: judge, model: builtin:tiny-llama}", None, "builtin:tiny-llama", out_dir=str(tmp_path))
+        run_overopt(settings(proxy="{type: judge, model: builtin:tiny-llama}"))
     with pytest.raises(UserError, match="no config.yaml"):
-        run_overopt(TINY_PROXY_TEXT, str(tmp_path / "empty"), out_dir=str(tmp_path / "a"))
+        run_overopt(settings(proxy=TINY_PROXY_TEXT, model=None, run=str(tmp_path / "empty")))
     run_dir = tmp_path / "run"
     dump_yaml(build(OnlineConfig, {"output_dir": str(run_dir), "reward": [TINY_PROXY]}), run_dir / "config.yaml")
     with pytest.raises(UserError, match="no checkpoints.*keep_checkpoints: 0"):
-        run_overopt(TINY_PROXY_TEXT, str(run_dir), out_dir=str(tmp_path / "a"))
-    with pytest.raises(UserError, match="--n: must be >= 1"):
-        run_overopt(TINY_PROXY_TEXT, None, "builtin:tiny-llama", settings=OveroptSettings(n=0))
+        run_overopt(settings(proxy=TINY_PROXY_TEXT, model=None, run=str(run_dir)))
+    with pytest.raises(UserError, match="n: must be >= 1"):
+        run_overopt(settings(proxy=TINY_PROXY_TEXT, n=0))
+    assert main(["eval", "overopt", "--n", "0", "--proxy", TINY_PROXY_TEXT]) == 2  # the flag named, nothing run

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 
+from align.overopt import OveroptSettings
 from leaderboards.policy_bench import PolicyBenchSettings, load_judge, run_policy_bench, write_reference
 from leaderboards.policy_bench import report_lines as bench_report_lines
 
@@ -49,26 +50,17 @@ OVEROPT_EXAMPLE = (
 )
 
 
-def cmd_overopt(args: argparse.Namespace) -> int:
-    from align.overopt import OveroptSettings, run_overopt
+def cmd_overopt(s: OveroptSettings) -> int:
+    from align.overopt.report import run_overopt  # lazy: loads torch and the models (a second of start-up)
 
-    settings = OveroptSettings(
-        n=args.n,
-        rl_samples=args.rl_samples,
-        temperature=args.temperature,
-        max_new_tokens=args.max_new_tokens,
-        seed=args.seed,
-        dtype=args.dtype,
-        batch_size=args.batch_size,
-    )
-    report = run_overopt(args.proxy, args.run, args.model, args.prompts, args.limit, args.out, settings)
+    report = run_overopt(s)
     print("\n".join(report["summary"]))
-    print(f"wrote {args.out}/report.json, {args.out}/summary.txt and {args.out}/overopt.png")
+    print(f"wrote {s.out}/report.json, {s.out}/summary.txt and {s.out}/overopt.png")
     return 0
 
 
 def register_overopt(esub: argparse._SubParsersAction, add) -> None:
-    p = add(
+    add(
         esub,
         "overopt",
         cmd_overopt,
@@ -76,34 +68,8 @@ def register_overopt(esub: argparse._SubParsersAction, add) -> None:
         "of an online run trained against a proxy RM, proxy and gold score against d = sqrt(KL), fitted forms, "
         "the gold peak; samples and scores cached in --out",
         OVEROPT_EXAMPLE,
+        settings=OveroptSettings,
     )
-    p.add_argument(
-        "--proxy",
-        default=None,
-        help="the proxy: a reward-model directory or a scorer spec '{type: KIND, model: ..., ...}'; "
-        "default with --run: the run's one non-gold reward component",
-    )
-    p.add_argument(
-        "--run",
-        default=None,
-        help="an online run directory (kind online, keep_checkpoints: 0): evaluate each saved checkpoint",
-    )
-    p.add_argument("--model", default=None, help="initial policy without --run (default builtin:smollm2-135m-instruct)")
-    p.add_argument("--prompts", default="suite", help="'suite' (its test prompts) or a prompts JSONL with graders")
-    p.add_argument("--limit", type=int, default=64, help="number of prompts (family-balanced)")
-    p.add_argument("--n", type=int, default=64, help="pool size N per prompt; best-of-n for n = 1, 2, 4, ..., N")
-    p.add_argument("--rl-samples", type=int, default=4, help="samples per prompt at each checkpoint (with --run)")
-    p.add_argument("--temperature", type=float, default=1.0)
-    p.add_argument("--max-new-tokens", type=int, default=128)
-    p.add_argument("--seed", type=int, default=0, help="sampling seed (per sample) and prompt subset")
-    p.add_argument(
-        "--dtype",
-        default="auto",
-        choices=["auto", "bfloat16", "float32"],
-        help="the sampler's (auto: bfloat16 where native, else float32); KL log-probs run in float32",
-    )
-    p.add_argument("--batch-size", type=int, default=16, help="completions per log-prob forward (the KL)")
-    p.add_argument("--out", default="runs/overopt", help="directory for report.json, summary.txt, overopt.png, cache/")
 
 
 def _cmd_bench(s: PolicyBenchSettings) -> int:

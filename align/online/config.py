@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from prefalign.config import option
-from prefalign.generation.options import GREEDY_EVAL_TOKENS, SamplingOptions
+from prefalign.decoding import GREEDY_EVAL_TOKENS, SamplingOptions
 from prefalign.models.hub import DEFAULT_MODEL
 from prefalign.training.config import LoraSection, TrainSection
 

@@ -164,7 +164,10 @@ class Learner:
     def trainable_state(self) -> dict[str, torch.Tensor]:
         """The trainable weights by the policy's parameter names (whole; on CPU). Every rank must call it."""
         state = get_model_state_dict(self._root(), options=FULL)
-        return {k.removeprefix(PREFIX): v for k, v in state.items()}
+        trainable = {n for n, p in self.policy.named_parameters() if p.requires_grad}
+        # a tied frozen weight (lm_head = the embedding) is not a named parameter, so the helper's frozen filter
+        # keeps it: only the policy's trainable names go into a checkpoint
+        return {n: v for k, v in state.items() if (n := k.removeprefix(PREFIX)) in trainable}
 
     def optimizer_state(self) -> dict[str, Any]:
         """The optimizer's state, whole and keyed by parameter name. Every rank must call it."""
