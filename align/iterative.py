@@ -43,6 +43,7 @@ from prefalign.models.precision import decide_precision
 from prefalign.registry import Table
 from prefalign.stats import finite_mean, stream_seed
 from prefalign.training.config import HeldOutSection, LoraSection, TrainSection
+from prefalign.training.metrics import ALERTS_FILE, HACKING_KEY, append_alert
 from prefalign.training.report import write_report
 from preference_data.records import Message, PreferencePair, PromptOnly
 from preference_data.sources import DataConfig
@@ -52,7 +53,7 @@ from reward_models.ranking import Method, rank
 from . import train as offline
 from .losses import LOSSES, check_loss_config
 from .online.config import PolicyEvalSection, PromptsSection
-from .online.evaluation import gold_eval, gold_eval_report, log_row
+from .online.evaluation import gold_eval, gold_eval_report, hacking_check, log_row
 from .online.reward import score_rollout
 from .online.rollout import Rollout, draw, load_train_prompts
 from .pipeline import finished_run
@@ -251,16 +252,16 @@ def build_pairs(
     return pairs, counts
 
 
-def eval_policy(cfg: IterativeConfig, policy: str, path: Path) -> dict[str, Any] | None:
-    """The held-out gold evaluation of `policy` (cached in `path`)."""
+def eval_policy(cfg: IterativeConfig, policy: str, path: Path, rewards: RewardSet) -> dict[str, Any] | None:
+    """The held-out gold evaluation of `policy`, with the learned reward of the same answers (cached in `path`)."""
     if cfg.eval.limit <= 0:
         return None
-    key = {"policy": policy, "eval": to_dict(cfg.eval)}
+    key = {"policy": policy, "eval": to_dict(cfg.eval), "reward": cfg.reward}
     if path.exists():
         cached = json.loads(path.read_text(encoding="utf-8"))
         if cached.get("key") == key:
             return cached
-    out = {"key": key, "policy": policy, **(gold_eval(_engine(cfg, policy), cfg.eval) or {})}
+    out = {"key": key, "policy": policy, **(gold_eval(_engine(cfg, policy), cfg.eval, rewards=rewards) or {})}
     path.write_text(json.dumps(out), encoding="utf-8")
     return out
 
@@ -351,7 +352,7 @@ def run_round(
     else:
         report = offline.run(tcfg, resume=resume)
     trained = str(report["policy_dir"])
-    ev = eval_policy(cfg, trained, rdir / "eval.json")
+    ev = eval_policy(cfg, trained, rdir / "eval.json", rewards)
     row = {
         "round": t,
         "reward": finite_mean([x for r in scores for x in r]),
@@ -361,6 +362,8 @@ def run_round(
     }
     if ev is not None:
         row["eval_gold/overall"] = ev["overall"]
+        if ev.get("reward") is not None:
+            row["eval_reward"] = ev["reward"]
     summary = {
         "round": t,
         **counts,
@@ -391,13 +394,16 @@ def run(cfg: IterativeConfig, resume: bool = False) -> dict[str, Any]:
     rewards = RewardSet(cfg.reward)
     policy = cfg.model
     evals: dict[str, Any] = {}
-    ev0 = eval_policy(cfg, policy, root / "eval_round_0.json")
+    ev0 = eval_policy(cfg, policy, root / "eval_round_0.json", rewards)
     if ev0 is not None:
         evals["0"] = ev0
-        log_row(metrics, {"step": 0, "round": 0, "eval_gold/overall": ev0["overall"]})
+        row0 = {"step": 0, "round": 0, "eval_gold/overall": ev0["overall"]}
+        log_row(metrics, row0 | ({"eval_reward": ev0["reward"]} if ev0.get("reward") is not None else {}))
     all_pairs: list[PreferencePair] = []
     rounds_report = []
     steps = 0
+    hacked = False
+    (root / ALERTS_FILE).unlink(missing_ok=True)
     for t in range(1, cfg.rounds.rounds + 1):
         r = run_round(cfg, rewards, prompts, policy, t, all_pairs, resume)
         all_pairs.extend(r.pairs)
@@ -405,6 +411,11 @@ def run(cfg: IterativeConfig, resume: bool = False) -> dict[str, Any]:
         if r.eval is not None:
             evals[str(t)] = r.eval
         log_row(metrics, {"step": steps, **r.row})
+        alert = hacking_check(evals)
+        if alert is not None and not hacked:
+            hacked = True
+            print(f"ALERT: {alert}", flush=True)
+            append_alert(metrics, steps, HACKING_KEY, alert)
         rounds_report.append(r.summary)
     final = evals.get(str(cfg.rounds.rounds))
     report = {

@@ -294,3 +294,42 @@ def test_pairwise_rlhf_step_runs_with_a_pairwise_judge(tmp_path, tiny_model_ref)
     assert prefs.shape == (2, 3, 3)
     assert torch.allclose(prefs, -prefs.transpose(1, 2)) and torch.all(prefs.diagonal(dim1=1, dim2=2) == 0)
     assert report["algorithm"]["advantage"] == "pairwise"
+
+
+# --- reward hacking is visible ------------------------------------------------------------------------------
+
+
+def test_reward_hacking_rule_by_hand():
+    from prefalign.training.metrics import reward_hacking
+
+    rising_falling = [(0, 0.1, 0.5), (5, 0.2, 0.4), (10, 0.3, 0.3)]
+    assert "steps 0 -> 10" in reward_hacking(rising_falling)
+    assert reward_hacking(rising_falling[:2]) is None  # one evaluation of divergence is not yet a trend
+    assert reward_hacking([(0, 0.1, 0.5), (5, 0.2, 0.4), (10, 0.2, 0.3)]) is None  # the reward stalled
+    assert reward_hacking([(0, 0.1, 0.5), (5, 0.2, 0.4), (10, 0.3, 0.45)]) is None  # gold recovered
+    assert reward_hacking([(0, 0.1, 0.5), (5, 0.2, 0.6), (10, 0.3, 0.5), (15, 0.4, 0.4)]) is not None  # the last two
+    assert reward_hacking([(0, float("nan"), 0.5), (5, 0.2, 0.4), (10, 0.3, 0.3)]) is None  # NaN is no evidence
+
+
+def test_hacking_alert_fires_in_a_run(tmp_path, tiny_model_ref, monkeypatch):
+    """A run whose held-out evaluations (real: the learned reward and gold of the same greedy answers) are rewritten
+    so that the learned reward rises while gold falls: the alert fires once, in alerts.jsonl and the run report."""
+    from align import online
+    from align.online.context import Online
+
+    real = Online.evaluate
+
+    def diverging(self, limit=None):
+        ev = real(self, limit)
+        assert ev is not None and "reward" in ev and "reward_components" in ev  # scored by the learned reward
+        ev["reward"], ev["overall"] = 0.1 * self.step, 1.0 - 0.1 * self.step
+        return ev
+
+    monkeypatch.setattr(Online, "evaluate", diverging)
+    cfg = online_config(tmp_path, "hack", eval={"limit": 2, "max_new_tokens": 4}, train__eval_every=1)
+    online.run(cfg)
+    rows = [json.loads(x) for x in (Path(cfg.output_dir) / "metrics.jsonl").read_text().splitlines()]
+    assert [r["eval_reward"] for r in rows if "eval_reward" in r] == pytest.approx([0.0, 0.1, 0.2, 0.3])
+    alerts = [json.loads(x) for x in (Path(cfg.output_dir) / "alerts.jsonl").read_text().splitlines()]
+    assert [a["key"] for a in alerts] == ["reward_hacking"] and alerts[0]["step"] == 2
+    assert "reward hacking" in (Path(cfg.output_dir) / "report.html").read_text()

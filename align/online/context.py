@@ -9,6 +9,7 @@ from typing import Any
 
 from prefalign.errors import UserError
 from prefalign.generation import GenerationEngine
+from prefalign.training.metrics import ALERTS_FILE, read_alerts
 from prefalign.training.recipe import RecipeRun, start_run
 from preference_data.records import PromptOnly
 
@@ -40,6 +41,7 @@ class Online:
     )
     prompts_done: int = 0
     par_sampler: GenerationEngine | None = None  # PAR: the initial policy's own sampler, built when first needed
+    raised: set[str] = field(default_factory=set)  # alert keys raised (a resumed run keeps them, from alerts.jsonl)
 
     @property
     def main(self) -> bool:
@@ -47,7 +49,7 @@ class Online:
 
     def evaluate(self, limit: int | None = None) -> dict[str, Any] | None:
         """The held-out gold evaluation of the current policy (on rank 0; None elsewhere or with limit 0)."""
-        return gold_eval(self.sampler, self.cfg.eval, limit) if self.main else None
+        return gold_eval(self.sampler, self.cfg.eval, limit, self.rewards) if self.main else None
 
 
 def setup(cfg: OnlineConfig, resume: bool) -> Online:
@@ -74,6 +76,7 @@ def setup(cfg: OnlineConfig, resume: bool) -> Online:
     evals_path = run.dir / "evals.json"
     if resume and evals_path.exists():
         o.evals = json.loads(evals_path.read_text(encoding="utf-8"))
+        o.raised = {str(a.get("key")) for a in read_alerts(run.dir / ALERTS_FILE)}
     learner.sync(sampler)
     return o
 

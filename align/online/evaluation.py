@@ -1,8 +1,11 @@
 """Held-out evaluation: greedy answers to held-out prompts graded by the gold graders (the judge of every result,
 never the reward), shared by the online loop, the iterative loop and their reports.
 
-An evaluation is a dict (it goes to evals.json as is): overall, objectives, by_family, per_prompt (the overall score
-of each prompt, for paired intervals), mean_length. The final one against the initial one ("0") gives the run's
+An evaluation is a dict (it goes to evals.json as is): overall, objectives, by_family, safety_rates, per_prompt (the
+overall score of each prompt, for paired intervals), mean_length, and, given the run's reward components, `reward`:
+the learned reward Σ_k w_k r_k of the same answers (its mean over the answers it scored) and `reward_components`.
+The two side by side at every evaluation show reward hacking: the learned reward rising while gold falls
+(`prefalign.training.metrics.reward_hacking`). The final evaluation against the initial one ("0") gives the run's
 headline: the means, the final's bootstrap interval and the paired bootstrap interval of the difference.
 """
 
@@ -15,7 +18,9 @@ from typing import Any
 from prefalign.generation import GenerationEngine, SamplingParams
 from prefalign.groupstats import finite_mean
 from prefalign.stats import bootstrap_ci, paired_bootstrap
+from prefalign.training.metrics import reward_hacking
 from preference_data.records import PromptOnly
+from reward_models.composition import weighted_sum
 
 from ..evaluate import grade_all, load_prompts, summarize
 from ..rewards import RewardSet
@@ -34,15 +39,18 @@ def greedy(
     return prompts, [c.text for c in done], [len(c.token_ids) for c in done]
 
 
-def gold_eval(engine: GenerationEngine, sec: PolicyEvalSection, limit: int | None = None) -> dict[str, Any] | None:
-    """The held-out gold evaluation of the engine's current weights (None when `limit` is 0)."""
+def gold_eval(
+    engine: GenerationEngine, sec: PolicyEvalSection, limit: int | None = None, rewards: RewardSet | None = None
+) -> dict[str, Any] | None:
+    """The held-out gold evaluation of the engine's current weights (None when `limit` is 0), with the learned
+    reward of the same answers when `rewards` (pointwise components) is given."""
     limit = sec.limit if limit is None else limit
     if limit <= 0:
         return None
     prompts, texts, lengths = greedy(engine, sec.prompts, limit, sec.max_new_tokens)
     grades = grade_all(prompts, texts)
     s = summarize(grades, prompts)
-    return {
+    out = {
         "overall": s["overall"],
         "objectives": {k: v for k, v in s.items() if isinstance(v, float)},
         "by_family": s["by_family"],
@@ -50,6 +58,21 @@ def gold_eval(engine: GenerationEngine, sec: PolicyEvalSection, limit: int | Non
         "per_prompt": [g["overall"] for g in grades],
         "mean_length": sum(lengths) / max(len(lengths), 1),
     }
+    if rewards is not None and not rewards.pairwise:
+        R = rewards.score(prompts, texts)
+        out["reward"] = finite_mean(weighted_sum(R, rewards.weights))
+        out["reward_components"] = {n: finite_mean(R[:, k]) for k, n in enumerate(rewards.names)}
+    return out
+
+
+def hacking_check(evals: dict[str, Any]) -> str | None:
+    """The reward-hacking alert over a run's evaluations so far (keys: steps or rounds), or None."""
+    points = [
+        (int(k), v["reward"], v["overall"])
+        for k, v in sorted(evals.items(), key=lambda kv: int(kv[0]))
+        if v.get("reward") is not None
+    ]
+    return reward_hacking(points)
 
 
 def component_point(
@@ -78,6 +101,10 @@ def gold_eval_report(evals: dict[str, Any], final: dict[str, Any] | None) -> dic
         "curve": {k: v["overall"] for k, v in sorted(evals.items(), key=lambda kv: int(kv[0]))},
         "initial_objectives": init.get("objectives", {}),
         "final_objectives": final.get("objectives", {}),
+        "initial_safety": init.get("safety_rates"),
+        "final_safety": final.get("safety_rates"),
+        "reward_initial": init.get("reward"),
+        "reward_final": final.get("reward"),
     }
 
 
@@ -87,4 +114,4 @@ def log_row(path: Path, row: dict[str, Any]) -> None:
         f.write(json.dumps(row, default=float) + "\n")
 
 
-__all__ = ["component_point", "gold_eval", "gold_eval_report", "greedy", "log_row"]
+__all__ = ["component_point", "gold_eval", "gold_eval_report", "greedy", "hacking_check", "log_row"]

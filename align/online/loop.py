@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 
+from prefalign.training.metrics import HACKING_KEY, append_alert
 from prefalign.training.recipe import save_policy
 
 from ..composition import Composer, plot_composition
@@ -26,7 +27,7 @@ from ..losses.policy_gradient import PG_LOSSES
 from .advantage import compute_advantages, estimator, kl_penalty
 from .config import OnlineConfig
 from .context import Online, setup
-from .evaluation import component_point, gold_eval_report, log_row
+from .evaluation import component_point, gold_eval_report, hacking_check, log_row
 from .logps import Seq
 from .parallel import gather, ranks, share
 from .reward import gather_rewards, score_rollout
@@ -115,8 +116,7 @@ def train_step(o: Online) -> dict[str, Any]:
     if cfg.train.eval_every > 0 and o.step % cfg.train.eval_every == 0 and o.step < cfg.train.max_steps:
         ev = o.evaluate()
         if ev is not None:
-            o.evals[str(o.step)] = ev
-            row["eval_gold/overall"] = ev["overall"]
+            record_eval(o, ev, row)
     if o.main:
         log_row(o.run.metrics_path, row)
         (o.run.dir / "evals.json").write_text(json.dumps(o.evals), encoding="utf-8")
@@ -128,6 +128,19 @@ def train_step(o: Online) -> dict[str, Any]:
                 flush=True,
             )
     return row
+
+
+def record_eval(o: Online, ev: dict[str, Any], row: dict[str, Any]) -> None:
+    """Keep an evaluation, put its gold and learned reward in the metrics row, and check for reward hacking."""
+    o.evals[str(o.step)] = ev
+    row["eval_gold/overall"] = ev["overall"]
+    if ev.get("reward") is not None:
+        row["eval_reward"] = ev["reward"]
+    alert = hacking_check(o.evals)
+    if alert is not None and HACKING_KEY not in o.raised and o.main:  # once per run
+        o.raised.add(HACKING_KEY)
+        print(f"ALERT: {alert}", flush=True)
+        append_alert(o.run.metrics_path, o.step, HACKING_KEY, alert)
 
 
 def observe_point(o: Online, row: dict[str, Any]) -> dict[str, float]:
@@ -160,8 +173,9 @@ def run(cfg: OnlineConfig, resume: bool = False) -> dict[str, Any]:
         if "0" not in o.evals:
             ev = o.evaluate()
             if ev is not None:
-                o.evals["0"] = ev
-                log_row(o.run.metrics_path, {"step": 0, "eval_gold/overall": ev["overall"]})
+                row0: dict[str, Any] = {"step": 0}
+                record_eval(o, ev, row0)
+                log_row(o.run.metrics_path, row0)
         c = o.composer
         if c is not None and c.rule.wants_initial_point():
             start = c.observe_point(eval_point(o, c))
@@ -178,8 +192,9 @@ def run(cfg: OnlineConfig, resume: bool = False) -> dict[str, Any]:
     train_seconds = time.time() - t_start
     final = o.evaluate()
     if final is not None:
-        o.evals[str(o.step)] = final
-        log_row(o.run.metrics_path, {"step": o.step, "eval_gold/overall": final["overall"]})
+        last: dict[str, Any] = {"step": o.step}
+        record_eval(o, final, last)
+        log_row(o.run.metrics_path, last)
     with o.learner.whole_policy() as policy:
         saved = save_policy(policy, o.learner.tokenizer, o.run.dir, cfg.train.method, cfg.save_merged) if o.main else {}
     if not o.main:

@@ -27,6 +27,39 @@ def read_alerts(path: Path) -> list[dict]:
     return out
 
 
+def append_alert(metrics_path: Path, step: int, key: str, message: str) -> None:
+    """Append one alert to the alerts.jsonl beside `metrics_path` (what `MetricsMixin.alert` writes)."""
+    with open(metrics_path.with_name(ALERTS_FILE), "a", encoding="utf-8") as f:
+        f.write(json.dumps({"step": step, "key": key, "message": message}) + "\n")
+
+
+HACKING_KEY = "reward_hacking"
+HACKING_RUN = 2
+"""Evaluations in a row in which the learned reward rose while held-out gold fell, before the alert fires."""
+
+
+def reward_hacking(evals: list[tuple[int, float, float]], run: int = HACKING_RUN) -> str | None:
+    """The alert when the learned reward rose while held-out gold fell at `run` consecutive evaluations, else None.
+
+    `evals`: (step, learned reward, held-out gold) at each evaluation, in order (the same held-out answers scored by
+    the reward the run optimizes and by the gold graders). Each of the last `run` evaluations must raise the reward
+    and lower gold against the one before it: the optimizer is finding what the learned reward likes and the gold
+    graders do not. E.g. rewards 0.1, 0.2, 0.3 with gold 0.5, 0.4, 0.3 fire (two rises of reward, two falls of
+    gold); rewards 0.1, 0.2, 0.2 do not (the second did not rise)."""
+    ok = [(s, r, g) for s, r, g in evals if math.isfinite(r) and math.isfinite(g)]
+    if len(ok) < run + 1:
+        return None
+    tail = ok[-(run + 1) :]
+    if not all(b[1] > a[1] and b[2] < a[2] for a, b in zip(tail, tail[1:], strict=False)):
+        return None
+    (s0, r0, g0), (s1, r1, g1) = tail[0], tail[-1]
+    return (
+        f"step {s1}: the learned reward rose while held-out gold fell at {run} evaluations in a row (steps {s0} -> "
+        f"{s1}: reward {r0:.4f} -> {r1:.4f}, gold {g0:.4f} -> {g1:.4f}); the policy is exploiting the reward model "
+        "(reward hacking): stop earlier, raise the KL coefficient, or improve the reward model"
+    )
+
+
 class MetricsMixin:
     """Averages per-step metrics between logging steps (as TRL does), appends every log to metrics.jsonl, and
     raises an alert the first time a metric is NaN or infinite."""
@@ -54,9 +87,7 @@ class MetricsMixin:
         if self.is_world_process_zero():  # type: ignore[attr-defined]
             print(f"ALERT: {message}", flush=True)
             if self.metrics_path is not None:
-                row = {"step": self.state.global_step, "key": key, "message": message}  # type: ignore[attr-defined]
-                with open(self.metrics_path.with_name(ALERTS_FILE), "a", encoding="utf-8") as f:
-                    f.write(json.dumps(row) + "\n")
+                append_alert(self.metrics_path, self.state.global_step, key, message)  # type: ignore[attr-defined]
         return True
 
     def stash(self, values: dict[str, float]) -> None:
