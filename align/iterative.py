@@ -5,7 +5,11 @@ Round t (1..rounds), reading top to bottom:
   policy     π_t: the initial `model` in round 1, round t−1's trained policy after.
   sample     `rounds.samples_per_prompt` (K) completions of each of this round's prompts (a disjoint slice of the
              shuffled prompt list, as RLHFlow's per-iteration prompt sets), from π_t: the online stage's rollout
-             phase (`align.online.rollout`, a `Rollout` with K completions per prompt).
+             phase (`align.online.rollout`, a `Rollout` with K completions per prompt). `rounds.candidates:
+             policy_and_reference` adds the prompt record's reference response (`meta.reference`, e.g. the data's
+             chosen answer) to the K candidates the reward ranks: rejection sampling over on-policy samples and a
+             demonstration, so a behaviour the policy never samples (a refusal) can still be chosen, and the
+             rejected side stays on-policy when the reference wins.
   score      the reward phase (`align.online.reward`: the `reward:` components, e.g. a BT RM or a judge, Σ w_k r_k),
              or one pairwise preference oracle (the pairwise preference model, a judge) ranking the K samples with
              `reward_models.ranking.rank` (round robin or knockout).
@@ -54,7 +58,6 @@ from . import train as offline
 from .losses import LOSSES, check_loss_config
 from .online.config import PolicyEvalSection, PromptsSection
 from .online.evaluation import gold_eval, gold_eval_report, hacking_check, log_row
-from .online.reward import score_rollout
 from .online.rollout import Rollout, draw, load_train_prompts
 from .pipeline import finished_run
 from .rewards import RewardSet, check_reward_specs
@@ -114,6 +117,11 @@ class RoundsSection(SamplingOptions):
     data: Literal["current", "cumulative"] = option("current", "train on this round's pairs, or all rounds' so far")
     ranking: Literal["round_robin", "knockout"] = option(
         "round_robin", "a pairwise oracle ranks the K samples by round robin (K(K-1)/2 comparisons) or knockout (K-1)"
+    )
+    candidates: Literal["policy", "policy_and_reference"] = option(
+        "policy",
+        "what the reward ranks for each prompt: the K samples of π_t (RLHFlow), or those and the prompt's reference "
+        "response (meta.reference; prompts without one rank their samples only)",
     )
 
     def check(self) -> list[str]:
@@ -206,38 +214,68 @@ def sample_round(
     return rollout, key
 
 
-def score_round(rewards: RewardSet, rollout: Rollout, method: Method) -> list[list[float]]:
-    """(P, K) rewards: Σ w_k r_k of the pointwise components (the reward phase), or the pairwise oracle's ranking
-    score."""
+@dataclass
+class Pool:
+    """Each prompt's candidates the reward ranks: its K samples, then (with `policy_and_reference`) its reference."""
+
+    prompts: list[PromptOnly]
+    texts: list[list[str]]  # (P, K or K + 1)
+    lengths: list[list[int]]  # completion tokens of each candidate
+    on_policy: list[list[bool]]  # which candidates π_t sampled
+
+
+def candidate_pool(cfg: IterativeConfig, rollout: Rollout, tokenizer: Any) -> Pool:
+    G = rollout.group_size
+    texts, lengths, sampled = [], [], []
+    for i, (p, group) in enumerate(zip(rollout.prompts, rollout.groups(), strict=True)):
+        texts.append(list(group))
+        lengths.append([len(ids) for ids in rollout.token_ids[i * G : (i + 1) * G]])
+        sampled.append([True] * G)
+        ref = p.meta.get("reference")
+        if cfg.rounds.candidates == "policy_and_reference" and isinstance(ref, str) and ref.strip():
+            texts[-1].append(ref)
+            lengths[-1].append(len(tokenizer(ref, add_special_tokens=False)["input_ids"]))
+            sampled[-1].append(False)
+    return Pool(rollout.prompts, texts, lengths, sampled)
+
+
+def score_round(rewards: RewardSet, pool: Pool, method: Method) -> list[list[float]]:
+    """(P, candidates) rewards: Σ w_k r_k of the pointwise components (the reward phase), or the pairwise oracle's
+    ranking score."""
     if rewards.pairwise:
         scorer = next(c.scorer for c in rewards.components if c.kind == "pairwise")
         return [
             [float(x) for x in rank(scorer, p.prompt, [[Message("assistant", x)] for x in group], method).scores]
-            for p, group in zip(rollout.prompts, rollout.groups(), strict=True)
+            for p, group in zip(pool.prompts, pool.texts, strict=True)
         ]
-    scored = score_rollout(rewards, rollout)
-    assert scored.components is not None
-    r = weighted_sum(scored.components, scored.weights).view(len(rollout.prompts), rollout.group_size)
-    return [[float(v) for v in row] for row in r.tolist()]
+    records = [p for p, group in zip(pool.prompts, pool.texts, strict=True) for _ in group]
+    comps = rewards.score(records, [t for group in pool.texts for t in group])
+    flat = weighted_sum(comps, rewards.weights).tolist()
+    out, at = [], 0
+    for group in pool.texts:
+        out.append([float(v) for v in flat[at : at + len(group)]])
+        at += len(group)
+    return out
 
 
 def build_pairs(
-    cfg: IterativeConfig, rollout: Rollout, scores: list[list[float]], t: int
+    cfg: IterativeConfig, pool: Pool, scores: list[list[float]], t: int
 ) -> tuple[list[PreferencePair], dict[str, int]]:
     rng = random.Random(cfg.rounds.seed * 7919 + t)
     pairs: list[PreferencePair] = []
-    counts = {"prompts": len(rollout.prompts), "pairs": 0, "dropped_tie": 0, "dropped_nan": 0}
-    G = rollout.group_size
-    for i, (p, texts, r) in enumerate(zip(rollout.prompts, rollout.groups(), scores, strict=True)):
+    counts = {"prompts": len(pool.prompts), "pairs": 0, "dropped_tie": 0, "dropped_nan": 0, "chosen_reference": 0}
+    for p, texts, lengths, sampled, r in zip(
+        pool.prompts, pool.texts, pool.lengths, pool.on_policy, scores, strict=True
+    ):
         if any(not math.isfinite(x) for x in r):
             counts["dropped_nan"] += 1
             continue
-        lengths = [len(ids) for ids in rollout.token_ids[i * G : (i + 1) * G]]
         sel = select_pair(r, lengths, cfg.rounds.pair_rule, cfg.rounds.length_penalty, rng)
         if sel is None:
             counts["dropped_tie"] += 1
             continue
         w, lo = sel
+        counts["chosen_reference"] += not sampled[w]
         pairs.append(
             PreferencePair(
                 p.prompt,
@@ -293,16 +331,17 @@ def round_train_config(cfg: IterativeConfig, t: int, policy: str, pairs_file: Pa
 
 
 def scores_of_round(
-    cfg: IterativeConfig, rewards: RewardSet, rollout: Rollout, path: Path, sample_key: Any
+    cfg: IterativeConfig, rewards: RewardSet, pool: Pool, path: Path, sample_key: Any
 ) -> list[list[float]]:
-    """The round's (P, K) scores (cached in `path` with the samples' key and the reward); NaN kept as NaN."""
-    key = {"samples": sample_key, "reward": cfg.reward, "ranking": cfg.rounds.ranking}
+    """The round's scores of each prompt's candidates (cached in `path` with the samples' key, the reward and the
+    candidates); NaN kept as NaN."""
+    key = {"samples": sample_key, "reward": cfg.reward, "ranking": cfg.rounds.ranking, "pool": cfg.rounds.candidates}
     cached = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
     if cached.get("key") == key:
         scores = cached["scores"]
     else:
         scores = [
-            [None if not math.isfinite(x) else x for x in r] for r in score_round(rewards, rollout, cfg.rounds.ranking)
+            [None if not math.isfinite(x) else x for x in r] for r in score_round(rewards, pool, cfg.rounds.ranking)
         ]
         path.write_text(json.dumps({"key": key, "scores": scores}), encoding="utf-8")
     return [[math.nan if x is None else x for x in r] for r in scores]
@@ -337,8 +376,12 @@ def run_round(
         f"round {t}/{cfg.rounds.rounds}: sampling {cfg.rounds.samples_per_prompt} x {len(rp)} from {policy}", flush=True
     )
     rollout, sample_key = sample_round(cfg, policy, rp, t, rdir / "samples.json")
-    scores = scores_of_round(cfg, rewards, rollout, rdir / "scores.json", sample_key)
-    pairs, counts = build_pairs(cfg, rollout, scores, t)
+    pool = candidate_pool(cfg, rollout, load_tokenizer(policy))
+    scores = scores_of_round(cfg, rewards, pool, rdir / "scores.json", sample_key)
+    pairs, counts = build_pairs(cfg, pool, scores, t)
+    on_policy = [
+        x for r, sampled in zip(scores, pool.on_policy, strict=True) for x, on in zip(r, sampled, strict=True) if on
+    ]
     use = [*earlier, *pairs] if cfg.rounds.data == "cumulative" else pairs
     if not use:
         raise UserError(f"round {t}: no pairs left ({counts}); raise samples_per_prompt or the temperature")
@@ -355,7 +398,7 @@ def run_round(
     ev = eval_policy(cfg, trained, rdir / "eval.json", rewards)
     row = {
         "round": t,
-        "reward": finite_mean([x for r in scores for x in r]),
+        "reward": finite_mean(on_policy),  # the learned reward of π_t's samples (not the reference's)
         "reward_best": finite_mean([max(r) for r in scores if all(math.isfinite(x) for x in r)]),
         **{f"pairs/{k}": v for k, v in counts.items()},
         "train_loss": report.get("train_loss"),
