@@ -47,26 +47,34 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import Any, Literal, cast
 
 import torch
 from transformers import Trainer
 
 from prefalign.config import option
-from prefalign.errors import UserError
-from prefalign.models.hub import DEFAULT_MODEL
+from prefalign.models.forward import PackedForward
+from prefalign.models.hub import DEFAULT_MODEL, load_causal_lm, load_tokenizer, pad_token_id
 from prefalign.training.config import HeldOutSection as EvalSection
 from prefalign.training.config import LoraSection, TrainSection
+from prefalign.training.evaluation import accuracy_report, group_lines
 from prefalign.training.metrics import MetricsMixin
-from prefalign.training.recipe import RecipeRun
+from prefalign.training.recipe import RecipeRun, save_policy, start_run
+from prefalign.training.trainer import (
+    apply_lora,
+    base_dtype,
+    compile_layers,
+    disable_dropout,
+    drawn_indices,
+    load_inner_weights,
+    training_arguments,
+)
+from preference_data.packing import PackCollator, PairDataset
 from preference_data.sources import DataConfig
-from reward_models.rm_train import GROUP_KEYS, accuracy_report
+from preference_data.training_pairs import load_training_pairs
 
 from .losses import LOSSES, LossOutput, PairLogps, check_loss_config, compute_loss
-from .reference import columns
-
-if TYPE_CHECKING:
-    from prefalign.models.forward import PackedForward
+from .reference import columns, frozen_logps, same_model
 
 ReferenceKind = Literal["auto", "adapters_disabled", "precomputed", "none"]
 
@@ -355,34 +363,6 @@ class PreferenceTrainer(MetricsMixin, Trainer):
         load_inner_weights(cast("PackedForward", self.model).model, Path(resume_from_checkpoint))
 
 
-def load_inner_weights(inner: torch.nn.Module, ckpt: Path) -> None:
-    """Load a checkpoint written by `save_pretrained` into `inner` (a peft model, or a transformers model)."""
-    from safetensors.torch import load_file
-
-    if (ckpt / "adapter_model.safetensors").exists():
-        from peft import set_peft_model_state_dict
-
-        result = set_peft_model_state_dict(inner, load_file(str(ckpt / "adapter_model.safetensors")))
-        unexpected = getattr(result, "unexpected_keys", [])
-        if unexpected:
-            raise UserError(f"checkpoint {ckpt} does not match this LoRA setup (unexpected keys {unexpected[:3]}...)")
-        return
-    files = sorted(ckpt.glob("model*.safetensors"))
-    if not files:
-        raise UserError(f"checkpoint {ckpt} has no model or adapter weights; delete it and resume from an earlier one")
-    state: dict[str, torch.Tensor] = {}
-    for f in files:
-        state.update(load_file(str(f)))
-    missing, unexpected = inner.load_state_dict(state, strict=False)
-    tied = set(getattr(inner, "_tied_weights_keys", None) or {})
-    missing = [k for k in missing if k not in tied and not k.endswith("lm_head.weight")]
-    if missing or unexpected:
-        raise UserError(
-            f"checkpoint {ckpt} does not match the model (missing {missing[:3]}, unexpected {unexpected[:3]})"
-        )
-    inner.tie_weights()  # type: ignore[operator]
-
-
 # --- the recipe --------------------------------------------------------------------------------------
 
 
@@ -401,45 +381,14 @@ class Setup:
 
 def setup(cfg: TrainConfig, resume: bool = False) -> Setup:
     """Data, policy, frozen log-probs and trainer for `cfg` (everything before `trainer.train`)."""
-    from prefalign.models.forward import PackedForward
-    from prefalign.models.hub import load_causal_lm, load_tokenizer, pad_token_id
-    from prefalign.training.recipe import start_run
-    from prefalign.training.trainer import (
-        apply_lora,
-        base_dtype,
-        compile_layers,
-        disable_dropout,
-        drawn_indices,
-        training_arguments,
-    )
-    from preference_data.packing import PackCollator, PairDataset
-    from preference_data.sources import load as load_source
-    from preference_data.sources import load_pairs
-    from preference_data.tokenize import tokenize_pairs
-
-    from .reference import frozen_logps, same_model
-
     run = start_run(cfg, cfg.train, "train", resume)
     spec = LOSSES[cfg.loss.name]
     ref_mode = reference_mode(cfg)
 
     # data
     tokenizer = load_tokenizer(cfg.model)
-    train_raw, data_report = load_pairs(cfg.data)
-    train_pairs, tok_report = tokenize_pairs(train_raw, tokenizer, cfg.train.max_length, cfg.train.length_policy)
-    if not train_pairs:
-        raise UserError(
-            f"no training pairs left after tokenization (max_length={cfg.train.max_length}, "
-            f"policy={cfg.train.length_policy}): {tok_report.summary()}"
-        )
-    eval_pairs: list[Any] = []
-    eval_tok: dict[str, Any] = {}
-    if cfg.eval.split != "none":
-        ecfg = cfg.eval.data_config(cfg.data)
-        eval_pairs, erep = tokenize_pairs(
-            load_source(ecfg).pairs, tokenizer, cfg.train.max_length, cfg.train.length_policy
-        )
-        eval_tok = erep.to_dict()
+    data = load_training_pairs(cfg.data, cfg.eval, tokenizer, cfg.train.max_length, cfg.train.length_policy)
+    train_pairs, eval_pairs = data.train, data.eval
     pad_id = pad_token_id(tokenizer)
 
     # policy
@@ -514,7 +463,7 @@ def setup(cfg: TrainConfig, resume: bool = False) -> Setup:
             if "logps/chosen_per_token" in row:
                 trainer.first_chosen_logp = row["logps/chosen_per_token"]
                 break
-    data_reports = {"data": data_report.to_dict(), "tokenization": tok_report.to_dict(), "eval_tokenization": eval_tok}
+    data_reports = data.reports()
     run.save_data_report(data_reports)
     reports = {
         **data_reports,
@@ -531,8 +480,6 @@ def setup(cfg: TrainConfig, resume: bool = False) -> Setup:
 
 def run(cfg: TrainConfig, resume: bool = False) -> dict[str, Any]:
     """Train, evaluate and save a policy as `cfg` says; return the report (also written to report.json)."""
-    from prefalign.training.recipe import save_policy
-
     s = setup(cfg, resume)
     trainer, model, tokenizer, run_dir = s.trainer, s.model, s.tokenizer, s.run.dir
 
@@ -596,9 +543,7 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
             f"held-out implicit-reward accuracy {ev['accuracy']:.3f} on {ev['pairs']} pairs "
             f"(margin {ev['margin']:.3f}, loss {ev['loss']:.4f})"
         )
-        for key in GROUP_KEYS:
-            for name, v in (ev.get(f"by_{key}") or {}).items():
-                lines.append(f"  {key} {name}: {v['accuracy']:.3f} ({v['pairs']} pairs)")
+        lines += group_lines(ev)
     lines.extend(f"ALERT: {a}" for a in report.get("alerts", []))
     return lines
 
@@ -611,5 +556,4 @@ __all__ = [
     "summary_lines",
     "reference_mode",
     "batch_diagnostics",
-    "load_inner_weights",
 ]

@@ -28,6 +28,7 @@ does the rejective fine-tuning.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import random
@@ -35,18 +36,28 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-import torch
 from transformers import Trainer
 
 from prefalign.config import option
 from prefalign.errors import UserError
-from prefalign.models.hub import DEFAULT_MODEL
+from prefalign.models.forward import PackedForward
+from prefalign.models.hub import DEFAULT_MODEL, is_adapter, load_model, load_tokenizer, pad_token_id, resolve
 from prefalign.training.config import HeldOutSection, LoraSection, TrainSection
 from prefalign.training.metrics import MetricsMixin
+from prefalign.training.recipe import start_run
+from prefalign.training.trainer import base_dtype, prepare_model, training_arguments
 from preference_data.records import Message
-from preference_data.sources import DataConfig
+from preference_data.sources import DataConfig, load_pairs
+from preference_data.sources import load as load_source
+from preference_data.tokenize import tokenize_single
 
-from .generative.warmup import gold_grades, strength
+from .generative.parse import parse_think_answer
+from .generative.scorers import THINK_PREFIX, GRMScorer, ThinkJudgeScorer
+from .generative.training import SFTCollator, SFTDataset, grm_draw_correct, sample_outputs, sampling_problems
+from .generative.vote import rft_select
+from .generative.warmup import gold_grades, grm_targets, strength, think_target
+from .model_scorers import pair_pm_message
+from .scorers import load_scorer
 
 log = logging.getLogger(__name__)
 
@@ -73,11 +84,7 @@ class JudgeSection:
         problems = []
         if self.examples == "template" and self.kind == "pair_pm":
             problems.append("examples: template is a warm-up for think and grm; pair_pm learns the label directly")
-        if self.samples < 1:
-            problems.append(f"samples: must be at least 1, got {self.samples}")
-        if self.temperature <= 0:
-            problems.append(f"temperature: sampling needs a positive temperature, got {self.temperature}")
-        return problems
+        return problems + sampling_problems(self)
 
 
 @dataclass
@@ -106,8 +113,6 @@ class SFTExample:
 
 def pair_pm_examples(pairs: list[Any], seed: int) -> list[SFTExample]:
     """One example per pair: chosen at A or B uniformly at random; the answer is its letter."""
-    from .model_scorers import pair_pm_message
-
     rng = random.Random(seed)
     out = []
     for p in pairs:
@@ -118,30 +123,9 @@ def pair_pm_examples(pairs: list[Any], seed: int) -> list[SFTExample]:
     return out
 
 
-def _sample(model: Any, tokenizer: Any, messages: list[str], judge: Any, prefix: str) -> list[list[str]]:
-    """`judge.samples` outputs per judge message (each a user turn, then `prefix`); `judge` is a `JudgeSection` or
-    anything with its sampling fields (samples, temperature, top_p, max_new_tokens, seed)."""
-    from prefalign.generation import SamplingParams, make_engine
-
-    from .generative.scorers import judge_prompts
-
-    prompts = judge_prompts(tokenizer, messages, prefix)
-    params = SamplingParams(
-        n=judge.samples,
-        temperature=judge.temperature,
-        top_p=judge.top_p,
-        max_new_tokens=judge.max_new_tokens,
-        seed=judge.seed,
-    )
-    result = make_engine(model, tokenizer).generate(prompts, params, progress=True)
-    return [[c.text for c in r.completions] for r in result.outputs]
-
-
 def _think_messages(pairs: list[Any], judge: JudgeSection) -> tuple[list[bool], list[str]]:
     """The judge message of each pair with the chosen response at A or B uniformly at random (seeded);
     flips[i] is True when the chosen response is B."""
-    from .generative.scorers import ThinkJudgeScorer
-
     rng = random.Random(judge.seed)
     flips = [rng.random() < 0.5 for _ in pairs]
     messages = [
@@ -153,9 +137,6 @@ def _think_messages(pairs: list[Any], judge: JudgeSection) -> tuple[list[bool], 
 
 def template_examples(pairs: list[Any], judge: JudgeSection) -> tuple[list[SFTExample], dict[str, int]]:
     """Format warm-up examples written from gold grades (think: one per pair; grm: one per response)."""
-    from .generative.scorers import THINK_PREFIX, GRMScorer
-    from .generative.warmup import grm_targets, think_target
-
     out: list[SFTExample] = []
     counts = {"pairs": len(pairs), "ungraded": 0, "pairs_kept": 0}
     if judge.kind == "think":
@@ -191,11 +172,8 @@ def think_examples(
     pairs: list[Any], judge: JudgeSection, model: Any, tokenizer: Any
 ) -> tuple[list[SFTExample], dict[str, int]]:
     """Rejection-sampled reasoning traces whose verdict matches the label (see the module docstring)."""
-    from .generative.parse import parse_think_answer
-    from .generative.scorers import THINK_PREFIX
-
     flips, messages = _think_messages(pairs, judge)
-    samples = _sample(model, tokenizer, messages, judge, THINK_PREFIX)
+    samples = sample_outputs(model, tokenizer, messages, judge, THINK_PREFIX)
     out: list[SFTExample] = []
     counts = {"pairs": len(pairs), "samples": 0, "correct": 0, "abstained": 0, "pairs_kept": 0, "ungraded": 0}
     for p, f, msg, texts in zip(pairs, flips, messages, samples, strict=True):
@@ -220,28 +198,14 @@ def think_examples(
     return out, counts
 
 
-def grm_draw_correct(chosen: str, rejected: str) -> tuple[bool, bool]:
-    """(correct, abstained) of one GRM draw on a pair: its critique of the chosen response scores strictly above
-    its critique of the rejected one (the pointwise form of SPCT's rule); a critique without a score abstains."""
-    from .generative.parse import parse_grm_scores
-
-    sc, sr = parse_grm_scores(chosen, 1), parse_grm_scores(rejected, 1)
-    if not (sc.ok and sr.ok):
-        return False, True
-    return sc.scores[0] > sr.scores[0], False  # type: ignore[index]
-
-
 def grm_examples(
     pairs: list[Any], judge: JudgeSection, model: Any, tokenizer: Any
 ) -> tuple[list[SFTExample], dict[str, int]]:
     """SPCT rejective fine-tuning examples (see the module docstring)."""
-    from .generative.scorers import GRMScorer
-    from .generative.vote import rft_select
-
     messages = []
     for p in pairs:
         messages += [GRMScorer.message(p.prompt, p.chosen), GRMScorer.message(p.prompt, p.rejected)]
-    samples = _sample(model, tokenizer, messages, judge, "")
+    samples = sample_outputs(model, tokenizer, messages, judge, "")
     out: list[SFTExample] = []
     counts = {"pairs": len(pairs), "draws": 0, "correct": 0, "abstained": 0, "too_easy": 0, "pairs_kept": 0}
     for i, p in enumerate(pairs):
@@ -265,43 +229,6 @@ def grm_examples(
 # --- the trainer -------------------------------------------------------------------------------------------
 
 
-class SFTDataset(torch.utils.data.Dataset):
-    """Tokenized single sequences: (prompt ids, completion ids), optionally with a label as a third element."""
-
-    def __init__(self, items: list[tuple[Any, ...]]) -> None:
-        self.items = items
-
-    def __len__(self) -> int:
-        return len(self.items)
-
-    def __getitem__(self, i: int) -> tuple[Any, ...]:
-        return self.items[i]
-
-
-class SFTCollator:
-    """Packs (prompt ids, completion ids) sequences back to back (`preference_data.packing.pack_single`); items
-    with a third element (a 0/1 label) add them as `targets`."""
-
-    def __init__(self, pad_id: int, row_tokens: int, layout: Any) -> None:
-        self.pad_id, self.row_tokens, self.layout = pad_id, row_tokens, layout
-
-    def __call__(self, items: list[tuple[Any, ...]]) -> dict[str, Any]:
-        from prefalign.models.batch import PACKED_FIELDS
-        from preference_data.packing import pack_single
-
-        longest = max(len(it[0]) + len(it[1]) for it in items)
-        b = pack_single(
-            [it[0] for it in items], [it[1] for it in items], self.pad_id, max(self.row_tokens, longest), self.layout
-        )
-        out: dict[str, Any] = {f: getattr(b, f) for f in PACKED_FIELDS}
-        out["num_sequences"] = torch.tensor(len(items))
-        out["pairs"] = torch.tensor(False)
-        out["real_tokens"] = torch.tensor(b.real_tokens)
-        if len(items[0]) > 2:
-            out["targets"] = torch.tensor([it[2] for it in items], dtype=torch.float32)
-        return out
-
-
 class SFTTrainer(MetricsMixin, Trainer):
     """Mean negative log-likelihood of the completion tokens of packed sequences."""
 
@@ -321,8 +248,6 @@ PLOT_KEYS = ["loss", "nll_per_token"]
 
 
 def _tokenize(examples: list[SFTExample], tokenizer: Any, max_length: int) -> tuple[list[Any], int]:
-    from preference_data.tokenize import tokenize_single
-
     items, too_long = [], 0
     for e in examples:
         p, r = tokenize_single(tokenizer, [Message("user", e.message)], [Message("assistant", e.completion)])
@@ -335,8 +260,6 @@ def _tokenize(examples: list[SFTExample], tokenizer: Any, max_length: int) -> tu
 
 def _accuracy(kind: JudgeKind, judge: JudgeSection, model_dir: str, pairs: list[Any], dtype: str) -> dict[str, Any]:
     """Held-out accuracy of the saved judge through its scorer (ties and NaN count wrong), with its cost."""
-    from .scorers import load_scorer
-
     opts: dict[str, Any] = {"model": model_dir, "dtype": dtype}
     if kind != "pair_pm":
         opts |= {"temperature": judge.temperature, "top_p": judge.top_p, "max_new_tokens": judge.max_new_tokens}
@@ -366,14 +289,6 @@ def _accuracy(kind: JudgeKind, judge: JudgeSection, model_dir: str, pairs: list[
 
 def run(cfg: JudgeTrainConfig, resume: bool = False) -> dict[str, Any]:
     """Build examples, fine-tune, evaluate and save a judge as `cfg` says; return the report."""
-    import dataclasses
-
-    from prefalign.models.forward import PackedForward
-    from prefalign.models.hub import is_adapter, load_model, load_tokenizer, pad_token_id, resolve
-    from prefalign.training.recipe import start_run
-    from prefalign.training.trainer import base_dtype, prepare_model, training_arguments
-    from preference_data.sources import load_pairs
-
     run_ = start_run(cfg, cfg.train, f"rm train ({cfg.judge.kind} judge)", resume)
     tokenizer = load_tokenizer(cfg.model)
     pairs, data_report = load_pairs(cfg.data)
@@ -420,8 +335,6 @@ def run(cfg: JudgeTrainConfig, resume: bool = False) -> dict[str, Any]:
     tokenizer.save_pretrained(str(model_dir))
     eval_report: dict[str, Any] = {}
     if cfg.eval.split != "none":
-        from preference_data.sources import load as load_source
-
         ecfg = cfg.eval.data_config(cfg.data)
         dtype = "bfloat16" if cfg.train.precision == "bf16" else "float32"
         eval_report = _accuracy(cfg.judge.kind, cfg.judge, str(model_dir), load_source(ecfg).pairs, dtype)

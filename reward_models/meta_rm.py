@@ -24,14 +24,21 @@ from transformers import Trainer
 
 from prefalign.config import option
 from prefalign.errors import UserError
-from prefalign.models.hub import DEFAULT_MODEL
+from prefalign.models.forward import PackedForward
+from prefalign.models.hub import DEFAULT_MODEL, load_model, load_seq_cls, load_tokenizer, pad_token_id
 from prefalign.training.config import HeldOutSection, LoraSection, TrainSection
 from prefalign.training.metrics import MetricsMixin
+from prefalign.training.recipe import start_run
+from prefalign.training.trainer import base_dtype, prepare_model, training_arguments
 from preference_data.records import Message
-from preference_data.sources import DataConfig
+from preference_data.sources import DataConfig, load_pairs
+from preference_data.sources import load as load_source
+from preference_data.tokenize import tokenize_single
 
-from . import judge_train
-from .judge_train import SFTCollator, SFTDataset, grm_draw_correct
+from .checkpoint import RewardStats, save_rm
+from .generative.scorers import GRMScorer
+from .generative.training import SFTCollator, SFTDataset, grm_draw_correct, sample_outputs, sampling_problems
+from .model_scorers import ScalarOptions, ScalarScorer
 
 
 @dataclass
@@ -47,11 +54,7 @@ class CritiqueSection:
         problems = []
         if not self.judge:
             problems.append("judge: name the GRM whose critiques are rated (e.g. runs/judge_grm/model)")
-        if self.samples < 1:
-            problems.append(f"samples: must be at least 1, got {self.samples}")
-        if self.temperature <= 0:
-            problems.append(f"temperature: sampling needs a positive temperature, got {self.temperature}")
-        return problems
+        return problems + sampling_problems(self)
 
 
 @dataclass
@@ -86,16 +89,12 @@ def label_critiques(chosen: list[str], rejected: list[str], message_c: str, mess
 
 def sample_critiques(pairs: list[Any], cfg: CritiqueSection, dtype: str) -> list[Critique]:
     """`cfg.samples` critiques of each response of each pair from the GRM, labelled."""
-    from prefalign.models.hub import load_model, load_tokenizer
-
-    from .generative.scorers import GRMScorer
-
     judge = load_model(cfg.judge, dtype, merge=True)
     tokenizer = load_tokenizer(cfg.judge)
     messages = []
     for p in pairs:
         messages += [GRMScorer.message(p.prompt, p.chosen), GRMScorer.message(p.prompt, p.rejected)]
-    texts = judge_train._sample(judge, tokenizer, messages, cfg, "")  # cfg has the sampling fields a judge has
+    texts = sample_outputs(judge, tokenizer, messages, cfg, "")
     out: list[Critique] = []
     for i in range(len(pairs)):
         out += label_critiques(texts[2 * i], texts[2 * i + 1], messages[2 * i], messages[2 * i + 1])
@@ -133,8 +132,6 @@ PLOT_KEYS = ["loss", "accuracy", "logit_mean"]
 
 
 def _tokenize(critiques: list[Critique], tokenizer: Any, max_length: int) -> tuple[list[Any], int]:
-    from preference_data.tokenize import tokenize_single
-
     items, too_long = [], 0
     for c in critiques:
         p, r = tokenize_single(tokenizer, [Message("user", c.message)], c.text or " ", response_end="template")
@@ -162,15 +159,6 @@ def held_out_report(scorer: Any, critiques: list[Critique]) -> dict[str, Any]:
 
 def run(cfg: MetaRMTrainConfig, resume: bool = False) -> dict[str, Any]:
     """Sample and label critiques, train the meta-RM with BCE, rate held-out critiques, save."""
-    from prefalign.models.forward import PackedForward
-    from prefalign.models.hub import load_seq_cls, load_tokenizer, pad_token_id
-    from prefalign.training.recipe import start_run
-    from prefalign.training.trainer import base_dtype, prepare_model, training_arguments
-    from preference_data.sources import load_pairs
-
-    from .checkpoint import RewardStats, save_rm
-    from .model_scorers import ScalarOptions, ScalarScorer
-
     run_ = start_run(cfg, cfg.train, "rm train (meta-RM)", resume)
     dtype: Literal["bfloat16", "float32"] = "bfloat16" if cfg.train.precision == "bf16" else "float32"
     pairs, data_report = load_pairs(cfg.data)
@@ -207,8 +195,6 @@ def run(cfg: MetaRMTrainConfig, resume: bool = False) -> dict[str, Any]:
 
     eval_report: dict[str, Any] = {}
     if cfg.eval.split != "none":
-        from preference_data.sources import load as load_source
-
         ecfg = cfg.eval.data_config(cfg.data)
         held = sample_critiques(load_source(ecfg).pairs, cfg.critiques, dtype)
         scorer = ScalarScorer(ScalarOptions(model=str(model_dir), dtype=dtype, normalize=False))

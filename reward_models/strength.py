@@ -5,12 +5,13 @@ data orders; for pair i, d_im = r_m(x, y_c) - r_m(x, y_r), strength mean û_i = 
 σ̂_i = sqrt((1/M) Σ_m (d_im - û_i)²). Pairs with the lowest û are likely mislabelled, the next ones
 ambiguous. `rm train` can then flip, soften or re-margin them (its `strength:` section).
 
-The output JSONL has one row per pair: {"id", "mean", "std", "diffs"}.
+The output JSONL has one row per pair: {"id", "mean", "std", "diffs"}. The members are trained by the rm_train
+recipe (`reward_models.rm_train.run_strength`, which then calls `measure_strength` here): a recipe never imports
+another, and this module is the measurement the recipe ends with.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,9 +19,14 @@ from typing import Any, Literal
 
 import torch
 
-from prefalign.config import dump_yaml, option
+from prefalign.config import option
+from prefalign.models.hub import load_tokenizer, pad_token_id
+from preference_data.sources import load_pairs
+from preference_data.tokenize import tokenize_pairs
 
-from .rm_train import RMTrainConfig
+from .checkpoint import load_rm
+from .rm_config import RMTrainConfig
+from .training import pair_rewards
 
 
 @dataclass
@@ -42,30 +48,11 @@ def strength_stats(diffs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return diffs.mean(0), diffs.std(0, correction=0)
 
 
-def run_strength(cfg: StrengthConfig) -> dict[str, Any]:
-    from prefalign.models.hub import load_tokenizer, pad_token_id
-    from prefalign.training.trainer import resolve_precision
-    from preference_data.sources import load_pairs
-    from preference_data.tokenize import tokenize_pairs
-
-    from .checkpoint import load_rm
-    from .rm_train import pair_rewards, run
-
-    resolve_precision(cfg.base.train, "rm strength")
+def measure_strength(cfg: StrengthConfig, models: list[str]) -> dict[str, Any]:
+    """Score the pairs of `cfg.base.data` with every RM in `models`, write strength.jsonl and report.json under
+    `cfg.output_dir`, and return the report. The members are trained by the rm_train recipe
+    (`reward_models.rm_train.run_strength`) or given (`cfg.models`)."""
     out = Path(cfg.output_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    dump_yaml(cfg, out / "config.yaml")
-    models = list(cfg.models)
-    if not models:
-        for m in range(cfg.members):
-            member = dataclasses.replace(
-                cfg.base,
-                output_dir=str(out / f"member{m}"),
-                train=dataclasses.replace(cfg.base.train, seed=cfg.base.train.seed + 1000 * m + 1),
-                eval=dataclasses.replace(cfg.base.eval, split="none"),
-            )
-            models.append(run(member)["model_dir"])
-
     tokenizer = load_tokenizer(cfg.base.model)
     raw, _ = load_pairs(cfg.base.data)
     pairs, _ = tokenize_pairs(

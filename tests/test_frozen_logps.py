@@ -85,9 +85,9 @@ def losses(run_dir: Path, key: str = "loss") -> list[float]:
 
 def every_pair(monkeypatch) -> None:
     """Columns on every training pair, as before runs drew only what they use."""
-    import prefalign.training.trainer as trainer
+    import align.train
 
-    monkeypatch.setattr(trainer, "drawn_indices", lambda args, n: None)
+    monkeypatch.setattr(align.train, "drawn_indices", lambda args, n: None)
 
 
 # --- only the drawn pairs -----------------------------------------------------------------------------
@@ -209,6 +209,7 @@ def test_inpo_first_iteration_precomputes_once_for_both_roles(tmp_path, data, mo
     drawn and the held-out pairs) and fills both roles' columns; the losses equal those of two separate
     passes, each computing its own numbers."""
     import align.reference as reference
+    import align.train
     from align.train import run
 
     common = (*INPO, "train.method=full")
@@ -218,7 +219,7 @@ def test_inpo_first_iteration_precomputes_once_for_both_roles(tmp_path, data, mo
     assert once["reference"]["roles"] == once["previous"]["roles"] == ["reference", "previous"]
     assert once["frozen_train_pairs"] == 12
 
-    monkeypatch.setattr(reference, "same_model", lambda a, b: False)  # each role its own pass ...
+    monkeypatch.setattr(align.train, "same_model", lambda a, b: False)  # each role its own pass ...
     monkeypatch.setattr(reference, "_read", lambda path, n: None)  # ... computing its numbers (no cache)
     frozen_passes.clear()
     twice = run(config(tmp_path, data, *common, out="twice"))
@@ -234,7 +235,7 @@ def test_inpo_first_iteration_under_lora_reuses_the_adapters_disabled_reference(
 ):
     """LoRA, reference = the adapters-disabled base = the initial policy = π_t: no precomputed pass at all;
     π_t's numbers are the reference forward's, and the losses equal those with π_t precomputed separately."""
-    import align.reference as reference
+    import align.train
     from align.train import run
 
     shared = run(config(tmp_path, data, *INPO, out="shared"))
@@ -243,7 +244,7 @@ def test_inpo_first_iteration_under_lora_reuses_the_adapters_disabled_reference(
     assert shared["previous"] == {"model": "builtin:tiny-llama", "from": "reference (adapters disabled)"}
     assert shared["frozen_train_pairs"] is None
 
-    monkeypatch.setattr(reference, "same_model", lambda a, b: False)
+    monkeypatch.setattr(align.train, "same_model", lambda a, b: False)
     separate = run(config(tmp_path, data, *INPO, out="separate"))
     assert sizes(frozen_passes) == [12, 4] and separate["previous"]["cache"] == {"train": "miss", "eval": "miss"}
     got, want = losses(tmp_path / "shared"), losses(tmp_path / "separate")

@@ -41,7 +41,7 @@ def _scripted(monkeypatch, reply):
     def sample(model, tokenizer, messages, judge, prefix):
         return [[reply(m, j) for j in range(judge.samples)] for m in messages]
 
-    monkeypatch.setattr("reward_models.judge_train._sample", sample)
+    monkeypatch.setattr("reward_models.judge_train.sample_outputs", sample)
 
 
 def test_think_examples_keep_correct_traces_only(monkeypatch):

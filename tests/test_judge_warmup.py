@@ -88,7 +88,7 @@ def test_multiclass_sampling_keeps_only_the_gold_strength(monkeypatch):
             out.append([f"</think><answer>{sign * 3}</answer>", f"</think><answer>{sign * 1}</answer>", "none"])
         return out
 
-    monkeypatch.setattr("reward_models.judge_train._sample", sample)
+    monkeypatch.setattr("reward_models.judge_train.sample_outputs", sample)
     examples, counts = think_examples(pairs, JudgeSection(kind="think", form="multiclass", samples=3), None, None)
     assert counts["correct"] == 4 and counts["abstained"] == 4 and counts["ungraded"] == 0
     assert all(e.completion.endswith(("<answer>3</answer>", "<answer>-3</answer>")) for e in examples)

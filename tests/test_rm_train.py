@@ -18,7 +18,9 @@ from prefalign.models.forward import last_token_rewards
 from preference_data.packing import pack_pairs, pack_single
 from preference_data.records import Message, PreferencePair
 from preference_data.tokenize import tokenize_pairs
-from reward_models.rm_train import RMTrainConfig, pair_rewards, run
+from reward_models.rm_config import RMTrainConfig
+from reward_models.rm_train import run
+from reward_models.training import pair_rewards
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -258,7 +260,8 @@ def test_compiled_layers_train_like_eager_ones(tmp_path):
 
 
 def test_strength_ensemble_and_strength_aware_training(tmp_path):
-    from reward_models.strength import StrengthConfig, run_strength
+    from reward_models.rm_train import run_strength
+    from reward_models.strength import StrengthConfig
 
     data = write_pairs(tmp_path / "pairs.jsonl", suite_like_pairs(12))
     base = tiny_cfg(tmp_path, data)
@@ -443,7 +446,8 @@ def test_margins_are_used_only_when_asked():
     """Rated data keeps its rating gap as an attribute; RM training subtracts a margin only with loss.margin."""
     from prefalign.errors import ConfigError, UserError
     from preference_data.tokenize import TokenizedPair
-    from reward_models.rm_train import RMLossSection, select_margins
+    from reward_models.rm_config import RMLossSection
+    from reward_models.rm_train import select_margins
 
     def pairs():
         return [

@@ -32,7 +32,7 @@ def _pairs(n: int) -> list[PreferencePair]:
 
 
 def _rm_config(tmp_path: Path, **train: Any):
-    from reward_models.rm_train import RMTrainConfig
+    from reward_models.rm_config import RMTrainConfig
 
     data = tmp_path / "pairs.jsonl"
     data.write_text("".join(json.dumps(p.to_dict()) + "\n" for p in _pairs(16)), encoding="utf-8")
@@ -188,7 +188,8 @@ def test_report_of_an_interrupted_run_then_resumed(tmp_path: Path, chromium, mon
     report says so."""
     from transformers import Trainer
 
-    from reward_models.rm_train import RMTrainer, run
+    from reward_models.rm_train import run
+    from reward_models.training import RMTrainer
 
     def interrupted(self, *args: Any, **kwargs: Any):
         if self.state.global_step == 2:

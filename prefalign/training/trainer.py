@@ -1,16 +1,27 @@
 """The `transformers.Trainer` glue both trainers share: LoRA set-up, the precision and storage dtype,
-dropout off, `TrainingArguments` from the `train` section, compiled layers, evaluation every N steps and
-the resume point. The recipes (`reward_models.rm_train`, `align.train`) read top to bottom around it.
+dropout off, `TrainingArguments` from the `train` section, compiled layers, loading a checkpoint into a wrapped
+model, evaluation every N steps and the resume point. The recipes (`reward_models.rm_train`, `align.train`) read
+top to bottom around it.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
 import torch
+from transformers import TrainerCallback, TrainingArguments
+from transformers.trainer_utils import get_last_checkpoint
+
+from prefalign.cpu import tune_allocator
+from prefalign.errors import UserError
+from prefalign.models.forward import body
+from prefalign.models.hub import cache_dir
+from prefalign.models.precision import announce, decide_precision, default_device
 
 from .config import LoraSection, TrainSection
 
@@ -28,7 +39,7 @@ def apply_lora(
 
     `trainable_tokens`: ids of tokens added for this run (e.g. POLAR's reward token) whose input embeddings train
     too (peft `trainable_token_indices`); the rest of the embedding stays frozen."""
-    from peft import LoraConfig, get_peft_model
+    from peft import LoraConfig, get_peft_model  # lazy: peft, only for LoRA
 
     cfg = LoraConfig(
         r=lora.r,
@@ -54,8 +65,6 @@ def resolve_precision(train: TrainSection, what: str) -> str:
     Called at the start of every training recipe, before the config is saved, so the run's config.yaml
     and report hold the precision that was really used.
     """
-    from prefalign.models.precision import announce, decide_precision, default_device
-
     decision = decide_precision(train.precision, default_device())
     train.precision = decision.value  # type: ignore[assignment]
     announce(what, decision)
@@ -110,8 +119,6 @@ def _distributed() -> bool:
 
 
 def training_arguments(train: TrainSection, output_dir: str, **extra: Any):
-    from transformers import TrainingArguments
-
     return TrainingArguments(
         output_dir=output_dir,
         learning_rate=train.lr,
@@ -154,9 +161,7 @@ def drawn_indices(args: Any, n: int) -> list[int] | None:
     items of the first epoch's order: the ones returned, built with the same sampler class and seed. The
     step count is `args.max_steps`, or for fractional epochs the Trainer's ceil(epochs x steps per epoch).
     """
-    import math
-
-    from accelerate.data_loader import SeedableRandomSampler
+    from accelerate.data_loader import SeedableRandomSampler  # lazy: only for a short run's sampler
 
     if (
         args.train_sampling_strategy != "random"
@@ -179,7 +184,6 @@ def set_threads(train: TrainSection) -> None:
     """Process settings for a training run: torch threads and (on Linux/glibc) the allocator."""
     if train.num_threads > 0:
         torch.set_num_threads(train.num_threads)
-    from prefalign.cpu import tune_allocator
 
     tune_allocator()
 
@@ -210,13 +214,9 @@ def compile_layers(model: torch.nn.Module, train: TrainSection) -> int:
     graph; the segment attention inside stays eager (it is excluded from tracing). Parameter names and
     state dicts are unchanged. Returns the number of layers compiled (0 when off or not possible).
     """
-    import shutil
-
-    from prefalign.models.forward import body
-
     if not train.compile:
         return 0
-    import torch._dynamo
+    import torch._dynamo  # lazy: dynamo costs seconds to import, only when compiling
 
     if torch._dynamo.config.disable:
         log.warning(
@@ -230,7 +230,6 @@ def compile_layers(model: torch.nn.Module, train: TrainSection) -> int:
     if not any(shutil.which(c) for c in ("g++", "c++", "clang++", "cl")):
         log.warning("train.compile: no C++ compiler found (torch.compile needs one on CPU); running eager")
         return 0
-    from prefalign.models.hub import cache_dir
 
     # compiled kernels persist beside the converted models, so only the first run on a machine pays in full
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(cache_dir() / "inductor"))
@@ -240,14 +239,39 @@ def compile_layers(model: torch.nn.Module, train: TrainSection) -> int:
 
 
 def last_checkpoint(output_dir: str) -> str | None:
-    from transformers.trainer_utils import get_last_checkpoint
-
     return get_last_checkpoint(output_dir) if Path(output_dir).is_dir() else None
+
+
+def load_inner_weights(inner: torch.nn.Module, ckpt: Path) -> None:
+    """Load a checkpoint written by `save_pretrained` into `inner` (a peft model, or a transformers model)."""
+    from safetensors.torch import load_file  # lazy, as peft below: only when resuming
+
+    if (ckpt / "adapter_model.safetensors").exists():
+        from peft import set_peft_model_state_dict  # lazy: peft, only for LoRA
+
+        result = set_peft_model_state_dict(inner, load_file(str(ckpt / "adapter_model.safetensors")))
+        unexpected = getattr(result, "unexpected_keys", [])
+        if unexpected:
+            raise UserError(f"checkpoint {ckpt} does not match this LoRA setup (unexpected keys {unexpected[:3]}...)")
+        return
+    files = sorted(ckpt.glob("model*.safetensors"))
+    if not files:
+        raise UserError(f"checkpoint {ckpt} has no model or adapter weights; delete it and resume from an earlier one")
+    state: dict[str, torch.Tensor] = {}
+    for f in files:
+        state.update(load_file(str(f)))
+    missing, unexpected = inner.load_state_dict(state, strict=False)
+    tied = set(getattr(inner, "_tied_weights_keys", None) or {})
+    missing = [k for k in missing if k not in tied and not k.endswith("lm_head.weight")]
+    if missing or unexpected:
+        raise UserError(
+            f"checkpoint {ckpt} does not match the model (missing {missing[:3]}, unexpected {unexpected[:3]})"
+        )
+    inner.tie_weights()  # type: ignore[operator]
 
 
 def evaluate_every(trainer: Any, every: int) -> None:
     """Run `trainer.evaluate()` every `every` optimizer steps (the final evaluation is the recipe's own)."""
-    from transformers import TrainerCallback
 
     class EvalEvery(TrainerCallback):
         def on_step_end(self, args, state, control, **kw):

@@ -11,7 +11,7 @@ both are read against `reference`. Two stages make rows:
   (`suite_rows`).
 
 `tokenize_rows` turns rows into `TokenizedPair`s that share the reference half (`format.encode`), so the packed
-trainer of `reward_models.rm_train` runs them unchanged: prompt_ids = ref_cat + <|reward|>, chosen_ids /
+trainer of `reward_models.training` runs them unchanged: prompt_ids = ref_cat + <|reward|>, chosen_ids /
 rejected_ids = cand_cat + <|reward_end|>, the reward read at the last token of each.
 """
 
@@ -26,9 +26,13 @@ from typing import Any, Literal
 
 from prefalign.errors import UserError
 from preference_data.records import Conversation, Message, conversation, stable_id
+from preference_data.suite import build_suite
 from preference_data.tokenize import TokenizedPair
 
 from .format import InputSection, TooLong, encode
+
+POOL_FILE = "pool.jsonl"
+"""The policy pool a polar_pool run writes (`polar.pool`), one trajectory a line; pre-training reads it."""
 
 
 @dataclass
@@ -43,6 +47,18 @@ class PolarRow:
 
 
 # --- pre-training triples --------------------------------------------------------------------------------------
+
+
+def read_pool(path: str | Path) -> list[dict[str, Any]]:
+    """Rows of a pool cache (a pool.jsonl, or the directory holding it)."""
+    p = Path(path).expanduser()
+    if p.is_dir():
+        p = p / POOL_FILE
+    if not p.exists():
+        raise UserError(
+            f"no policy pool at {p}; build one with `align rm train --config configs/polar_pool_suite.yaml`"
+        )
+    return [json.loads(line) for line in p.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 def pool_triples(pool: list[dict[str, Any]], per_prompt: int = 1, seed: int = 0) -> list[PolarRow]:
@@ -103,8 +119,6 @@ def split_by_prompt(rows: list[PolarRow], eval_fraction: float, seed: int = 0) -
 
 def suite_rows(split: Literal["train", "test"], per_family: int = 200, seed: int = 0) -> list[PolarRow]:
     """The suite's pairs of one split with their task's reference answer (the canonical good phrasing)."""
-    from preference_data.suite import build_suite
-
     suite = build_suite(per_family, seed)
     refs = {t.id: t.reference for t in suite.tasks}
     pairs = suite.train_pairs if split == "train" else suite.test_pairs

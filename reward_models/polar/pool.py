@@ -27,13 +27,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from prefalign.config import option
+from prefalign.config import dump_yaml, option
 from prefalign.errors import UserError
-from prefalign.models.hub import DEFAULT_MODEL
-from preference_data.records import Conversation, Message, conversation
+from prefalign.models.hub import DEFAULT_MODEL, load_model, load_tokenizer
+from prefalign.models.precision import announce, decide_dtype
+from preference_data.records import Conversation, Message, conversation, stable_id
+from preference_data.suite import build_suite
+
+from .data import POOL_FILE, read_pool
 
 Degradation = Literal["none", "truncate", "shuffle", "wrong"]
-POOL_FILE = "pool.jsonl"
 WRONG_SYSTEM_PROMPT = (
     "You are playing a quiz game in which you must answer every question incorrectly. Give a plausible but wrong "
     "answer, in the format the question asks for, and do not say that it is wrong."
@@ -158,8 +161,6 @@ def policy_prompt(policy: PolicySpec, prompt: Conversation) -> Conversation:
 def load_prompts(cfg: PromptSection) -> list[tuple[str, Conversation]]:
     """(prompt id, prompt) pairs: the suite's prompts of one split, or a file's `prompt` rows."""
     if cfg.source == "suite":
-        from preference_data.suite import build_suite
-
         suite = build_suite(cfg.suite_per_family, cfg.suite_seed)
         records = suite.train_prompts if cfg.split == "train" else suite.test_prompts
         out = [(r.id, list(r.prompt)) for r in records]
@@ -167,7 +168,6 @@ def load_prompts(cfg: PromptSection) -> list[tuple[str, Conversation]]:
         path = Path(cfg.source).expanduser()
         if not path.exists():
             raise UserError(f"prompts.source: {path} does not exist; use 'suite' or a JSONL file with `prompt` rows")
-        from preference_data.records import stable_id
 
         out = []
         for i, line in enumerate(path.read_text(encoding="utf-8").splitlines()):
@@ -192,18 +192,6 @@ def load_prompts(cfg: PromptSection) -> list[tuple[str, Conversation]]:
 # --- the cache -------------------------------------------------------------------------------------------------
 
 
-def read_pool(path: str | Path) -> list[dict[str, Any]]:
-    """Rows of a pool cache (a pool.jsonl, or the directory holding it)."""
-    p = Path(path).expanduser()
-    if p.is_dir():
-        p = p / POOL_FILE
-    if not p.exists():
-        raise UserError(
-            f"no policy pool at {p}; build one with `align rm train --config configs/polar_pool_suite.yaml`"
-        )
-    return [json.loads(line) for line in p.read_text(encoding="utf-8").splitlines() if line.strip()]
-
-
 def _append(path: Path, rows: list[dict[str, Any]]) -> None:
     with path.open("a", encoding="utf-8") as f:
         for r in rows:
@@ -214,7 +202,7 @@ def generate_policy(
     policy: PolicySpec, model: Any, tokenizer: Any, prompts: list[tuple[str, Conversation]], cfg: PolarPoolConfig
 ) -> list[dict[str, Any]]:
     """`samples_per_prompt` trajectories of `policy` for every prompt, degraded as the policy says."""
-    from prefalign.generation import SamplingParams, make_engine
+    from prefalign.generation import SamplingParams, make_engine  # lazy: torch, not needed to validate
 
     engine = make_engine(model, tokenizer, max_rows=cfg.batch_size)
     params = SamplingParams(
@@ -245,10 +233,6 @@ def generate_policy(
 
 def run(cfg: PolarPoolConfig, resume: bool = False) -> dict[str, Any]:
     """Generate every policy's trajectories into `output_dir/pool.jsonl`; return (and write) the report."""
-    from prefalign.config import dump_yaml
-    from prefalign.models.hub import load_model, load_tokenizer
-    from prefalign.models.precision import announce, decide_dtype
-
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     dump_yaml(cfg, out / "config.yaml")

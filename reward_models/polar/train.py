@@ -11,7 +11,7 @@ sequences and differ only in where rows come from:
 
 Reads top to bottom: config -> rows -> model (a sequence-classification head on any causal LM, the reward and
 end tokens added and the embeddings resized; a POLAR model from the pretrain stage already has them) -> train
-(`reward_models.rm_train.RMTrainer` on packed, reference-shared pairs: loss −log σ(r(ref, chosen) − r(ref,
+(`reward_models.training.RMTrainer` on packed, reference-shared pairs: loss −log σ(r(ref, chosen) − r(ref,
 rejected)), `reward_models.losses`) -> evaluate (held-out accuracy with a bootstrap interval) -> save (`save_rm`,
 plus polar.json with the input format) -> report.
 
@@ -29,12 +29,15 @@ from typing import Any, Literal
 
 from prefalign.config import option
 from prefalign.errors import UserError
-from prefalign.models.hub import DEFAULT_MODEL
+from prefalign.models.hub import DEFAULT_MODEL, load_seq_cls, load_tokenizer, pad_token_id
 from prefalign.stats import bootstrap_ci
 from prefalign.training.config import LoraSection, TrainSection
+from prefalign.training.evaluation import accuracy_report, group_lines
 
-from ..rm_train import RMLossSection
-from .format import END_TOKEN, POLAR_FILE, REWARD_TOKEN, InputSection
+from ..checkpoint import save_rm
+from ..rm_config import RMLossSection
+from .data import file_rows, pool_triples, read_pool, split_by_prompt, suite_rows, tokenize_rows
+from .format import END_TOKEN, POLAR_FILE, REWARD_TOKEN, InputSection, add_polar_tokens, flatten, polar_token_ids
 
 
 @dataclass
@@ -104,9 +107,6 @@ class PolarTrainConfig:
 
 def load_rows(cfg: PolarTrainConfig) -> tuple[list[Any], list[Any], dict[str, Any]]:
     """(train rows, held-out rows, what was read)."""
-    from .data import file_rows, pool_triples, split_by_prompt, suite_rows
-    from .pool import read_pool
-
     if cfg.stage == "pretrain":
         pool = read_pool(cfg.data.pool)  # type: ignore[arg-type]  # check() requires it
         rows = pool_triples(pool, cfg.data.triples_per_prompt, cfg.data.seed)
@@ -141,15 +141,11 @@ def load_rows(cfg: PolarTrainConfig) -> tuple[list[Any], list[Any], dict[str, An
 
 
 def flatten_eq(a: Any, b: Any) -> bool:
-    from .format import flatten
-
     return flatten(a).strip() == flatten(b).strip()
 
 
 def held_out_report(pairs: list[Any], rc: Any, rr: Any, bootstrap: int, seconds: float) -> dict[str, Any]:
     """Accuracy (ties wrong) with a percentile bootstrap interval over pairs, per group, and scoring cost."""
-    from ..rm_train import accuracy_report
-
     rep = accuracy_report(pairs, rc, rr)
     correct = [float(c) for c in (rc > rr).tolist()]
     lo, hi = bootstrap_ci(correct, bootstrap)
@@ -164,23 +160,13 @@ def held_out_report(pairs: list[Any], rc: Any, rr: Any, bootstrap: int, seconds:
     return rep
 
 
-PLOT_KEYS = ["loss", "accuracy", "margin", "reward_mean", "reward_std"]
-
-
 def run(cfg: PolarTrainConfig, resume: bool = False) -> dict[str, Any]:
     """Train, evaluate and save a POLAR reward model as `cfg` says; return the report (also report.json)."""
-    import torch
-
-    from prefalign.models.forward import PackedForward
-    from prefalign.models.hub import load_seq_cls, load_tokenizer, pad_token_id
+    # lazy: transformers (the trainer), so `align validate` reads the config without it
     from prefalign.training.recipe import start_run
-    from prefalign.training.trainer import base_dtype, prepare_model, training_arguments
-    from preference_data.packing import PackCollator, PairDataset
+    from prefalign.training.trainer import base_dtype, prepare_model
 
-    from ..checkpoint import RewardStats, save_rm
-    from ..rm_train import RMTrainer, pair_rewards
-    from .data import tokenize_rows
-    from .format import add_polar_tokens, polar_token_ids
+    from ..training import PLOT_KEYS, RMTrainer, reward_statistics, train_pair_rewards
 
     run = start_run(cfg, cfg.train, f"polar {cfg.stage}", resume)
 
@@ -209,58 +195,25 @@ def run(cfg: PolarTrainConfig, resume: bool = False) -> dict[str, Any]:
 
     # train
     pad_id = pad_token_id(tokenizer)
-    trainer = RMTrainer(
-        model=PackedForward(model, "rewards"),
-        args=training_arguments(cfg.train, str(run.checkpoints)),
-        train_dataset=PairDataset(train_pairs),
-        data_collator=PackCollator(pad_id, cfg.train.row_tokens, cfg.train.attention),
-        loss=cfg.loss,
-        eval_pairs=eval_pairs,  # every train.eval_every steps; the final numbers, with an interval, below
-        pad_id=pad_id,
-        row_tokens=cfg.train.row_tokens,
-        layout=cfg.train.attention,
-        metrics_path=run.metrics_path,
-    )
+    # held-out accuracy every train.eval_every steps; the final numbers, with an interval, below
+    trainer = RMTrainer.on_pairs(model, run, cfg.train, cfg.loss, train_pairs, eval_pairs, pad_id)
     trained = run.train(trainer, cfg.train, evaluates=bool(eval_pairs))
     if not trainer.is_world_process_zero():
         return {}
-
-    def rewards(pairs: list[Any]) -> tuple[torch.Tensor, torch.Tensor]:
-        return pair_rewards(
-            model,
-            pairs,
-            pad_id,
-            cfg.train.batch_size,
-            cfg.train.row_tokens,
-            cfg.train.precision == "bf16",
-            cfg.train.attention,
-        )
 
     # evaluate
     eval_report: dict[str, Any] = {}
     if eval_pairs:
         t0 = time.time()
-        rc, rr = rewards(eval_pairs)
+        rc, rr = train_pair_rewards(model, eval_pairs, pad_id, cfg.train)
         eval_report = held_out_report(eval_pairs, rc, rr, cfg.eval.bootstrap, time.time() - t0)
 
     # save, with reward statistics and the input format
     sample = train_pairs[: cfg.eval.stats_pairs]
-    rc, rr = rewards(sample)
-    allr = torch.cat([rc, rr])
+    computed_on = f"{len(sample)} training pairs ({cfg.stage})"
+    stats, sample_rewards = reward_statistics(model, sample, pad_id, cfg.train, computed_on)
     by_id = {r.id: r for r in train_rows}
-    sample_rewards = {  # what the trained model gave before saving: a reload must score these the same
-        "ids": [p.id for p in sample[:4]],
-        "chosen": rc[:4].tolist(),
-        "rejected": rr[:4].tolist(),
-        "rows": [row_text(by_id[p.id]) for p in sample[:4]],
-    }
-    stats = RewardStats(
-        mean=allr.mean().item(),
-        std=allr.std(correction=0).item(),
-        n=len(allr),
-        num_labels=1,
-        computed_on=f"{len(sample)} training pairs ({cfg.stage})",
-    )
+    sample_rewards["rows"] = [row_text(by_id[p.id]) for p in sample[:4]]  # a reload must score these the same
     card = {
         "kind": f"POLAR reward model ({cfg.stage}), scored against a reference answer",
         "base model": cfg.model,
@@ -301,8 +254,6 @@ def run(cfg: PolarTrainConfig, resume: bool = False) -> dict[str, Any]:
 
 def row_text(row: Any) -> dict[str, str]:
     """A row as flat strings (what the input format reads of it)."""
-    from .format import flatten
-
     return {
         "id": row.id,
         "prompt": flatten(row.prompt),
@@ -346,9 +297,7 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
             f"held-out accuracy {ev['accuracy']:.3f} (95% interval {lo:.3f}..{hi:.3f}) on {ev['pairs']} pairs, "
             f"{1000 * ev['seconds_per_pair']:.1f} ms per pair"
         )
-        for key in ("family", "corruption"):
-            for name, v in (ev.get(f"by_{key}") or {}).items():
-                lines.append(f"  {key} {name}: {v['accuracy']:.3f} ({v['pairs']} pairs)")
+        lines += group_lines(ev, ("family", "corruption"))
         for name, v in (ev.get("by_negative_policy") or {}).items():
             lines.append(f"  negative from {name}: {v['accuracy']:.3f} ({v['pairs']} pairs)")
     return lines
