@@ -16,7 +16,7 @@ import random
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, Literal, NamedTuple, TypeVar
 
 from .text import first_mention, is_refusal, word_count
 
@@ -88,6 +88,39 @@ class Family:
     def corruption_kinds(self) -> tuple[str, ...]:
         """The corruption kinds this family can produce (for `align ls`)."""
         return tuple(self.corruptions)
+
+
+def answer_corruptions(
+    wrong_value: Corruptor,
+    padding: Corruptor,
+    truncated: Corruptor,
+    hedged: Corruptor,
+    negated: Corruptor,
+    non_answer: Corruptor,
+    violated: Corruptor | None = None,
+    violated_weight: float = 1.5,
+    lead: Literal["wrong_value", "padding"] = "wrong_value",
+) -> dict[str, tuple[float, Corruptor]]:
+    """The corruption table (`Family.corruptions`) of a family whose good answer commits to one value
+    (arithmetic, list_ops, short_answer, extractive_qa): one weighting for all of them.
+
+    The family's typical failure, `lead` (a wrong value; padding for a one-sentence answer), has weight 3 and
+    comes first, the other of the two 1.5; a violated format instruction (where the family asks for one)
+    `violated_weight`; truncated 1.5, hedged 1, negated and non-answers 0.75 each. The order is the draw order
+    of `build.make_pair`, so it is part of the suite's data.
+    """
+    other = "padding" if lead == "wrong_value" else "wrong_value"
+    main = {"wrong_value": wrong_value, "padding": padding}
+    table: dict[str, tuple[float, Corruptor]] = {lead: (3.0, main[lead])}
+    if violated is not None:
+        table["violated_constraint"] = (violated_weight, violated)
+    return table | {
+        other: (1.5, main[other]),
+        "truncated": (1.5, truncated),
+        "hedged": (1.0, hedged),
+        "negated": (0.75, negated),
+        "non_answer": (0.75, non_answer),
+    }
 
 
 # Shared system turns: most prompts have none, some carry a common generic one.

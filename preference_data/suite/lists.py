@@ -19,6 +19,7 @@ from .base import (
     Draft,
     Family,
     Params,
+    answer_corruptions,
     cap,
     choose,
     hedge,
@@ -425,13 +426,7 @@ FAMILY = Family(
     generate=generate,
     score=score,
     answer=answer,
-    corruptions={
-        "wrong_value": (3.0, _wrong_value),
-        "violated_constraint": (2.0, _violated),
-        "padding": (1.5, _padding),
-        "truncated": (1.5, _truncated),
-        "hedged": (1.0, _hedged),
-        "negated": (0.75, _negated),
-        "non_answer": (0.75, _non_answer),
-    },
+    corruptions=answer_corruptions(
+        _wrong_value, _padding, _truncated, _hedged, _negated, _non_answer, _violated, violated_weight=2.0
+    ),
 )

@@ -15,6 +15,7 @@ from .base import (
     Draft,
     Family,
     Params,
+    answer_corruptions,
     cap,
     choose,
     hedge,
@@ -366,12 +367,5 @@ FAMILY = Family(
     generate=generate,
     score=score,
     answer=answer,
-    corruptions={
-        "padding": (3.0, _padding),
-        "wrong_value": (1.5, _wrong_value),
-        "truncated": (1.5, _truncated),
-        "hedged": (1.0, _hedged),
-        "negated": (0.75, _negated),
-        "non_answer": (0.75, _non_answer),
-    },
+    corruptions=answer_corruptions(_wrong_value, _padding, _truncated, _hedged, _negated, _non_answer, lead="padding"),
 )
