@@ -291,6 +291,15 @@ MODEL = "builtin:smollm2-135m-instruct"
 LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 
 
+def lora_config(task_type: str, modules_to_save: list[str] | None = None):
+    """TRL's side's LoRA: what our side's `lora` section defaults to (r 16, alpha 32, every projection)."""
+    from peft import LoraConfig  # lazy: peft, only in a LoRA side's process
+
+    return LoraConfig(
+        r=16, lora_alpha=32, task_type=task_type, modules_to_save=modules_to_save, target_modules=LORA_TARGETS
+    )
+
+
 def trl_model_dtype(precision: str, lora: bool) -> str:
     """The dtype TRL's model is loaded in so both sides hold weights alike: trained weights in fp32 (bf16 runs
     autocast, as ours), a frozen LoRA base in bf16 when the run is bf16 (as ours; TRL's default loads it in
@@ -376,6 +385,45 @@ def _side_line(label: str, r: dict, peak: float) -> str:
         f"{r['steady_pairs_per_s']:.3f} pairs/s, peak memory {r['peak_rss_gb']:.2f} GB, "
         f"matmul {flops}{r.get('note', '')}"
     )
+
+
+def ours_train_section(args, lr: float) -> dict:
+    """The `train` section of our side's config: the mode, steps, batch, length and precision TRL's side gets."""
+    return {
+        "method": "lora" if args.mode == "lora" else "full",
+        "max_steps": args.steps,
+        "batch_size": BATCH,
+        "max_length": MAX_LENGTH,
+        "lr": lr,
+        "precision": args.precision,
+        "log_every": args.steps,
+    }
+
+
+def side_result(args, seconds: float, kept: int, note: str) -> dict:
+    """What a side reports: its wall time, pairs per second over the epoch's pairs, the pairs it kept."""
+    return {"seconds": seconds, "pairs_per_s": args.steps * BATCH / seconds, "kept": kept, "note": note}
+
+
+def kept_note(args, kept: int) -> str:
+    """A note when our side kept fewer pairs than the epoch holds (it drops none by design: a bug if it shows)."""
+    return f"; only {kept} of {args.steps * BATCH} pairs kept" if kept != args.steps * BATCH else ""
+
+
+def pair_benchmark_main(doc: str, script: str, sides: dict, what: str, trl_name: str) -> None:
+    """The command line of a pair-training benchmark (`dpo_vs_trl.py`, `rm_train_vs_trl.py`): a child process
+    times one side of `sides` ({"trl": ..., "ours": ...}); the parent compares them (`compare`)."""
+    import argparse
+
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_common_args(ap, trl_default="eager,compile")
+    add_child_args(ap)
+    args = ap.parse_args()
+    if args.child:
+        args.side = args.child
+        child_main(args, sides)
+        return
+    compare(script, args, f"{args.steps} steps x {BATCH} pairs, max length {MAX_LENGTH}, {what}", trl_name)
 
 
 def compare(script: str, args, title: str, trl_name: str) -> dict:

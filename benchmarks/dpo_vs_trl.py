@@ -23,17 +23,16 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import (  # noqa: E402
-    BATCH,
-    LORA_TARGETS,
     MAX_LENGTH,
     MODEL,
     WorkMeter,
-    add_child_args,
-    add_common_args,
-    child_main,
-    compare,
+    kept_note,
+    lora_config,
     model_dims,
+    ours_train_section,
+    pair_benchmark_main,
     read_pairs,
+    side_result,
     trl_args,
     trl_model_dtype,
     trl_rows,
@@ -67,11 +66,7 @@ def side_trl(args: argparse.Namespace, out: str) -> tuple[dict, WorkMeter]:
     DPOTrainer._precompute_ref_logps = timed_precompute
     tok = load_tokenizer(MODEL)
     model = load_causal_lm(MODEL, dtype=trl_model_dtype(args.precision, lora))
-    peft_config = None
-    if lora:
-        from peft import LoraConfig
-
-        peft_config = LoraConfig(r=16, lora_alpha=32, task_type="CAUSAL_LM", target_modules=LORA_TARGETS)
+    peft_config = lora_config("CAUSAL_LM") if lora else None
     trainer = DPOTrainer(
         model=model,
         args=DPOConfig(
@@ -93,8 +88,7 @@ def side_trl(args: argparse.Namespace, out: str) -> tuple[dict, WorkMeter]:
     t = time.perf_counter()
     trainer.train()
     dt = time.perf_counter() - t + ref_seconds[0]
-    note = f"; {over} of {len(ds)} pairs truncated by TRL" if over else ""
-    res = {"seconds": dt, "pairs_per_s": args.steps * BATCH / dt, "kept": len(ds), "note": note}
+    res = side_result(args, dt, len(ds), f"; {over} of {len(ds)} pairs truncated by TRL" if over else "")
     if ref_seconds[0]:
         res |= {"extra_seconds": ref_seconds[0], "extra_what": "reference log-probs"}
     return res, meter
@@ -116,38 +110,21 @@ def side_ours(args: argparse.Namespace, out: str) -> tuple[dict, WorkMeter]:
             "data": {"source": args.data, "split": "all"},
             "eval": {"split": "none"},
             "loss": {"name": "sigmoid", "params": {"beta": 0.1}},
-            "train": {
-                "method": "lora" if lora else "full",
-                "max_steps": args.steps,
-                "batch_size": BATCH,
-                "max_length": MAX_LENGTH,
-                "lr": 1e-6,
-                "precision": args.precision,
-                "log_every": args.steps,
-            },
+            "train": ours_train_section(args, lr=1e-6),
         },
     )
     report = run(cfg)
     ref_seconds = float(report["reference"].get("seconds", 0.0) or 0.0)
     seconds, kept = report["train_seconds"] + ref_seconds, report["train_pairs"]
-    note = f"; only {kept} of {args.steps * BATCH} pairs kept" if kept != args.steps * BATCH else ""
-    res = {"seconds": seconds, "pairs_per_s": args.steps * BATCH / seconds, "kept": kept, "note": note}
+    res = side_result(args, seconds, kept, kept_note(args, kept))
     if ref_seconds:
         res |= {"extra_seconds": ref_seconds, "extra_what": "reference log-probs"}
     return res, meter
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_common_args(ap, trl_default="eager,compile")
-    add_child_args(ap)
-    args = ap.parse_args()
-    if args.child:
-        args.side = args.child
-        child_main(args, {"trl": side_trl, "ours": side_ours})
-        return
-    title = f"{args.steps} steps x {BATCH} pairs, max length {MAX_LENGTH}, DPO sigmoid (beta 0.1)"
-    compare(__file__, args, title, "TRL DPOTrainer")
+    sides = {"trl": side_trl, "ours": side_ours}
+    pair_benchmark_main(__doc__, __file__, sides, "DPO sigmoid (beta 0.1)", "TRL DPOTrainer")
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import LORA_TARGETS, MODEL, machine_line, report, resolve_precision, spawn  # noqa: E402
+from benchmarks.common import MODEL, lora_config, machine_line, report, resolve_precision, spawn  # noqa: E402
 
 PROMPTS_PER_STEP = 8
 GROUP = 4
@@ -70,11 +70,7 @@ def side_trl(args: argparse.Namespace, out: str) -> dict:
 
     tok = load_tokenizer(args.model)
     model = load_causal_lm(args.model, dtype=trl_model_dtype(args.precision, lora))
-    peft_config = None
-    if lora:
-        from peft import LoraConfig
-
-        peft_config = LoraConfig(r=16, lora_alpha=32, task_type="CAUSAL_LM", target_modules=LORA_TARGETS)
+    peft_config = lora_config("CAUSAL_LM") if lora else None
     times = step_timer()
     trainer = GRPOTrainer(
         model=model,

@@ -26,17 +26,16 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import (  # noqa: E402
-    BATCH,
-    LORA_TARGETS,
     MAX_LENGTH,
     MODEL,
     WorkMeter,
-    add_child_args,
-    add_common_args,
-    child_main,
-    compare,
+    kept_note,
+    lora_config,
     model_dims,
+    ours_train_section,
+    pair_benchmark_main,
     read_pairs,
+    side_result,
     trl_args,
     trl_model_dtype,
     trl_rows,
@@ -57,13 +56,7 @@ def side_trl(args: argparse.Namespace, out: str) -> tuple[dict, WorkMeter]:
     tok = load_tokenizer(MODEL)
     model = load_seq_cls(MODEL, dtype=trl_model_dtype(args.precision, lora))
     model.config.pad_token_id = tok.pad_token_id
-    peft_config = None
-    if lora:
-        from peft import LoraConfig
-
-        peft_config = LoraConfig(
-            r=16, lora_alpha=32, task_type="SEQ_CLS", modules_to_save=["score"], target_modules=LORA_TARGETS
-        )
+    peft_config = lora_config("SEQ_CLS", modules_to_save=["score"]) if lora else None
     trainer = RewardTrainer(
         model=model,
         args=RewardConfig(**trl_args(args.setting, args.precision, args.steps, out), learning_rate=1e-5),
@@ -76,8 +69,7 @@ def side_trl(args: argparse.Namespace, out: str) -> tuple[dict, WorkMeter]:
     t = time.perf_counter()
     trainer.train()
     dt = time.perf_counter() - t
-    note = f"; {over} of {len(ds)} pairs truncated by TRL" if over else ""
-    return {"seconds": dt, "pairs_per_s": args.steps * BATCH / dt, "kept": len(ds), "note": note}, meter
+    return side_result(args, dt, len(ds), f"; {over} of {len(ds)} pairs truncated by TRL" if over else ""), meter
 
 
 def side_ours(args: argparse.Namespace, out: str) -> tuple[dict, WorkMeter]:
@@ -94,34 +86,17 @@ def side_ours(args: argparse.Namespace, out: str) -> tuple[dict, WorkMeter]:
             "output_dir": out,
             "data": {"source": args.data, "split": "all"},
             "eval": {"split": "none", "stats_pairs": 8},
-            "train": {
-                "method": "lora" if lora else "full",
-                "max_steps": args.steps,
-                "batch_size": BATCH,
-                "max_length": MAX_LENGTH,
-                "lr": 1e-5,
-                "precision": args.precision,
-                "log_every": args.steps,
-            },
+            "train": ours_train_section(args, lr=1e-5),
         },
     )
     report = run(cfg)
-    seconds, kept = report["train_seconds"], report["train_pairs"]
-    note = f"; only {kept} of {args.steps * BATCH} pairs kept" if kept != args.steps * BATCH else ""
-    return {"seconds": seconds, "pairs_per_s": args.steps * BATCH / seconds, "kept": kept, "note": note}, meter
+    kept = report["train_pairs"]
+    return side_result(args, report["train_seconds"], kept, kept_note(args, kept)), meter
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_common_args(ap, trl_default="eager,compile")
-    add_child_args(ap)
-    args = ap.parse_args()
-    if args.child:
-        args.side = args.child
-        child_main(args, {"trl": side_trl, "ours": side_ours})
-        return
-    title = f"{args.steps} steps x {BATCH} pairs, max length {MAX_LENGTH}, Bradley-Terry"
-    compare(__file__, args, title, "TRL RewardTrainer")
+    sides = {"trl": side_trl, "ours": side_ours}
+    pair_benchmark_main(__doc__, __file__, sides, "Bradley-Terry", "TRL RewardTrainer")
 
 
 if __name__ == "__main__":
