@@ -11,11 +11,12 @@ One interface (`api.GenerationEngine`) for `align eval policy`, generative judge
     engine.sync_weights(trainer_model)                      # after each optimizer step (LoRA merged)
 
 Files, in reading order:
-  api.py                   SamplingParams, Completion / RequestOutput / GenerationResult, Timings, the protocol
+  api.py                   SamplingParams, Completion / RequestOutput / GenerationResult, Timings, the engine base
   prompts.py               conversation -> prompt token ids (the chat template, as `tokenize_prompts` does)
   sampling.py              temperature / top-k / top-p / min-p, the log-prob definition, seeded inverse-CDF draws
   cache.py                 the in-place KV slab cache
-  transformers_backend.py  the default engine: prefill once per prompt, token-budget batches, row pruning
+  schedule.py              which samples decode together: one unit per distinct prompt, token-budget batches
+  transformers_backend.py  the default engine: prefill once per prompt, batches as scheduled, row pruning
   vllm_backend.py          vLLM colocated (gpu extra), imported lazily
   weights.py               trainer -> sampler weight copy, LoRA merged without touching the trainer
 """
@@ -40,7 +41,8 @@ from .api import (
 )
 from .prompts import render_prompts
 from .sampling import processed_logprobs, sample_uniforms
-from .transformers_backend import BATCH_ORDERS, TransformersEngine, exact_batched
+from .schedule import BATCH_ORDERS
+from .transformers_backend import TransformersEngine, exact_batched
 
 
 @dataclass(frozen=True)

@@ -10,11 +10,14 @@ engine.sync_weights(trainer_model)                           # after each optimi
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from prefalign.errors import ConfigError
+
+from .prompts import render_prompts
 
 FinishReason = Literal["eos", "length", "stop"]
 FINISH_REASONS: dict[str, str] = {
@@ -149,11 +152,15 @@ class GenerationResult:
     """the engine's weight version the samples were drawn with (see `sync_weights`)"""
 
 
-class GenerationEngine(Protocol):
-    """What every backend provides."""
+class GenerationEngine:
+    """What every backend provides; a backend subclasses it and implements `_sample` and `sync_weights`.
+
+    `generate` is the same for every backend: it checks the settings (`per_prompt_params`) and renders the
+    prompts to token ids (`prompts.render_prompts`), then the backend samples the rendered prompts."""
 
     backend: str
     weight_version: int
+    tokenizer: Any
 
     def generate(
         self,
@@ -163,13 +170,23 @@ class GenerationEngine(Protocol):
         progress: bool = False,
     ) -> GenerationResult:
         """Sample `params.n` completions for each prompt (a conversation or a list of token ids). `params` is
-        one setting for every prompt or one per prompt."""
-        ...
+        one setting for every prompt or one per prompt. Returns one `RequestOutput` per prompt, in input order."""
+        t0 = time.perf_counter()
+        plist = per_prompt_params(params, len(prompts))
+        ids = render_prompts(self.tokenizer, prompts, max_prompt_length)
+        return self._sample(ids, plist, Timings(render_s=time.perf_counter() - t0), t0, progress)
+
+    def _sample(
+        self, ids: list[list[int]], plist: list[SamplingParams], timings: Timings, t0: float, progress: bool
+    ) -> GenerationResult:
+        """The backend's part of `generate`: `plist[i].n` completions of the rendered prompt `ids[i]`; `timings`
+        holds the rendering time, `t0` is when `generate` began (finish times count from it)."""
+        raise NotImplementedError
 
     def sync_weights(self, model: Any | None = None) -> int:
         """Make the sampler use `model`'s current weights (merged LoRA for a peft model); returns the new
         weight version."""
-        ...
+        raise NotImplementedError
 
 
 def per_prompt_params(params: SamplingParams | Sequence[SamplingParams], n_prompts: int) -> list[SamplingParams]:

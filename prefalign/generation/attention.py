@@ -19,6 +19,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import torch
+from transformers import AttentionInterface
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
 NAME = "prefalign_decode"
 # model types whose attention modules compute plain scaled-dot-product attention over the cache
@@ -45,8 +47,6 @@ def decode_attention(
     prefill) it falls back to PyTorch's scaled_dot_product_attention.
     """
     if prefalign_cache is None or query.shape[2] != 1:
-        from transformers.integrations.sdpa_attention import sdpa_attention_forward
-
         return sdpa_attention_forward(
             module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs
         )
@@ -85,8 +85,6 @@ def supports_decode_attention(config: Any) -> bool:
 @contextlib.contextmanager
 def using_decode_attention(config: Any) -> Iterator[None]:
     """Within the block, the model whose (text) config this is attends with `decode_attention`."""
-    from transformers import AttentionInterface
-
     if NAME not in AttentionInterface._global_mapping:
         AttentionInterface.register(NAME, decode_attention)
     before = config._attn_implementation

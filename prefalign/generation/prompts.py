@@ -21,6 +21,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from jinja2.exceptions import TemplateError
+
 from prefalign.errors import UserError
 
 Message = Any  # a {"role", "content"} dict or an object with .role and .content
@@ -91,8 +93,6 @@ def render_prompts(
             )
         conv = _as_dicts(p, row)
         if templated:
-            from jinja2.exceptions import TemplateError
-
             try:
                 texts[row] = tokenizer.apply_chat_template(conv, tokenize=False, add_generation_prompt=True)
             except TemplateError as e:

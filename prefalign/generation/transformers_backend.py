@@ -2,10 +2,11 @@
 
 How a `generate` call runs:
 
-1. Render every prompt to token ids (`prompts.py`). Prompts with the same ids form one *unit* holding all
-   their samples (n per request), so each distinct prompt is prefilled once.
+1. Render every prompt to token ids (`prompts.py`, in `api.GenerationEngine.generate`). Prompts with the same
+   ids form one *unit* holding all their samples (n per request), so each distinct prompt is prefilled once.
 2. Sort units by prompt length (`batch_order`) and pack them into batches of at most `max_rows` samples
-   whose KV cache, rows x (longest prompt + longest max_new_tokens), fits in `token_budget` slots.
+   whose KV cache, rows x (longest prompt + longest max_new_tokens), fits in `token_budget` slots
+   (`schedule.py`).
 3. Per batch: prefill the distinct prompts, left-padded, at most `prefill_tokens` padded tokens per forward
    (logits of the last position only), and write each prompt's keys and values into the batch cache
    (`cache.py`): once per unit, shared by its samples, when decoding with `attention.decode_attention`;
@@ -25,25 +26,21 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import torch
+from tqdm import tqdm
+from transformers.cache_utils import CacheLayerMixin, DynamicCache
 
 from prefalign.cpu import tune_allocator
 from prefalign.errors import ConfigError, UserError, did_you_mean
 
-from .api import Completion, GenerationResult, RequestOutput, SamplingParams, Timings, per_prompt_params
+from .api import Completion, GenerationEngine, GenerationResult, RequestOutput, SamplingParams, Timings
 from .attention import PLAIN_ATTENTION, supports_decode_attention, using_decode_attention
 from .cache import SharedPrefixCache, SlabCache
-from .prompts import render_prompts
 from .sampling import RowSettings, sample, sample_uniforms
+from .schedule import BATCH_ORDERS, Unit, batches, pieces
 from .weights import copy_weights
-
-BATCH_ORDERS: dict[str, str] = {
-    "longest_first": "batches filled longest prompt first (the heaviest batch runs first, so memory peaks early)",
-    "shortest_first": "batches filled shortest prompt first, as transformers-based evaluation loops usually do",
-}
 
 
 def exact_batched(batch_size: int) -> dict[str, Any]:
@@ -59,15 +56,50 @@ def exact_batched(batch_size: int) -> dict[str, Any]:
     }
 
 
-@dataclass
-class _Unit:
-    """One distinct prompt and the samples (request, sample index) drawn from it."""
+def _option_problems(
+    model: Any,
+    tokenizer: Any,
+    sizes: dict[str, Any],
+    prune_fraction: Any,
+    batch_order: Any,
+    eos_token_ids: Sequence[int] | None,
+) -> list[str]:
+    """Every invalid `TransformersEngine` option (`sizes`: token_budget, max_rows, prefill_tokens), with what is
+    allowed."""
+    problems = []
+    for name, value in sizes.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            problems.append(f"{name}={value!r}: must be an integer >= 1")
+    if not isinstance(prune_fraction, int | float) or not 0 <= prune_fraction <= 1:
+        problems.append(f"prune_fraction={prune_fraction!r}: must be in [0, 1]")
+    if batch_order not in BATCH_ORDERS:
+        problems.append(
+            f"batch_order={batch_order!r}{did_you_mean(str(batch_order), list(BATCH_ORDERS))}: "
+            "choose one of " + "; ".join(f"'{k}' ({v})" for k, v in BATCH_ORDERS.items())
+        )
+    if not hasattr(model, "config") or not callable(model):
+        problems.append(
+            f"model: expected a loaded transformers causal LM, got {type(model).__name__}; load one "
+            "with AutoModelForCausalLM.from_pretrained(...)"
+        )
+    if eos_token_ids is None and tokenizer.eos_token_id is None:
+        problems.append("the tokenizer has no eos_token: set tokenizer.eos_token, or pass eos_token_ids")
+    return problems
 
-    ids: list[int]
-    samples: list[tuple[int, int]]
+
+def stop_hit(tokenizer: Any, tokens: torch.Tensor, stops: Sequence[str], window: int) -> tuple[str, str] | None:
+    """(text cut right before the earliest stop string, that string) once the text of `tokens` contains one;
+    only the last `window` tokens are decoded until one of them spells a stop string."""
+    tail = tokenizer.decode(tokens[-window:].tolist(), skip_special_tokens=True)
+    if not any(s in tail for s in stops):
+        return None
+    text = tokenizer.decode(tokens.tolist(), skip_special_tokens=True)
+    found = [(text.find(s), s) for s in stops if s in text]
+    at, stop = min(found)
+    return text[:at], stop
 
 
-class TransformersEngine:
+class TransformersEngine(GenerationEngine):
     """Generation with a transformers causal LM (see the module docstring for the schedule).
 
     model: a loaded causal LM (e.g. `AutoModelForCausalLM`), used as it is, in its dtype and on its device.
@@ -99,33 +131,12 @@ class TransformersEngine:
         decode_attention: bool | None = None,
         batch_order: str = "longest_first",
     ) -> None:
-        problems = []
-        for name, value, lo in (
-            ("token_budget", token_budget, 1),
-            ("max_rows", max_rows, 1),
-            ("prefill_tokens", prefill_tokens, 1),
-        ):
-            if isinstance(value, bool) or not isinstance(value, int) or value < lo:
-                problems.append(f"{name}={value!r}: must be an integer >= {lo}")
-        if not isinstance(prune_fraction, int | float) or not 0 <= prune_fraction <= 1:
-            problems.append(f"prune_fraction={prune_fraction!r}: must be in [0, 1]")
-        if batch_order not in BATCH_ORDERS:
-            problems.append(
-                f"batch_order={batch_order!r}{did_you_mean(str(batch_order), list(BATCH_ORDERS))}: "
-                "choose one of " + "; ".join(f"'{k}' ({v})" for k, v in BATCH_ORDERS.items())
-            )
-        if not hasattr(model, "config") or not callable(model):
-            problems.append(
-                f"model: expected a loaded transformers causal LM, got {type(model).__name__}; load one "
-                "with AutoModelForCausalLM.from_pretrained(...)"
-            )
-        if eos_token_ids is None:
-            eos = tokenizer.eos_token_id
-            if eos is None:
-                problems.append("the tokenizer has no eos_token: set tokenizer.eos_token, or pass eos_token_ids")
-            eos_token_ids = [eos] if eos is not None else []
+        sizes = {"token_budget": token_budget, "max_rows": max_rows, "prefill_tokens": prefill_tokens}
+        problems = _option_problems(model, tokenizer, sizes, prune_fraction, batch_order, eos_token_ids)
         if problems:
             raise ConfigError(problems, "TransformersEngine")
+        if eos_token_ids is None:
+            eos_token_ids = [tokenizer.eos_token_id]
         self.model, self.tokenizer = model, tokenizer
         self.token_budget, self.max_rows, self.prefill_tokens = token_budget, max_rows, prefill_tokens
         self.prune_fraction = float(prune_fraction)
@@ -174,19 +185,9 @@ class TransformersEngine:
     # generation
 
     @torch.inference_mode()
-    def generate(
-        self,
-        prompts: Sequence[Any],
-        params: SamplingParams | Sequence[SamplingParams] = SamplingParams(),
-        max_prompt_length: int | None = None,
-        progress: bool = False,
+    def _sample(
+        self, ids: list[list[int]], plist: list[SamplingParams], timings: Timings, t0: float, progress: bool
     ) -> GenerationResult:
-        """Sample `params.n` completions per prompt (a conversation or a list of token ids); `params` is one
-        setting for all prompts or one per prompt. Returns one `RequestOutput` per prompt, in input order."""
-        t0 = time.perf_counter()
-        plist = per_prompt_params(params, len(prompts))
-        ids = render_prompts(self.tokenizer, prompts, max_prompt_length)
-        timings = Timings(render_s=time.perf_counter() - t0)
         if self.max_positions is not None:
             too_long = [(i, len(x)) for i, x in enumerate(ids) if len(x) >= self.max_positions]
             if too_long:
@@ -196,28 +197,17 @@ class TransformersEngine:
                     f"{self.max_positions} positions (prompt {i}: {n} tokens); pass max_prompt_length "
                     "to keep the last tokens of long prompts"
                 )
-        units: dict[tuple[int, ...], _Unit] = {}
-        for i, (p, sp) in enumerate(zip(ids, plist, strict=True)):
-            unit = units.setdefault(tuple(p), _Unit(p, []))
-            unit.samples.extend((i, j) for j in range(sp.n))
-        pieces = [
-            _Unit(u.ids, u.samples[s : s + self.max_rows])
-            for u in units.values()
-            for s in range(0, len(u.samples), self.max_rows)
-        ]
-        pieces.sort(key=lambda u: len(u.ids) if self.batch_order == "shortest_first" else -len(u.ids))
+        units = pieces(ids, plist, self.max_rows, self.batch_order)
         results: list[list[Completion | None]] = [[None] * sp.n for sp in plist]
         finish_time = [0.0] * len(plist)
 
         bar = None
         if progress:
-            from tqdm import tqdm
-
             bar = tqdm(total=sum(sp.n for sp in plist), desc="generating", unit="sample")
         was_training = self.model.training
         self.model.eval()
         try:
-            for batch in self._batches(pieces, plist):
+            for batch in batches(units, plist, self.max_rows, self.token_budget):
                 timings.batches += 1
                 self._run_batch(batch, plist, results, finish_time, timings, t0, bar)
         finally:
@@ -230,66 +220,12 @@ class TransformersEngine:
         ]
         return GenerationResult(outputs, timings, self.weight_version)
 
-    def _batches(self, pieces: list[_Unit], plist: list[SamplingParams]) -> list[list[_Unit]]:
-        """Consecutive pieces (longest prompt first) while rows <= max_rows and the KV slots fit the budget."""
-        batches: list[list[_Unit]] = []
-        cur: list[_Unit] = []
-        rows = longest = new = 0
-        for u in pieces:
-            u_new = max(plist[i].max_new_tokens for i, _ in u.samples)
-            r, lp, nn = rows + len(u.samples), max(longest, len(u.ids)), max(new, u_new)
-            if cur and (r > self.max_rows or r * (lp + nn) > self.token_budget):
-                batches.append(cur)
-                cur, r, lp, nn = [], len(u.samples), len(u.ids), u_new
-            cur.append(u)
-            rows, longest, new = r, lp, nn
-        if cur:
-            batches.append(cur)
-        return batches
-
     def _device(self) -> torch.device:
         return next(self.model.parameters()).device
 
-    def _prefill(self, batch: list[_Unit], cache: SharedPrefixCache | SlabCache) -> torch.Tensor:
-        """Run the batch's distinct prompts (left-padded, at most `prefill_tokens` padded tokens a forward) and
-        write their keys/values into `cache`. Returns the last-position logits of every row (R, V)."""
-        from transformers.cache_utils import CacheLayerMixin, DynamicCache
-
-        device = self._device()
-        logits_units: list[torch.Tensor] = []
-        start = 0
-        while start < len(batch):
-            end, W = start + 1, len(batch[start].ids)
-            while end < len(batch) and (end + 1 - start) * max(W, len(batch[end].ids)) <= self.prefill_tokens:
-                W = max(W, len(batch[end].ids))
-                end += 1
-            chunk = batch[start:end]
-            input_ids = torch.full((len(chunk), W), self.pad_id, dtype=torch.long)
-            mask = torch.zeros((len(chunk), W), dtype=torch.long)
-            for r, u in enumerate(chunk):
-                input_ids[r, W - len(u.ids) :] = torch.tensor(u.ids)
-                mask[r, W - len(u.ids) :] = 1
-            positions = (mask.cumsum(-1) - 1).clamp_(min=0)
-            kv = DynamicCache()
-            out = self.model(
-                input_ids=input_ids.to(device),
-                attention_mask=mask.to(device),
-                position_ids=positions.to(device),
-                past_key_values=kv,
-                use_cache=True,
-                logits_to_keep=1,
-            )
-            logits_units.append(out.logits[:, -1])  # (units, V)
-            for layer_idx, layer in enumerate(kv.layers):
-                # an attention layer, filled by the prefill
-                assert isinstance(layer, CacheLayerMixin) and layer.keys is not None and layer.values is not None
-                cache.write_prompts(layer_idx, start, end, layer.keys, layer.values)
-            start = end
-        return torch.cat(logits_units).index_select(0, cache.unit_of_row)
-
     def _run_batch(
         self,
-        batch: list[_Unit],
+        batch: list[Unit],
         plist: list[SamplingParams],
         results: list[list[Completion | None]],
         finish_time: list[float],
@@ -311,7 +247,7 @@ class TransformersEngine:
             cache = SlabCache(self.num_layers, unit_of_row, prompt_lengths, capacity)
 
         t = time.perf_counter()
-        logits = self._prefill(batch, cache)
+        logits = prefill(self.model, batch, cache, self.pad_id, self.prefill_tokens)
         timings.prefill_s += time.perf_counter() - t
         timings.prompt_tokens += sum(len(u.ids) for u in batch)
 
@@ -335,7 +271,7 @@ class TransformersEngine:
                     reasons[live[c]] = "eos" if int(tok[c]) in eos_ids else "length"
                 for c, b in enumerate(live):
                     if b in stops and b not in texts and not reasons[b]:
-                        hit = self._stop_hit(state.out_tokens[b, :step], stops[b], windows[b])
+                        hit = stop_hit(self.tokenizer, state.out_tokens[b, :step], stops[b], windows[b])
                         if hit is not None:
                             texts[b], lengths[b], reasons[b] = hit, step, "stop"
                             finished[c] = True
@@ -355,26 +291,65 @@ class TransformersEngine:
                     state.prune(step)
                 logits = state.forward(step)
         timings.decode_s += time.perf_counter() - t
+        completions = _completions(self.tokenizer, state, lengths, reasons, texts)
 
-        tokens_all, logps_all = state.out_tokens.tolist(), state.out_logps.tolist()
-        plain = [b for b in range(R) if b not in texts]
-        decoded = self.tokenizer.batch_decode([tokens_all[b][: lengths[b]] for b in plain], skip_special_tokens=True)
-        text_of = dict(zip(plain, decoded, strict=True))
         for b, (i, j) in enumerate(samples):
-            n = lengths[b]
-            text, stop = texts.get(b, (text_of.get(b, ""), None))
-            results[i][j] = Completion(text, tokens_all[b][:n], logps_all[b][:n], reasons[b], stop)  # type: ignore[arg-type]
-            timings.generated_tokens += n
+            results[i][j] = completions[b]
+            timings.generated_tokens += lengths[b]
 
-    def _stop_hit(self, tokens: torch.Tensor, stops: Sequence[str], window: int) -> tuple[str, str] | None:
-        """(text cut right before the earliest stop string, that string) once the text contains one."""
-        tail = self.tokenizer.decode(tokens[-window:].tolist(), skip_special_tokens=True)
-        if not any(s in tail for s in stops):
-            return None
-        text = self.tokenizer.decode(tokens.tolist(), skip_special_tokens=True)
-        found = [(text.find(s), s) for s in stops if s in text]
-        at, stop = min(found)
-        return text[:at], stop
+
+def prefill(
+    model: Any, batch: list[Unit], cache: SharedPrefixCache | SlabCache, pad_id: int, prefill_tokens: int
+) -> torch.Tensor:
+    """Run the batch's distinct prompts (left-padded, at most `prefill_tokens` padded tokens a forward) and
+    write their keys/values into `cache`. Returns the last-position logits of every row (R, V)."""
+    device = next(model.parameters()).device
+    logits_units: list[torch.Tensor] = []
+    start = 0
+    while start < len(batch):
+        end, W = start + 1, len(batch[start].ids)
+        while end < len(batch) and (end + 1 - start) * max(W, len(batch[end].ids)) <= prefill_tokens:
+            W = max(W, len(batch[end].ids))
+            end += 1
+        chunk = batch[start:end]
+        input_ids = torch.full((len(chunk), W), pad_id, dtype=torch.long)
+        mask = torch.zeros((len(chunk), W), dtype=torch.long)
+        for r, u in enumerate(chunk):
+            input_ids[r, W - len(u.ids) :] = torch.tensor(u.ids)
+            mask[r, W - len(u.ids) :] = 1
+        positions = (mask.cumsum(-1) - 1).clamp_(min=0)
+        kv = DynamicCache()
+        out = model(
+            input_ids=input_ids.to(device),
+            attention_mask=mask.to(device),
+            position_ids=positions.to(device),
+            past_key_values=kv,
+            use_cache=True,
+            logits_to_keep=1,
+        )
+        logits_units.append(out.logits[:, -1])  # (units, V)
+        for layer_idx, layer in enumerate(kv.layers):
+            # an attention layer, filled by the prefill
+            assert isinstance(layer, CacheLayerMixin) and layer.keys is not None and layer.values is not None
+            cache.write_prompts(layer_idx, start, end, layer.keys, layer.values)
+        start = end
+    return torch.cat(logits_units).index_select(0, cache.unit_of_row)
+
+
+def _completions(
+    tokenizer: Any, state: _DecodeState, lengths: list[int], reasons: list[str], texts: dict[int, tuple[str, str]]
+) -> list[Completion]:
+    """The completion of every batch row: its first `lengths[b]` tokens and log-probs, its text (decoded, or
+    `texts[b]`: cut right before the stop string it hit) and finish reason."""
+    tokens_all, logps_all = state.out_tokens.tolist(), state.out_logps.tolist()
+    plain = [b for b in range(len(lengths)) if b not in texts]
+    decoded = tokenizer.batch_decode([tokens_all[b][: lengths[b]] for b in plain], skip_special_tokens=True)
+    text_of = dict(zip(plain, decoded, strict=True))
+    out = []
+    for b, n in enumerate(lengths):
+        text, stop = texts.get(b, (text_of.get(b, ""), None))
+        out.append(Completion(text, tokens_all[b][:n], logps_all[b][:n], reasons[b], stop))  # type: ignore[arg-type]
+    return out
 
 
 _SAMPLE_ROWS = 128
@@ -391,7 +366,7 @@ class _DecodeState:
     def __init__(
         self,
         engine: TransformersEngine,
-        batch: list[_Unit],
+        batch: list[Unit],
         plist: list[SamplingParams],
         samples: list[tuple[int, int]],
         cache: SharedPrefixCache | SlabCache,

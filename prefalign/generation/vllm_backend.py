@@ -18,8 +18,7 @@ from typing import Any
 
 from prefalign.errors import UserError
 
-from .api import Completion, GenerationResult, RequestOutput, SamplingParams, Timings, per_prompt_params
-from .prompts import render_prompts
+from .api import Completion, GenerationEngine, GenerationResult, RequestOutput, SamplingParams, Timings
 from .weights import merged_named_weights
 
 INSTALL_HINT = "pip install -e '.[gpu]'"
@@ -28,7 +27,7 @@ INSTALL_HINT = "pip install -e '.[gpu]'"
 def import_vllm() -> Any:
     """The vllm module, or a `UserError` naming the install command."""
     try:
-        import vllm
+        import vllm  # lazy: the gpu extra, absent from a base install
     except ImportError as e:
         raise UserError(
             f"generation backend 'vllm' needs vLLM, which comes with the gpu extra: {INSTALL_HINT} "
@@ -37,7 +36,7 @@ def import_vllm() -> Any:
     return vllm
 
 
-class VLLMEngine:
+class VLLMEngine(GenerationEngine):
     """vLLM colocated with the trainer. model: a loaded transformers model (its weights are synced in at
     start, so an in-memory fine-tuned model is what samples) or a path / hub id. Extra keyword arguments go to
     `vllm.LLM` (e.g. `gpu_memory_utilization`, `max_model_len`, `enable_sleep_mode`)."""
@@ -111,18 +110,10 @@ class VLLMEngine:
         self.weight_version += 1
         return self.weight_version
 
-    def generate(
-        self,
-        prompts: Sequence[Any],
-        params: SamplingParams | Sequence[SamplingParams] = SamplingParams(),
-        max_prompt_length: int | None = None,
-        progress: bool = False,
+    def _sample(
+        self, ids: list[list[int]], plist: list[SamplingParams], timings: Timings, t0: float, progress: bool
     ) -> GenerationResult:
         vllm = import_vllm()
-        t0 = time.perf_counter()
-        plist = per_prompt_params(params, len(prompts))
-        ids = render_prompts(self.tokenizer, prompts, max_prompt_length)
-        timings = Timings(render_s=time.perf_counter() - t0)
         sp = [
             vllm.SamplingParams(
                 n=p.n,
