@@ -14,13 +14,12 @@ import random
 
 from prefalign.errors import UserError
 from preference_data.records import Message, PromptOnly
+from preference_data.sources import DataConfig, load_pairs
+from reward_models.generative.scorers import GRMScorer, ThinkJudgeScorer
+from reward_models.generative.warmup import gold_grades, grm_score, strength
 
 
 def judge_prompts(source: str, kind: str, form: str, seed: int) -> list[PromptOnly]:
-    from preference_data.sources import DataConfig, load_pairs
-    from reward_models.generative.scorers import GRMScorer, ThinkJudgeScorer
-    from reward_models.generative.warmup import gold_grades, grm_score, strength
-
     pairs, _ = load_pairs(DataConfig(source=source, split="train"))
     rng = random.Random(seed)
     out: list[PromptOnly] = []

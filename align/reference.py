@@ -48,9 +48,12 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors.torch import load_file, save_file
+from tqdm.auto import tqdm
 
 from prefalign.errors import UserError
 from prefalign.models.batch import Layout
+from prefalign.models.forward import sequence_logps
 from prefalign.models.hub import cache_dir, file_lock, load_causal_lm, resolve, weights_fingerprint
 from preference_data.packing import pack_pairs
 
@@ -114,7 +117,6 @@ def cache_file(parts: dict[str, Any]) -> Path:
 
 
 def _read(path: Path, n: int) -> tuple[torch.Tensor, torch.Tensor] | None:
-    from safetensors.torch import load_file
 
     try:
         t = load_file(str(path))
@@ -126,7 +128,6 @@ def _read(path: Path, n: int) -> tuple[torch.Tensor, torch.Tensor] | None:
 
 
 def _write(path: Path, chosen: torch.Tensor, rejected: torch.Tensor, parts: dict[str, Any]) -> None:
-    from safetensors.torch import save_file
 
     tmp = path.with_name(path.name + f".tmp{os.getpid()}")
     save_file(
@@ -153,9 +154,6 @@ def pair_logps(
     desc: str | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Summed response log-probs of chosen (B,) and rejected (B,) for tokenized pairs, in order, in fp32."""
-    from tqdm.auto import tqdm
-
-    from prefalign.models.forward import sequence_logps
 
     device = torch.device(device)
     was_training = model.training

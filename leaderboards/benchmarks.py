@@ -14,13 +14,14 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from prefalign.registry import Table
 from reward_models.base import ScorerKind
 
 from . import rules
-from .agreement import AgreementOptions
+from .agreement import AgreementOptions, Item, agreement_numbers
 from .loaders import (
     Example,
     Parser,
@@ -330,10 +331,6 @@ def agreement_rule(ex: Example, j: Judgement, tie_policy: TiePolicy) -> dict[str
 
 def agreement_aggregate(results: list[tuple[Example, dict[str, Any]]], run: RunInfo) -> Scores:
     """Accuracy with and without ties, kappa, per annotator, consistency, best-of-n, per category (`agreement.py`)."""
-    from pathlib import Path
-
-    from .agreement import Item, agreement_numbers
-
     items = [
         Item(ex.id, ex.group, ex.meta["kind"], ex.meta["labels"], ex.meta["annotators"], ex.meta["majority"], **r)
         for ex, r in results

@@ -18,7 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
-from prefalign.errors import UserError
+from prefalign.errors import UserError, did_you_mean
+from preference_data import formats
+from preference_data.comparisons import adapt, mapping_for
+from preference_data.io import iter_rows
 from preference_data.records import Conversation, LabelledComparison, Message, PreferencePair, conversation
 from preference_data.report import DataReport
 
@@ -139,8 +142,6 @@ def _where(source: str, report: DataReport, row_no: int) -> str:
 
 
 def _unknown(r: _Row, name: str, value: str, allowed: tuple[str, ...] | list[str]) -> None:
-    from prefalign.errors import did_you_mean
-
     r.bad(
         f"field '{name}' has unknown value {value!r}{did_you_mean(value, list(allowed))}; "
         f"allowed: {', '.join(allowed)}. Use the official file unchanged, or drop rows of other subsets"
@@ -350,8 +351,6 @@ def pair_example(pair: PreferencePair, where: str = "") -> Example:
 def parse_pairs(rows: Rows, report: DataReport, source: str) -> Parsed:
     """Preference pairs in any pair format stage 1 reads (TRL standard/conversational, HH-RLHF, this
     toolkit's `PreferencePair.to_dict()` dumps); dropped rows are reported with their row numbers."""
-    from preference_data import formats
-
     first = next(rows, None)
     if first is None:
         return Parsed([], [], report.rows_read, source)
@@ -385,8 +384,6 @@ def parse_comparisons(rows: Rows, report: DataReport, source: str, options: Any 
     columns; stage 1's `preference_data.comparisons`). Rows it cannot read are counted in `report` by reason
     with their row numbers (and become problems in `read`); rows merged into an earlier comparison (another
     annotator's label of it) are not problems, and `rows_read` counts them once."""
-    from preference_data.comparisons import adapt, mapping_for
-
     if options is None:
         raise UserError(f"{source}: a labelled comparison file needs a column map: a preset or columns")
     mapping, name = mapping_for(options.preset, options.columns)
@@ -418,8 +415,6 @@ def read(parser: Parser, source: str, split: str | None) -> Parsed:
 
     Rows that cannot even be read (malformed JSON lines) are counted by stage 1's reader and reported too.
     """
-    from preference_data.io import iter_rows
-
     report = DataReport(source=source)
     parsed = parser(iter_rows(source, report, hub_split=split or "train"), report, source)
     dropped = []

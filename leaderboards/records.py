@@ -16,6 +16,7 @@ import subprocess
 import sys
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
@@ -135,8 +136,6 @@ def load_records(records_dir: str | Path | None = None) -> list[Record]:
 
 def package_versions() -> dict[str, str | None]:
     """Versions of what decides a score (read from package metadata; nothing heavy is imported)."""
-    from importlib.metadata import PackageNotFoundError, version
-
     out: dict[str, str | None] = {"python": sys.version.split()[0]}
     for pkg in ("prefalign", "torch", "transformers", "datasets"):
         try:

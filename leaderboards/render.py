@@ -34,6 +34,7 @@ from typing import Any
 
 from prefalign.errors import UserError
 
+from .benchmarks import BENCHMARKS
 from .records import DEFAULT_RECORDS_DIR, Record, fmt_score, load_records
 
 DEFAULT_SITE_DIR = Path("leaderboards") / "site"
@@ -88,8 +89,6 @@ def _better(new: Record, old: Record | None) -> bool:
 
 def build_board(records: list[Record]) -> Board:
     """Pick the shown record per (model, benchmark) and order benchmarks (table order) and models."""
-    from .benchmarks import BENCHMARKS
-
     shown: dict[str, dict[str, Record]] = {}
     policy: dict[tuple[str, ...], Record] = {}
     for rec in records:
@@ -481,8 +480,8 @@ def chart_panels(bench: str, recs: list[Record]) -> list[ChartPanel]:
 def draw_chart(title: str, panels: Sequence[ChartPanel], path: Path, colors: dict[str, str]) -> None:
     """Grouped bars (one bar per model in each group), scores in percent, one row per panel; `colors`: a model's
     color, the same in every chart of the page."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # lazy: matplotlib, only for the PNG
+    from matplotlib.figure import Figure  # lazy: matplotlib, only for the PNG
 
     models = list(dict.fromkeys(m for p in panels for m in p.bars))
     widest = max(len(p.groups) for p in panels)

@@ -28,7 +28,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
+from tqdm.auto import tqdm
+
+from prefalign.config import build, to_dict
 from prefalign.errors import UserError
+from prefalign.models.hub import cache_dir
+from preference_data.io import is_hub_id
 from preference_data.records import Conversation, PreferencePair
 from reward_models.base import Scorer
 
@@ -46,8 +51,6 @@ MAX_LISTED = 20  # problem lines shown in an error or kept in a record
 
 def default_cache_dir() -> Path:
     """`<prefalign cache>/bench-scores` (PREFALIGN_CACHE, default ~/.cache/prefalign)."""
-    from prefalign.models.hub import cache_dir
-
     return cache_dir() / "bench-scores"
 
 
@@ -197,8 +200,6 @@ def run_benchmark(
     scores["headline_name"] = bench.headline
     more: dict[str, Any] = {}
     if opts is not None:
-        from prefalign.config import to_dict
-
         more["options"] = to_dict(opts)
     if aggregated.section is not None:
         more["section"] = aggregated.section
@@ -261,8 +262,6 @@ def _check_scorer(bench: Benchmark, scorer: Scorer) -> str:
 
 def _options(bench: Benchmark, given: dict[str, Any] | None) -> Any:
     """The benchmark's own settings built from `given` (unknown keys and bad values: one ConfigError), or None."""
-    from prefalign.config import build
-
     if bench.options is None:
         if given:
             raise UserError(
@@ -299,7 +298,6 @@ def _load(
             else "a JSONL of PreferencePair.to_dict() rows, or TRL/HH-RLHF pairs) or pairs=<list or callable"
         )
         raise UserError(f"benchmark '{bench.name}' has no default data: set settings.data ({what})")
-    from preference_data.io import is_hub_id
 
     split = (split or bench.split) if is_hub_id(source) else None
     parser: Parser = bench.loader
@@ -389,7 +387,6 @@ def _score(
     """Score the `todo` keys in batches, longest first, filling `values` (None or non-numbers -> NaN)."""
     if not todo:
         return
-    from tqdm.auto import tqdm
 
     method = getattr(scorer, METHOD[kind])
     order = sorted(todo, key=lambda k: _length(unique[k]), reverse=True)  # similar lengths share a batch

@@ -78,7 +78,7 @@ def fit_length_glm(prefs: Sequence[float], len_diff: Sequence[float], ridge: flo
 
     prefs: (N,) preferences in [0, 1], no NaN; len_diff: (N,) len(policy) - len(reference) in characters.
     """
-    import numpy as np
+    import numpy as np  # lazy: numpy, only for the length-controlled fit
 
     p = np.asarray(prefs, dtype=np.float64)  # (N,)
     d = np.asarray(len_diff, dtype=np.float64)  # (N,)

@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from prefalign.config import option
+from prefalign.config import option, read_yaml
 from prefalign.errors import UserError, did_you_mean
 from prefalign.registry import Table
 
@@ -293,8 +293,6 @@ def mapping_for(preset: str | None, columns: ColumnMap | None) -> tuple[ColumnMa
 def read_columns(path: str) -> dict[str, Any]:
     """A column map from a YAML file: the map itself, or a data config holding it under `columns:`. The dict is
     validated where it is used (as `DataConfig.columns`), so a wrong key gets a did-you-mean."""
-    from prefalign.config import read_yaml
-
     data = read_yaml(path)
     if isinstance(data, dict) and isinstance(data.get("columns"), dict):
         data = data["columns"]

@@ -93,7 +93,7 @@ def _json_rows(path: Path, raw: bytes, report: DataReport) -> Iterator[tuple[int
 
 
 def _parquet_rows(path: Path, report: DataReport) -> Iterator[tuple[int, dict[str, Any]]]:
-    import pyarrow.parquet as pq
+    import pyarrow.parquet as pq  # lazy: pyarrow, only for parquet files
 
     try:
         table = pq.read_table(path)
@@ -106,7 +106,7 @@ def _parquet_rows(path: Path, report: DataReport) -> Iterator[tuple[int, dict[st
 
 
 def _hub_rows(source: str, split: str, report: DataReport) -> Iterator[tuple[int, dict[str, Any]]]:
-    import datasets
+    import datasets  # lazy: datasets (seconds), only for a hub id
 
     name = None
     if ":" in source:

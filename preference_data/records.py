@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -218,8 +219,6 @@ def pair_from_dict(d: dict[str, Any]) -> PreferencePair:
 
 
 def write_jsonl(path: str, rows: list[dict[str, Any]]) -> None:
-    import os
-
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     tmp = path + ".tmp"
     with open(tmp, "w", encoding="utf-8") as f:

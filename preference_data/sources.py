@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from prefalign.config import option
-from prefalign.errors import UserError
+from prefalign.errors import UserError, did_you_mean
 from prefalign.registry import Table
 
 from .comparisons import PRESETS, ColumnMap, adapt, mapping_for, to_pairs
@@ -52,8 +52,6 @@ class DataConfig:
     def check(self) -> list[str]:
         problems = []
         if self.preset is not None and self.preset not in PRESETS:
-            from prefalign.errors import did_you_mean
-
             problems.append(
                 f"preset: unknown preset '{self.preset}'{did_you_mean(self.preset, PRESETS.names())}; "
                 f"choose one of {', '.join(PRESETS.names())}"
@@ -66,15 +64,11 @@ class DataConfig:
         if (self.preset is not None or self.columns is not None) and self.format != "auto":
             problems.append("format: a column map (preset or columns) reads the file; leave format at auto")
         if self.format != "auto" and self.format not in FORMATS:
-            from prefalign.errors import did_you_mean
-
             problems.append(
                 f"format: unknown format '{self.format}'{did_you_mean(self.format, FORMATS.names())}; "
                 f"choose auto or one of {', '.join(FORMATS.names())}"
             )
         if self.pairing not in PAIRING:
-            from prefalign.errors import did_you_mean
-
             problems.append(
                 f"pairing: unknown pair builder '{self.pairing}'"
                 f"{did_you_mean(self.pairing, PAIRING.names())}; choose one of {', '.join(PAIRING.names())}"
@@ -189,7 +183,7 @@ def _drop_duplicates(records: list[tuple[Record, int | str]], report: DataReport
 
 
 def _suite(cfg: DataConfig) -> Loaded:
-    from .suite import build_suite
+    from .suite import build_suite  # lazy: the suite's generators (0.16 s), only for source: suite
 
     suite = build_suite(n_per_family=cfg.suite_per_family, seed=cfg.suite_seed)
     report = DataReport(source=f"suite(per_family={cfg.suite_per_family}, seed={cfg.suite_seed})", row_unit="record")

@@ -225,7 +225,7 @@ class _Renderer:
         self._tail_is_space: dict[tuple[int, ...], bool] = {}
 
     def _template(self, conv: Conversation, generation_prompt: bool, record: str) -> str:
-        from jinja2.exceptions import TemplateError
+        from jinja2.exceptions import TemplateError  # lazy: jinja2 (0.3 s), the scorer table loads without it
 
         try:
             return self.tokenizer.apply_chat_template(
@@ -439,7 +439,7 @@ def tokenize_prompts(
     Output rows align with the input, so only 'truncate_prompt_left' (keep the last `max_prompt_length`
     tokens; counted as `prompt_truncated` in `report` when given) and 'raise' are allowed.
     """
-    from prefalign.generation.prompts import render_prompts
+    from prefalign.generation.prompts import render_prompts  # lazy: the generation package loads torch
 
     _check_policy(policy, max_prompt_length, allowed=("truncate_prompt_left", "raise"))
     records = [f"prompt#{i}" for i in range(len(prompts))]

@@ -45,7 +45,7 @@ class BatchedModel:
         self.layout: Layout = "segments"  # packing layout; subclasses pick it from their models (`layout_for`)
 
     def _pick_layout(self, *models: Any) -> None:
-        from prefalign.models.forward import layout_for  # lazy: torch
+        from prefalign.models.forward import layout_for  # lazy: torch, not needed by align ls
 
         self.layout = layout_for(*models)
 
@@ -94,7 +94,7 @@ class BatchedModel:
     def _forward(
         self, idx: list[int], items: list[Item | None], forward: Callable[[Any], Any], out: list[float]
     ) -> None:
-        import torch  # lazy, with packing: the scorer table and `align ls` load without torch
+        import torch  # lazy (with packing): the scorer table and `align ls` load without torch
 
         from preference_data.packing import pack_single
 
@@ -129,6 +129,7 @@ class RewardHeadModel(BatchedModel):
     statistics saved beside it) whose score head is read at the last token of each sequence."""
 
     name: str  # the scorer kind, for the dtype announcement
+    opts: Any  # its options: ModelOptions with `normalize` (ScalarOptions, PolarOptions)
     stats: RewardStats
 
     def __init__(self, opts: Any) -> None:
@@ -149,7 +150,7 @@ class RewardHeadModel(BatchedModel):
 
     def _head_scores(self, items: list[Item | None]) -> list[float]:
         """The head's output at each item's last token, normalised with the saved statistics when asked."""
-        from prefalign.models.forward import last_token_rewards  # lazy: torch
+        from prefalign.models.forward import last_token_rewards  # lazy: torch, not needed by align ls
 
         raw = self._run(items, lambda batch: last_token_rewards(self.model, batch)[:, 0])  # (S,)
         return [self.stats.normalise(r) for r in raw] if self.opts.normalize else raw

@@ -25,6 +25,7 @@ then gives exactly `align rm score --raw`. RMs saved before this convention say 
 
 from __future__ import annotations
 
+import copy
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -65,8 +66,6 @@ def save_rm(
     The saved tokenizer and config get a pad token distinct from EOS (`distinct_pad`); `card` (base model,
     data, accuracy, ...) goes into the README.md model card.
     """
-    import copy
-
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     if hasattr(model, "merge_and_unload") and merge:

@@ -25,6 +25,8 @@ from prefalign.errors import UserError
 from prefalign.stats import bootstrap_ci, paired_bootstrap
 from preference_data.records import PreferencePair
 
+from .scorers import load_scorer
+
 
 @dataclass
 class ScorerSpec:
@@ -80,8 +82,6 @@ def _same(reference: Any, chosen: list[Any]) -> bool:
 
 def compare(specs: list[ScorerSpec], pairs: list[PreferencePair], bootstrap: int = 2000, seed: int = 0) -> dict:
     """Accuracy, interval, per-family accuracy and cost of each scorer on `pairs`; paired differences to the first."""
-    from .scorers import load_scorer
-
     if not specs:
         raise UserError("give at least one --scorer LABEL=KIND:MODEL")
     results: dict[str, Any] = {}

@@ -38,8 +38,13 @@ import torch
 
 from prefalign.config import option
 from prefalign.errors import UserError
-from prefalign.models.hub import DEFAULT_MODEL
+from prefalign.models.hub import DEFAULT_MODEL, load_model, load_tokenizer, pad_token_id, resolve
+from prefalign.models.precision import announce, decide_dtype, default_device
 from preference_data.records import Conversation
+from preference_data.suite import OBJECTIVES, build_suite
+from preference_data.tokenize import tokenize_single
+
+from .model_scorers import ScalarOptions, ScalarScorer
 
 MO_FILE = "multi_objective.json"
 HEADS_FILE = "heads.pt"
@@ -79,8 +84,6 @@ class MORMTrainConfig:
     seed: int = option(0, "seed of the validation split and the gating network")
 
     def check(self) -> list[str]:
-        from preference_data.suite import OBJECTIVES
-
         p = [
             f"objectives: '{o}' is not a suite objective; choose from {', '.join(OBJECTIVES)}"
             for o in self.objectives
@@ -100,9 +103,6 @@ class Backbone:
     """The frozen trunk and tokenizer; `features` gives (h_prompt, h_resp) per (prompt, response)."""
 
     def __init__(self, ref: str, dtype: str = "auto", max_length: int = 1024, batch_size: int = 16) -> None:
-        from prefalign.models.hub import load_model, load_tokenizer, pad_token_id, resolve
-        from prefalign.models.precision import announce, decide_dtype, default_device
-
         self.ref = ref
         self.tokenizer = load_tokenizer(ref)
         self.pad_id = pad_token_id(self.tokenizer)
@@ -123,8 +123,6 @@ class Backbone:
     def features(self, prompts: list[Conversation], responses: list[Conversation]) -> tuple[torch.Tensor, ...]:
         """(h_prompt (N, d), h_resp (N, d), lengths (N,), ok (N,) bool): float32 on the CPU; a row that cannot be
         encoded (empty response, template error) is zero with ok False, and counted."""
-        from preference_data.tokenize import tokenize_single
-
         items: list[tuple[list[int], list[int]] | None] = []
         for p, r in zip(prompts, responses, strict=True):
             if not any(m.content.strip() for m in r):  # an empty answer has nothing to score: NaN, counted
@@ -362,8 +360,6 @@ def per_objective_accuracy(
 
 
 def run(cfg: MORMTrainConfig, resume: bool = False) -> dict[str, Any]:
-    from preference_data.suite import build_suite
-
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
@@ -431,8 +427,6 @@ def run(cfg: MORMTrainConfig, resume: bool = False) -> dict[str, Any]:
         "seconds": round(time.time() - t0, 1),
     }
     if cfg.compare_with:
-        from .model_scorers import ScalarOptions, ScalarScorer
-
         bt = ScalarScorer(ScalarOptions(model=cfg.compare_with))
         bc = torch.tensor(bt.score([p.prompt for p in kept], [p.chosen for p in kept])).unsqueeze(-1)
         br = torch.tensor(bt.score([p.prompt for p in kept], [p.rejected for p in kept])).unsqueeze(-1)

@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from prefalign.config import option
 from prefalign.errors import UserError
+from prefalign.models.precision import announce, decide_dtype
 from preference_data.records import Conversation
 
 BATCH_TOKENS = 8192  # default token budget of one scoring forward pass (`ModelOptions.batch_tokens`, the CLIs)
@@ -45,7 +46,7 @@ class ModelOptions:
 
 
 def _device(name: str) -> Any:
-    import torch
+    import torch  # lazy: torch, not needed to list the scorers (align ls)
 
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -57,8 +58,6 @@ def _device(name: str) -> Any:
 
 def _resolve_dtype(opts: Any, device: Any, scorer: str) -> Any:
     """`opts` with `dtype: auto` replaced by what `device` runs natively (printed), so records hold the real dtype."""
-    from prefalign.models.precision import announce, decide_dtype
-
     decision = decide_dtype(opts.dtype, device, knob="the scorer's dtype (--dtype)")
     announce(f"scorer {scorer}", decision)
     return dataclasses.replace(opts, dtype=decision.value)

@@ -6,7 +6,8 @@ prefix-shared pairs) -> evaluate (accuracy overall and per source / family / cor
 directory `AutoModelForSequenceClassification` loads, with reward statistics and chat template) -> report.
 
 The config is `reward_models.rm_config.RMTrainConfig`; the trainer, the rewards of pairs and the saved reward
-statistics are the components every reward-model recipe shares (`reward_models.training`).
+statistics are the components every reward-model recipe shares (`reward_models.training`). `run_strength` is
+`align rm strength`: M runs of this recipe with other seeds, then `reward_models.strength` measures each pair.
 """
 
 from __future__ import annotations

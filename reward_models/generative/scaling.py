@@ -20,6 +20,9 @@ from typing import Any
 from prefalign.errors import UserError
 from prefalign.stats import bootstrap_ci
 
+from ..model_scorers import ScalarOptions, ScalarScorer
+from ..scorers import load_scorer
+from .scorers import rate_critiques
 from .vote import meta_vote, vote_scores
 
 Draws = Sequence[float | None]  # one parsed score per draw (None: abstained)
@@ -129,10 +132,6 @@ def measure(
 ) -> dict[str, Any]:
     """Draw max(ks) critiques of every response of `pairs` with the GRM at `model`, rate them with the meta-RM
     when given, and return the curve with the draws' cost and abstentions."""
-    from ..model_scorers import ScalarOptions, ScalarScorer
-    from ..scorers import load_scorer
-    from .scorers import rate_critiques
-
     big = max(ks, default=0)
     if not ks or min(ks) < 1 or any(big % k for k in ks):
         raise UserError(f"k: every k must be at least 1 and divide the largest, got {list(ks)} (try 1, 2, 4, 8)")

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from prefalign.config import option
-from prefalign.models.hub import load_model, weights_fingerprint
+from prefalign.models.hub import load_model, load_tokenizer, weights_fingerprint
 from preference_data.records import Conversation, Message
 
 from ..base import ScorerKind
@@ -127,7 +127,7 @@ class ThinkOptions(JudgeSamplingOptions):
 def judge_prompts(tokenizer: Any, messages: list[str], prefix: str = "") -> list[list[int]]:
     """Token ids a judge is sampled from: each message as one user turn in the chat template, with the
     generation prompt, followed by `prefix` (e.g. the forced `<think>\\n`)."""
-    from prefalign.generation import render_prompts
+    from prefalign.generation import render_prompts  # lazy: torch, not needed to list the scorers (align ls)
 
     extra = tokenizer.encode(prefix, add_special_tokens=False) if prefix else []
     return [ids + extra for ids in render_prompts(tokenizer, [[{"role": "user", "content": m}] for m in messages])]
@@ -145,8 +145,7 @@ class _GenerativeJudge:
     name = ""
 
     def __init__(self, opts: Any) -> None:
-        from prefalign.generation import make_engine
-        from prefalign.models.hub import load_tokenizer
+        from prefalign.generation import make_engine  # lazy: torch, not needed to list the scorers (align ls)
 
         device = _device(opts.device)
         self.opts = _resolve_dtype(opts, device, self.name)
@@ -168,7 +167,7 @@ class _GenerativeJudge:
     ) -> list[list[str] | None]:
         """n sampled outputs for each judge message (None: the item failed before sampling). `items`: how many
         scored items the messages stand for (default: one each), for `cost`."""
-        from prefalign.generation import SamplingParams
+        from prefalign.generation import SamplingParams  # lazy: torch, not needed to list the scorers (align ls)
 
         t0 = time.perf_counter()
         pending = [(i, m) for i, m in enumerate(messages) if m is not None]

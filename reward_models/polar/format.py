@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from prefalign.config import option
+from prefalign.errors import UserError
 from preference_data.records import Conversation
 
 REWARD_TOKEN = "<|reward|>"
@@ -104,8 +105,6 @@ def add_polar_tokens(tokenizer: Any, model: Any | None = None) -> int:
 
 def polar_token_ids(tokenizer: Any) -> tuple[int, int]:
     """(reward token id, end token id); a tokenizer without them is a model that was not trained as POLAR."""
-    from prefalign.errors import UserError
-
     vocab = tokenizer.get_vocab()
     missing = [t for t in (REWARD_TOKEN, END_TOKEN) if t not in vocab]
     if missing:
