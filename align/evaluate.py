@@ -36,7 +36,8 @@ from preference_data.suite.heldout import (
     safety_indicators,
     summarize,
 )
-from reward_models.scorers import ScalarScorer, load_scorer
+from reward_models.model_scorers import ScalarScorer
+from reward_models.scorers import load_scorer
 
 # isort: split
 # re-exported for align.online / align.iterative / align.overopt / align.quickstart until they import from

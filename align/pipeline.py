@@ -24,7 +24,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from prefalign.config import to_dict
 from prefalign.errors import UserError
+from prefalign.models.precision import decide_precision
 
 
 class Pipeline:
@@ -74,8 +76,6 @@ class Pipeline:
 
     def fit_to_device(self, cfg: Any, scale: float, name: str) -> Any:
         """`cfg` with its training shortened by `scale` when `train.precision: auto` resolves to fp32 here."""
-        from prefalign.models.precision import decide_precision
-
         train = cfg.train
         if train.precision != "auto" or scale == 1.0 or decide_precision("auto").value != "fp32":
             return cfg
@@ -93,10 +93,7 @@ def finished_run(run_dir: Path, cfg: Any) -> bool:
     """True when run_dir holds a finished run of exactly this config (so the stage can be skipped).
 
     A run saves its config with `train.precision: auto` resolved, so the comparison resolves it too."""
-    import yaml
-
-    from prefalign.config import to_dict
-    from prefalign.models.precision import decide_precision
+    import yaml  # lazy: only to read a saved config, as prefalign.config does
 
     done = run_dir / "report.json"
     saved = run_dir / "config.yaml"
