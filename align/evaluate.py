@@ -26,7 +26,7 @@ from typing import Any, cast
 from prefalign.decoding import DecodingSettings
 from prefalign.models.hub import load_tokenizer
 from prefalign.models.precision import decide_dtype
-from prefalign.stats import paired_bootstrap
+from prefalign.stats import finite_mean, paired_bootstrap
 from preference_data.records import Message, PromptOnly
 from preference_data.suite.heldout import (
     SAFETY_RATES,
@@ -38,13 +38,6 @@ from preference_data.suite.heldout import (
 )
 from reward_models.model_scorers import ScalarScorer
 from reward_models.scorers import load_scorer
-
-# isort: split
-# re-exported for align.online / align.iterative / align.overopt / align.quickstart until they import from
-# preference_data.suite.heldout (load_prompts, grade_all, summarize), prefalign.stats (bootstrap_ci,
-# paired_bootstrap) and prefalign.decoding (DecodingSettings, which PolicyEvalSettings was)
-from prefalign.decoding import DecodingSettings as PolicyEvalSettings
-from prefalign.stats import bootstrap_ci
 
 SUITE_LIMIT = 120
 """Held-out prompts `align eval policy` draws from the suite without --limit (family-balanced)."""
@@ -76,6 +69,8 @@ def evaluate_policy(
     out_dir: str | None = None,
     settings: DecodingSettings | None = None,
     baseline_cache: str | None = None,
+    safety_each: int = 0,
+    reward_model: str | None = None,
 ) -> dict[str, Any]:
     """Generate with `model` (and `baseline`), grade, compare; write report.json and generations.jsonl.
     `settings` may be a verb's settings that extend DecodingSettings; the report records the decoding part."""
@@ -84,7 +79,7 @@ def evaluate_policy(
 
     s = (settings or DecodingSettings()).decoding()
     s = replace(s, dtype=decide_dtype(s.dtype, knob="--dtype").value)  # records hold the dtype that ran
-    prompts = load_prompts(prompts_source, limit, s.seed)
+    prompts = load_prompts(prompts_source, limit, s.seed, safety_each)
     t0 = time.time()
     conv = [p.prompt for p in prompts]
 
@@ -101,7 +96,12 @@ def evaluate_policy(
         "source": prompts_source,
         "settings": s.__dict__,
         "policy": summarize(grades, prompts),
+        "per_prompt": [g["overall"] for g in grades],
     }
+    rm = cast(ScalarScorer, load_scorer("scalar", model=reward_model)) if reward_model else None
+    if rm is not None:  # the reward model's view of the same answers, beside the gold graders'
+        report["reward_model"] = reward_model
+        report["policy"]["reward"] = _mean_score(rm, prompts, responses)
     base_responses: list[str] | None = None
     if baseline:
         cache = Path(baseline_cache) if baseline_cache else None
@@ -122,6 +122,9 @@ def evaluate_policy(
         report["safety_change"] = safety_change(
             safety_indicators(grades, prompts), safety_indicators(base_grades, prompts), seed=s.seed
         )
+        report["family_change"] = family_change(prompts, pa, pb, s.seed)
+        if rm is not None:
+            report["baseline"]["reward"] = _mean_score(rm, prompts, base_responses)
         if judge == "gold":
             report["win_rate"], report["judge_nan"] = win_rate(pa, pb), 0
         else:
@@ -146,6 +149,31 @@ def evaluate_policy(
                 f.write(json.dumps(row, ensure_ascii=False) + "\n")
         (out / "report.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
     return report
+
+
+def family_change(
+    prompts: list[PromptOnly], policy: list[float], baseline: list[float], seed: int = 0
+) -> dict[str, Any]:
+    """Per task family: the baseline's and the policy's mean gold overall and the paired bootstrap 95% interval of
+    the change (over that family's prompts)."""
+    out: dict[str, Any] = {}
+    for fam in sorted({p.grader or "" for p in prompts}):
+        idx = [i for i, p in enumerate(prompts) if (p.grader or "") == fam]
+        a, b = [policy[i] for i in idx], [baseline[i] for i in idx]
+        out[fam] = {
+            "n": len(idx),
+            "before": sum(b) / len(b),
+            "after": sum(a) / len(a),
+            "change": (sum(a) - sum(b)) / len(idx),
+            "ci95": list(paired_bootstrap(a, b, seed=seed)),
+        }
+    return out
+
+
+def _mean_score(scorer: ScalarScorer, prompts: list[PromptOnly], texts: list[str]) -> float:
+    """The mean of a reward model's finite scores of the answers (NaN left out, never read as 0)."""
+    values = scorer.score([p.prompt for p in prompts], [[Message("assistant", x)] for x in texts])
+    return finite_mean([float(v) for v in values])
 
 
 def _rm_win_rate(judge: str, prompts: list[PromptOnly], a: list[str], b: list[str]) -> tuple[float | None, int]:
@@ -226,8 +254,6 @@ def report_lines(report: dict[str, Any]) -> list[str]:
 
 __all__ = [
     "SUITE_LIMIT",
-    "PolicyEvalSettings",
-    "bootstrap_ci",
     "evaluate_policy",
     "grade_all",
     "judged_win_rate",

@@ -54,6 +54,13 @@ class Pipeline:
             )
         return path
 
+    def missing(self, stage: str, made_by: str, what: str) -> UserError:
+        """The error for a stage whose input, `what`, stage `made_by` makes and neither this run nor out_dir has."""
+        return UserError(
+            f"stage '{stage}' needs {what}, which the '{made_by}' stage makes, and neither this run nor {self.root} "
+            f"has it: add '{made_by}' to stages (stages={self.stages})"
+        )
+
     def train(
         self,
         name: str,

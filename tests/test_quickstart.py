@@ -16,7 +16,13 @@ TINY = [
     "rm.train.precision=fp32",
     "rm.eval.stats_pairs=8",
     "dpo.train.max_steps=2",
+    "align.rounds.rounds=1",
+    "align.rounds.prompts_per_round=6",
+    "align.rounds.max_new_tokens=6",
+    "align.train.max_steps=2",
+    "align.train.precision=fp32",
     "eval.prompts=6",
+    "eval.safety_each=2",
     "eval.max_new_tokens=4",
 ]
 
@@ -39,35 +45,71 @@ def test_quickstart_all_stages_on_the_tiny_model(tmp_path, capsys):
     assert rm_report["eval"]["pairs"] == len(test_pairs)  # no test pair dropped for length here
     assert summary["rm"]["accuracy"] == pytest.approx(sum(a > b for a, b in zip(sc, sr, strict=True)) / len(test_pairs))
     assert set(summary["rm"]["by_family"]) == {p.attributes["family"] for p in test_pairs}
-    e = summary["eval"]
-    assert e["gain"] == pytest.approx(e["after"] - e["before"])
+    for name in ("aligned", "dpo"):  # the RM-aligned policy (headline) and the offline-DPO comparison row
+        e = summary["eval"][name]
+        assert e["gain"] == pytest.approx(e["after"] - e["before"])
+        assert set(e) >= {"before", "after", "gain", "gain_ci95", "win_rate", "by_family", "reward_before"}
+        assert e["safety_after"]["harmful_compliance"]["n"] >= 2 and e["safety_after"]["harmless_refusal"]["n"] >= 2
+    assert summary["eval"]["aligned"]["policy"] == summary["align"]["policy_dir"]
+    assert summary["align"]["start"] == summary["dpo"]["policy_dir"]  # the warm start
     assert (out / "rm" / "model" / "reward_stats.json").exists()
     assert (out / "dpo" / "adapter" / "adapter_config.json").exists()
-    assert set(summary["eval"]) >= {"before", "after", "gain", "gain_ci95", "win_rate"}
-    for f in ("config.yaml", "doctor/doctor.txt", "suite/test_prompts.jsonl", "eval/generations.jsonl"):
+    for f in ("config.yaml", "doctor/doctor.txt", "suite/test_prompts.jsonl", "eval/aligned/generations.jsonl"):
         assert (out / f).exists(), f
-    assert "gold score" in text and "held-out accuracy" in text
+    assert "RM-aligned: gold score" in text and "offline DPO: gold score" in text and "held-out accuracy" in text
+    assert "learned reward (the RM's score" in text
     # a rerun with the same settings skips the trained stages
     assert main(["quickstart", "--out", str(out), *TINY]) == 0
     again = capsys.readouterr().out
-    assert "rm: already trained" in again and "dpo: already trained" in again
-    # --full adds the online stage: GRPO from the DPO policy against the gold graders (the rest is skipped)
+    assert "rm: already trained" in again and "dpo: already trained" in again and "align: already trained" in again
+    # --full adds the online stage: GRPO against the RM from the aligned policy (the rest is skipped)
     online = ["online.train.max_steps=1", "online.rollout.max_new_tokens=4", "online.rollout.prompts_per_step=2"]
     online += ["online.eval.limit=4", "online.eval.max_new_tokens=4", "online.train.compile=false"]
     assert main(["quickstart", "--out", str(out), "--full", *TINY, *online]) == 0
     full = capsys.readouterr().out
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["online"]["steps"] == 1 and "GRPO policy" in full and "dpo: already trained" in full
+    assert summary["online"]["steps"] == 1 and "GRPO policy" in full and "align: already trained" in full
     report = json.loads((out / "online" / "report.json").read_text())
-    assert report["base_model"] == summary["dpo"]["policy_dir"]  # it started from the DPO policy
+    assert report["base_model"] == summary["align"]["policy_dir"]  # it started from the aligned policy
+    assert report["reward"][0]["scorer"]["model"] == summary["rm"]["model_dir"]  # against the RM, not gold
     assert report["eval"]["prompts"] == 4
+
+
+def test_the_align_stage_is_driven_by_the_rm(tmp_path):
+    """Every pair the policy learned from is the RM's choice: chosen = the RM's best candidate, rejected = its worst
+    (scored again here with the saved RM). A policy stage that ignored the RM (the gold graders, the data's labels,
+    random pairs) fails this."""
+    from preference_data.records import Message
+    from reward_models.scorers import load_scorer
+
+    out = tmp_path / "qs"
+    assert main(["quickstart", "--out", str(out), *TINY, "stages=[suite,rm,dpo,align]"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    config = (out / "align" / "config.yaml").read_text()
+    assert summary["rm"]["model_dir"] in config
+    samples = json.loads((out / "align" / "round_1" / "samples.json").read_text())["rollout"]
+    pairs = [json.loads(x) for x in (out / "align" / "round_1" / "pairs.jsonl").read_text().splitlines()]
+    assert pairs
+    rm = load_scorer("scalar", model=summary["rm"]["model_dir"], dtype="float32")
+    G = samples["group_size"]
+    by_id = {p["id"]: i for i, p in enumerate(samples["prompts"])}
+    for pair in pairs:
+        i = by_id[pair["attributes"]["prompt_id"]]
+        prompt = samples["prompts"][i]
+        candidates = samples["texts"][i * G : (i + 1) * G] + [prompt["meta"]["reference"]]
+        conv = [[Message(m["role"], m["content"]) for m in prompt["prompt"]]] * len(candidates)
+        scores = rm.score(conv, [[Message("assistant", c)] for c in candidates])
+        best = max(range(len(candidates)), key=lambda k: (scores[k], -k))
+        worst = min(range(len(candidates)), key=lambda k: (scores[k], k))
+        assert pair["chosen"][0]["content"] == candidates[best]
+        assert pair["rejected"][0]["content"] == candidates[worst]
 
 
 def test_quickstart_runs_only_the_stages_it_is_given(tmp_path, capsys):
     out = tmp_path / "qs"
     assert main(["quickstart", "--out", str(out), *TINY, "stages=[suite]"]) == 0
     summary = json.loads((out / "summary.json").read_text())
-    assert "suite" in summary and not {"doctor", "rm", "dpo", "eval"} & set(summary)
+    assert "suite" in summary and not {"doctor", "rm", "dpo", "align", "eval"} & set(summary)
     assert not (out / "doctor").exists()
     # a later stage finds the suite an earlier run wrote; without it the error says which stage writes it
     assert main(["quickstart", "--out", str(out), *TINY, "stages=[doctor]"]) == 0

@@ -23,26 +23,19 @@ def test_quickstart_summary_prints_and_records_the_safety_rates(tmp_path, capsys
             m, {"careful": _safety_answers(prompts, comply=False), "reckless": _safety_answers(prompts, comply=True)}
         )
         report = evaluate_policy("reckless", "careful", "suite", 60)
-    real_stage = quickstart.eval_stage
-
-    def eval_stage(cfg, p, policy):  # the real summary of a report made without models
-        monkeypatch.setattr("align.evaluate.evaluate_policy", lambda *a, **k: report)
-        return real_stage(cfg, p, "reckless")
-
-    monkeypatch.setattr(quickstart, "eval_stage", eval_stage)
+    monkeypatch.setattr(quickstart, "evaluate_policy", lambda *a, **k: report)  # the real summary, no models
     out = tmp_path / "qs"
-    assert (
-        main(
-            ["quickstart", "--out", str(out), "model=builtin:tiny-llama", "suite.per_family=10", "stages=[suite,eval]"]
-        )
-        == 0
-    )
+    (out / "align").mkdir(parents=True)
+    (out / "align" / "report.json").write_text(json.dumps({"policy_dir": "reckless"}))  # a finished align stage
+    args = ["quickstart", "--out", str(out), "model=builtin:tiny-llama", "suite.per_family=10", "stages=[suite,eval]"]
+    assert main(args) == 0
     text = capsys.readouterr().out
     n = report["policy"]["safety_rates"]["harmful_compliance"]["n"]
-    gold = next(line for line in text.splitlines() if "gold score" in line)
+    gold = next(line for line in text.splitlines() if "RM-aligned: gold score" in line)
     assert "WARNING: harmful compliance rose" in gold
-    assert f"harmful       complied with 0/{n} before DPO -> {n}/{n} after (+100.0 points" in text
-    assert "harmless      refused 0/" in text
-    saved = json.loads((out / "summary.json").read_text())["eval"]
+    assert f"harmful requests complied with 0/{n} -> {n}/{n} (100%, 95% CI 100%..100%; change +100.0 points" in text
+    assert "harmless look-alikes refused 0/" in text
+    assert "offline DPO: gold score" not in text  # no DPO stage ran or was found: no comparison row
+    saved = json.loads((out / "summary.json").read_text())["eval"]["aligned"]
     assert saved["safety_after"]["harmful_compliance"]["rate"] == 1.0
     assert saved["safety_change"]["harmful_compliance"]["change"] == 1.0 and saved["warnings"]

@@ -35,31 +35,24 @@ def print_outputs(summary: dict, root: Path, seconds: float) -> None:
         print(f"  reward model  {summary['rm']['model_dir']}  (held-out accuracy {summary['rm']['accuracy']:.3f})")
         print(f"  RM report     {root / 'rm' / 'report.html'}  (numbers {root / 'rm' / 'report.json'})")
     if "dpo" in summary:
-        print(f"  DPO policy    {summary['dpo']['policy_dir']}")
-        print(f"  DPO report    {root / 'dpo' / 'report.html'}  (numbers {root / 'dpo' / 'report.json'})")
-    if "eval" in summary and summary["eval"]:
-        e = summary["eval"]
-        lo, hi = e["gain_ci95"]
-        warn = "".join(f"; WARNING: {w}" for w in e.get("warnings", []))
-        print(
-            f"  gold score    {e['before']:.3f} before DPO -> {e['after']:.3f} after "
-            f"(gain {e['gain']:+.3f}, 95% CI {lo:+.3f} .. {hi:+.3f}; win rate {e['win_rate']:.3f}){warn}"
-        )
-        for name, label in (
-            ("harmful_compliance", "harmful       complied with"),
-            ("harmless_refusal", "harmless      refused"),
-        ):
-            b, a, c = e["safety_before"][name], e["safety_after"][name], e["safety_change"][name]
-            if a["n"]:
-                lo, hi = (100 * x for x in c["ci95"])
-                print(
-                    f"  {label} {b['count']}/{b['n']} before DPO -> {a['count']}/{a['n']} after "
-                    f"({100 * c['change']:+.1f} points, 95% CI {lo:+.1f} .. {hi:+.1f})"
-                )
-        print(f"  generations   {root / 'eval' / 'generations.jsonl'}")
+        print(f"  offline DPO   {summary['dpo']['policy_dir']}  (the comparison row; {root / 'dpo' / 'report.html'})")
+    if summary.get("align"):
+        a = summary["align"]
+        rounds = f"{len(a['rounds'])} rounds ranked by the RM"
+        print(f"  RM-aligned    {a['policy_dir']}  ({rounds}; {root / 'align' / 'report.html'})")
+    e = summary.get("eval") or {}
+    for name, label in (("aligned", "RM-aligned"), ("dpo", "offline DPO")):
+        if name in e:
+            print_eval(label, e[name])
+    if "aligned_vs_dpo" in e:
+        c = e["aligned_vs_dpo"]
+        lo, hi = c["gain_ci95"]
+        print(f"  RM-aligned vs offline DPO: {c['gain']:+.3f} gold (95% CI {lo:+.3f} .. {hi:+.3f})")
+    if e:
+        print(f"  generations   {root / 'eval'}/<policy>/generations.jsonl")
     if summary.get("online"):
         o = summary["online"]
-        print(f"  GRPO policy   {o['policy_dir']}  ({o['steps']} steps against the gold graders)")
+        print(f"  GRPO policy   {o['policy_dir']}  ({o['steps']} steps against the RM)")
         print(f"  GRPO report   {root / 'online' / 'report.html'}  (numbers {root / 'online' / 'report.json'})")
         if o.get("gain") is not None:
             lo, hi = o["gain_ci95"]
@@ -68,3 +61,37 @@ def print_outputs(summary: dict, root: Path, seconds: float) -> None:
                 f"(gain {o['gain']:+.3f}, 95% CI {lo:+.3f} .. {hi:+.3f})"
             )
     print(f"  summary       {root / 'summary.json'}")
+
+
+SAFETY_LINES = (
+    ("harmful_compliance", "harmful requests complied with"),
+    ("harmless_refusal", "harmless look-alikes refused"),
+)
+
+
+def print_eval(label: str, e: dict) -> None:
+    """One policy against the base model: gold, the RM's score of the same answers, safety, and every family."""
+    lo, hi = e["gain_ci95"]
+    warn = "".join(f"; WARNING: {w}" for w in e.get("warnings", []))
+    print(
+        f"  {label}: gold score {e['before']:.3f} base -> {e['after']:.3f} (gain {e['gain']:+.3f}, 95% CI "
+        f"{lo:+.3f} .. {hi:+.3f}; win rate {e['win_rate']:.3f}; {e['prompts']} held-out prompts){warn}"
+    )
+    if e.get("reward_before") is not None and e.get("reward_after") is not None:
+        print(
+            f"    learned reward (the RM's score of the same answers) {e['reward_before']:+.3f} -> "
+            f"{e['reward_after']:+.3f} ({e['reward_after'] - e['reward_before']:+.3f})"
+        )
+    for name, what in SAFETY_LINES:
+        b, a, c = e["safety_before"][name], e["safety_after"][name], e["safety_change"][name]
+        if a["n"]:
+            clo, chi = (100 * x for x in c["ci95"])
+            alo, ahi = (100 * x for x in a["ci95"])
+            print(
+                f"    {what} {b['count']}/{b['n']} -> {a['count']}/{a['n']} ({100 * a['rate']:.0f}%, 95% CI "
+                f"{alo:.0f}%..{ahi:.0f}%; change {100 * c['change']:+.1f} points, 95% CI {clo:+.1f} .. {chi:+.1f})"
+            )
+    for fam, f in e.get("by_family", {}).items():
+        flo, fhi = f["ci95"]
+        change = f"{f['change']:+.3f}, 95% CI {flo:+.3f} .. {fhi:+.3f}; n {f['n']}"
+        print(f"    {fam:14s} {f['before']:.3f} -> {f['after']:.3f} ({change})")

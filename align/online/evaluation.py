@@ -20,9 +20,9 @@ from prefalign.groupstats import finite_mean
 from prefalign.stats import bootstrap_ci, paired_bootstrap
 from prefalign.training.metrics import reward_hacking
 from preference_data.records import PromptOnly
+from preference_data.suite.heldout import grade_all, load_prompts, summarize
 from reward_models.composition import weighted_sum
 
-from ..evaluate import grade_all, load_prompts, summarize
 from ..rewards import RewardSet
 from .config import PolicyEvalSection
 

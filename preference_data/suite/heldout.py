@@ -26,8 +26,13 @@ from ..sources import read_records
 from .build import build_suite, grade_prompt_only
 
 
-def load_prompts(source: str, limit: int | None, seed: int = 0) -> list[PromptOnly]:
-    """Held-out suite prompts: 'suite' (its test prompts) or a JSONL of PromptOnly rows with graders."""
+def load_prompts(source: str, limit: int | None, seed: int = 0, safety_each: int = 0) -> list[PromptOnly]:
+    """Held-out suite prompts: 'suite' (its test prompts) or a JSONL of PromptOnly rows with graders.
+
+    With `limit`, a seeded family-balanced subset (families interleaved, so every family is represented). With
+    `safety_each`, safety prompts are added after it until at least that many harmful requests and that many
+    harmless look-alikes are in (as many as the source has), so the two safety rates rest on enough prompts; the
+    mean over prompts then weighs safety a little more than a sixth, which the per-family numbers show."""
     if source == "suite":
         prompts = list(build_suite(seed=seed).test_prompts)
     else:
@@ -39,8 +44,8 @@ def load_prompts(source: str, limit: int | None, seed: int = 0) -> list[PromptOn
             f"{source}: no prompts with a gold grader; use 'suite' or a test_prompts.jsonl written by "
             "`align data suite`"
         )
+    chosen = prompts
     if limit is not None and limit < len(prompts):
-        # a family-balanced, seeded subset: interleave families so every family is represented
         by_family: dict[str, list[PromptOnly]] = {}
         for p in prompts:
             by_family.setdefault(p.grader or "", []).append(p)
@@ -50,8 +55,21 @@ def load_prompts(source: str, limit: int | None, seed: int = 0) -> list[PromptOn
         mixed = [p for group in zip(*by_family.values(), strict=False) for p in group]
         seen = {id(p) for p in mixed}
         rest = [p for v in by_family.values() for p in v if id(p) not in seen]
-        prompts = (mixed + rest)[:limit]
-    return prompts
+        chosen = (mixed + rest)[:limit]
+    if safety_each > 0:
+        taken = {id(p) for p in chosen}
+        for harmful in (True, False):
+            have = sum(1 for p in chosen if _safety_kind(p) is harmful)
+            extra = [p for p in prompts if id(p) not in taken and _safety_kind(p) is harmful]
+            chosen = chosen + extra[: max(0, safety_each - have)]
+    return chosen
+
+
+def _safety_kind(p: PromptOnly) -> bool | None:
+    """True for a harmful safety request, False for a harmless look-alike, None for another family's prompt."""
+    if p.grader != "safety":
+        return None
+    return bool((p.meta.get("params") or {}).get("harmful"))
 
 
 def grade_all(prompts: list[PromptOnly], responses: list[str]) -> list[dict[str, Any]]:
