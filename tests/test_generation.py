@@ -36,22 +36,11 @@ def tok(tiny_model_ref):
 
 @pytest.fixture(scope="module")
 def model(tok):
-    from transformers import AutoModelForCausalLM, LlamaConfig
+    from transformers import AutoModelForCausalLM
 
-    cfg = LlamaConfig(
-        vocab_size=len(tok),
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=256,
-        tie_word_embeddings=True,
-        bos_token_id=tok.bos_token_id,
-        eos_token_id=tok.eos_token_id,
-        pad_token_id=tok.pad_token_id,
-        initializer_range=0.5,
-    )
+    from prefalign.models.hub import tiny_llama_config
+
+    cfg = tiny_llama_config(tok, max_position_embeddings=256, initializer_range=0.5)  # sharp next-token distributions
     torch.manual_seed(0)
     return AutoModelForCausalLM.from_config(cfg).eval()
 

@@ -102,25 +102,33 @@ def _build_smollm2(dest: Path) -> None:
     _gguf_tokenizer().save_pretrained(str(dest))
 
 
+def tiny_llama_config(tokenizer: Any, **overrides: Any) -> Any:
+    """A tiny Llama config for `tokenizer` (its vocabulary and special tokens): 2 layers, hidden 64, 4 query heads
+    over 2 key/value heads, tied embeddings; `overrides` are other `LlamaConfig` fields. The builtin tiny model
+    (`builtin:tiny-llama`) and the tests' own tiny models are built from it."""
+    from transformers import LlamaConfig  # lazy: transformers, not needed to resolve a reference
+
+    fields: dict[str, Any] = {
+        "vocab_size": len(tokenizer),
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "tie_word_embeddings": True,
+        "bos_token_id": tokenizer.bos_token_id,
+        "eos_token_id": tokenizer.eos_token_id,
+        "pad_token_id": tokenizer.pad_token_id,
+    }
+    return LlamaConfig(**(fields | overrides))
+
+
 def _build_tiny_llama(dest: Path) -> None:
     import torch  # lazy: torch, not needed to resolve a reference
-    from transformers import AutoModelForCausalLM, LlamaConfig  # lazy: transformers, not needed to resolve a reference
+    from transformers import AutoModelForCausalLM  # lazy: transformers, not needed to resolve a reference
 
     tok = _gguf_tokenizer()
-    config = LlamaConfig(
-        vocab_size=len(tok),
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=2048,
-        tie_word_embeddings=True,
-        bos_token_id=tok.bos_token_id,
-        eos_token_id=tok.eos_token_id,
-        pad_token_id=tok.pad_token_id,
-        rms_norm_eps=1e-5,
-    )
+    config = tiny_llama_config(tok, max_position_embeddings=2048, rms_norm_eps=1e-5)
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(config)
     model.save_pretrained(str(dest), safe_serialization=True)
