@@ -459,7 +459,7 @@ def test_bad_loss_configs_fail_before_loading(tmp_path, data, capsys, monkeypatc
     def no_loading(*a, **k):
         raise AssertionError("a model was loaded before the config was checked")
 
-    monkeypatch.setattr(align.train, "load_causal_lm", no_loading)
+    monkeypatch.setattr(align.train, "load_model", no_loading)
     monkeypatch.setattr(align.train, "load_tokenizer", no_loading)
     dump_yaml(config(tmp_path, data), tmp_path / "cfg.yaml")
     assert main(["train", "--config", str(tmp_path / "cfg.yaml"), *overrides]) == 2
