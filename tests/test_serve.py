@@ -639,7 +639,12 @@ BAD_REQUESTS = [  # (path, body: bytes or JSON, the status it must get)
     ("/openrlhf", {"query": ["a"], "labels": "x"}, 400),
     ("/openrlhf", {"query": ["a"], "qurey": ["a"]}, 400),
     ("/openrlhf", {"query": ["just text, no chat template"]}, 422),
-    ("/openrlhf", {"query": ["<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\nyo"], "labels": [[1]]}, 400),
+    (
+        "/openrlhf",
+        {"query": ["<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\nyo"], "labels": [{"ref": 1}]},
+        400,
+    ),
+    ("/openrlhf", {"query": ["x"], "labels": [{"reference": 5}]}, 400),
     ("/openrlhf", {"query": ["x"] * 10_000}, 413),
     ("/get_reward", {"query": 5}, 400),
     ("/classify", {"model": "m"}, 400),
@@ -661,6 +666,12 @@ def test_fuzzed_requests_get_a_4xx_with_a_message(fuzz_server):
         assert r.status_code == status, (path, shown, r.status_code, r.text[:300])
         e = r.json()
         assert e["code"] == status and e["message"] and e["problems"], (path, shown, e)
+    # a query crafted for backtracking: thousands of turn markers (read in one pass per role sequence, so answered)
+    head = "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n"
+    unit = "<|im_start|>user\nq<|im_end|>\n<|im_start|>assistant\n<|im_end|>\n"
+    crafted = head + unit * 5000 + "<|im_start|>user\nq<|im_end|>\n<|im_start|>assistant\nresponse<|im_end|>"
+    r = post(srv.url + "/openrlhf", {"query": [crafted]})
+    assert r.status_code == 200 and r.json()["rewards"][0] is not None
     assert httpx.get(srv.url + "/score").status_code == 405
     assert httpx.post(srv.url + "/nowhere", json={}).status_code == 404
 
@@ -861,6 +872,45 @@ def test_composition_state_by_hand_updates_saves_and_restores(tmp_path, rm_dir, 
     X2 = (R2.double() - R.mean(0)) / (R.std(0) + 1e-6)
     assert close(out2["rewards"], ((1 - lam1) * X2[:, 0] + lam1 * X2[:, 1]).tolist())
     assert after["updates"] == 1 and after["window_items"] == 2 and after["served_items"] == 6
+
+
+def test_served_hypervolume_and_maxmin_by_hand():
+    """The reward per item and when the state moves, on tensors: hypervolume (point: rollout, apply: reward) observes
+    each window's component means, its meta factor 0.5 + 1.5 tanh(HVC) scales the rewards after it; maxmin
+    (per_sample) is min_k w_k r_k, null where a component it uses abstained."""
+    from align.composition import CompositionSection
+    from align.serve.state import ServedComposition, check_served_composition
+    from prefalign.config import build
+    from reward_models.composition import hv_meta
+
+    sec = build(
+        CompositionSection,
+        {
+            "update": "hypervolume",
+            "weights": {"a": 0.5, "b": 0.5},
+            "hypervolume": {"point": "rollout", "apply": "reward"},
+        },
+    )
+    assert check_served_composition(sec) == []
+    c = ServedComposition(sec, ["a", "b"], [1.0, 1.0], update_every=2)
+    assert c.rewards(torch.tensor([[1.0, 1.0], [3.0, 3.0]])).tolist() == [1.0, 3.0]  # then the first point: (2, 2)
+    assert c.updates == 1 and c.describe()["hypervolume"]["buffer"] == [[2.0, 2.0]]
+    assert c.rewards(torch.tensor([[4.0, 4.0], [6.0, 6.0]])).tolist() == [4.0, 6.0]  # meta still 1; point (5, 5)
+    meta = hv_meta(3.0 * 3.0)  # the box between the reference (2, 2) and (5, 5)
+    assert c.rewards(torch.tensor([[1.0, 0.0]])).tolist() == pytest.approx([0.5 * meta])
+    assert c.updates == 2 and c.describe()["window_items"] == 1
+
+    sec = build(CompositionSection, {"aggregate": "maxmin", "weights": {"a": 1.0, "b": 2.0}})
+    c = ServedComposition(sec, ["a", "b"], [1.0, 1.0])
+    r = c.rewards(torch.tensor([[1.0, 3.0], [5.0, 1.0], [math.nan, 1.0]]))
+    assert r[:2].tolist() == [1.0, 2.0] and math.isnan(r[2])
+
+    bad = build(CompositionSection, {"update": "hypervolume", "weights": {"a": 0.5, "b": 0.5}})
+    assert any("point: rollout" in p for p in check_served_composition(bad))
+    assert any(
+        "group_argmin" in p
+        for p in check_served_composition(build(CompositionSection, {"aggregate": "maxmin", "maxmin": "group_argmin"}))
+    )
 
 
 def test_served_composition_refuses_what_needs_groups(tmp_path, capsys):

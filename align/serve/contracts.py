@@ -15,7 +15,8 @@ OpenRLHF (`POST /openrlhf`, also `/get_reward` as its own server names it), one 
 single-turn executor, any number accepted:
     request   {"query": [str], "prompts": [str] (optional), "labels": [any] (optional)}
     response  {"rewards": [float | null], "scores": [float | null] in [0, 1], "extra_logs": {name: [float | null]}}
-    A label that is a non-empty string is the reference answer; a mapping may give "reference", "meta", "grader".
+    A label that is a non-empty string (or a number) is the reference answer; a mapping may give "reference", "meta",
+    "grader"; any other label carries none.
 
 vLLM pooling `/classify` (the shape verl's discriminative-RM path posts):
     request   {"model": str, "input": str | [str], "use_activation": bool (optional)}
@@ -290,29 +291,33 @@ def parse_openrlhf(body: Any, max_items: int) -> OpenRLHFRequest:
 
 
 def label_fields(label: Any, at: str) -> tuple[str | None, dict[str, Any], str | None]:
-    """(reference, meta, grader) of an OpenRLHF label: a string is the reference answer ("" or null: none); a
-    mapping may give reference, meta and grader."""
-    if label is None or label == "":
-        return None, {}, None
+    """(reference, meta, grader) of an OpenRLHF label (its dataset's label column, any JSON): a non-empty string or a
+    number is the reference answer; a mapping may give reference, meta and grader (other keys are an error); anything
+    else (null, "", a list, a boolean) carries none, which is a 400 only when the served reward needs a reference."""
     if isinstance(label, str):
-        return label, {}, None
-    if isinstance(label, dict):
-        problems: list[str] = []
-        for k in sorted(set(label) - {"reference", "meta", "grader"}):
-            problems.append(f"{at}.{k}: unknown key; a label mapping has reference, meta and grader")
-        ref = label.get("reference")
-        if ref is not None:
-            ref = _string(ref, f"{at}.reference", problems)
-        meta = label.get("meta", {})
-        if not isinstance(meta, dict):
-            problems.append(f"{at}.meta: expected a mapping, got {_type(meta)}")
-        grader = label.get("grader")
-        if grader is not None:
-            grader = _string(grader, f"{at}.grader", problems)
-        if problems:
-            raise BadRequest(problems)
-        return ref, meta if isinstance(meta, dict) else {}, grader
-    raise BadRequest([f"{at}: a label is the reference answer (a string) or a mapping, got {_type(label)}"])
+        return (label or None), {}, None
+    if isinstance(label, int | float) and not isinstance(label, bool):
+        return (str(label) if math.isfinite(label) else None), {}, None
+    if not isinstance(label, dict):
+        return None, {}, None
+    problems: list[str] = []
+    for k in sorted(set(label) - {"reference", "meta", "grader"}):
+        problems.append(
+            f"{at}.{k}: unknown key{did_you_mean(k, ['reference', 'meta', 'grader'])}; a label mapping "
+            "has reference, meta and grader"
+        )
+    ref = label.get("reference")
+    if ref is not None:
+        ref = _string(ref, f"{at}.reference", problems)
+    meta = label.get("meta", {})
+    if not isinstance(meta, dict):
+        problems.append(f"{at}.meta: expected a mapping, got {_type(meta)}")
+    grader = label.get("grader")
+    if grader is not None:
+        grader = _string(grader, f"{at}.grader", problems)
+    if problems:
+        raise BadRequest(problems)
+    return ref, meta if isinstance(meta, dict) else {}, grader
 
 
 @dataclass

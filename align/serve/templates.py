@@ -9,9 +9,11 @@ parsed back into messages by the template itself, never by guessing at role mark
 1. Skeletons. The template renders a role sequence (`[user]`, `[system, user]`, `[user, assistant, user]`, ...) with
    a sentinel for each content (a private-use character pair no template alters). Everything around the sentinels
    is the template's own text: turn markers, special tokens, a default system prompt it adds, the generation
-   prompt. The skeleton becomes a regular expression: its literal text escaped, each content a lazy group (a
-   content the template writes twice must repeat). Role sequences are tried with 1, 2, ... user turns, each without
-   then with a leading system message, while the skeleton's literal text still fits in the text.
+   prompt. The text is read against the skeleton in one left-to-right pass: each content runs to the first
+   occurrence of the template text that follows it (the last one to the template text ending the text), and a
+   content the template writes twice must repeat; linear in the text, so no crafted text can make it explode. Role
+   sequences are tried with 1, 2, ... user turns, each without then with a leading system message, while the
+   template's text for that many turns occurs, in order, in the text.
 2. Verification. A parse counts only if rendering the parsed messages gives back the text, character for character.
    So a template that trims contents, injects a default system prompt or renders roles its own way parses exactly;
    one that drops or rewrites contents (nothing can recover them) is refused with a message, never guessed at.
@@ -46,6 +48,7 @@ _OPEN, _CLOSE = "\ue000", "\ue001"  # private-use code points: the sentinel arou
 _SENTINEL = re.compile(f"{_OPEN}(\\d+){_CLOSE}")
 MAX_TURNS = 128  # user turns tried at most when parsing one text
 _PARSE_CACHE = 4096  # parsed texts remembered (a GRPO group sends the same prompt G times)
+_CUTS = 64  # generation prompts tried as the prompt's end in one query, at most
 
 
 class TemplateMismatch(ValueError):
@@ -55,9 +58,8 @@ class TemplateMismatch(ValueError):
 @dataclass(frozen=True)
 class _Skeleton:
     roles: tuple[str, ...]
-    literals: tuple[str, ...]  # the template's own text between contents, in order
-    pattern: re.Pattern[str]
-    order: tuple[int, ...]  # group index -> message index
+    literals: tuple[str, ...]  # the template's own text around the contents, in order (one more than slots)
+    slots: tuple[int, ...]  # the message whose content fills each gap between two literals
 
 
 def _sentinel(i: int) -> str:
@@ -112,22 +114,10 @@ class ChatTemplate:
         except Exception:  # a template that refuses this role sequence (e.g. one without a system role)
             return None
         parts = _SENTINEL.split(text)  # [literal, index, literal, index, ..., literal]
-        regex, literals, order, seen = "", [], [], set()
-        for j, part in enumerate(parts):
-            if j % 2 == 0:
-                regex += re.escape(part)
-                literals.append(part)
-                continue
-            i = int(part)
-            if i in seen:
-                regex += f"(?P=m{i})"  # the template writes this content again: it must repeat exactly
-            else:
-                regex += f"(?P<m{i}>.*?)"
-                order.append(i)
-                seen.add(i)
-        if seen != set(range(len(roles))):
+        literals, slots = tuple(parts[0::2]), tuple(int(i) for i in parts[1::2])
+        if set(slots) != set(range(len(roles))):
             return None  # the template drops a content: it cannot be read back
-        return _Skeleton(roles, tuple(literals), re.compile(regex, re.DOTALL), tuple(order))
+        return _Skeleton(roles, literals, slots)
 
     def _generation_prompt(self) -> str:
         """The text `add_generation_prompt` appends (ChatML: '<|im_start|>assistant\\n')."""
@@ -167,20 +157,15 @@ class ChatTemplate:
             fits = False
             for roles in self._role_sequences(turns, generation_prompt):
                 sk = self._skeleton(roles, generation_prompt)
-                if sk is None or sum(map(len, sk.literals)) > len(text):
+                if sk is None or sum(map(len, sk.literals)) > len(text) or not _in_order(sk.literals, text):
                     continue
                 fits = True
-                if not _in_order(sk.literals, text):
-                    continue
-                m = sk.pattern.fullmatch(text)
-                if m is None:
-                    continue
-                conv = [Message(roles[i], m.group(f"m{i}")) for i in range(len(roles))]
-                if self.render(conv, generation_prompt) == text:  # exact, or not a parse
+                conv = _read(sk, text)
+                if conv is not None and self.render(conv, generation_prompt) == text:  # exact, or not a parse
                     best = conv
                     break  # at this many turns, no system message rather than one the template would add itself
             if not fits:
-                break  # more turns only add template text: no longer sequence fits either
+                break  # the template's text for this many turns is not in the text: more turns only add to it
         if best is not None:
             self._parsed[key] = best
             if len(self._parsed) > _PARSE_CACHE:
@@ -223,7 +208,7 @@ class ChatTemplate:
                 return self.parse_prompt(prompt_text), self.strip_end(query[cut:])
         gp = self.generation_prompt
         cuts = [m.end() for m in re.finditer(re.escape(gp), query)] if gp else []
-        for cut in reversed(cuts):
+        for cut in reversed(cuts[-_CUTS:]):
             try:
                 return self.parse_prompt(query[:cut]), self.strip_end(query[cut:])
             except TemplateMismatch:
@@ -240,7 +225,9 @@ class ChatTemplate:
         gp = self.generation_prompt
         if not gp or not prompt_text.endswith(gp):
             return None
-        for m in re.finditer(re.escape(gp), query):
+        for k, m in enumerate(re.finditer(re.escape(gp), query)):
+            if k == _CUTS:
+                break
             if prompt_text.endswith(query[: m.end()]):
                 return m.end()
         return None
@@ -281,6 +268,30 @@ def load_template(ref: str, fallback_tokenizer: Any = None) -> ChatTemplate | Pl
     from prefalign.models.hub import load_tokenizer  # lazy: transformers
 
     return ChatTemplate(load_tokenizer(ref), source=ref)
+
+
+def _read(sk: _Skeleton, text: str) -> Conversation | None:
+    """The messages of `text` under one skeleton, in one left-to-right pass: each content runs to the first
+    occurrence of the template text after it, the last one to the template text that ends `text`. Linear in the
+    text, whatever it holds (no backtracking a crafted text could make explode); a content the template writes twice
+    must repeat exactly. None when the text does not fit the skeleton."""
+    first, last = sk.literals[0], sk.literals[-1]
+    if not text.startswith(first) or not text.endswith(last):
+        return None
+    pos, stop = len(first), len(text) - len(last)
+    contents: dict[int, str] = {}
+    for k, slot in enumerate(sk.slots):
+        nxt = sk.literals[k + 1]
+        end = stop if k == len(sk.slots) - 1 else text.find(nxt, pos, stop)
+        if end < pos:
+            return None
+        value = text[pos:end]
+        if contents.setdefault(slot, value) != value:
+            return None
+        pos = end + len(nxt)
+    if pos != len(text):
+        return None
+    return [Message(sk.roles[i], contents[i]) for i in range(len(sk.roles))]
 
 
 def _in_order(literals: tuple[str, ...], text: str) -> bool:
