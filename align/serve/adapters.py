@@ -90,7 +90,7 @@ class LocalReward:
 
 def post_json(url: str, payload: Any, api_key: str | None, timeout: float, retries: int) -> Any:
     """POST `payload` as JSON and read the JSON answer (module docstring: retries and errors)."""
-    data = json.dumps(payload, allow_nan=False).encode("utf-8")
+    data = json.dumps(payload, allow_nan=False, default=str).encode("utf-8")  # a label of any type: as text
     headers = {"Content-Type": "application/json"}
     if api_key:
         headers["Authorization"] = f"Bearer {api_key}"
@@ -143,7 +143,8 @@ class TRLReward:
     prompts / completions: TRL's standard (text: the prompt is one user message) or conversational (messages; the
     completion is one assistant message) form. A dataset column named `reference_column` (default "reference")
     gives each prompt's reference answer (POLAR, a pairwise judge). `component`: return that component instead of
-    the served reward. Each call also logs the abstention rate through TRL's `log_metric` (when TRL passes it)."""
+    the served reward. Each call also logs the abstention rate through TRL's `log_metric`, and a composed reward's
+    components through `log_extra` (its completions table), when TRL passes them."""
 
     def __init__(
         self,
@@ -170,9 +171,12 @@ class TRLReward:
 
     def _read(self, answer: dict[str, Any], columns: dict[str, Any]) -> list[float | None]:
         values = answer["components"][self.component] if self.component else answer["rewards"]
-        log_metric = columns.get("log_metric")
+        log_metric, log_extra = columns.get("log_metric"), columns.get("log_extra")
         if callable(log_metric) and values:
             log_metric(f"{self.__name__}/abstained", sum(v is None for v in values) / len(values))
+        if callable(log_extra) and len(answer["components"]) > 1:  # each component in TRL's completions table
+            for name, comp in answer["components"].items():
+                log_extra(f"{self.__name__}/{name}", list(comp))
         return list(values)
 
     def __call__(

@@ -146,11 +146,15 @@ class ServedReward:
         }
 
     def counters(self) -> dict[str, Any]:
-        return {
-            "scored_items": self.scored_items,
-            "null_rewards": self.null_rewards,
-            "components": self.set.failures(),
-        }
+        """Items scored, null rewards served, and per component: the completions it gave no score (`nan`) and why
+        (the rule's reasons, the scorer's failures, a sampled judge's abstentions by reason)."""
+        comps = self.set.failures()
+        for c in self.set.components:
+            for what in ("failures", "abstentions"):
+                counts = getattr(c.scorer, what, None)
+                if counts:
+                    comps[c.name][f"scorer_{what}"] = dict(counts)
+        return {"scored_items": self.scored_items, "null_rewards": self.null_rewards, "components": comps}
 
 
 __all__ = ["Scored", "ServedReward", "check_served_reward"]
