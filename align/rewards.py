@@ -9,6 +9,7 @@ A `reward:` config section is a list of components, each a scorer spec (`type` a
       - {type: grm, model: runs/judge_grm/model}             # a generative judge (pointwise)
       - {type: polar, model: runs/polar/model, references: suite}  # POLAR against the gold reference
       - {type: multi_objective, model: runs/mo_rm, objective: all} # K components, one per objective head
+      - {type: length, max_words: 60, weight: 0.2}          # a length constraint (1 up to 60 words)
       - {type: grader, objective: conciseness, weight: 0.2}  # a gold objective (an oracle: users have no key)
 
 Each component gives one number per completion, or NaN when it abstains or fails: NaN is counted per component
@@ -19,6 +20,7 @@ one forward. A pairwise scorer (`judge`, `pair_pm`, `think`) is the one componen
 completions are compared pair by pair (`compare_groups`).
 
 Rules:
+  length             1 for an answer of at most `max_words` words, max_words / n beyond, 0 for an empty answer
   grader             the suite's gold graders on the prompt record itself (its family and params), so any suite
                      prompt file works without an index; `objective`: overall or one objective
   judge_correctness  judges trained by RL (`align.judge_rl`): the completion's verdict against the gold label in
@@ -118,6 +120,23 @@ def judge_correctness(record: PromptOnly, text: str, c: Component) -> float | No
     return 0.5 if verdict.label == gold["label"] else 0.0
 
 
+def length_limit(record: PromptOnly, text: str, c: Component) -> float:
+    """A length constraint a user sets (no answer key): 1 for an answer of at most `max_words` words, max_words / n
+    for a longer one of n words, and 0 for an empty answer (saying nothing is not a concise answer)."""
+    n = len(text.split())
+    limit = int(c.spec.get("max_words", 60))
+    return 0.0 if n == 0 else min(1.0, limit / n)
+
+
+def _check_length(opts: dict[str, Any], at: str) -> list[str]:
+    bad = sorted(set(opts) - {"max_words"})
+    out = [f"{at}: length takes only 'max_words', got {bad}"] if bad else []
+    m = opts.get("max_words", 60)
+    if isinstance(m, bool) or not isinstance(m, int) or m < 1:
+        out.append(f"{at}.max_words: must be a whole number >= 1, got {m!r}")
+    return out
+
+
 def _check_grader(opts: dict[str, Any], at: str) -> list[str]:
     obj = opts.get("objective", "overall")
     bad = sorted(set(opts) - {"objective"})
@@ -157,6 +176,12 @@ RULES: Table[Rule] = Table(
             "a judge's verdict against the record's gold label (judges trained by RL)",
             _check_tolerance,
             lambda spec: "judge_correctness",
+        ),
+        "length": Rule(
+            length_limit,
+            "1 up to max_words words, max_words / n beyond, 0 for an empty answer",
+            _check_length,
+            lambda spec: "length",
         ),
     },
 )
@@ -410,4 +435,5 @@ __all__ = [
     "grade",
     "is_pairwise",
     "judge_correctness",
+    "length_limit",
 ]

@@ -16,6 +16,7 @@ The math and the state objects are in `reward_models.composition`; here they are
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -191,6 +192,8 @@ class HypervolumeRule(FixedWeights):
         return self.point == "eval" and not self.hv.buffer
 
     def observe_point(self, point: list[float]) -> dict[str, float]:
+        if any(math.isnan(v) for v in point):  # a component gave no score on any answer: no point, nothing moves
+            return {"hv/point_skipped": 1.0}
         hvc = self.hv.observe(point)
         out = {"hv/contribution": hvc, "hv/next_meta": self.hv.meta, "hv/buffer": float(len(self.hv.buffer))}
         for n, v in zip(self.names, point, strict=True):

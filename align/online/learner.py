@@ -167,7 +167,9 @@ class Learner:
         trainable = {n for n, p in self.policy.named_parameters() if p.requires_grad}
         # a tied frozen weight (lm_head = the embedding) is not a named parameter, so the helper's frozen filter
         # keeps it: only the policy's trainable names go into a checkpoint
-        return {n: v for k, v in state.items() if (n := k.removeprefix(PREFIX)) in trainable}
+        return {
+            n: v for k, v in state.items() if (n := k.removeprefix(PREFIX)) in trainable and isinstance(v, torch.Tensor)
+        }
 
     def optimizer_state(self) -> dict[str, Any]:
         """The optimizer's state, whole and keyed by parameter name. Every rank must call it."""
