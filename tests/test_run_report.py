@@ -281,3 +281,11 @@ def test_report_of_what_is_no_run_is_an_error(tmp_path: Path, capsys) -> None:
     assert main(["report", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "not a run directory (none of config.yaml, metrics.jsonl, report.json is there)" in err
+
+
+def test_the_learned_reward_and_held_out_gold_share_the_first_panel():
+    from prefalign.training.report import HACKING, panels
+
+    shown = panels(["loss", "reward", "eval_reward", "eval_gold/overall"])
+    assert shown[0].twin == HACKING and "learned reward" in shown[0].title
+    assert all(p.twin is None for p in panels(["loss", "eval_gold/overall"]))  # a run without a learned reward

@@ -86,6 +86,9 @@ LEADING = (
 """Panels shown first, in this order, after the ones the recipe names (report.json `dashboard_first`)."""
 TRAILING = ("lengths/chosen", "tokens", "learning_rate", "grad_norm")
 """Panels shown last, in this order; every other metric sits between, alphabetically."""
+HACKING = ("eval_reward", "eval_gold/overall")
+"""The learned reward and the held-out gold score of the same held-out answers: drawn on one panel (two y axes), first,
+so a learned reward that rises while gold falls (reward hacking) shows at a glance."""
 PAIRED = ("chosen", "rejected")
 """`<name>/chosen` and `<name>/rejected` share a panel (same unit, and their gap is the point)."""
 
@@ -256,6 +259,8 @@ class Panel:
     """Training metrics: raw values faint, a smoothed line on top."""
     held_out: list[str]
     """`eval_<metric>` names: held-out values as marked points."""
+    twin: tuple[str, str] | None = None
+    """Two held-out series drawn against two y axes (`HACKING`)."""
 
 
 def _pair_base(name: str) -> str | None:
@@ -284,7 +289,21 @@ def panels(names: Iterable[str], first: Sequence[str] = ()) -> list[Panel]:
                 return group, order.index(lead if lead in order else p.title), ""
         return 2, 0, p.title
 
-    return sorted(out, key=rank)
+    ordered = sorted(out, key=rank)
+    if all(h in names for h in HACKING):
+        ordered.insert(0, Panel("learned reward vs held-out gold (same answers)", [], [], twin=HACKING))
+    return ordered
+
+
+def _draw_twin(ax: Any, series: dict[str, list[tuple[int, float]]], twin: tuple[str, str]) -> None:
+    """Two held-out series on one panel, each against its own y axis, in two colours."""
+    right = ax.twinx()
+    for axis, name, color in ((ax, twin[0], "C0"), (right, twin[1], "C3")):
+        pts = [(x, y) for x, y in series[name] if math.isfinite(y)]
+        if pts:
+            axis.plot(*zip(*pts, strict=True), color=color, marker="D", ms=5, lw=1.4, label=name)
+        axis.set_ylabel(name, color=color, fontsize=8)
+        axis.tick_params(axis="y", labelcolor=color, labelsize=8)
 
 
 # --- the figure -------------------------------------------------------------------------------------------
@@ -308,6 +327,13 @@ def draw_dashboard(view: RunView, path: Path) -> bool:
     steps = [s for pts in series.values() for s, _ in pts]
     lo, hi = min(steps), max(steps)
     for k, (ax, panel) in enumerate(zip(axes.flat, shown, strict=False)):
+        if panel.twin is not None:
+            _draw_twin(ax, series, panel.twin)
+            ax.set_title(panel.title, fontsize=10)
+            ax.grid(alpha=0.25)
+            if hi > lo:
+                ax.set_xlim(lo - 0.02 * (hi - lo), hi + 0.02 * (hi - lo))
+            continue
         nonfinite: list[int] = []
         for i, name in enumerate(panel.curves):
             pts = series[name]
