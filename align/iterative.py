@@ -57,7 +57,7 @@ from reward_models.ranking import Method, rank
 from . import train as offline
 from .losses import LOSSES, check_loss_config
 from .online.config import PolicyEvalSection, PromptsSection
-from .online.evaluation import gold_eval, gold_eval_report, hacking_check, log_row
+from .online.evaluation import eval_lines, gold_eval, gold_eval_report, hacking_check, log_row
 from .online.rollout import Rollout, draw, load_train_prompts
 from .pipeline import finished_run
 from .rewards import RewardSet, check_reward_specs
@@ -493,13 +493,7 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
             f"{r['steps']} steps, sample reward {r['sample_reward']:.4f}"
             + (f", held-out gold {r['eval']:.4f}" if r["eval"] is not None else "")
         )
-    ev = report.get("eval") or {}
-    if ev:
-        lo, hi = ev["delta_ci95"]
-        lines.append(
-            f"held-out gold overall on {ev['prompts']} prompts: {ev['initial']:.4f} -> {ev['final']:.4f} "
-            f"(delta {ev['delta']:+.4f}, 95% CI [{lo:+.4f}, {hi:+.4f}])"
-        )
+    lines += eval_lines(report.get("eval") or {})
     lines.append(f"saved to {report['policy_dir']}")
     return lines
 

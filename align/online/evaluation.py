@@ -12,6 +12,7 @@ headline: the means, the final's bootstrap interval and the paired bootstrap int
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -105,7 +106,36 @@ def gold_eval_report(evals: dict[str, Any], final: dict[str, Any] | None) -> dic
         "final_safety": final.get("safety_rates"),
         "reward_initial": init.get("reward"),
         "reward_final": final.get("reward"),
+        "reward_components_initial": init.get("reward_components"),
+        "reward_components_final": final.get("reward_components"),
     }
+
+
+def eval_lines(ev: dict[str, Any]) -> list[str]:
+    """The held-out evaluation of a run (online or iterative): gold overall with its interval, the learned reward of
+    the same answers, and each gold objective beside each learned component, initial -> final."""
+    if not ev:
+        return []
+    lo, hi = ev["delta_ci95"]
+    lines = [
+        f"held-out gold overall on {ev['prompts']} prompts: {ev['initial']:.4f} -> {ev['final']:.4f} "
+        f"(delta {ev['delta']:+.4f}, 95% CI [{lo:+.4f}, {hi:+.4f}])"
+    ]
+    if ev.get("reward_initial") is not None and ev.get("reward_final") is not None:
+        lines.append(f"  learned reward of the same answers: {ev['reward_initial']:+.4f} -> {ev['reward_final']:+.4f}")
+    gold = [
+        f"{k} {v:.3f} -> {ev['final_objectives'].get(k, math.nan):.3f}" for k, v in ev["initial_objectives"].items()
+    ]
+    if gold:
+        lines.append("  gold objectives: " + ", ".join(gold))
+    comps = ev.get("reward_components_initial") or {}
+    final = ev.get("reward_components_final") or {}
+    if comps:
+        lines.append(
+            "  learned components: "
+            + ", ".join(f"{k} {v:+.3f} -> {final.get(k, math.nan):+.3f}" for k, v in comps.items())
+        )
+    return lines
 
 
 def log_row(path: Path, row: dict[str, Any]) -> None:
@@ -114,4 +144,4 @@ def log_row(path: Path, row: dict[str, Any]) -> None:
         f.write(json.dumps(row, default=float) + "\n")
 
 
-__all__ = ["component_point", "gold_eval", "gold_eval_report", "greedy", "hacking_check", "log_row"]
+__all__ = ["component_point", "eval_lines", "gold_eval", "gold_eval_report", "greedy", "hacking_check", "log_row"]

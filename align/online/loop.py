@@ -27,7 +27,7 @@ from ..losses.policy_gradient import PG_LOSSES
 from .advantage import compute_advantages, estimator, kl_penalty
 from .config import OnlineConfig
 from .context import Online, setup
-from .evaluation import component_point, gold_eval_report, hacking_check, log_row
+from .evaluation import component_point, eval_lines, gold_eval_report, hacking_check, log_row
 from .logps import Seq
 from .parallel import gather, ranks, share
 from .reward import gather_rewards, score_rollout
@@ -248,13 +248,7 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
         + ")",
         f"saved to {report['policy_dir']}",
     ]
-    ev = report.get("eval") or {}
-    if ev:
-        lo, hi = ev["delta_ci95"]
-        lines.append(
-            f"held-out gold overall on {ev['prompts']} prompts: {ev['initial']:.4f} -> {ev['final']:.4f} "
-            f"(delta {ev['delta']:+.4f}, 95% CI [{lo:+.4f}, {hi:+.4f}])"
-        )
+    lines += eval_lines(report.get("eval") or {})
     for name, f in report.get("reward_failures", {}).items():
         if f.get("nan"):
             lines.append(f"reward component {name}: {f['nan']} completions masked (NaN): {f}")
