@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 from typing import Any
+
+from align.cli.configs import config_class
+from prefalign.config import load, read_yaml
+from prefalign.errors import ConfigError, did_you_mean
 
 TRAIN_EXAMPLE = (
     "align train --config configs/dpo_suite.yaml\n"
@@ -27,12 +32,6 @@ TRAIN_KINDS = {
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    import importlib
-
-    from align.cli.configs import config_class
-    from prefalign.config import load, read_yaml
-    from prefalign.errors import ConfigError, did_you_mean
-
     data = read_yaml(args.config)
     kind = data.get("kind", "train") if isinstance(data, dict) else "train"
     if kind not in TRAIN_KINDS:
