@@ -118,6 +118,7 @@ def _default_align() -> IterativeConfig:
                 "lr_scheduler": "constant",
                 "max_length": 256,
                 "log_every": 4,
+                "compile": False,  # a round trains a few steps: compiling every round would cost more than it saves
             },
         },
     )
