@@ -148,7 +148,7 @@ class ServedReward:
     def counters(self) -> dict[str, Any]:
         """Items scored, null rewards served, and per component: the completions it gave no score (`nan`) and why
         (the rule's reasons, the scorer's failures, a sampled judge's abstentions by reason)."""
-        comps = self.set.failures()
+        comps: dict[str, dict[str, Any]] = dict(self.set.failures())
         for c in self.set.components:
             for what in ("failures", "abstentions"):
                 counts = getattr(c.scorer, what, None)
