@@ -1,8 +1,9 @@
 # Two entry points for a fresh machine (both idempotent):
 #   make quickstart   set up .venv and run the main job on the embedded default model
-#   make test         set up .venv with dev extras and run the test suite
-# and the checks CI runs before the tests:
-#   make lint         ruff check, ruff format --check and mypy (settings in pyproject.toml)
+#   make test         set up .venv with dev extras and run the test suite (all but the tests marked slow)
+# and what CI runs besides:
+#   make lint         ruff check, ruff format --check and mypy (settings in pyproject.toml), before the tests
+#   make test-slow    the tests marked slow: multi-process runs, resume after a kill, real-model checks
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
@@ -10,7 +11,7 @@ PIP    := $(PY) -m pip
 STAMP  := $(VENV)/.installed
 STAMP_DEV := $(VENV)/.installed-dev
 
-.PHONY: quickstart test lint setup setup-dev clean
+.PHONY: quickstart test test-slow lint setup setup-dev clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -39,7 +40,10 @@ quickstart: $(STAMP)
 # Tests run in TEST_WORKERS processes (pytest-xdist; 0 runs them in this process).
 TEST_WORKERS ?= 2
 test: $(STAMP_DEV)
-	$(PY) -m pytest -q -ra -n $(TEST_WORKERS) $(PYTEST_ARGS)
+	$(PY) -m pytest -q -ra -n $(TEST_WORKERS) -m "not slow" $(PYTEST_ARGS)
+
+test-slow: $(STAMP_DEV)
+	$(PY) -m pytest -q -ra -n $(TEST_WORKERS) -m slow $(PYTEST_ARGS)
 
 lint: $(STAMP_DEV)
 	$(VENV)/bin/ruff check .

@@ -366,6 +366,7 @@ LAGRANGE = {
 }
 
 
+@pytest.mark.slow
 def test_constrained_run_logs_multipliers_and_resume_restores_them_exactly(tmp_path, tiny_model_ref, monkeypatch):
     from align import online
 
@@ -391,6 +392,7 @@ GRADIENT = {
 }
 
 
+@pytest.mark.slow
 def test_gradient_weights_move_on_the_simplex_and_resume_exactly(tmp_path, tiny_model_ref, monkeypatch):
     from align import online
 

@@ -65,6 +65,7 @@ def same(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor], atol: float = 0
     assert moved > 0  # the adapters trained (LoRA B starts at zero)
 
 
+@pytest.mark.slow
 def test_resume_after_a_kill_reaches_the_same_weights(tmp_path, tiny_model_ref, monkeypatch):
     from align import online
     from align.online import loop
@@ -155,6 +156,7 @@ def test_config_errors_name_the_field(tmp_path):
         build(OnlineConfig, {"reward": [{"type": "pair_pm", "model": "x"}]})
 
 
+@pytest.mark.slow
 def test_iterative_rounds_cache_and_resume(tmp_path, tiny_model_ref):
     from align.iterative import IterativeConfig, run
 

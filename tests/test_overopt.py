@@ -206,6 +206,7 @@ def test_nan_proxy_scores_are_left_out_and_counted(tmp_path, tiny_model_ref, mon
     assert any("scored NaN" in line for line in report["summary"])
 
 
+@pytest.mark.slow
 def test_rl_checkpoints_kl_against_plain_forwards(tmp_path, tiny_model_ref):
     """An online run keeping every checkpoint; each is evaluated, step 0 is the initial policy (KL 0), and the
     k1 log-ratio of a final-checkpoint sample equals log pi - log pi_init from plain forwards of the saved adapter

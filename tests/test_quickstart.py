@@ -27,6 +27,7 @@ TINY = [
 ]
 
 
+@pytest.mark.slow
 def test_quickstart_all_stages_on_the_tiny_model(tmp_path, capsys):
     out = tmp_path / "qs"
     assert main(["quickstart", "--out", str(out), *TINY]) == 0

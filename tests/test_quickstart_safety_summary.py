@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import json
 
-from test_eval_policy import _fake_models, _safety_answers
-
 from align import quickstart
 from align.cli.main import main
 from align.evaluate import evaluate_policy
 from preference_data.suite.heldout import load_prompts
+from tests.test_eval_policy import _fake_models, _safety_answers
 
 
 def test_quickstart_summary_prints_and_records_the_safety_rates(tmp_path, capsys, monkeypatch):

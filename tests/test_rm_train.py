@@ -230,6 +230,7 @@ def test_resume_reaches_the_same_weights(tmp_path):
 @pytest.mark.skipif(
     not any(shutil.which(c) for c in ("g++", "c++", "clang++")), reason="torch.compile on CPU needs a C++ compiler"
 )
+@pytest.mark.slow
 def test_compiled_layers_train_like_eager_ones(tmp_path):
     """train.compile (the default) changes speed only: the same losses and final weights as eager layers.
     The one test that compiles (the others run with TORCH_COMPILE_DISABLE=1, see conftest)."""
@@ -259,6 +260,7 @@ def test_compiled_layers_train_like_eager_ones(tmp_path):
     assert graphs[True] > 0 and graphs[False] == 0  # the compiled run really traced its layers
 
 
+@pytest.mark.slow
 def test_strength_ensemble_and_strength_aware_training(tmp_path):
     from reward_models.rm_train import run_strength
     from reward_models.strength import StrengthConfig

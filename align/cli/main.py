@@ -37,7 +37,7 @@ from .configs import validate_file
 from .tables import TABLES, print_table
 
 EXAMPLES = {
-    "quickstart": "align quickstart\n  align quickstart --full   (adds a short GRPO stage after DPO)\n"
+    "quickstart": "align quickstart\n  align quickstart --full   (adds a short GRPO stage against the RM)\n"
     "  align quickstart --out runs/qs doctor.max_length=512 stages=[suite,doctor]",
     "doctor": (
         "align data doctor ../shared/data/hh-rlhf/helpful-base/test.decontaminated.jsonl.gz\n"
@@ -200,7 +200,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--full",
         action="store_true",
-        help="add the online stage: a short GRPO run from the DPO policy against the gold graders",
+        help="add the online stage: a short GRPO run from the aligned policy against the RM, with a KL term",
     )
     p.add_argument("overrides", nargs="*", help="dotted overrides, e.g. doctor_max_length=512")
 

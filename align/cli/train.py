@@ -18,7 +18,7 @@ TRAIN_EXAMPLE = (
     "  align train --config configs/dpo_hh.yaml --resume\n"
     "  align train --config configs/dpo_suite.yaml train.method=full reference.kind=precomputed\n"
     "  torchrun --nproc_per_node 2 -m align.cli.main train --config configs/dpo_suite.yaml\n"
-    "  align train --config configs/grpo_suite.yaml            (online: GRPO against the gold graders)\n"
+    "  align train --config configs/grpo_suite.yaml            (online: GRPO against the suite RM)\n"
     "  align train --config configs/iterative_dpo_suite.yaml   (iterative DPO rounds; --resume continues a round)\n"
     "  (the losses: `align ls losses`; check a config first: `align validate configs/dpo_suite.yaml`)"
 )
