@@ -32,6 +32,7 @@ import dataclasses
 import logging
 import math
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -135,26 +136,43 @@ def _think_messages(pairs: list[Any], judge: JudgeSection) -> tuple[list[bool], 
     return flips, messages
 
 
+def _think_template(pairs: list[Any], judge: JudgeSection, counts: dict[str, int]) -> list[SFTExample]:
+    """One example per gold-graded pair: the judge message and the verdict the gold grades give."""
+    out: list[SFTExample] = []
+    flips, messages = _think_messages(pairs, judge)
+    for p, f, msg in zip(pairs, flips, messages, strict=True):
+        target = think_target(p, f, judge.form)
+        if target is None:
+            counts["ungraded"] += 1
+            continue
+        out.append(SFTExample(p.id, msg, THINK_PREFIX + target))
+    return out
+
+
+def _grm_template(pairs: list[Any], judge: JudgeSection, counts: dict[str, int]) -> list[SFTExample]:
+    """Two examples per gold-graded pair: each response's message and the score its gold grade gives."""
+    out: list[SFTExample] = []
+    for p in pairs:
+        targets = grm_targets(p)
+        if targets is None:
+            counts["ungraded"] += 1
+            continue
+        out.append(SFTExample(p.id, GRMScorer.message(p.prompt, p.chosen), targets[0]))
+        out.append(SFTExample(p.id, GRMScorer.message(p.prompt, p.rejected), targets[1]))
+    return out
+
+
+# Format warm-up examples by judge kind (pair_pm learns its label directly and has none).
+TEMPLATES: dict[str, Callable[[list[Any], JudgeSection, dict[str, int]], list[SFTExample]]] = {
+    "think": _think_template,
+    "grm": _grm_template,
+}
+
+
 def template_examples(pairs: list[Any], judge: JudgeSection) -> tuple[list[SFTExample], dict[str, int]]:
     """Format warm-up examples written from gold grades (think: one per pair; grm: one per response)."""
-    out: list[SFTExample] = []
     counts = {"pairs": len(pairs), "ungraded": 0, "pairs_kept": 0}
-    if judge.kind == "think":
-        flips, messages = _think_messages(pairs, judge)
-        for p, f, msg in zip(pairs, flips, messages, strict=True):
-            target = think_target(p, f, judge.form)
-            if target is None:
-                counts["ungraded"] += 1
-                continue
-            out.append(SFTExample(p.id, msg, THINK_PREFIX + target))
-    else:
-        for p in pairs:
-            targets = grm_targets(p)
-            if targets is None:
-                counts["ungraded"] += 1
-                continue
-            out.append(SFTExample(p.id, GRMScorer.message(p.prompt, p.chosen), targets[0]))
-            out.append(SFTExample(p.id, GRMScorer.message(p.prompt, p.rejected), targets[1]))
+    out = TEMPLATES[judge.kind](pairs, judge, counts)
     counts["pairs_kept"] = counts["pairs"] - counts["ungraded"]
     if counts["ungraded"]:
         first = next(p for p in pairs if gold_grades(p) is None)
@@ -287,6 +305,27 @@ def _accuracy(kind: JudgeKind, judge: JudgeSection, model_dir: str, pairs: list[
     return report
 
 
+Built = tuple[list[SFTExample], dict[str, int]]
+ExampleBuilder = Callable[[list[Any], JudgeSection, Any, Any], Built]
+
+
+def _pair_pm_built(pairs: list[Any], judge: JudgeSection, model: Any, tokenizer: Any) -> Built:
+    return pair_pm_examples(pairs, judge.seed), {}
+
+
+def _template_built(pairs: list[Any], judge: JudgeSection, model: Any, tokenizer: Any) -> Built:
+    return template_examples(pairs, judge)
+
+
+# How a judge kind's training examples are built, by `judge.examples` (pair_pm learns the pair's label whatever
+# `examples` says; the config check refuses `template` for it).
+EXAMPLE_BUILDERS: dict[str, dict[str, ExampleBuilder]] = {
+    "pair_pm": {"sampled": _pair_pm_built, "template": _pair_pm_built},
+    "think": {"sampled": think_examples, "template": _template_built},
+    "grm": {"sampled": grm_examples, "template": _template_built},
+}
+
+
 def run(cfg: JudgeTrainConfig, resume: bool = False) -> dict[str, Any]:
     """Build examples, fine-tune, evaluate and save a judge as `cfg` says; return the report."""
     run_ = start_run(cfg, cfg.train, f"rm train ({cfg.judge.kind} judge)", resume)
@@ -296,14 +335,9 @@ def run(cfg: JudgeTrainConfig, resume: bool = False) -> dict[str, Any]:
     from_adapter = is_adapter(resolve(cfg.model))
     model = load_model(cfg.model, dtype=base_dtype(cfg.train), merge=True)
     counts: dict[str, int] = {"pairs": len(pairs)}
-    if cfg.judge.kind == "pair_pm":
-        examples = pair_pm_examples(pairs, cfg.judge.seed)
-    elif cfg.judge.examples == "template":
-        examples, counts = template_examples(pairs, cfg.judge)
-    else:
-        model.eval()
-        build = think_examples if cfg.judge.kind == "think" else grm_examples
-        examples, counts = build(pairs, cfg.judge, model, tokenizer)
+    model.eval()
+    examples, built = EXAMPLE_BUILDERS[cfg.judge.kind][cfg.judge.examples](pairs, cfg.judge, model, tokenizer)
+    counts |= built
     items, too_long = _tokenize(examples, tokenizer, cfg.train.max_length)
     counts |= {"examples": len(examples), "too_long": too_long, "kept": len(items)}
     run_.save_data_report({"data": data_report.to_dict(), "examples": counts})

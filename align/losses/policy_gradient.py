@@ -250,6 +250,36 @@ def _clip_stats(ratio: Tensor, adv: Tensor, mask: Tensor, lo: float, hi: float) 
     }
 
 
+def _per_sequence_mean(per_token: Tensor, mask: Tensor, _: int) -> tuple[Tensor, float]:
+    """grpo: each sequence's token mean, summed; over the number of sequences."""
+    return (per_token.sum(-1) / mask.sum(-1).clamp(min=1.0)).sum(), float(mask.shape[0])
+
+
+def _token_sum(per_token: Tensor, mask: Tensor, _: int) -> tuple[Tensor, float]:
+    """dapo: every token's term, summed; over the number of tokens."""
+    return per_token.sum(), float(mask.sum().item())
+
+
+def _micro_batch_token_mean(per_token: Tensor, mask: Tensor, _: int) -> tuple[Tensor, float]:
+    """bnpo: the token mean of this micro-batch, averaged over micro-batches."""
+    return per_token.sum() / mask.sum().clamp(min=1.0), 1.0
+
+
+def _constant_length(per_token: Tensor, mask: Tensor, max_completion_length: int) -> tuple[Tensor, float]:
+    """dr_grpo: every token's term, summed; over sequences x a constant length (the completion budget)."""
+    return per_token.sum(), float(mask.shape[0] * (max_completion_length or mask.shape[1]))
+
+
+# GRPO's loss types (TRL's `loss_type`): how the masked per-token terms become the numerator and the
+# weight-independent denominator of the exact-batching sum.
+GRPO_REDUCTIONS: dict[str, Callable[[Tensor, Tensor, int], tuple[Tensor, float]]] = {
+    "grpo": _per_sequence_mean,
+    "dapo": _token_sum,
+    "bnpo": _micro_batch_token_mean,
+    "dr_grpo": _constant_length,
+}
+
+
 def grpo_loss(
     b: PGBatch,
     *,
@@ -284,17 +314,9 @@ def grpo_loss(
         per_token = per_token + beta * kl
         stats["kl"] = ((kl.detach() * mask).sum() / mask.sum().clamp(min=1.0)).item()
     per_token = per_token.expand_as(mask) * mask
-    S = mask.shape[0]
-    if loss_type == "grpo":
-        num, den = (per_token.sum(-1) / mask.sum(-1).clamp(min=1.0)).sum(), float(S)
-    elif loss_type == "dapo":
-        num, den = per_token.sum(), float(mask.sum().item())
-    elif loss_type == "bnpo":  # the token mean of this micro-batch, averaged over micro-batches
-        num, den = per_token.sum() / mask.sum().clamp(min=1.0), 1.0
-    elif loss_type == "dr_grpo":
-        num, den = per_token.sum(), float(S * (max_completion_length or mask.shape[1]))
-    else:
-        raise ValueError(f"unknown loss_type {loss_type!r}")
+    if loss_type not in GRPO_REDUCTIONS:
+        raise ValueError(f"unknown loss_type {loss_type!r}; known: {', '.join(GRPO_REDUCTIONS)}")
+    num, den = GRPO_REDUCTIONS[loss_type](per_token, mask, max_completion_length)
     return PGTerms(num, den, stats)
 
 
