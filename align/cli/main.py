@@ -202,7 +202,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="add the online stage: a short GRPO run from the aligned policy against the RM, with a KL term",
     )
-    p.add_argument("overrides", nargs="*", help="dotted overrides, e.g. doctor_max_length=512")
+    p.add_argument("overrides", nargs="*", help="dotted overrides, e.g. doctor.max_length=512 align.rounds.rounds=3")
 
     p = _add(sub, "validate", cmd_validate, "check config files without running them", "validate")
     p.add_argument("files", nargs="+", help="YAML config files")
