@@ -102,12 +102,24 @@ def judge_correctness(record: PromptOnly, text: str, c: Component) -> float | No
     if not isinstance(gold, dict):
         c.failures["no_gold_label"] += 1
         return None
-    if gold.get("kind") == "grm":
-        parsed = parse_grm_scores(text, 1)
-        if parsed.scores is None:
-            c.failures["unparsed"] += 1
-            return 0.0
-        return 1.0 if abs(parsed.scores[0] - float(gold["score"])) <= float(c.spec.get("tolerance", 1.0)) else 0.0
+    rule = VERDICT_RULES.get(str(gold.get("kind")))
+    if rule is None:
+        c.failures["no_gold_label"] += 1
+        return None
+    return rule(gold, text, c)
+
+
+def _grm_verdict(gold: dict[str, Any], text: str, c: Component) -> float:
+    """GRM: 1 when the boxed score is within `tolerance` of the gold score; unparsable 0 (counted)."""
+    parsed = parse_grm_scores(text, 1)
+    if parsed.scores is None:
+        c.failures["unparsed"] += 1
+        return 0.0
+    return 1.0 if abs(parsed.scores[0] - float(gold["score"])) <= float(c.spec.get("tolerance", 1.0)) else 0.0
+
+
+def _think_verdict(gold: dict[str, Any], text: str, c: Component) -> float:
+    """Think-RM: 1 for the right verdict; multiclass 0.5 for the right side at the wrong strength; unparsable 0."""
     form = gold.get("form", "binary")
     verdict = parse_think_answer(text, form)
     if verdict.label is None:
@@ -118,6 +130,13 @@ def judge_correctness(record: PromptOnly, text: str, c: Component) -> float | No
     if verdict.strength == gold["strength"]:
         return 1.0
     return 0.5 if verdict.label == gold["label"] else 0.0
+
+
+# How a judge's output is checked against its gold label, by the label's kind.
+VERDICT_RULES: dict[str, Callable[[dict[str, Any], str, Component], float]] = {
+    "grm": _grm_verdict,
+    "think": _think_verdict,
+}
 
 
 def length_limit(record: PromptOnly, text: str, c: Component) -> float:

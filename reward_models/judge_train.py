@@ -276,16 +276,24 @@ def _tokenize(examples: list[SFTExample], tokenizer: Any, max_length: int) -> tu
     return items, too_long
 
 
+def _sampling(judge: JudgeSection) -> dict[str, Any]:
+    return {"temperature": judge.temperature, "top_p": judge.top_p, "max_new_tokens": judge.max_new_tokens}
+
+
+# The scorer options a trained judge is evaluated with, by kind (pair_pm reads its answer's probability: no sampling).
+SCORER_OPTIONS: dict[str, Callable[[JudgeSection], dict[str, Any]]] = {
+    "pair_pm": lambda judge: {},
+    "think": lambda judge: _sampling(judge) | {"form": judge.form},
+    "grm": _sampling,
+}
+
+
 def _accuracy(kind: JudgeKind, judge: JudgeSection, model_dir: str, pairs: list[Any], dtype: str) -> dict[str, Any]:
     """Held-out accuracy of the saved judge through its scorer (ties and NaN count wrong), with its cost."""
-    opts: dict[str, Any] = {"model": model_dir, "dtype": dtype}
-    if kind != "pair_pm":
-        opts |= {"temperature": judge.temperature, "top_p": judge.top_p, "max_new_tokens": judge.max_new_tokens}
-    if kind == "think":
-        opts["form"] = judge.form
+    opts: dict[str, Any] = {"model": model_dir, "dtype": dtype, **SCORER_OPTIONS[kind](judge)}
     scorer: Any = load_scorer(kind, **opts)
     prompts = [p.prompt for p in pairs]
-    if kind == "grm":
+    if scorer.kind == "pointwise":  # a GRM scores each response; the pairwise judges compare the two
         sc = scorer.score(prompts, [p.chosen for p in pairs])
         sr = scorer.score(prompts, [p.rejected for p in pairs])
         correct = [c > r for c, r in zip(sc, sr, strict=True)]
