@@ -42,7 +42,7 @@ from prefalign.config import dump_yaml, option, to_dict
 from prefalign.decoding import SamplingOptions
 from prefalign.errors import UserError
 from prefalign.generation import make_engine
-from prefalign.models.hub import DEFAULT_MODEL, load_causal_lm, load_tokenizer
+from prefalign.models.hub import DEFAULT_MODEL, load_causal_lm, load_tokenizer, weights_fingerprint
 from prefalign.models.precision import decide_precision
 from prefalign.registry import Table
 from prefalign.stats import finite_mean, stream_seed
@@ -196,14 +196,26 @@ def _engine(cfg: IterativeConfig, policy: str) -> Any:
     return make_engine(load_causal_lm(policy, dtype="bfloat16" if bf16 else "float32"), load_tokenizer(policy))
 
 
+def sample_key(cfg: IterativeConfig, policy: str, prompts: list[PromptOnly], t: int) -> dict[str, Any]:
+    """What round t's samples depend on: the policy (path and weights' fingerprint), the prompts, the sampling."""
+    r = cfg.rounds
+    sampling = [r.samples_per_prompt, r.temperature, r.top_p, r.top_k, r.max_new_tokens, r.seed, t]
+    return {
+        "policy": policy,
+        "weights": weights_fingerprint(policy),
+        "prompts": [p.id for p in prompts],
+        "sampling": sampling,
+    }
+
+
 def sample_round(
     cfg: IterativeConfig, policy: str, prompts: list[PromptOnly], t: int, path: Path
 ) -> tuple[Rollout, dict[str, Any]]:
     """K completions per prompt from `policy` (the rollout phase) and their cache key: cached in `path` and reused
-    only for the same policy, prompts and sampling settings."""
+    only for the same policy (its path and its weights' fingerprint: a round retrained with other settings into the
+    same directory is sampled again), prompts and sampling settings."""
     r = cfg.rounds
-    sampling = [r.samples_per_prompt, r.temperature, r.top_p, r.top_k, r.max_new_tokens, r.seed, t]
-    key = {"policy": policy, "prompts": [p.id for p in prompts], "sampling": sampling}
+    key = sample_key(cfg, policy, prompts, t)
     if path.exists():
         cached = json.loads(path.read_text(encoding="utf-8"))
         if cached.get("key") == key:
@@ -294,7 +306,7 @@ def eval_policy(cfg: IterativeConfig, policy: str, path: Path, rewards: RewardSe
     """The held-out gold evaluation of `policy`, with the learned reward of the same answers (cached in `path`)."""
     if cfg.eval.limit <= 0:
         return None
-    key = {"policy": policy, "eval": to_dict(cfg.eval), "reward": cfg.reward}
+    key = {"policy": policy, "weights": weights_fingerprint(policy), "eval": to_dict(cfg.eval), "reward": cfg.reward}
     if path.exists():
         cached = json.loads(path.read_text(encoding="utf-8"))
         if cached.get("key") == key:

@@ -186,6 +186,25 @@ def test_iterative_rounds_cache_and_resume(tmp_path, tiny_model_ref):
     assert (tmp_path / "iter" / "round_2" / "train" / "report.json").stat().st_mtime == mtime
 
 
+def test_iterative_samples_are_redrawn_when_a_round_is_retrained_into_the_same_directory(tmp_path):
+    """Round t's samples (and their scores) are cached by a key that holds the policy's weights' fingerprint, so a
+    round 1 retrained with other settings into the same directory gives round 2 fresh samples, not stale ones."""
+    from align.iterative import IterativeConfig, sample_key
+    from preference_data.records import Message, PromptOnly
+
+    cfg = build(IterativeConfig, {"model": "builtin:tiny-llama", "output_dir": str(tmp_path / "iter")})
+    policy = tmp_path / "round_1" / "train" / "merged"
+    policy.mkdir(parents=True)
+    (policy / "config.json").write_text("{}")
+    (policy / "model.safetensors").write_bytes(b"first weights")
+    prompts = [PromptOnly([Message("user", "What is 2 + 2?")])]
+    key = sample_key(cfg, str(policy), prompts, 2)
+    assert sample_key(cfg, str(policy), prompts, 2) == key  # nothing changed: the cache is reused
+    (policy / "model.safetensors").write_bytes(b"retrained weights, other settings")
+    assert sample_key(cfg, str(policy), prompts, 2) != key
+    assert sample_key(cfg, str(policy), prompts, 3)["sampling"] != key["sampling"]
+
+
 FSDP_ON_CPU = """compute_environment: LOCAL_MACHINE
 distributed_type: FSDP
 num_processes: 2
