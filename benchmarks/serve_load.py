@@ -32,11 +32,13 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import ROOT, machine_line  # noqa: E402
+from prefalign.stats import nearest_rank  # noqa: E402
 
 JUDGE = "builtin:smollm2-135m-instruct"
 
@@ -97,7 +99,7 @@ class Server:
             self.proc.kill()
 
 
-async def load(url: str, bodies: list[dict], clients: int, warm: bool = True) -> dict:
+async def load(url: str, bodies: list[dict], clients: int) -> dict:
     """`clients` closed loops sharing the bodies (each body sent once); latency per request and errors."""
     import aiohttp
 
@@ -126,24 +128,18 @@ async def load(url: str, bodies: list[dict], clients: int, warm: bool = True) ->
         await asyncio.gather(*(client() for _ in range(clients)))
         seconds = time.perf_counter() - t0
     latencies.sort()
-
-    def pct(q: float) -> float:
-        return latencies[min(len(latencies) - 1, max(0, round(q / 100 * len(latencies)) - 1))]
-
     return {
         "requests": len(bodies),
         "seconds": seconds,
         "items_per_s": len(bodies) / seconds,
-        "p50_ms": 1000 * pct(50),
-        "p99_ms": 1000 * pct(99),
+        "p50_ms": 1000 * nearest_rank(latencies, 50),
+        "p99_ms": 1000 * nearest_rank(latencies, 99),
         "errors": len(errors),
         "error_examples": errors[:3],
     }
 
 
 def cell(serve_args: list[str], bodies: list[dict], clients: int, batched: bool) -> dict:
-    import urllib.request
-
     mode = [] if batched else ["--max-batch", "1", "--batch-window-ms", "0"]
     server = Server([*serve_args, "--cache-size", "0", *mode])
     try:

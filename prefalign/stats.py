@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 SEED_STRIDE = 1_000_003  # a prime larger than any stream count: seed s, stream k -> s * SEED_STRIDE + k
 
@@ -26,6 +27,14 @@ def stream_seed(seed: int, k: int) -> int:
     other streams ran before it (a resumed run, a larger best-of-n pool). stream_seed(0, 5) = 5,
     stream_seed(2, 5) = 2_000_011."""
     return seed * SEED_STRIDE + k
+
+
+Num = TypeVar("Num", int, float)
+
+
+def nearest_rank(sorted_values: Sequence[Num], q: float) -> Num:
+    """The nearest-rank q-th percentile (0 < q <= 100) of values sorted ascending: always an observed value."""
+    return sorted_values[max(0, math.ceil(q / 100 * len(sorted_values)) - 1)]
 
 
 def percentile_interval(stats: Sequence[float], level: float = 0.95) -> tuple[float, float]:

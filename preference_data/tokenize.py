@@ -47,12 +47,12 @@ Shapes: ids are plain `list[int]`; `P`, `C`, `R` are the prompt, chosen and reje
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from prefalign.errors import UserError, did_you_mean
+from prefalign.stats import nearest_rank
 from prefalign.training.config import LengthPolicy
 
 from .records import Conversation, Message, PreferencePair
@@ -111,8 +111,7 @@ def _percentiles(values: list[int]) -> dict[str, int | None]:
     if not values:
         return {"p50": None, "p90": None, "p99": None, "max": None}
     s = sorted(values)
-    rank = lambda q: s[max(0, math.ceil(q / 100 * len(s)) - 1)]  # noqa: E731
-    return {"p50": rank(50), "p90": rank(90), "p99": rank(99), "max": s[-1]}
+    return {"p50": nearest_rank(s, 50), "p90": nearest_rank(s, 90), "p99": nearest_rank(s, 99), "max": s[-1]}
 
 
 @dataclass

@@ -325,10 +325,10 @@ def _template_built(pairs: list[Any], judge: JudgeSection, model: Any, tokenizer
     return template_examples(pairs, judge)
 
 
-# How a judge kind's training examples are built, by `judge.examples` (pair_pm learns the pair's label whatever
-# `examples` says; the config check refuses `template` for it).
+# How a judge kind's training examples are built, by `judge.examples` (pair_pm learns the pair's label; the config
+# check refuses `examples: template` for it).
 EXAMPLE_BUILDERS: dict[str, dict[str, ExampleBuilder]] = {
-    "pair_pm": {"sampled": _pair_pm_built, "template": _pair_pm_built},
+    "pair_pm": {"sampled": _pair_pm_built},
     "think": {"sampled": think_examples, "template": _template_built},
     "grm": {"sampled": grm_examples, "template": _template_built},
 }
