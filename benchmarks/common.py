@@ -49,15 +49,19 @@ def matmul_peak(dtype: str = "bfloat16", n: int = 2048, reps: int = 10) -> float
 
 
 def machine_line() -> str:
-    """The CPU, the vector capability torch dispatches to, and its native bf16 features, in one line."""
+    """The CPU, the vector capability torch dispatches to, its native bf16 features, and the GPUs, in one line."""
     from prefalign.models.precision import cpu_bf16_features
 
     features = cpu_bf16_features()
     bf16 = f"native bf16 ({' + '.join(features)})" if features else "no native bf16"
-    return (
+    line = (
         f"{cpu_name()}; torch CPU capability {torch.backends.cpu.get_cpu_capability()}; {bf16}; "
         f"{torch.get_num_threads()} threads"
     )
+    if torch.cuda.is_available():  # the toolkit's `auto` device: models run there, not on the CPU
+        gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+        line += f"; GPU: {', '.join(gpus)} (CUDA {torch.version.cuda}, torch {torch.__version__})"
+    return line
 
 
 def resolve_precision(requested: str) -> tuple[str, str]:

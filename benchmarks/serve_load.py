@@ -17,9 +17,10 @@ rejected), all distinct, with the score cache off (`--cache-size 0`), so every i
 
 Two modes: batched (the defaults: a 5 ms window, batches of at most 256 items) and one-at-a-time (`--max-batch 1
 --batch-window-ms 0`: every request scored alone, in arrival order). Reported per cell: items/s over the timed
-requests (a warm-up request per client first), p50 / p99 latency per request, the server's peak memory, errors
-(any answer but 200, or no answer), and the batches the server scored. Precision is the toolkit's `auto` (fp32 on
-a CPU without native bf16). Timings on shared machines vary from run to run; compare within one run.
+requests (a warm-up request per client first), p50 / p99 latency per request, the server's peak memory (and GPU
+memory, where it scores on one), errors (any answer but 200, or no answer), and the batches the server scored.
+Precision is the toolkit's `auto` (fp32 on a CPU without native bf16, bf16 on a GPU that has it); each line says
+where the scorer ran. Timings on shared machines vary from run to run; compare within one run.
 """
 
 from __future__ import annotations
@@ -154,6 +155,11 @@ def cell(serve_args: list[str], bodies: list[dict], clients: int, batched: bool)
     out["batches"] = after["batches"] - before["batches"]
     out["largest_batch"] = after["largest_batch"]
     out["peak_rss_mb"] = info["peak_rss_mb"]
+    out["peak_gpu_mb"] = info.get("peak_gpu_mb")
+    out["runs_on"] = [
+        f"{c['name']}: {c.get('scorer', {}).get('device', '?')} {c.get('scorer', {}).get('dtype', '?')}"
+        for c in info["reward"]["components"]
+    ]
     out["null_rewards"] = after["null_rewards"] - before["null_rewards"]
     return out
 
@@ -190,10 +196,11 @@ def main() -> None:
                 r = cell(serve_args, bodies[: n + c], c, batched)
                 row["batched" if batched else "one_at_a_time"] = r
                 mode = "batched" if batched else "one-at-a-time"
+                gpu = f" (GPU {r['peak_gpu_mb']:.0f} MB)" if r["peak_gpu_mb"] is not None else ""
                 print(
                     f"{name:<5} {c:>3} clients {mode:<13} {r['items_per_s']:7.2f} items/s  p50 {r['p50_ms']:8.0f} ms  "
-                    f"p99 {r['p99_ms']:8.0f} ms  peak {r['peak_rss_mb']:6.0f} MB  errors {r['errors']}  "
-                    f"batches {r['batches']} (largest {r['largest_batch']})",
+                    f"p99 {r['p99_ms']:8.0f} ms  peak {r['peak_rss_mb']:6.0f} MB{gpu}  errors {r['errors']}  "
+                    f"batches {r['batches']} (largest {r['largest_batch']})  on {r['runs_on']}",
                     flush=True,
                 )
             row["speedup"] = row["batched"]["items_per_s"] / row["one_at_a_time"]["items_per_s"]

@@ -481,6 +481,20 @@ def tokenize_single(
     return p_ids, r_ids
 
 
+def tokenize_singles(
+    tokenizer: Any,
+    prompts: Sequence[Conversation],
+    responses: Sequence[Conversation | str],
+    response_end: ResponseEnd = "eos",
+) -> list[tuple[list[int], list[int]]]:
+    """`tokenize_single` over many items with one batched tokenizer call (what a scorer's batch needs); a
+    conversation the chat template rejects raises a `UserError` naming its index (`single#i`)."""
+    resps = [[Message("assistant", r)] if isinstance(r, str) else list(r) for r in responses]
+    records = [f"single#{i}" for i in range(len(resps))]
+    split = _split(_Renderer(tokenizer, response_end), [list(p) for p in prompts], [[r] for r in resps], records, None)
+    return [(p_ids, r_ids) for p_ids, (r_ids,) in split]
+
+
 __all__ = [
     "LengthPolicy",
     "ResponseEnd",
@@ -493,4 +507,5 @@ __all__ = [
     "tokenize_pairs",
     "tokenize_prompts",
     "tokenize_single",
+    "tokenize_singles",
 ]

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, cast
 from prefalign.errors import UserError
 from prefalign.models.hub import pad_token_id, weights_fingerprint
 from preference_data.records import Conversation
-from preference_data.tokenize import ResponseEnd, tokenize_single
+from preference_data.tokenize import ResponseEnd, tokenize_single, tokenize_singles
 
 from .checkpoint import RewardStats, load_rm
 from .options import ModelOptions, _device, _is_empty, _resolve_dtype
@@ -47,7 +47,7 @@ class BatchedModel:
     def _pick_layout(self, *models: Any) -> None:
         from prefalign.models.forward import layout_for  # lazy: torch, not needed by align ls
 
-        self.layout = layout_for(*models)
+        self.layout = layout_for(*models, device=self.device)
 
     def _fail(self, reason: str, detail: str = "") -> None:
         if not self.failures[reason]:
@@ -67,6 +67,29 @@ class BatchedModel:
         except UserError as e:  # the chat template rejected the conversation
             self._fail("template_error", str(e))
             return None
+        return self._fit(p_ids, r_ids)
+
+    def _encode_all(self, prompts: list[Conversation], responses: list[Conversation]) -> list[Item | None]:
+        """`_encode` of every item, tokenized in one batched call (per item, tokenizing costs a scorer's batch
+        more than the forward of a small model); when the template rejects any item, item by item, so only that
+        item fails."""
+        keep = [i for i, r in enumerate(responses) if not _is_empty(r)]
+        try:
+            ids = tokenize_singles(
+                self.tokenizer, [prompts[i] for i in keep], [responses[i] for i in keep], self.response_end
+            )
+        except UserError:
+            return [self._encode(p, r) for p, r in zip(prompts, responses, strict=True)]
+        out: list[Item | None] = [None] * len(prompts)
+        for _ in range(len(prompts) - len(keep)):
+            self._fail("empty_response")
+        for i, (p_ids, r_ids) in zip(keep, ids, strict=True):
+            out[i] = self._fit(p_ids, r_ids)
+        return out
+
+    def _fit(self, p_ids: list[int], r_ids: list[int]) -> Item | None:
+        """The prompt cut from the left so the item fits `max_length`; None (and counted) if the response alone
+        does not fit."""
         if len(r_ids) >= self.max_length:
             self._fail("response_too_long", f"{len(r_ids)} response tokens >= max_length {self.max_length}")
             return None
@@ -160,6 +183,7 @@ class RewardHeadModel(BatchedModel):
             "model": self.opts.model,
             "weights": weights_fingerprint(self.opts.model),
             "dtype": self.opts.dtype,
+            "device": str(self.device),
             "normalize": self.opts.normalize,
             "stats": dataclasses.asdict(self.stats),
         }

@@ -111,7 +111,7 @@ class ScalarScorer(RewardHeadModel):
             )
 
     def score(self, prompts: list[Conversation], responses: list[Conversation]) -> list[float]:
-        return self._head_scores([self._encode(p, r) for p, r in zip(prompts, responses, strict=True)])
+        return self._head_scores(self._encode_all(prompts, responses))
 
     def describe(self) -> dict[str, Any]:
         return self._describe_head() | {"response_end": self.response_end, "max_length": self.max_length}
@@ -223,7 +223,7 @@ class ImplicitScorer(BatchedModel):
         return self.opts.beta * logps
 
     def score(self, prompts: list[Conversation], responses: list[Conversation]) -> list[float]:
-        items = [self._encode(p, r) for p, r in zip(prompts, responses, strict=True)]
+        items = self._encode_all(prompts, responses)
         return self._run(items, self._rewards)
 
     def describe(self) -> dict[str, Any]:

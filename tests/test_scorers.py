@@ -83,12 +83,12 @@ def scalar(rm_dir):
 
 
 def _plain_last_token_reward(model, p: list[int], r: list[int], at: int = -1) -> float:
-    h = model.model(input_ids=torch.tensor([p + r])).last_hidden_state[0]  # (T, H)
+    h = model.model(input_ids=torch.tensor([p + r], device=model.device)).last_hidden_state[0]  # (T, H)
     return model.score(h[at]).item()
 
 
 def _plain_logp(model, p: list[int], r: list[int]) -> float:
-    logp = model(input_ids=torch.tensor([p + r])).logits[0].float().log_softmax(-1)  # (T, V)
+    logp = model(input_ids=torch.tensor([p + r], device=model.device)).logits[0].float().log_softmax(-1)  # (T, V)
     # the logits at position (P - 1 + i) predict response token i
     return sum(logp[len(p) - 1 + i, t].item() for i, t in enumerate(r))
 
@@ -191,6 +191,46 @@ def test_batch_size_and_order_do_not_change_scores(rm_dir, scalar):
     shuffled = one_by_one.score([prompts[i] for i in perm], [responses[i] for i in perm])
     assert [shuffled[perm.index(i)] for i in range(len(prompts))] == pytest.approx(ref, abs=1e-4)
     assert one_by_one.describe() == scalar.describe()  # batch size is not part of the identity
+
+
+def test_scorers_on_a_gpu_score_rows_under_one_mask_with_the_same_scores(rm_dir):
+    """On a GPU the scorers pack rows under a block mask (the segment loop's launches grow with the items); the
+    layout changes no score: the CPU scorer switched to it scores as with segments."""
+    from prefalign.models.forward import layout_for
+
+    segments = load_scorer("scalar", model=str(rm_dir), dtype="float32", device="cpu")
+    assert segments.layout == "segments" and layout_for(segments.model, device="cpu") == "segments"
+    assert layout_for(segments.model, device="cuda") == "mask" and layout_for(None, device="cuda:1") == "mask"
+    prompts = PROMPTS + [PROMPTS[0]]
+    responses = RESPONSES + [_conv(("assistant", "A much longer answer. " * 12))]
+    masked = load_scorer("scalar", model=str(rm_dir), dtype="float32", device="cpu")
+    masked.layout = "mask"
+    got = masked.score(prompts, responses)
+    assert got == pytest.approx(segments.score(prompts, responses), abs=1e-4)
+    assert len({round(x, 3) for x in got}) == len(got)  # distinct: the comparison is not vacuous
+
+
+def test_a_batch_tokenized_at_once_equals_item_by_item_and_one_bad_item_fails_alone(rm_dir):
+    """`_encode_all` (one tokenizer call per batch) gives `_encode`'s ids; an item the template rejects and an
+    empty response fail alone and are counted."""
+    fresh = load_scorer("scalar", model=str(rm_dir), dtype="float32", device="cpu")
+    prompts = PROMPTS + [PROMPTS[0]]
+    responses = RESPONSES + [_conv(("assistant", "  "))]
+    one_by_one = [fresh._encode(p, r) for p, r in zip(prompts, responses, strict=True)]
+    assert fresh._encode_all(prompts, responses) == one_by_one
+    assert fresh._encode_all(prompts, responses)[-1] is None and fresh.failures["empty_response"] == 3  # 3 calls
+    template = fresh.tokenizer.chat_template
+    fresh.tokenizer.chat_template = (
+        "{% for m in messages %}{% if 'BOOM' in m['content'] %}{{ raise_exception('no BOOM') }}{% endif %}{% endfor %}"
+        + template
+    )
+    try:
+        bad = [*RESPONSES[:2], _conv(("assistant", "BOOM")), RESPONSES[3]]
+        got = fresh._encode_all(PROMPTS, bad)
+        assert got[2] is None and fresh.failures["template_error"] == 1
+        assert [got[i] for i in (0, 1, 3)] == [fresh._encode(PROMPTS[i], bad[i]) for i in (0, 1, 3)]
+    finally:
+        fresh.tokenizer.chat_template = template
 
 
 def test_empty_response_is_nan_and_the_rest_still_score(scalar):

@@ -95,6 +95,14 @@ def _peak_rss_mb() -> float:
     return peak / (1 << 20) if sys.platform == "darwin" else peak / 1024  # bytes on macOS, KiB on Linux
 
 
+def _peak_gpu_mb() -> float | None:
+    """The most GPU memory torch's allocator has held in this process (None when no GPU was used)."""
+    torch = sys.modules.get("torch")  # the scorers imported it if they run on a GPU; never imported here for this
+    if torch is None or not torch.cuda.is_available() or not torch.cuda.is_initialized():
+        return None
+    return max(torch.cuda.max_memory_allocated(d) for d in range(torch.cuda.device_count())) / (1 << 20)
+
+
 def create_app(reward: ServedReward, opts: ServeOptions) -> FastAPI:
     """The app serving `reward` (the batcher starts and stops with the app's lifespan)."""
     batcher = Batcher(reward, opts.batch_window_s, opts.max_batch, opts.cache_size)
@@ -198,6 +206,7 @@ def create_app(reward: ServedReward, opts: ServeOptions) -> FastAPI:
             "state_file": opts.state_path,
             "uptime_s": time.time() - started,
             "peak_rss_mb": _peak_rss_mb(),
+            "peak_gpu_mb": _peak_gpu_mb(),
             "versions": _versions(),
         }
 

@@ -212,6 +212,7 @@ class _GenerativeJudge:
             "model": o.model,
             "weights": weights_fingerprint(o.model),
             "dtype": o.dtype,
+            "device": str(self.model.device),
             "temperature": o.temperature,
             "top_p": o.top_p,
             "max_new_tokens": o.max_new_tokens,
