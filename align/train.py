@@ -33,10 +33,11 @@ columns. The report says how many training pairs got frozen log-probs (`frozen_t
 Logged per optimizer step (averaged over the micro-batches between log steps), TRL's names where TRL
 has them: loss, logps/{chosen,rejected} (summed per sequence), rewards/{chosen,rejected,margins,accuracies}
 (the loss's implicit rewards), lengths/{chosen,rejected} (response tokens), logps/chosen_per_token, and
-kl_estimate: the mean per-token log-ratio log π_θ − log π_ref over all chosen and rejected tokens of the
-batch. On offline data that is an *estimate* only: the tokens come from the data, not from π_θ, so it is
-not KL(π_θ‖π_ref) (which would need samples from π_θ) and can be negative; it shows how far the policy
-has moved on the training responses. An alert fires (printed once, kept in the report) when the mean
+log_ratio/per_token: the mean per-token log-ratio log π_θ − log π_ref over all chosen and rejected tokens of
+the batch. It is not a KL: the tokens come from the data, not from π_θ, so it does not estimate
+KL(π_θ‖π_ref) (which needs samples from π_θ, as the online stage's `kl` has) and it goes negative when the
+policy lowers the data's likelihood (DPO lowers the rejected responses'); it shows how far the policy has
+moved on the training responses, and the run report says so beside it. An alert fires (printed once, kept in the report) when the mean
 chosen log-prob per token falls more than `alerts.chosen_logp_drop` nats below its first logged value:
 DPO-style losses can raise the margin by pushing both responses down ("likelihood displacement").
 """
@@ -204,7 +205,7 @@ PLOT_KEYS = [
     "lengths/chosen",
     "lengths/rejected",
     "logps/chosen_per_token",
-    "kl_estimate",
+    "log_ratio/per_token",
 ]
 
 
@@ -226,9 +227,9 @@ def batch_diagnostics(logps: PairLogps, out: LossOutput) -> dict[str, float]:
     }
     if logps.reference_chosen_logps is not None:
         assert logps.reference_rejected_logps is not None  # frozen log-probs come for both sides
-        # Σ over sequences of the summed log-ratios / Σ tokens = mean per-token log-ratio (an offline estimate)
+        # Σ over sequences of the summed log-ratios / Σ tokens = mean per-token log-ratio on the data's tokens
         ratio = (pc - logps.reference_chosen_logps).sum() + (pr - logps.reference_rejected_logps).sum()
-        d["kl_estimate"] = (ratio / (lc.sum() + lr.sum()).clamp(min=1)).item()
+        d["log_ratio/per_token"] = (ratio / (lc.sum() + lr.sum()).clamp(min=1)).item()
     return d
 
 

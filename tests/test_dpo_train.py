@@ -401,15 +401,16 @@ def test_cli_end_to_end_writes_the_run_directory(tmp_path, data, capsys):
         assert (run_dir / name).exists(), name
     page = (run_dir / "report.html").read_text()  # the run report, with every logged metric in its table
     assert (run_dir / "dashboard.png").exists() and "Finished: 2 steps" in page
-    for name in ("rewards/margins", "kl_estimate", "logps/chosen", "logps/rejected", "rewards/accuracies"):
-        assert f"<td>{name}</td>" in page, name
+    for name in ("rewards/margins", "log_ratio/per_token", "logps/chosen", "logps/rejected", "rewards/accuracies"):
+        assert f"<td>{name}</td>" in page or f"<td>{name}<br>" in page, name
+    assert "not a KL" in page  # the log-ratio on the data's tokens is said to be what it is
     assert json.loads((run_dir / "data_report.json").read_text())["tokenization"]["n_out"] > 0
     lora_b = [v for k, v in weights(run_dir / "adapter" / "adapter_model.safetensors").items() if "lora_B" in k]
     assert lora_b and any(v.abs().max() > 0 for v in lora_b)  # LoRA B starts at zero: it moved
     rows = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
     for key in PLOT_KEYS:  # every curve of the dashboard is logged, TRL's names where TRL has them
         assert key in rows[0], key
-    assert rows[0]["kl_estimate"] == pytest.approx(0.0, abs=1e-6)  # adapters start at zero: policy == reference
+    assert rows[0]["log_ratio/per_token"] == pytest.approx(0.0, abs=1e-6)  # adapters start at zero: policy == reference
     report = json.loads((run_dir / "report.json").read_text())
     assert report["reference"]["mode"] == "adapters_disabled" and report["steps"] == 2
     # held-out accuracy and margin: the implicit rewards β(log π - log π_ref) of the saved adapter (reference:
@@ -546,7 +547,7 @@ def test_other_losses_train(tmp_path, data, overrides, first_loss):
         assert report["reference"]["mode"] == "adapters_disabled"
         assert report["previous"] == {"model": "builtin:tiny-llama", "from": "reference (adapters disabled)"}
     if "loss.name=simpo" in overrides:
-        assert report["reference"]["mode"] == "none" and "kl_estimate" not in rows[0]
+        assert report["reference"]["mode"] == "none" and "log_ratio/per_token" not in rows[0]
 
 
 def test_chosen_logp_drop_alert_fires_once(tmp_path, data, capsys):

@@ -85,22 +85,22 @@ def test_panels_group_any_metric_names() -> None:
         "eval_nll",
         "epoch",
         "train_runtime",
-        "kl_estimate",
+        "log_ratio/per_token",
     ]
     got = panels(names)
     assert got == [
         Panel("loss", ["loss"], ["eval_loss"]),
         Panel("logps", ["logps/chosen", "logps/rejected"], ["eval_logps/chosen"]),
-        Panel("kl_estimate", ["kl_estimate"], []),
+        Panel("log_ratio/per_token", ["log_ratio/per_token"], []),
         Panel("nll", [], ["eval_nll"]),
         Panel("reward/correctness", ["reward/correctness"], []),
         Panel("reward/format", ["reward/format"], []),
         Panel("learning_rate", ["learning_rate"], []),
         Panel("grad_norm", ["grad_norm"], []),
     ]
-    assert [p.title for p in panels(names, first=["reward/format", "kl_estimate"])][:3] == [
+    assert [p.title for p in panels(names, first=["reward/format", "log_ratio/per_token"])][:3] == [
         "reward/format",
-        "kl_estimate",
+        "log_ratio/per_token",
         "loss",
     ]
 

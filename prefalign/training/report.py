@@ -81,9 +81,17 @@ LEADING = (
     "reward_std",
     "nll_per_token",
     "logps/chosen_per_token",
-    "kl_estimate",
+    "log_ratio/per_token",
+    "kl",
 )
 """Panels shown first, in this order, after the ones the recipe names (report.json `dashboard_first`)."""
+METRIC_NOTES = {
+    "log_ratio/per_token": "mean log π_θ − log π_ref per token of the pairs' own responses (offline data, not "
+    "samples of π_θ): how far the policy moved on them; not a KL, and negative when it lowered their likelihood",
+    "kl_estimate": "the name log_ratio/per_token had before: a log-ratio on the data's tokens, not a KL",
+    "kl": "KL(π_θ‖π_ref) per token, estimated on the policy's own samples (the run's kl estimator)",
+}
+"""What a metric is, where its name could mislead: shown beside it in the report's table."""
 TRAILING = ("lengths/chosen", "tokens", "learning_rate", "grad_norm")
 """Panels shown last, in this order; every other metric sits between, alphabetically."""
 HACKING = ("eval_reward", "eval_gold/overall")
@@ -542,9 +550,10 @@ def _metrics_table(view: RunView) -> str:
             finite = [v for _, v in pts if math.isfinite(v)]
             sm = smooth([v for _, v in pts])[-1] if name not in NOT_SMOOTHED else math.nan
             held = series.get(f"eval_{name}", [])
+            note = f"<br><span class='note'>{html.escape(METRIC_NOTES[name])}</span>" if name in METRIC_NOTES else ""
             rows.append(
                 [
-                    html.escape(name),
+                    html.escape(name) + note,
                     f"{_num(pts[-1][1])} <span class='note'>(step {pts[-1][0]})</span>",
                     "" if math.isnan(sm) else _num(sm),
                     _num(min(finite)) if finite else "",
