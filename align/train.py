@@ -37,8 +37,9 @@ log_ratio/per_token: the mean per-token log-ratio log π_θ − log π_ref over 
 the batch. It is not a KL: the tokens come from the data, not from π_θ, so it does not estimate
 KL(π_θ‖π_ref) (which needs samples from π_θ, as the online stage's `kl` has) and it goes negative when the
 policy lowers the data's likelihood (DPO lowers the rejected responses'); it shows how far the policy has
-moved on the training responses, and the run report says so beside it. An alert fires (printed once, kept in the report) when the mean
-chosen log-prob per token falls more than `alerts.chosen_logp_drop` nats below its first logged value:
+moved on the training responses, and the run report says so beside it. An alert fires (printed once, kept
+in the report) when the mean chosen log-prob per token falls more than `alerts.chosen_logp_drop` nats below
+its first logged value:
 DPO-style losses can raise the margin by pushing both responses down ("likelihood displacement").
 """
 

@@ -499,3 +499,52 @@ def compare(script: str, args, title: str, trl_name: str) -> dict:
             }
     print("\n" + json.dumps(results, indent=1, default=float))
     return results
+
+
+# --- human preference data for the quality comparisons (benchmarks/rm_quality_vs_trl.py, dpo_quality_vs_trl.py) ---
+
+HH = ROOT.parent / "shared" / "data" / "hh-rlhf"
+HH_SUBSETS = {
+    "helpful": HH / "helpful-base" / "test.decontaminated.jsonl.gz",
+    "harmless": HH / "harmless-base" / "test.decontaminated.jsonl.gz",
+}
+
+
+def hh_split_pairs(subset: str, split: str, n: int, max_length: int, tok) -> list:
+    """The first n pairs (file order) of an HH subset's `split` under the prompt-hash cut train 80% / test 20%
+    (`align rm train`'s `data.split_fractions: [0.8, 0, 0.2]`) whose renderings fit max_length tokens."""
+    from preference_data.sources import DataConfig, load_pairs
+    from preference_data.tokenize import tokenize_pairs
+
+    if not HH_SUBSETS[subset].exists():
+        raise SystemExit(f"{HH_SUBSETS[subset]} not found: the benchmark needs ../shared/data beside the project")
+    cfg = DataConfig(source=str(HH_SUBSETS[subset]), split=split, split_fractions=[0.8, 0.0, 0.2])
+    pairs, _ = load_pairs(cfg, what=f"{subset} {split}")
+    head = pairs[: 4 * n]
+    keep_eos, _ = tokenize_pairs(head, tok, max_length, "drop")
+    keep_tpl, _ = tokenize_pairs(head, tok, max_length, "drop", response_end="template")
+    ids = {p.id for p in keep_eos} & {p.id for p in keep_tpl}
+    out = [p for p in head if p.id in ids][:n]
+    if len(out) < n:
+        raise SystemExit(f"{subset} {split}: only {len(out)} of the first {len(head)} pairs fit {max_length} tokens")
+    return out
+
+
+def hh_mixed_files(train_pairs: int, eval_pairs: int, max_length: int, tmp: Path) -> tuple[Path, Path, list[str]]:
+    """Write the train file (helpful and harmless pairs interleaved, half each) and the held-out file (helpful,
+    then harmless); returns both paths and each held-out pair's subset."""
+    from prefalign.models.hub import load_tokenizer
+    from preference_data.records import write_jsonl
+
+    tok = load_tokenizer(MODEL)
+    parts = {s: hh_split_pairs(s, "train", train_pairs // 2, max_length, tok) for s in HH_SUBSETS}
+    train = [p for group in zip(*parts.values(), strict=True) for p in group]
+    held, subset_of = [], []
+    for s in HH_SUBSETS:
+        pairs = hh_split_pairs(s, "test", eval_pairs // 2, max_length, tok)
+        held.extend(pairs)
+        subset_of.extend([s] * len(pairs))
+    train_file, held_file = tmp / "train.jsonl", tmp / "held_out.jsonl"
+    write_jsonl(str(train_file), [p.to_dict() for p in train])
+    write_jsonl(str(held_file), [p.to_dict() for p in held])
+    return train_file, held_file, subset_of
