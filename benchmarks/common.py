@@ -78,19 +78,25 @@ def equal_pairs(n: int, max_length: int, out: Path) -> tuple[int, int]:
     Returns (pairs written, pairs skipped for length before the n-th kept one)."""
     from prefalign.models.hub import load_tokenizer
     from preference_data.records import write_jsonl
-    from preference_data.tokenize import tokenize_pairs
 
-    tok = load_tokenizer(MODEL)
     pairs = first_pairs(256)
-    keep_eos, _ = tokenize_pairs(pairs, tok, max_length, "drop")
-    keep_tpl, _ = tokenize_pairs(pairs, tok, max_length, "drop", response_end="template")
-    ids = {p.id for p in keep_eos} & {p.id for p in keep_tpl}
-    chosen = [p for p in pairs if p.id in ids][:n]
+    chosen = fitting_pairs(pairs, load_tokenizer(MODEL), max_length)[:n]
     if len(chosen) < n:
         raise SystemExit(f"only {len(chosen)} of the first 256 pairs fit {max_length} tokens; use fewer steps")
     skipped = pairs.index(chosen[-1]) + 1 - n
     write_jsonl(str(out), [p.to_dict() for p in chosen])
     return n, skipped
+
+
+def fitting_pairs(pairs: list, tok, max_length: int) -> list:
+    """The pairs (in order) whose every rendering fits max_length tokens, the response read at EOS and at the
+    template's end alike, so no side drops or truncates any."""
+    from preference_data.tokenize import tokenize_pairs
+
+    keep_eos, _ = tokenize_pairs(pairs, tok, max_length, "drop")
+    keep_tpl, _ = tokenize_pairs(pairs, tok, max_length, "drop", response_end="template")
+    ids = {p.id for p in keep_eos} & {p.id for p in keep_tpl}
+    return [p for p in pairs if p.id in ids]
 
 
 def read_pairs(path: str):
@@ -404,6 +410,24 @@ def ours_train_section(args, lr: float) -> dict:
     }
 
 
+def ours_rm_config(out: str, data: str, train: dict):
+    """Our side's `align rm train` config on one pairs file: every pair trains (`split: all`), no held-out split,
+    reward statistics on 8 pairs; `train` is the train section."""
+    from prefalign.config import build
+    from reward_models.rm_train import RMTrainConfig
+
+    return build(
+        RMTrainConfig,
+        {
+            "model": MODEL,
+            "output_dir": out,
+            "data": {"source": data, "split": "all"},
+            "eval": {"split": "none", "stats_pairs": 8},
+            "train": train,
+        },
+    )
+
+
 def side_result(args, seconds: float, kept: int, note: str) -> dict:
     """What a side reports: its wall time, pairs per second over the epoch's pairs, the pairs it kept."""
     return {"seconds": seconds, "pairs_per_s": args.steps * BATCH / seconds, "kept": kept, "note": note}
@@ -499,52 +523,3 @@ def compare(script: str, args, title: str, trl_name: str) -> dict:
             }
     print("\n" + json.dumps(results, indent=1, default=float))
     return results
-
-
-# --- human preference data for the quality comparisons (benchmarks/rm_quality_vs_trl.py, dpo_quality_vs_trl.py) ---
-
-HH = ROOT.parent / "shared" / "data" / "hh-rlhf"
-HH_SUBSETS = {
-    "helpful": HH / "helpful-base" / "test.decontaminated.jsonl.gz",
-    "harmless": HH / "harmless-base" / "test.decontaminated.jsonl.gz",
-}
-
-
-def hh_split_pairs(subset: str, split: str, n: int, max_length: int, tok) -> list:
-    """The first n pairs (file order) of an HH subset's `split` under the prompt-hash cut train 80% / test 20%
-    (`align rm train`'s `data.split_fractions: [0.8, 0, 0.2]`) whose renderings fit max_length tokens."""
-    from preference_data.sources import DataConfig, load_pairs
-    from preference_data.tokenize import tokenize_pairs
-
-    if not HH_SUBSETS[subset].exists():
-        raise SystemExit(f"{HH_SUBSETS[subset]} not found: the benchmark needs ../shared/data beside the project")
-    cfg = DataConfig(source=str(HH_SUBSETS[subset]), split=split, split_fractions=[0.8, 0.0, 0.2])
-    pairs, _ = load_pairs(cfg, what=f"{subset} {split}")
-    head = pairs[: 4 * n]
-    keep_eos, _ = tokenize_pairs(head, tok, max_length, "drop")
-    keep_tpl, _ = tokenize_pairs(head, tok, max_length, "drop", response_end="template")
-    ids = {p.id for p in keep_eos} & {p.id for p in keep_tpl}
-    out = [p for p in head if p.id in ids][:n]
-    if len(out) < n:
-        raise SystemExit(f"{subset} {split}: only {len(out)} of the first {len(head)} pairs fit {max_length} tokens")
-    return out
-
-
-def hh_mixed_files(train_pairs: int, eval_pairs: int, max_length: int, tmp: Path) -> tuple[Path, Path, list[str]]:
-    """Write the train file (helpful and harmless pairs interleaved, half each) and the held-out file (helpful,
-    then harmless); returns both paths and each held-out pair's subset."""
-    from prefalign.models.hub import load_tokenizer
-    from preference_data.records import write_jsonl
-
-    tok = load_tokenizer(MODEL)
-    parts = {s: hh_split_pairs(s, "train", train_pairs // 2, max_length, tok) for s in HH_SUBSETS}
-    train = [p for group in zip(*parts.values(), strict=True) for p in group]
-    held, subset_of = [], []
-    for s in HH_SUBSETS:
-        pairs = hh_split_pairs(s, "test", eval_pairs // 2, max_length, tok)
-        held.extend(pairs)
-        subset_of.extend([s] * len(pairs))
-    train_file, held_file = tmp / "train.jsonl", tmp / "held_out.jsonl"
-    write_jsonl(str(train_file), [p.to_dict() for p in train])
-    write_jsonl(str(held_file), [p.to_dict() for p in held])
-    return train_file, held_file, subset_of

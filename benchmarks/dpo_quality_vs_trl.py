@@ -36,20 +36,27 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import (  # noqa: E402
-    BATCH,
-    HH_SUBSETS,
     MODEL,
-    hh_mixed_files,
     lora_config,
-    machine_line,
+    ours_rm_config,
     read_pairs,
-    report,
-    resolve_precision,
     spawn,
     trl_model_dtype,
     trl_rows,
 )
-from prefalign.stats import bootstrap_ci  # noqa: E402
+from benchmarks.quality import (  # noqa: E402
+    accuracy_table,
+    parser,
+    plain_reward,
+    run_child,
+    run_sides,
+    start,
+    time_ratio,
+    train_section,
+    trl_settings,
+    write_results,
+)
+from prefalign.stats import bootstrap_ci, finite_mean  # noqa: E402
 
 BETA = 0.1
 
@@ -143,25 +150,7 @@ def side_trl(args: argparse.Namespace, out: str) -> dict:
     tok = load_tokenizer(MODEL)
     model = load_causal_lm(MODEL, dtype=trl_model_dtype(args.precision, lora))
     rows = trl_rows(read_pairs(args.data))
-    config = DPOConfig(
-        output_dir=out,
-        per_device_train_batch_size=BATCH,
-        num_train_epochs=1,
-        learning_rate=args.lr,
-        lr_scheduler_type="linear",
-        warmup_steps=0,
-        beta=BETA,
-        loss_type=["sigmoid"],
-        bf16=args.precision == "bf16",
-        use_cpu=True,
-        max_length=args.max_length,
-        report_to="none",
-        save_strategy="no",
-        logging_steps=max(1, len(rows) // BATCH),
-        disable_tqdm=True,
-        seed=args.seed,
-        data_seed=args.seed,
-    )
+    config = DPOConfig(**trl_settings(args, out, len(rows)), beta=BETA, loss_type=["sigmoid"])
     peft_config = lora_config("CAUSAL_LM") if lora else None
     trainer = DPOTrainer(
         model=model, args=config, train_dataset=Dataset.from_list(rows), processing_class=tok, peft_config=peft_config
@@ -187,17 +176,7 @@ def side_ours(args: argparse.Namespace, out: str) -> dict:
             "data": {"source": args.data, "split": "all"},
             "eval": {"split": "none"},
             "loss": {"name": "sigmoid", "params": {"beta": BETA}},
-            "train": {
-                "method": args.mode,
-                "epochs": 1,
-                "batch_size": BATCH,
-                "max_length": args.max_length,
-                "lr": args.lr,
-                "lr_scheduler": "linear",
-                "warmup_ratio": 0.0,
-                "precision": args.precision,
-                "seed": args.seed,
-            },
+            "train": train_section(args),
         },
     )
     rep = run(cfg)
@@ -207,21 +186,11 @@ def side_ours(args: argparse.Namespace, out: str) -> dict:
 
 
 def side_rm(args: argparse.Namespace, out: str) -> dict:
-    """Train the judging RM (ours, LoRA, rm_quality_vs_trl.py's settings, seed 0) and save it to args.rm_out."""
-    from prefalign.config import build
-    from reward_models.rm_train import RMTrainConfig, run
+    """Train the judging RM (ours, LoRA, lr 2e-4, one epoch, seed 0) and save it to args.rm_out."""
+    from reward_models.rm_train import run
 
-    cfg = build(
-        RMTrainConfig,
-        {
-            "model": MODEL,
-            "output_dir": args.rm_out,
-            "data": {"source": args.data, "split": "all"},
-            "eval": {"split": "none", "stats_pairs": 8},
-            "train": {"method": "lora", "epochs": 1, "batch_size": BATCH, "max_length": args.max_length, "lr": 2e-4},
-        },
-    )
-    return {"model_dir": run(cfg)["model_dir"]}
+    train = {"method": "lora", "epochs": 1, "batch_size": 8, "max_length": args.max_length, "lr": 2e-4}
+    return {"model_dir": run(ours_rm_config(args.rm_out, args.data, train))["model_dir"]}
 
 
 SIDES = {"trl": side_trl, "ours": side_ours, "rm": side_rm}
@@ -230,120 +199,72 @@ SIDES = {"trl": side_trl, "ours": side_ours, "rm": side_rm}
 # --- the parent ------------------------------------------------------------------------------------------------
 
 
-def mean(xs: list[float]) -> float:
-    return sum(xs) / len(xs) if xs else float("nan")
-
-
 def rm_scores(rm_dir: str, prompts: list[list[dict]], answers: list[str]) -> list[float]:
     import torch
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     model = AutoModelForSequenceClassification.from_pretrained(rm_dir, dtype="float32").eval()
     tok = AutoTokenizer.from_pretrained(rm_dir)
-    out = []
     with torch.no_grad():
-        for prompt, answer in zip(prompts, answers, strict=True):
-            msgs = prompt + [{"role": "assistant", "content": answer}]
-            enc = tok.apply_chat_template(msgs, return_tensors="pt", return_dict=True)
-            out.append(model(input_ids=enc["input_ids"]).logits[0, 0].item())
-    return out
+        return [
+            plain_reward(model, tok, [*prompt, {"role": "assistant", "content": answer}])
+            for prompt, answer in zip(prompts, answers, strict=True)
+        ]
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--modes", default="lora", help="comma list of lora, full")
-    ap.add_argument("--seeds", default="0,1,2", help="comma list of seeds")
-    ap.add_argument("--train-pairs", type=int, default=512, help="train pairs, half helpful, half harmless")
-    ap.add_argument("--eval-pairs", type=int, default=400, help="held-out pairs, half helpful, half harmless")
+    ap = parser(__doc__, "lora", lr_lora=5e-5, lr_full=1e-6, child_paths=("--rm-out",))
     ap.add_argument("--answer-prompts", type=int, default=100, help="held-out prompts both policies answer")
     ap.add_argument("--new-tokens", type=int, default=96, help="longest greedy answer, in tokens")
-    ap.add_argument("--max-length", type=int, default=512, help="token budget of prompt + response")
-    ap.add_argument("--lr-lora", type=float, default=5e-5, help="learning rate with LoRA")
-    ap.add_argument("--lr-full", type=float, default=1e-6, help="learning rate with full fine-tuning")
-    ap.add_argument("--precision", default="auto", help="auto (bf16 where native, else fp32), bf16 or fp32")
     ap.add_argument("--rm", default=None, help="the judging RM directory (default: train one on the train pairs)")
-    ap.add_argument("--out", default=None, help="write every number as JSON here")
-    for name in ("--child", "--mode", "--data", "--held", "--rm-out"):
-        ap.add_argument(name, default="", help=argparse.SUPPRESS)
-    ap.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
-    ap.add_argument("--lr", type=float, default=0.0, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        from prefalign.cpu import tune_allocator
-
-        tune_allocator()
-        with tempfile.TemporaryDirectory() as tmp:
-            report(SIDES[args.child](args, tmp))
+        run_child(args, SIDES)
         return
-
-    precision, why = resolve_precision(args.precision)
-    print(f"machine: {machine_line()}")
-    print(f"precision: {precision} for both sides ({why})")
-    results: dict = {"machine": machine_line(), "precision": precision, "modes": {}}
     with tempfile.TemporaryDirectory() as tmp:
-        train_file, held_file, subset_of = hh_mixed_files(args.train_pairs, args.eval_pairs, args.max_length, Path(tmp))
+        precision, train_file, held_file, subset_of, results = start(args, Path(tmp))
         common = ["--data", str(train_file), "--held", str(held_file), "--max-length", str(args.max_length)]
         common += ["--answer-prompts", str(args.answer_prompts), "--new-tokens", str(args.new_tokens)]
-        print(
-            f"data: {args.train_pairs} train pairs and {len(subset_of)} held-out pairs (half helpful-base, half "
-            f"harmless-base, prompt-hash split), all fitting {args.max_length} tokens; one epoch of "
-            f"{args.train_pairs // BATCH} steps x {BATCH} pairs"
-        )
         rm_dir = args.rm
         if rm_dir is None:
             rm_dir = spawn(__file__, ["--child", "rm", "--rm-out", str(Path(tmp) / "rm"), *common])["model_dir"]
             print(f"judging RM: trained on the train pairs (LoRA, lr 2e-4, one epoch) -> {rm_dir}")
         prompts = distinct_prompts(str(held_file), args.answer_prompts)
+
+        def finish(r: dict) -> None:
+            r["rm"] = rm_scores(rm_dir, prompts, r["answers"])
+            r["right"] = [1.0 if c > j else 0.0 for c, j in r["rewards"]]
+
+        def line(r: dict) -> str:
+            margin = finite_mean([c - j for c, j in r["rewards"]])
+            return (
+                f"implicit-reward accuracy {finite_mean(r['right']):.3f}  margin {margin:+.3f}  "
+                f"RM score of answers {finite_mean(r['rm']):+.3f}"
+            )
+
         for mode in args.modes.split(","):
-            lr = args.lr_lora if mode == "lora" else args.lr_full
-            runs: dict = {"trl": [], "ours": []}
-            for seed in [int(s) for s in args.seeds.split(",")]:
-                for side in ("trl", "ours"):
-                    a = ["--child", side, "--mode", mode, "--seed", str(seed), "--lr", str(lr)]
-                    r = spawn(__file__, [*a, "--precision", precision, *common])
-                    r["rm"] = rm_scores(rm_dir, prompts, r["answers"])
-                    r["right"] = [1.0 if c > j else 0.0 for c, j in r["rewards"]]
-                    margin = mean([c - j for c, j in r["rewards"]])
-                    runs[side].append({**r, "seed": seed})
-                    print(
-                        f"{mode:<4} seed {seed} {side:<4}  implicit-reward accuracy {mean(r['right']):.3f}  margin "
-                        f"{margin:+.3f}  RM score of answers {mean(r['rm']):+.3f}  kept {r['kept']}  "
-                        f"{r['seconds']:.0f} s  peak {r['peak_rss_gb']:.1f} GB",
-                        flush=True,
-                    )
-            results["modes"][mode] = summarize(mode, runs, subset_of)
-    if args.out:
-        Path(args.out).write_text(json.dumps(results, indent=2))
-        print(f"wrote {args.out}")
+            runs = run_sides(__file__, args, mode, ["--precision", precision, *common], line, finish)
+            print()
+            table = accuracy_table(runs, subset_of, "right", f"{mode}: held-out implicit-reward accuracy")
+            results["modes"][mode] = {"runs": runs, **table, "win_rate": win_rate(runs), "seconds": time_ratio(runs)}
+    write_results(args, results)
 
 
-def summarize(mode: str, runs: dict, subset_of: list[str]) -> dict:
-    n = len(subset_of)
-    pairs = list(zip(runs["ours"], runs["trl"], strict=True))
-    out: dict = {"runs": runs}
-    print(f"\n{mode}: held-out implicit-reward accuracy (mean over seeds), ours − TRL, 95% bootstrap over pairs")
-    print("| subset | pairs | TRL | ours | ours − TRL [95% CI] |")
-    print("|---|---|---|---|---|")
-    for name in ("all", *HH_SUBSETS):
-        idx = [i for i in range(n) if name in ("all", subset_of[i])]
-        trl = mean([mean([r["right"][i] for i in idx]) for r in runs["trl"]])
-        ours = mean([mean([r["right"][i] for i in idx]) for r in runs["ours"]])
-        d = [mean([o["right"][i] - t["right"][i] for o, t in pairs]) for i in idx]
-        lo, hi = bootstrap_ci(d)
-        out[name] = {"trl": trl, "ours": ours, "diff": mean(d), "ci": [lo, hi]}
-        print(f"| {name} | {len(idx)} | {trl:.3f} | {ours:.3f} | {mean(d):+.3f} [{lo:+.3f}, {hi:+.3f}] |")
+def win_rate(runs: dict) -> dict:
+    """The RM's preference for ours' greedy answer over TRL's, per prompt (a tie is half) averaged over the
+    seeds, with a 95% bootstrap interval over prompts."""
+    seeds = list(zip(runs["ours"], runs["trl"], strict=True))
     k = len(runs["ours"][0]["rm"])
     wins = [
-        mean([1.0 if o["rm"][i] > t["rm"][i] else 0.5 if o["rm"][i] == t["rm"][i] else 0.0 for o, t in pairs])
+        finite_mean([1.0 if o["rm"][i] > t["rm"][i] else 0.5 if o["rm"][i] == t["rm"][i] else 0.0 for o, t in seeds])
         for i in range(k)
     ]
     lo, hi = bootstrap_ci(wins)
-    out["win_rate"] = {"ours_vs_trl": mean(wins), "ci": [lo, hi], "prompts": k}
-    print(f"RM win rate of ours' greedy answers against TRL's: {mean(wins):.3f} [{lo:.3f}, {hi:.3f}] over {k} prompts")
-    t_trl, t_ours = mean([r["seconds"] for r in runs["trl"]]), mean([r["seconds"] for r in runs["ours"]])
-    out["seconds"] = {"trl": t_trl, "ours": t_ours, "ratio": t_trl / t_ours}
-    print(f"whole training run: TRL {t_trl:.0f} s, ours {t_ours:.0f} s: ours {t_trl / t_ours:.2f}x faster\n")
-    return out
+    print(
+        f"RM win rate of ours' greedy answers against TRL's: {finite_mean(wins):.3f} [{lo:.3f}, {hi:.3f}] "
+        f"over {k} prompts"
+    )
+    return {"ours_vs_trl": finite_mean(wins), "ci": [lo, hi], "prompts": k}
 
 
 if __name__ == "__main__":

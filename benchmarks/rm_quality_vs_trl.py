@@ -28,7 +28,6 @@ scoring not) and the ratio. Timings depend on the machine (its line is printed f
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 import time
@@ -37,20 +36,27 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import (  # noqa: E402
-    BATCH,
-    HH_SUBSETS,
     MODEL,
-    hh_mixed_files,
     lora_config,
-    machine_line,
+    ours_rm_config,
     read_pairs,
-    report,
-    resolve_precision,
-    spawn,
     trl_model_dtype,
     trl_rows,
 )
-from prefalign.stats import bootstrap_ci  # noqa: E402
+from benchmarks.quality import (  # noqa: E402
+    HH_SUBSETS,
+    accuracy_table,
+    parser,
+    plain_reward,
+    run_child,
+    run_sides,
+    start,
+    subset_means,
+    time_ratio,
+    train_section,
+    trl_settings,
+    write_results,
+)
 
 # --- the judge -------------------------------------------------------------------------------------------------
 
@@ -63,12 +69,10 @@ def judge(model, tok, held_file: str) -> list[float]:
     out = []
     with torch.no_grad():
         for p in read_pairs(held_file):
-            scores = []
-            for side in (p.chosen, p.rejected):
-                msgs = [m.to_dict() for m in (*p.prompt, *side)]
-                enc = tok.apply_chat_template(msgs, return_tensors="pt", return_dict=True)
-                scores.append(model(input_ids=enc["input_ids"]).logits[0, 0].item())
-            out.append(1.0 if scores[0] > scores[1] else 0.0)
+            chosen, rejected = (
+                plain_reward(model, tok, [m.to_dict() for m in (*p.prompt, *side)]) for side in (p.chosen, p.rejected)
+            )
+            out.append(1.0 if chosen > rejected else 0.0)
     return out
 
 
@@ -87,23 +91,7 @@ def side_trl(args: argparse.Namespace, out: str) -> dict:
     model = load_seq_cls(MODEL, dtype=trl_model_dtype(args.precision, lora))
     model.config.pad_token_id = tok.pad_token_id
     rows = trl_rows(read_pairs(args.data))
-    config = RewardConfig(
-        output_dir=out,
-        per_device_train_batch_size=BATCH,
-        num_train_epochs=1,
-        learning_rate=args.lr,
-        lr_scheduler_type="linear",
-        warmup_steps=0,
-        bf16=args.precision == "bf16",
-        use_cpu=True,
-        max_length=args.max_length,
-        report_to="none",
-        save_strategy="no",
-        logging_steps=max(1, len(rows) // BATCH),
-        disable_tqdm=True,
-        seed=args.seed,
-        data_seed=args.seed,
-    )
+    config = RewardConfig(**trl_settings(args, out, len(rows)))
     peft_config = lora_config("SEQ_CLS", modules_to_save=["score"]) if lora else None
     trainer = RewardTrainer(
         model=model, args=config, train_dataset=Dataset.from_list(rows), processing_class=tok, peft_config=peft_config
@@ -118,39 +106,15 @@ def side_trl(args: argparse.Namespace, out: str) -> dict:
 def side_ours(args: argparse.Namespace, out: str) -> dict:
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-    from prefalign.config import build
-    from reward_models.rm_train import RMTrainConfig, run
+    from reward_models.rm_train import run
 
     t = time.perf_counter()
-    cfg = build(
-        RMTrainConfig,
-        {
-            "model": MODEL,
-            "output_dir": out,
-            "data": {"source": args.data, "split": "all"},
-            "eval": {"split": "none", "stats_pairs": 8},
-            "train": {
-                "method": args.mode,
-                "epochs": 1,
-                "batch_size": BATCH,
-                "max_length": args.max_length,
-                "lr": args.lr,
-                "lr_scheduler": "linear",
-                "warmup_ratio": 0.0,
-                "precision": args.precision,
-                "seed": args.seed,
-            },
-        },
-    )
-    rep = run(cfg)
+    rep = run(ours_rm_config(out, args.data, train_section(args)))
     seconds = time.perf_counter() - t
     rm_dir = rep["model_dir"]
     model = AutoModelForSequenceClassification.from_pretrained(rm_dir, dtype="float32")
-    return {
-        "seconds": seconds,
-        "kept": rep["train_pairs"],
-        "right": judge(model, AutoTokenizer.from_pretrained(rm_dir), args.held),
-    }
+    right = judge(model, AutoTokenizer.from_pretrained(rm_dir), args.held)
+    return {"seconds": seconds, "kept": rep["train_pairs"], "right": right}
 
 
 SIDES = {"trl": side_trl, "ours": side_ours}
@@ -159,91 +123,26 @@ SIDES = {"trl": side_trl, "ours": side_ours}
 # --- the parent ------------------------------------------------------------------------------------------------
 
 
-def mean(xs: list[float]) -> float:
-    return sum(xs) / len(xs) if xs else float("nan")
-
-
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--modes", default="lora,full", help="comma list of lora, full")
-    ap.add_argument("--seeds", default="0,1,2", help="comma list of seeds")
-    ap.add_argument("--train-pairs", type=int, default=512, help="train pairs, half helpful, half harmless")
-    ap.add_argument("--eval-pairs", type=int, default=400, help="held-out pairs, half helpful, half harmless")
-    ap.add_argument("--max-length", type=int, default=512, help="token budget of prompt + response")
-    ap.add_argument("--lr-lora", type=float, default=2e-4, help="learning rate with LoRA")
-    ap.add_argument("--lr-full", type=float, default=1e-5, help="learning rate with full fine-tuning")
-    ap.add_argument("--precision", default="auto", help="auto (bf16 where native, else fp32), bf16 or fp32")
-    ap.add_argument("--out", default=None, help="write every number as JSON here")
-    for name in ("--child", "--mode", "--data", "--held"):
-        ap.add_argument(name, default="", help=argparse.SUPPRESS)
-    ap.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
-    ap.add_argument("--lr", type=float, default=0.0, help=argparse.SUPPRESS)
-    args = ap.parse_args()
+    args = parser(__doc__, "lora,full", lr_lora=2e-4, lr_full=1e-5).parse_args()
     if args.child:
-        from prefalign.cpu import tune_allocator
-
-        tune_allocator()
-        with tempfile.TemporaryDirectory() as tmp:
-            report(SIDES[args.child](args, tmp))
+        run_child(args, SIDES)
         return
-
-    precision, why = resolve_precision(args.precision)
-    print(f"machine: {machine_line()}")
-    print(f"precision: {precision} for both sides ({why})")
-    results: dict = {"machine": machine_line(), "precision": precision, "modes": {}}
     with tempfile.TemporaryDirectory() as tmp:
-        train_file, held_file, subset_of = hh_mixed_files(args.train_pairs, args.eval_pairs, args.max_length, Path(tmp))
-        print(
-            f"data: {args.train_pairs} train pairs and {len(subset_of)} held-out pairs (half helpful-base, half "
-            f"harmless-base, prompt-hash split), all fitting {args.max_length} tokens; one epoch of "
-            f"{args.train_pairs // BATCH} steps x {BATCH} pairs"
-        )
+        precision, train_file, held_file, subset_of, results = start(args, Path(tmp))
+        child = ["--precision", precision, "--data", str(train_file), "--held", str(held_file)]
+        child += ["--max-length", str(args.max_length)]
+
+        def line(r: dict) -> str:
+            acc = subset_means(r["right"], subset_of)
+            return "accuracy " + "  ".join(f"{name} {acc[name]:.3f}" for name in ("all", *HH_SUBSETS))
+
         for mode in args.modes.split(","):
-            lr = args.lr_lora if mode == "lora" else args.lr_full
-            runs: dict = {"trl": [], "ours": []}
-            for seed in [int(s) for s in args.seeds.split(",")]:
-                for side in ("trl", "ours"):
-                    a = ["--child", side, "--mode", mode, "--seed", str(seed), "--lr", str(lr)]
-                    a += ["--precision", precision, "--data", str(train_file), "--held", str(held_file)]
-                    a += ["--max-length", str(args.max_length)]
-                    r = spawn(__file__, a)
-                    runs[side].append({**r, "seed": seed})
-                    acc = {
-                        s: mean([x for x, t in zip(r["right"], subset_of, strict=True) if t == s]) for s in HH_SUBSETS
-                    }
-                    print(
-                        f"{mode:<4} seed {seed} {side:<4}  accuracy {mean(r['right']):.3f}  helpful "
-                        f"{acc['helpful']:.3f}  harmless {acc['harmless']:.3f}  kept {r['kept']}  "
-                        f"{r['seconds']:.0f} s  peak {r['peak_rss_gb']:.1f} GB",
-                        flush=True,
-                    )
-            results["modes"][mode] = summarize(mode, runs, subset_of)
-    if args.out:
-        Path(args.out).write_text(json.dumps(results, indent=2))
-        print(f"wrote {args.out}")
-
-
-def summarize(mode: str, runs: dict, subset_of: list[str]) -> dict:
-    """Print and return the mode's table: accuracy by side, the paired difference with its interval, time."""
-    n = len(subset_of)
-    diff = [
-        mean([o["right"][i] - t["right"][i] for o, t in zip(runs["ours"], runs["trl"], strict=True)]) for i in range(n)
-    ]
-    out: dict = {"runs": runs}
-    print(f"\n{mode}: held-out accuracy (mean over seeds), ours − TRL with a 95% bootstrap interval over pairs")
-    print("| subset | pairs | TRL | ours | ours − TRL [95% CI] |")
-    print("|---|---|---|---|---|")
-    for name, idx in [("all", list(range(n))), *[(s, [i for i in range(n) if subset_of[i] == s]) for s in HH_SUBSETS]]:
-        trl = mean([mean([r["right"][i] for i in idx]) for r in runs["trl"]])
-        ours = mean([mean([r["right"][i] for i in idx]) for r in runs["ours"]])
-        d = [diff[i] for i in idx]
-        lo, hi = bootstrap_ci(d)
-        out[name] = {"trl": trl, "ours": ours, "diff": mean(d), "ci": [lo, hi]}
-        print(f"| {name} | {len(idx)} | {trl:.3f} | {ours:.3f} | {mean(d):+.3f} [{lo:+.3f}, {hi:+.3f}] |")
-    t_trl, t_ours = mean([r["seconds"] for r in runs["trl"]]), mean([r["seconds"] for r in runs["ours"]])
-    out["seconds"] = {"trl": t_trl, "ours": t_ours, "ratio": t_trl / t_ours}
-    print(f"whole training run: TRL {t_trl:.0f} s, ours {t_ours:.0f} s: ours {t_trl / t_ours:.2f}x faster\n")
-    return out
+            runs = run_sides(__file__, args, mode, child, line)
+            print()
+            table = accuracy_table(runs, subset_of, "right", f"{mode}: held-out accuracy")
+            results["modes"][mode] = {"runs": runs, **table, "seconds": time_ratio(runs)}
+    write_results(args, results)
 
 
 if __name__ == "__main__":

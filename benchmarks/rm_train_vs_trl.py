@@ -32,6 +32,7 @@ from benchmarks.common import (  # noqa: E402
     kept_note,
     lora_config,
     model_dims,
+    ours_rm_config,
     ours_train_section,
     pair_benchmark_main,
     read_pairs,
@@ -73,23 +74,12 @@ def side_trl(args: argparse.Namespace, out: str) -> tuple[dict, WorkMeter]:
 
 
 def side_ours(args: argparse.Namespace, out: str) -> tuple[dict, WorkMeter]:
-    from prefalign.config import build
-    from reward_models.rm_train import RMTrainConfig, run
+    from reward_models.rm_train import run
 
     lora = args.mode == "lora"
     meter = WorkMeter(model_dims(MODEL), lora, False, False, None)
     meter.install()
-    cfg = build(
-        RMTrainConfig,
-        {
-            "model": MODEL,
-            "output_dir": out,
-            "data": {"source": args.data, "split": "all"},
-            "eval": {"split": "none", "stats_pairs": 8},
-            "train": ours_train_section(args, lr=1e-5),
-        },
-    )
-    report = run(cfg)
+    report = run(ours_rm_config(out, args.data, ours_train_section(args, lr=1e-5)))
     kept = report["train_pairs"]
     return side_result(args, report["train_seconds"], kept, kept_note(args, kept)), meter
 
