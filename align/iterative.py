@@ -16,7 +16,10 @@ Round t (1..rounds), reading top to bottom:
   pairs      `pair_rule`: max_min (best vs worst), max_random (best vs a random other), max_second (best vs the
              second best), length_penalized (max_min on r − λ·tokens). A prompt whose chosen and rejected
              rewards tie is dropped and counted; so is a prompt with a NaN reward among its samples (never read
-             as a zero). Pairs of this round (`data: current`) or of every round so far (`data: cumulative`).
+             as a zero). `keep_pairs: N` keeps the N pairs with the largest reward margins (sample more prompts
+             than N: the round trains where the reward's best beats the worst by most). Pairs of this round
+             (`data: current`) or of every round so far (`data: cumulative`); each carries its margin, which
+             `loss.pair_weights: margin` turns into its weight in the loss.
   train      `align.train` on those pairs with any pairwise loss (`loss:`), starting from π_t. The reference is
              `initial` (the initial model) or `previous` (π_t, the released RLHFlow loop's choice); INPO's loss
              gets π_t as its previous iterate and the initial model as π_ref.
@@ -118,6 +121,12 @@ class RoundsSection(SamplingOptions):
     ranking: Literal["round_robin", "knockout"] = option(
         "round_robin", "a pairwise oracle ranks the K samples by round robin (K(K-1)/2 comparisons) or knockout (K-1)"
     )
+    keep_pairs: int = option(
+        0,
+        "keep only the round's N pairs with the largest reward margins (0 = every pair): sample a larger "
+        "prompts_per_round and train on the prompts where the reward's best candidate beats the worst by most, where "
+        "the policy is furthest from what the reward prefers; the rest are dropped and counted",
+    )
     candidates: Literal["policy", "policy_and_reference"] = option(
         "policy",
         "what the reward ranks for each prompt: the K samples of π_t (RLHFlow), or those and the prompt's reference "
@@ -133,6 +142,13 @@ class RoundsSection(SamplingOptions):
             p.append(f"samples_per_prompt: a pair needs K >= 2, got {self.samples_per_prompt}")
         if self.length_penalty < 0:
             p.append("length_penalty: must be >= 0")
+        if self.keep_pairs < 0:
+            p.append(f"keep_pairs: must be >= 0 (0 keeps every pair), got {self.keep_pairs}")
+        elif self.keep_pairs > self.prompts_per_round:
+            p.append(
+                f"keep_pairs: {self.keep_pairs} is more than the {self.prompts_per_round} prompts_per_round (one pair "
+                "a prompt); lower it or raise prompts_per_round"
+            )
         return p
 
 
@@ -275,7 +291,15 @@ def build_pairs(
 ) -> tuple[list[PreferencePair], dict[str, int]]:
     rng = random.Random(cfg.rounds.seed * 7919 + t)
     pairs: list[PreferencePair] = []
-    counts = {"prompts": len(pool.prompts), "pairs": 0, "dropped_tie": 0, "dropped_nan": 0, "chosen_reference": 0}
+    chosen_reference: list[bool] = []  # per pair: the reward chose the prompt's reference over every sample
+    counts = {
+        "prompts": len(pool.prompts),
+        "pairs": 0,
+        "dropped_tie": 0,
+        "dropped_nan": 0,
+        "dropped_margin": 0,
+        "chosen_reference": 0,
+    }
     for p, texts, lengths, sampled, r in zip(
         pool.prompts, pool.texts, pool.lengths, pool.on_policy, scores, strict=True
     ):
@@ -287,7 +311,6 @@ def build_pairs(
             counts["dropped_tie"] += 1
             continue
         w, lo = sel
-        counts["chosen_reference"] += not sampled[w]
         pairs.append(
             PreferencePair(
                 p.prompt,
@@ -298,7 +321,14 @@ def build_pairs(
                 source=f"round_{t}",
             )
         )
+        chosen_reference.append(not sampled[w])
+    keep = cfg.rounds.keep_pairs
+    if keep and len(pairs) > keep:  # the largest margins, in prompt order; equal margins go to the earlier prompt
+        top = sorted(sorted(range(len(pairs)), key=lambda i: (-(pairs[i].margin or 0.0), i))[:keep])
+        counts["dropped_margin"] = len(pairs) - keep
+        pairs, chosen_reference = [pairs[i] for i in top], [chosen_reference[i] for i in top]
     counts["pairs"] = len(pairs)
+    counts["chosen_reference"] = sum(chosen_reference)
     return pairs, counts
 
 
@@ -357,6 +387,12 @@ def scores_of_round(
         ]
         path.write_text(json.dumps({"key": key, "scores": scores}), encoding="utf-8")
     return [[math.nan if x is None else x for x in r] for r in scores]
+
+
+def dropped_text(counts: dict[str, Any]) -> str:
+    """What a round dropped, for its summary line: ties, NaN groups and (keep_pairs) the smaller margins."""
+    text = f"{counts['dropped_tie']} ties, {counts['dropped_nan']} NaN dropped"
+    return text + (f", {counts['dropped_margin']} below the kept margins" if counts.get("dropped_margin") else "")
 
 
 @dataclass
@@ -429,7 +465,7 @@ def run_round(
         "eval": ev["overall"] if ev else None,
     }
     print(
-        f"round {t}: {counts['pairs']} pairs ({counts['dropped_tie']} ties, {counts['dropped_nan']} NaN dropped); "
+        f"round {t}: {counts['pairs']} pairs ({dropped_text(counts)}); "
         f"{report['steps']} steps" + (f"; held-out gold {ev['overall']:.4f}" if ev else ""),
         flush=True,
     )
@@ -501,7 +537,7 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
     ]
     for r in report["rounds"]:
         lines.append(
-            f"  round {r['round']}: {r['pairs']} pairs ({r['dropped_tie']} ties, {r['dropped_nan']} NaN dropped), "
+            f"  round {r['round']}: {r['pairs']} pairs ({dropped_text(r)}), "
             f"{r['steps']} steps, sample reward {r['sample_reward']:.4f}"
             + (f", held-out gold {r['eval']:.4f}" if r["eval"] is not None else "")
         )

@@ -46,6 +46,7 @@ DPO-style losses can raise the margin by pushing both responses down ("likelihoo
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,6 +56,7 @@ import torch
 from transformers import Trainer
 
 from prefalign.config import option
+from prefalign.errors import UserError
 from prefalign.models.forward import PackedForward
 from prefalign.models.hub import DEFAULT_MODEL, load_model, load_tokenizer, pad_token_id
 from prefalign.training.config import HeldOutSection as EvalSection
@@ -88,6 +90,12 @@ class LossSection:
         factory=dict,
         doc="loss parameters, e.g. {beta: 0.1}; every loss also takes "
         "sft_weight (NLL of the chosen response per token)",
+    )
+    pair_weights: Literal["uniform", "margin"] = option(
+        "uniform",
+        "how the batch mean weights pairs: uniform, or margin: each pair's loss times its `margin` (the reward gap "
+        "an iterative round's ranking recorded, or a rating gap in the data) over the training pairs' mean margin, "
+        "so the pairs the reward separates most count most and the mean weight stays 1",
     )
 
 
@@ -248,10 +256,12 @@ class PreferenceTrainer(MetricsMixin, Trainer):
         alert_drop: float,
         metrics_path: Path | None,
         previous_is_reference: bool = False,
+        margin_scale: float | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
         self.loss_cfg = loss
+        self.margin_scale = margin_scale  # pair_weights margin: 1 / the training pairs' mean margin
         self.ref_mode = ref_mode
         self.use_previous = use_previous
         self.previous_is_reference = previous_is_reference  # π_t is π_ref's model: its numbers serve both
@@ -295,7 +305,10 @@ class PreferenceTrainer(MetricsMixin, Trainer):
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         logps = self.pair_logps(model, inputs)
         out = compute_loss(self.loss_cfg.name, self.loss_cfg.params, logps)
-        loss = out.losses.mean()
+        losses = out.losses
+        if self.margin_scale is not None:  # pair_weights: margin (every training pair has one: `margin_weights`)
+            losses = losses * (inputs["margins"].to(losses) * self.margin_scale)
+        loss = losses.mean()
         self.stash(batch_diagnostics(logps, out))
         return (loss, {"chosen_rewards": out.chosen_rewards}) if return_outputs else loss
 
@@ -381,6 +394,23 @@ class Setup:
     reports: dict[str, Any]  # data / tokenization / frozen log-prob reports
 
 
+def margin_weights(pairs: list[Any], source: str) -> dict[str, float]:
+    """`pair_weights: margin`: the training pairs' mean margin (a pair's weight is its margin over it) and the
+    largest weight; a pair without a finite, non-negative margin is an error naming it."""
+    bad = [p for p in pairs if p.margin is None or not math.isfinite(p.margin) or p.margin < 0]
+    if bad:
+        ids = ", ".join(str(p.id) for p in bad[:5])
+        raise UserError(
+            f"{source}: loss.pair_weights: margin needs a finite margin >= 0 on every training pair; {len(bad)} of "
+            f"{len(pairs)} lack one (ids {ids}{', ...' if len(bad) > 5 else ''}). Give the rows a `margin` field, "
+            "or use pair_weights: uniform"
+        )
+    mean = sum(p.margin for p in pairs) / max(len(pairs), 1)
+    if mean <= 0:
+        raise UserError(f"{source}: loss.pair_weights: margin: every training pair's margin is 0 (nothing to weight)")
+    return {"mean_margin": mean, "max_weight": max(p.margin for p in pairs) / mean}
+
+
 def setup(cfg: TrainConfig, resume: bool = False) -> Setup:
     """Data, policy, frozen log-probs and trainer for `cfg` (everything before `trainer.train`)."""
     run = start_run(cfg, cfg.train, "train", resume)
@@ -392,6 +422,7 @@ def setup(cfg: TrainConfig, resume: bool = False) -> Setup:
     data = load_training_pairs(cfg.data, cfg.eval, tokenizer, cfg.train.max_length, cfg.train.length_policy)
     train_pairs, eval_pairs = data.train, data.eval
     pad_id = pad_token_id(tokenizer)
+    weighting = margin_weights(train_pairs, cfg.data.source) if cfg.loss.pair_weights == "margin" else None
 
     # policy
     args = training_arguments(cfg.train, str(run.checkpoints))  # sets up the device (and the process group under DDP)
@@ -458,6 +489,7 @@ def setup(cfg: TrainConfig, resume: bool = False) -> Setup:
         eval_pairs=eval_pairs,
         alert_drop=cfg.alerts.chosen_logp_drop,
         metrics_path=run.metrics_path,
+        margin_scale=None if weighting is None else 1 / weighting["mean_margin"],
     )
     if run.resume_from is not None and run.metrics_path.exists():  # the alert compares with the first logged step
         for line in run.metrics_path.read_text(encoding="utf-8").splitlines():
@@ -476,6 +508,7 @@ def setup(cfg: TrainConfig, resume: bool = False) -> Setup:
         },
         "previous": frozen_reports.get("previous"),
         "frozen_train_pairs": len(frozen_train) if frozen else None,
+        "pair_weights": {"kind": cfg.loss.pair_weights, **(weighting or {})},
     }
     return Setup(run, trainer, model, tokenizer, train_pairs, eval_pairs, reports)
 
@@ -511,6 +544,7 @@ def run(cfg: TrainConfig, resume: bool = False) -> dict[str, Any]:
             "previous": s.reports["previous"],
             "train_pairs": len(s.train_pairs),
             "frozen_train_pairs": s.reports["frozen_train_pairs"],
+            "pair_weights": s.reports["pair_weights"],
             **trained.to_dict(),
             "eval": eval_report,
             "alerts": trainer.alerts,

@@ -598,3 +598,46 @@ def test_dropout_is_off_for_the_policy_and_its_reference_forward(tmp_path, data,
             ra, rb = net(**batch), net(**batch)
     same = torch.equal(a, b) and torch.equal(ra, rb)
     assert same == disable
+
+
+# --- pair weights ---------------------------------------------------------------------------------------
+
+
+def test_margin_weights_equal_training_on_the_weighted_pairs_alone(tmp_path, perturbed_policy):
+    """pair_weights: margin with margins 0 on half the pairs and 1 on the other half (weights 0 and 2): one full
+    fine-tuning step on all 8 pairs is one unweighted step on the 4 weighted pairs (the same first loss and weights).
+    """
+    from align.train import run
+
+    weighted = [{**r, "margin": float(i % 2)} for i, r in enumerate(ROWS)]
+    alone = [r for i, r in enumerate(ROWS) if i % 2]
+    common = (
+        f"model={perturbed_policy}",
+        "reference.model=builtin:tiny-llama",
+        "train.method=full",
+        "reference.kind=precomputed",
+        "train.max_steps=1",
+        "train.lr=1e-3",
+    )
+    rw = run(
+        config(tmp_path, write_rows(tmp_path / "w.jsonl", weighted), *common, "loss.pair_weights=margin", out="w")
+    )
+    ra = run(config(tmp_path, write_rows(tmp_path / "a.jsonl", alone), *common, "train.batch_size=4", out="a"))
+    assert rw["pair_weights"] == {"kind": "margin", "mean_margin": 0.5, "max_weight": 2.0}
+    assert abs(ra["train_loss"] - 0.6931) > 1e-3  # the pairs' losses differ from log 2: the weights matter
+    assert rw["train_loss"] == pytest.approx(ra["train_loss"], abs=1e-5)
+    assert_same_weights(
+        weights(Path(rw["policy_dir"]) / "model.safetensors"),
+        weights(Path(ra["policy_dir"]) / "model.safetensors"),
+        atol=1e-5,
+    )
+    unweighted = run(config(tmp_path, write_rows(tmp_path / "u.jsonl", weighted), *common, out="u"))
+    assert abs(unweighted["train_loss"] - rw["train_loss"]) > 1e-4  # uniform weights differ
+
+
+def test_margin_weights_name_the_pairs_without_a_margin(tmp_path, data):
+    from align.train import run
+    from prefalign.errors import UserError
+
+    with pytest.raises(UserError, match=r"pairs\.jsonl: loss\.pair_weights: margin needs .* 8 of 8 lack one"):
+        run(config(tmp_path, data, "loss.pair_weights=margin"))

@@ -205,6 +205,31 @@ def test_iterative_samples_are_redrawn_when_a_round_is_retrained_into_the_same_d
     assert sample_key(cfg, str(policy), prompts, 3)["sampling"] != key["sampling"]
 
 
+def test_keep_pairs_keeps_the_largest_margins_in_prompt_order_and_counts_the_rest():
+    from align.iterative import IterativeConfig, Pool, build_pairs, dropped_text
+    from preference_data.records import Message, PromptOnly
+
+    prompts = [PromptOnly([Message("user", f"question {i}")]) for i in range(5)]
+    # per prompt: two samples, then the reference; margins (best - worst) 1, 5, tie, 3, 5
+    scores = [[0.0, 1.0, 0.5], [-3.0, 0.0, 2.0], [1.0, 1.0, 1.0], [0.0, -1.0, 2.0], [2.0, -3.0, 0.0]]
+    pool = Pool(
+        prompts,
+        [["a", "b", "ref"] for _ in prompts],
+        [[1, 1, 1] for _ in prompts],
+        [[True, True, False] for _ in prompts],
+    )
+    # the reference wins on prompts 1 and 3, a sample on prompts 0 and 4
+    for keep, kept, refs in ((0, [1.0, 5.0, 3.0, 5.0], 2), (3, [5.0, 3.0, 5.0], 2), (2, [5.0, 5.0], 1)):
+        cfg = build(IterativeConfig, {"rounds": {"prompts_per_round": 5, "keep_pairs": keep}})
+        pairs, counts = build_pairs(cfg, pool, scores, 1)
+        assert [p.margin for p in pairs] == kept
+        assert counts["dropped_tie"] == 1 and counts["dropped_margin"] == 4 - len(kept)
+        assert counts["pairs"] == len(kept) and counts["chosen_reference"] == refs  # counted on the kept pairs
+    assert "2 below the kept margins" in dropped_text(counts)
+    with pytest.raises(ConfigError, match="keep_pairs: 9 is more than the 5 prompts_per_round"):
+        build(IterativeConfig, {"rounds": {"prompts_per_round": 5, "keep_pairs": 9}})
+
+
 FSDP_ON_CPU = """compute_environment: LOCAL_MACHINE
 distributed_type: FSDP
 num_processes: 2
