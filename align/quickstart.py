@@ -9,11 +9,13 @@ earlier stage writes finds them in `out_dir`):
   3. doctor  - the data report for the suite's training pairs with the model's tokenizer
   4. rm      - a LoRA Bradley-Terry reward model on the suite's training pairs, evaluated on its held-out pairs
                (accuracy per task family and per corruption kind)
-  5. dpo     - LoRA DPO on the suite's offline pairs: the comparison row (what the data alone gives) and the warm
-               start of the next stage
+  5. dpo     - LoRA DPO with the chosen answer's NLL (RPO) on the suite's offline pairs: the comparison row (what
+               the data alone gives) and the warm start of the next stage
   6. align   - the policy aligned against the RM (`align.iterative`): rounds in which the policy samples answers to
-               the suite's training prompts, the RM ranks them together with the data's reference answer, and DPO
-               learns the RM's best against its worst; the RM decides every pair, no gold label is read
+               the suite's training prompts, the RM ranks them together with the data's reference answer, the
+               round keeps the prompts where the RM's best beats its worst by most (`keep_pairs`), and DPO with
+               the NLL term learns the RM's best against its worst, each pair weighted by its RM margin; the RM
+               decides every pair, no gold label is read
   7. eval    - greedy answers of the base model, the offline-DPO policy and the RM-aligned policy to held-out
                prompts (family-balanced, plus enough safety prompts for both safety rates), graded by the gold
                graders: gains with paired bootstrap 95% intervals, the safety rates with intervals, per family, and
@@ -77,7 +79,10 @@ def _default_dpo() -> TrainConfig:
     return build(
         TrainConfig,
         {
-            "loss": {"name": "sigmoid", "params": {"beta": 0.1}},
+            # RPO: DPO plus the chosen answer's NLL. Plain DPO on these pairs lowers the first token of a refusal
+            # (needless refusals are rejected about as often as refusals are chosen), and a warm start that never
+            # samples a refusal gives the align stage nothing to rank
+            "loss": {"name": "sigmoid", "params": {"beta": 0.1, "sft_weight": 1.0}},
             "eval": {"split": "none"},
             "save_merged": False,
             "train": {
@@ -100,7 +105,10 @@ def _default_align() -> IterativeConfig:
         {
             "rounds": {
                 "rounds": 2,
-                "prompts_per_round": 64,
+                # the 64 pairs with the largest RM margins of 192 prompts: the round trains where the policy is
+                # furthest from what the RM prefers (harmful requests among them, ~5 in a slice of 64)
+                "prompts_per_round": 192,
+                "keep_pairs": 64,
                 "samples_per_prompt": 2,
                 "max_new_tokens": 80,
                 "temperature": 1.0,
@@ -108,7 +116,7 @@ def _default_align() -> IterativeConfig:
                 "candidates": "policy_and_reference",
                 "reference": "previous",
             },
-            "loss": {"name": "sigmoid", "params": {"beta": 0.1}},
+            "loss": {"name": "sigmoid", "params": {"beta": 0.1, "sft_weight": 1.0}, "pair_weights": "margin"},
             "eval": {"limit": 0},
             "train": {
                 "method": "lora",

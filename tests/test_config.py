@@ -191,4 +191,4 @@ def test_quickstart_stage_override_keeps_the_stage_defaults():
         0.05,
     )
     assert cfg.rm.loss.params == {"center_rewards_coefficient": 0.01} and cfg.rm.eval.split == "all"
-    assert cfg.dpo.loss.params == {"beta": 0.2} and cfg.dpo.train.max_steps == 60
+    assert cfg.dpo.loss.params == {"beta": 0.2, "sft_weight": 1.0} and cfg.dpo.train.max_steps == 60

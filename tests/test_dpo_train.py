@@ -619,9 +619,7 @@ def test_margin_weights_equal_training_on_the_weighted_pairs_alone(tmp_path, per
         "train.max_steps=1",
         "train.lr=1e-3",
     )
-    rw = run(
-        config(tmp_path, write_rows(tmp_path / "w.jsonl", weighted), *common, "loss.pair_weights=margin", out="w")
-    )
+    rw = run(config(tmp_path, write_rows(tmp_path / "w.jsonl", weighted), *common, "loss.pair_weights=margin", out="w"))
     ra = run(config(tmp_path, write_rows(tmp_path / "a.jsonl", alone), *common, "train.batch_size=4", out="a"))
     assert rw["pair_weights"] == {"kind": "margin", "mean_margin": 0.5, "max_weight": 2.0}
     assert abs(ra["train_loss"] - 0.6931) > 1e-3  # the pairs' losses differ from log 2: the weights matter

@@ -18,6 +18,7 @@ TINY = [
     "dpo.train.max_steps=2",
     "align.rounds.rounds=1",
     "align.rounds.prompts_per_round=6",
+    "align.rounds.keep_pairs=4",
     "align.rounds.max_new_tokens=6",
     "align.train.max_steps=2",
     "align.train.precision=fp32",
