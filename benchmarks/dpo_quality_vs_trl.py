@@ -53,6 +53,7 @@ from benchmarks.quality import (  # noqa: E402
     start,
     time_ratio,
     train_section,
+    train_trl,
     trl_settings,
     write_results,
 )
@@ -155,10 +156,7 @@ def side_trl(args: argparse.Namespace, out: str) -> dict:
     trainer = DPOTrainer(
         model=model, args=config, train_dataset=Dataset.from_list(rows), processing_class=tok, peft_config=peft_config
     )
-    kept = len(trainer.train_dataset)
-    trainer.train()
-    seconds = time.perf_counter() - t
-    policy = trainer.model.merge_and_unload() if lora else trainer.model
+    seconds, kept, policy = train_trl(trainer, lora, t)
     return {"seconds": seconds, "kept": kept, **judged(policy, args)}
 
 

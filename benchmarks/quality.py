@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -217,6 +218,15 @@ def accuracy_table(runs: dict[str, list[dict]], subset_of: list[str], key: str, 
         out[name] = {"trl": trl, "ours": ours, "diff": finite_mean(d), "ci": [lo, hi]}
         print(f"| {name} | {len(idx)} | {trl:.3f} | {ours:.3f} | {finite_mean(d):+.3f} [{lo:+.3f}, {hi:+.3f}] |")
     return out
+
+
+def train_trl(trainer: Any, lora: bool, t0: float) -> tuple[float, int, Any]:
+    """Train a TRL trainer; (seconds since t0, pairs it kept after its own length filter, the trained model with a
+    LoRA adapter merged)."""
+    kept = len(trainer.train_dataset)
+    trainer.train()
+    seconds = time.perf_counter() - t0
+    return seconds, kept, trainer.model.merge_and_unload() if lora else trainer.model
 
 
 def time_ratio(runs: dict[str, list[dict]]) -> dict:

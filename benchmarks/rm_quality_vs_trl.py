@@ -54,6 +54,7 @@ from benchmarks.quality import (  # noqa: E402
     subset_means,
     time_ratio,
     train_section,
+    train_trl,
     trl_settings,
     write_results,
 )
@@ -96,10 +97,7 @@ def side_trl(args: argparse.Namespace, out: str) -> dict:
     trainer = RewardTrainer(
         model=model, args=config, train_dataset=Dataset.from_list(rows), processing_class=tok, peft_config=peft_config
     )
-    kept = len(trainer.train_dataset)
-    trainer.train()
-    seconds = time.perf_counter() - t
-    trained = trainer.model.merge_and_unload() if lora else trainer.model
+    seconds, kept, trained = train_trl(trainer, lora, t)
     return {"seconds": seconds, "kept": kept, "right": judge(trained, tok, args.held)}
 
 

@@ -272,6 +272,19 @@ def test_segment_attention_gradients_equal_mask_layout(data, tiny_model_ref, mon
 # --- (c) gradient accumulation: 1 x 8 equals 8 x 1 ----------------------------------------------------
 
 
+def one_full_step_from(policy: str) -> tuple[str, ...]:
+    """Overrides for one full fine-tuning step from `policy` against the tiny model as a precomputed reference (the
+    policy starts away from the reference, so the first loss is not log 2)."""
+    return (
+        f"model={policy}",
+        "reference.model=builtin:tiny-llama",
+        "train.method=full",
+        "reference.kind=precomputed",
+        "train.max_steps=1",
+        "train.lr=1e-3",
+    )
+
+
 def test_grad_accumulation_invariance(tmp_path, data, perturbed_policy):
     """One optimizer step on 8 pairs: one micro-batch of 8 equals 8 accumulated micro-batches of 1.
 
@@ -280,14 +293,7 @@ def test_grad_accumulation_invariance(tmp_path, data, perturbed_policy):
     """
     from align.train import run
 
-    common = (
-        f"model={perturbed_policy}",
-        "reference.model=builtin:tiny-llama",
-        "train.method=full",
-        "reference.kind=precomputed",
-        "train.max_steps=1",
-        "train.lr=1e-3",
-    )
+    common = one_full_step_from(perturbed_policy)
     r1 = run(config(tmp_path, data, *common, "train.batch_size=8", "train.grad_accum=1", out="b8"))
     r8 = run(config(tmp_path, data, *common, "train.batch_size=1", "train.grad_accum=8", out="b1"))
     assert r1["steps"] == r8["steps"] == 1
@@ -611,14 +617,7 @@ def test_margin_weights_equal_training_on_the_weighted_pairs_alone(tmp_path, per
 
     weighted = [{**r, "margin": float(i % 2)} for i, r in enumerate(ROWS)]
     alone = [r for i, r in enumerate(ROWS) if i % 2]
-    common = (
-        f"model={perturbed_policy}",
-        "reference.model=builtin:tiny-llama",
-        "train.method=full",
-        "reference.kind=precomputed",
-        "train.max_steps=1",
-        "train.lr=1e-3",
-    )
+    common = one_full_step_from(perturbed_policy)
     rw = run(config(tmp_path, write_rows(tmp_path / "w.jsonl", weighted), *common, "loss.pair_weights=margin", out="w"))
     ra = run(config(tmp_path, write_rows(tmp_path / "a.jsonl", alone), *common, "train.batch_size=4", out="a"))
     assert rw["pair_weights"] == {"kind": "margin", "mean_margin": 0.5, "max_weight": 2.0}
