@@ -10,10 +10,14 @@ counted in the `DataReport` under a named reason (with its row number), never si
 | ultrafeedback  | {instruction, completions: [{response, annotations, overall_score}]}     | RatedResponses  |
 | helpsteer      | {prompt, response, helpfulness, correctness, ...}, one response per row  | RatedResponses  |
 | finegrained    | FineGrainedRLHF qa-feedback {question, passages, prediction 1..4, preference} | PreferencePair |
+| finegrained_labels | the same rows' fine-grained feedback on prediction 1 (2)            | RatedResponses  |
 | rated          | {prompt, responses, scores} (RatedResponses.to_dict)                     | RatedResponses  |
 | prompts        | {prompt, meta?, grader?} (PromptOnly.to_dict, or a plain prompt string)  | PromptOnly      |
 
 (1) each of prompt, chosen and rejected is a string or a list of {role, content} messages.
+(2) never detected (the rows are `finegrained` rows): set `format: finegrained_labels`. Per question, the
+    annotators' corrected prediction and prediction 1, scored on relevance, factuality and completeness
+    (`finegrained_labels`); the labels a multi-objective RM regresses on.
 """
 
 from __future__ import annotations
@@ -287,6 +291,83 @@ def _finegrained(rows: Rows, report: DataReport) -> Iterator[Record]:
             )
 
 
+FG_RELEVANCE = ("Irrelevant", "Redundant", "Incoherent")  # the relevance errors (sub-sentence spans)
+FG_FACTUALITY = ("Wrong-Grounding", "Unverifiable")  # the factual errors (sentence spans)
+
+
+def _covered(spans: list[tuple[int, int]]) -> int:
+    """Characters covered by the union of [start, end) spans."""
+    total, end = 0, -1
+    for a, b in sorted(spans):
+        a = max(a, end)
+        if b > a:
+            total += b - a
+            end = b
+    return total
+
+
+def finegrained_labels(text: str, errors: list[Any], missing: list[Any]) -> dict[str, float]:
+    """One answer's fine-grained scores in [0, 1] from FineGrainedRLHF feedback: relevance and factuality are
+    1 − the share of the answer's characters inside error spans of that kind (the union of spans); completeness
+    is 1 / (1 + the number of missing-information items). An answer without feedback scores 1 on each.
+    Raises Skip on an unknown error type or a span outside the text."""
+    spans: dict[str, list[tuple[int, int]]] = {"relevance": [], "factuality": []}
+    for i, e in enumerate(errors):
+        kind = e.get("error type") if isinstance(e, dict) else None
+        start, end = (e.get("start"), e.get("end")) if isinstance(e, dict) else (None, None)
+        if kind not in FG_RELEVANCE + FG_FACTUALITY:
+            raise Skip(
+                "wrong_type",
+                f"feedback.errors[{i}]: error type {kind!r} is none of {', '.join(FG_RELEVANCE + FG_FACTUALITY)}",
+            )
+        if not (_is_number(start) and _is_number(end) and 0 <= start < end <= len(text)):
+            raise Skip(
+                "bad_span",
+                f"feedback.errors[{i}]: span {start!r}..{end!r} is not inside prediction 1 ({len(text)} characters)",
+            )
+        spans["relevance" if kind in FG_RELEVANCE else "factuality"].append((int(start), int(end)))
+    n = max(len(text), 1)
+    return {
+        "relevance": 1.0 - _covered(spans["relevance"]) / n,
+        "factuality": 1.0 - _covered(spans["factuality"]) / n,
+        "completeness": 1.0 / (1.0 + len(missing)),
+    }
+
+
+def _finegrained_labels(rows: Rows, report: DataReport) -> Iterator[Record]:
+    """Per question: the corrected prediction (the annotators' fix of prediction 1: errors removed, missing
+    information added; 1 on every objective) and prediction 1 with the scores of its feedback."""
+    for row_no, row in rows:
+        try:
+            question, first = _field(row, "question"), _field(row, "prediction 1")
+            feedback = _field(row, "feedback")
+            if not isinstance(feedback, dict):
+                raise Skip(
+                    "wrong_type", "field 'feedback' must be a mapping {errors, missing-info, corrected-prediction}"
+                )
+            corrected = feedback.get("corrected-prediction") or ""
+            if not isinstance(corrected, str):
+                raise Skip("wrong_type", "feedback.corrected-prediction must be a string")
+            if corrected.strip() == str(first).strip():
+                raise Skip("identical_pair", "the corrected prediction equals prediction 1: no contrast")
+            labels = finegrained_labels(str(first), feedback.get("errors") or [], feedback.get("missing-info") or [])
+        except Skip as s:
+            report.drop(s.reason, row_no, s.detail)
+            continue
+        responses, scores, names = [[Message("assistant", str(first))]], [labels], ["prediction 1"]
+        if corrected.strip():  # empty where the whole answer was irrelevant: prediction 1 alone keeps its labels
+            responses.insert(0, [Message("assistant", corrected)])
+            scores.insert(0, {"relevance": 1.0, "factuality": 1.0, "completeness": 1.0})
+            names.insert(0, "corrected-prediction")
+        yield RatedResponses(
+            [Message("user", finegrained_prompt(question, row.get("passages") or []))],
+            responses,
+            scores,
+            {"row": row_no, "responses": names},
+            "finegrained-qa",
+        )
+
+
 def _rated(rows: Rows, report: DataReport) -> Iterator[Record]:
     for row_no, row in rows:
         try:
@@ -393,6 +474,15 @@ FORMATS: Table[Format] = Table(
             lambda r: "question" in r and "prediction 1" in r,
             "rows have 'question' and 'prediction 1'",
             ("question", "passages", "prediction *", "preference"),
+        ),
+        "finegrained_labels": Format(
+            _finegrained_labels,
+            "FineGrainedRLHF qa-feedback's fine-grained labels: the corrected prediction and prediction 1 scored "
+            "on relevance, factuality and completeness",
+            "rated",
+            lambda r: False,
+            "never detected (the rows are 'finegrained' rows): set format: finegrained_labels",
+            ("question", "passages", "prediction 1", "feedback"),
         ),
         "ultrafeedback": Format(
             _ultrafeedback,

@@ -67,7 +67,8 @@ def pack(
     row_tokens: int,
     layout: Layout,
 ) -> PackedBatch:
-    """Pack B prompts, each with K responses (K = 2 for pairs: chosen, rejected; K = 1 for single sequences).
+    """Pack B prompts, each with K responses (K = 2 for pairs: chosen, rejected; K = 1 for single sequences; any K
+    in the mask layout, e.g. the answers of one prompt encoded behind it once).
 
     Sequence numbering: response k of prompt i is sequence k*B + i (all chosen first, then all rejected).
     `row_tokens` only matters for the "mask" layout.
@@ -76,6 +77,8 @@ def pack(
         raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
     B = len(prompts)
     K = len(responses[0]) if B else 1
+    if layout == "segments" and K > 2:
+        raise ValueError(f"the segments layout holds at most 2 responses per prompt, got {K}; use the mask layout")
     seg_len = [len(p) + sum(len(r) for r in rs) for p, rs in zip(prompts, responses, strict=True)]
     rows = [list(range(B))] if layout == "segments" else _segments_fit(seg_len, row_tokens)
     L = max(sum(seg_len[i] for i in row) for row in rows)
@@ -99,7 +102,8 @@ def pack(
             P = len(p)
             input_ids[r, off : off + P] = torch.tensor(p, dtype=torch.long)
             position_ids[r, off : off + P] = torch.arange(P)
-            segments[i] = torch.tensor([off, P, *[len(x) for x in responses[i]], *([0] * (2 - K))])
+            if not use_mask:
+                segments[i] = torch.tensor([off, P, *[len(x) for x in responses[i]], *([0] * (2 - K))])
             if mask is not None:
                 mask[r, 0, off : off + P, off : off + P] = torch.ones(P, P, dtype=torch.bool).tril()
             cur = off + P

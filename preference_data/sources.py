@@ -42,7 +42,9 @@ class DataConfig:
     split_seed: int = option(0, "seed of the hash split")
     split_key: Literal["prompt", "pair"] = option("prompt", "hash the prompt (no prompt in two splits) or the pair")
     hub_split: str = option("train", "split name passed to datasets.load_dataset for hub ids")
-    pairing: str = option("max_min", "pair builder for rated data (see `align ls pairing`)")
+    pairing: str = option(
+        "max_min", "pair builder for rated data (see `align ls pairing`), or none: keep the rated records unpaired"
+    )
     objective: str = option("overall_score", "score dimension the pair builder ranks by (rated data)")
     length_alpha: float = option(0.0, "length_penalized: score penalty per 100 words")
     limit: int | None = option(None, "keep only the first N records of the split (after splitting)")
@@ -68,10 +70,10 @@ class DataConfig:
                 f"format: unknown format '{self.format}'{did_you_mean(self.format, FORMATS.names())}; "
                 f"choose auto or one of {', '.join(FORMATS.names())}"
             )
-        if self.pairing not in PAIRING:
+        if self.pairing not in PAIRING and self.pairing != "none":
             problems.append(
                 f"pairing: unknown pair builder '{self.pairing}'"
-                f"{did_you_mean(self.pairing, PAIRING.names())}; choose one of {', '.join(PAIRING.names())}"
+                f"{did_you_mean(self.pairing, PAIRING.names())}; choose none or one of {', '.join(PAIRING.names())}"
             )
         if len(self.split_fractions) != 3 or abs(sum(self.split_fractions) - 1) > 1e-6 or min(self.split_fractions) < 0:
             problems.append(
@@ -222,7 +224,7 @@ def load(cfg: DataConfig) -> Loaded:
                 out.prompts.append(r)
         if out.comparisons:
             out.pairs.extend(to_pairs(out.comparisons, report))
-        if out.rated:
+        if out.rated and cfg.pairing != "none":
             out.pairs.extend(
                 build_pairs(out.rated, cfg.pairing, cfg.objective, cfg.length_alpha, cfg.split_seed, report)
             )
@@ -231,8 +233,9 @@ def load(cfg: DataConfig) -> Loaded:
             key = (lambda p: text_of(p.prompt)) if cfg.split_key == "prompt" else (lambda p: p.id)
             out.pairs = [p for p in out.pairs if split_of(key(p), fr, cfg.split_seed) == cfg.split]  # type: ignore[arg-type]
             out.prompts = [p for p in out.prompts if split_of(text_of(p.prompt), fr, cfg.split_seed) == cfg.split]  # type: ignore[arg-type]
+            out.rated = [r for r in out.rated if split_of(text_of(r.prompt), fr, cfg.split_seed) == cfg.split]  # type: ignore[arg-type]
     if cfg.limit is not None:
-        out.pairs, out.prompts = out.pairs[: cfg.limit], out.prompts[: cfg.limit]
+        out.pairs, out.prompts, out.rated = out.pairs[: cfg.limit], out.prompts[: cfg.limit], out.rated[: cfg.limit]
     out.report.records_kept = len(out.pairs) + len(out.prompts)
     return out
 

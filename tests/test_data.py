@@ -203,6 +203,38 @@ def test_finegrained_fixture(tmp_path):
     assert rep.dropped == {"tie": 1} and "Some text." in pairs[0].prompt[0].content
 
 
+def test_finegrained_labels_by_hand(tmp_path):
+    from preference_data.formats import finegrained_labels
+
+    text = "0123456789" * 10  # 100 characters
+    errors = [
+        {"error type": "Irrelevant", "start": 0, "end": 20},
+        {"error type": "Redundant", "start": 10, "end": 30},  # overlaps: the union 0..30 counts once
+        {"error type": "Unverifiable", "start": 50, "end": 60},
+    ]
+    labels = finegrained_labels(text, errors, [{"passage_id": 1}, {"passage_id": 2}])
+    assert labels == pytest.approx({"relevance": 0.7, "factuality": 0.9, "completeness": 1 / 3})
+    assert finegrained_labels(text, [], []) == {"relevance": 1.0, "factuality": 1.0, "completeness": 1.0}
+    base = {"question": "Q?", "passages": [["T", "T\n\ntext"]], "preference": [1] * 6}
+    base |= {f"prediction {i}": f"p{i} " + text for i in range(1, 5)}
+    rows = [
+        base | {"feedback": {"errors": errors, "missing-info": [], "corrected-prediction": "fixed"}},
+        base | {"question": "Q2?", "feedback": {"errors": [], "missing-info": [], "corrected-prediction": ""}},
+        base | {"question": "Q3?", "feedback": {"errors": [{"error type": "Typo", "start": 0, "end": 1}]}},
+        base | {"question": "Q4?", "feedback": {"errors": [{"error type": "Irrelevant", "start": 5, "end": 500}]}},
+        base | {"question": "Q5?", "feedback": {"corrected-prediction": "p1 " + text}},
+    ]
+    path = tmp_path / "fg.json"
+    path.write_text(json.dumps(rows))
+    records, rep = read_records(str(path), "finegrained_labels")
+    assert [r.attributes["responses"] for r in records] == [["corrected-prediction", "prediction 1"], ["prediction 1"]]
+    assert records[0].scores[0] == {"relevance": 1.0, "factuality": 1.0, "completeness": 1.0}
+    assert records[0].scores[1]["relevance"] == pytest.approx(1 - 30 / 103)  # prediction 1 is "p1 " + text
+    assert rep.dropped == {"wrong_type": 1, "bad_span": 1, "identical_pair": 1}
+    assert "Typo" in str(rep.to_dict()) and "not inside prediction 1" in str(rep.to_dict())
+    assert read_records(str(path))[1].details["format"] == "finegrained"  # never detected: the pairs stay the default
+
+
 def test_parquet(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -236,6 +268,11 @@ def test_real_finegrained(shared_data):
     assert rep.rows_read == 500
     assert len(pairs) + rep.dropped["tie"] == 3000  # 6 labels per question: pairs or ties
     assert rep.dropped["tie"] == 384
+    rated, rep = read_records(str(shared_data / "finegrained-rlhf/qa_feedback/dev_feedback.json"), "finegrained_labels")
+    assert len(rated) == 494 and rep.dropped == {"identical_pair": 6}  # corrected == prediction 1
+    assert sum(len(r.responses) == 1 for r in rated) == 13  # the whole answer irrelevant: no corrected text
+    first = [r.scores[-1] for r in rated]
+    assert [sum(s[k] < 1 for s in first) for k in ("relevance", "factuality", "completeness")] == [417, 198, 379]
 
 
 # --- splits and sources -------------------------------------------------------------------------------
