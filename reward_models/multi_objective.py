@@ -1,9 +1,10 @@
 """Multi-objective reward model (ArmoRM-style): K regression heads on a frozen backbone, verbosity debiasing and an
 optional gating network, trained by `align rm train --config configs/mo_rm_suite.yaml` (kind mo_rm_train).
 
-  features   one forward of the frozen backbone per (prompt, response): h_resp, the last hidden state at the
-             response's last token, and h_prompt, the one at the prompt's last token (the start of the assistant
-             turn: ArmoRM's gating token).
+  features   the frozen backbone's last hidden state at the response's last token (h_resp) and at the prompt's
+             last token (h_prompt: the start of the assistant turn, ArmoRM's gating token), each (prompt,
+             response) as if encoded alone; the answers to one prompt are packed behind it (a block mask: each
+             answer sees the prompt and itself), so the prompt is encoded once however many answers it has.
   stage 1    per objective k, ridge regression w_k on h_resp without intercept (a constant cancels in every
              comparison), the penalty α chosen from 1e-4 .. 1e4 by validation MSE on a seeded 80/20 split, then
              refitted on all rows; missing labels (NaN) are left out of that objective's fit. R = W h_resp ∈ R^K.
@@ -15,10 +16,18 @@ optional gating network, trained by `align rm train --config configs/mo_rm_suite
              logit_scale · Σ_k g_k R'_k, trained by Bradley–Terry −log σ(s_c − s_r) on the training pairs with the
              backbone and the heads frozen. Without gating the score is the mean of R'.
 
-Training data: the verifiable suite's pairs carry the gold graders' per-objective scores of both responses
-(`gold_chosen`, `gold_rejected`), the attribute scores the heads regress on. The run reports per-objective accuracy
-on held-out pairs (for objective k, the pairs whose gold scores differ on k: does R'_k order them as gold does;
-ties wrong) and, with `compare_with`, the same table for a scalar BT RM's one score.
+Training data (`data:`, split by a hash of the prompt into train and test): answers with per-objective labels —
+rated records (several answers to a prompt, each scored per objective: `format: finegrained_labels` for
+FineGrainedRLHF's relevance / factuality / completeness feedback, HelpSteer's or UltraFeedback's ratings) or pairs
+whose attributes carry per-objective scores of both sides (the verifiable suite's `gold_chosen` / `gold_rejected`,
+its gold graders' scores). The gating network and the overall accuracy use preference pairs: `preference:` (e.g.
+FineGrainedRLHF's pairwise human preferences, `format: finegrained`), else the data's own pairs.
+
+The run reports, on held-out data: per-objective accuracy (for objective k, every two answers to one prompt whose
+labels differ on k: does R'_k order them as the labels do; ties wrong) and the overall accuracy of the gated score
+on held-out preference pairs; beside them the same numbers for a scalar Bradley–Terry head fitted on the same frozen
+features from the preference pairs (`linear_bt`: what one scalar learns from pairwise preferences alone) and, with
+`compare_with`, for a trained scalar BT RM.
 
 The scorer `multi_objective` (in the table of reward_models.scorers) reads the saved model: `score` gives the gated
 score or one objective, `score_multi` the (B, K) named objective rewards, the K components of a composition.
@@ -28,20 +37,26 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import random
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
 import torch
+from tqdm.auto import tqdm
 
 from prefalign.config import option
 from prefalign.errors import UserError
+from prefalign.models.forward import hidden_states
 from prefalign.models.hub import DEFAULT_MODEL, load_model, load_tokenizer, pad_token_id, resolve
 from prefalign.models.precision import announce, decide_dtype, default_device
-from preference_data.records import Conversation
-from preference_data.suite import OBJECTIVES, build_suite
+from prefalign.training.evaluation import accuracy_report
+from preference_data.packing import pack
+from preference_data.records import Conversation, PreferencePair, RatedResponses
+from preference_data.sources import DataConfig, load
+from preference_data.suite import OBJECTIVES
 from preference_data.tokenize import tokenize_single
 
 from .model_scorers import ScalarOptions, ScalarScorer
@@ -64,35 +79,57 @@ class GatingSection:
 
 
 @dataclass
+class MODataConfig(DataConfig):
+    split_fractions: list[float] = option(
+        factory=lambda: [0.8, 0.0, 0.2],
+        doc="train/dev/test fractions by a hash of the prompt: train is fitted, test evaluated (`split` is not read)",
+    )
+
+
+@dataclass
 class MORMTrainConfig:
     kind: Literal["mo_rm_train"] = option("mo_rm_train", "config kind (fixed)")
     backbone: str = option(DEFAULT_MODEL, "frozen backbone: a causal LM or a sequence-classification RM (its trunk)")
     output_dir: str = option("runs/mo_rm_suite", "where the heads, gating and report go")
+    data: MODataConfig = option(
+        factory=MODataConfig,
+        doc="answers with per-objective labels: rated records, or pairs with gold_chosen / gold_rejected (the suite)",
+    )
+    preference: DataConfig | None = option(
+        None,
+        "preference pairs for the gating and the overall accuracy, split by prompt as `data` is (default: the "
+        "data's own pairs)",
+    )
     objectives: list[str] = option(
         factory=lambda: ["correctness", "instruction_following", "conciseness", "safety"],
-        doc="the suite objectives to regress (gold per-objective scores of each response)",
+        doc="the label names to regress (the suite: its gold objectives; a rated file: its score keys)",
     )
-    suite_seed: int = option(0, "seed of the verifiable suite (train pairs fit, test pairs evaluate)")
-    limit: int = option(0, "train pairs at most (0 = all)")
     debias: Literal["none", "length"] = option("length", "verbosity debiasing against a response-length head")
     corr_threshold: float = option(0.03, "debias: the Spearman correlation a debiased objective must not exceed")
     gating: GatingSection = option(factory=GatingSection, doc="stage 2")
-    compare_with: str | None = option(None, "a scalar BT RM directory scored on the same held-out pairs")
+    linear_bt: bool = option(
+        True, "also fit a scalar Bradley-Terry head on the same features from the preference pairs, for comparison"
+    )
+    compare_with: str | None = option(None, "a scalar BT RM directory scored on the same held-out data")
     max_length: int = option(1024, "tokens per (prompt, response) at most (the prompt is cut from the left)")
     batch_size: int = option(16, "sequences per backbone forward")
     dtype: str = option("auto", "backbone dtype: auto (bf16 where native), bfloat16, float32")
     seed: int = option(0, "seed of the validation split and the gating network")
 
     def check(self) -> list[str]:
-        p = [
-            f"objectives: '{o}' is not a suite objective; choose from {', '.join(OBJECTIVES)}"
-            for o in self.objectives
-            if o not in OBJECTIVES
-        ]
+        p = []
+        if self.data.source == "suite":
+            p += [
+                f"objectives: '{o}' is not a suite objective; choose from {', '.join(OBJECTIVES)}"
+                for o in self.objectives
+                if o not in OBJECTIVES
+            ]
         if not self.objectives:
             p.append("objectives: name at least one")
         if len(set(self.objectives)) != len(self.objectives):
             p.append("objectives: each at most once")
+        if self.data.split_fractions[2] <= 0:
+            p.append("data.split_fractions: the test fraction must be positive (held-out data is evaluated)")
         return p
 
 
@@ -114,8 +151,9 @@ class Backbone:
         cfg = json.loads((path / "config.json").read_text()) if (path / "config.json").exists() else {}
         seq_cls = any(str(a).endswith("ForSequenceClassification") for a in cfg.get("architectures", []))
         model = load_model(ref, dtype=self.dtype, merge=True, head="seq_cls" if seq_cls else "causal_lm")
-        self.trunk = (getattr(model, "model", None) or model.base_model).to(self.device).eval()
-        self.trunk.requires_grad_(False)
+        self.model = model.to(self.device).eval()
+        self.model.requires_grad_(False)
+        self.trunk = getattr(model, "model", None) or model.base_model
         self.max_length, self.batch_size = max_length, batch_size
         self.skipped = 0
 
@@ -147,24 +185,39 @@ class Backbone:
         lengths = torch.zeros(n)
         ok = torch.tensor([it is not None for it in items])
         self.skipped += int((~ok).sum())
-        order = sorted((i for i in range(n) if items[i] is not None), key=lambda i: -sum(map(len, items[i])))  # type: ignore[arg-type]
-        for s in range(0, len(order), self.batch_size):
-            idx = order[s : s + self.batch_size]
-            seqs = [items[i][0] + items[i][1] for i in idx]  # type: ignore[index]
-            T = max(map(len, seqs))
-            ids = torch.full((len(idx), T), self.pad_id, dtype=torch.long)
-            mask = torch.zeros((len(idx), T), dtype=torch.long)
-            for j, sq in enumerate(seqs):
-                ids[j, : len(sq)] = torch.tensor(sq)
-                mask[j, : len(sq)] = 1
+        # answers to one prompt share it: the prompt is encoded once and each answer attends to it and itself
+        groups: dict[tuple[int, ...], list[int]] = {}
+        for i, it in enumerate(items):
+            if it is not None:
+                groups.setdefault(tuple(it[0]), []).append(i)
+        packs: list[list[tuple[int, ...]]] = []  # prompts with the same number of answers, <= batch_size answers
+        by_k: dict[int, list[tuple[int, ...]]] = {}
+        for key, members in groups.items():
+            by_k.setdefault(len(members), []).append(key)
+        for k, keys in sorted(by_k.items()):
+            per = max(1, self.batch_size // k)
+            packs += [keys[s : s + per] for s in range(0, len(keys), per)]
+        quiet = n < 256 or os.environ.get("CI") == "true"  # a bar only where encoding takes a while
+        for keys in tqdm(packs, desc="encoding prompts and answers", unit="batch", disable=quiet):
+            rows = [groups[key] for key in keys]
+            batch = pack(
+                [list(key) for key in keys],
+                [[items[i][1] for i in members] for members in rows],  # type: ignore[index]
+                self.pad_id,
+                self.max_length,
+                "mask",
+            ).to(self.device)
             with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.dtype == "bfloat16"):
-                h = self.trunk(input_ids=ids.to(self.device), attention_mask=mask.to(self.device)).last_hidden_state
-            h = h.float().cpu()
-            for j, i in enumerate(idx):
-                P, R = len(items[i][0]), len(items[i][1])  # type: ignore[index]
-                hp[i] = h[j, P - 1]
-                hr[i] = h[j, P + R - 1]
-                lengths[i] = R
+                h = hidden_states(self.model, batch).float().cpu()
+            B = len(keys)
+            last_row, last_pos, n_tok = batch.last_row.cpu(), batch.last_pos.cpu(), batch.lengths.cpu()
+            for b, members in enumerate(rows):
+                prompt_row, prompt_pos = last_row[b], last_pos[b] - n_tok[b]  # the token before answer 0
+                for k, i in enumerate(members):
+                    seq = k * B + b
+                    hp[i] = h[prompt_row, prompt_pos]
+                    hr[i] = h[last_row[seq], last_pos[seq]]
+                    lengths[i] = n_tok[seq]
         return hp, hr, lengths, ok
 
 
@@ -293,10 +346,7 @@ def save_heads(heads: Heads, out: Path, meta: dict[str, Any]) -> None:
 def load_heads(path: str | Path) -> tuple[Heads, dict[str, Any]]:
     p = Path(path)
     if not (p / MO_FILE).exists():
-        raise UserError(
-            f"{p} is not a multi-objective RM (no {MO_FILE}); train one with `align rm train --config "
-            "configs/mo_rm_suite.yaml`"
-        )
+        raise UserError(f"{p} is not a multi-objective RM (no {MO_FILE}){_run_dir_hint(p)}")
     meta = json.loads((p / MO_FILE).read_text(encoding="utf-8"))
     t = torch.load(p / HEADS_FILE, map_location="cpu", weights_only=True)
     gating = None
@@ -308,54 +358,205 @@ def load_heads(path: str | Path) -> tuple[Heads, dict[str, Any]]:
     return Heads(meta["objectives"], t["W"], t["penalties"], t["w_verbosity"], gating), meta
 
 
+def _run_dir_hint(p: Path) -> str:
+    if (p / "model" / MO_FILE).exists():
+        return f"; {p} is a training run: its model is {p / 'model'}"
+    return "; train one with `align rm train --config configs/mo_rm_suite.yaml`"
+
+
 def objectives_of(path: str | Path) -> list[str]:
     """The objective names a saved multi-objective RM outputs (read from its json, no model loaded)."""
     p = Path(path) / MO_FILE
     if not p.exists():
-        raise UserError(f"{path}: not a multi-objective RM (no {MO_FILE})")
+        raise UserError(f"{path}: not a multi-objective RM (no {MO_FILE}){_run_dir_hint(Path(path))}")
     return list(json.loads(p.read_text(encoding="utf-8"))["objectives"])
 
 
 # --- training ---------------------------------------------------------------------------------------------------
 
 
-def _rows(pairs: list[Any], objectives: list[str]) -> tuple[list[Conversation], list[Conversation], torch.Tensor]:
-    """Unique (prompt, response) rows of suite pairs with their gold per-objective labels (NaN when missing)."""
-    seen: dict[tuple[str, str], int] = {}
+@dataclass
+class LabelledData:
+    """One split's objective-labelled answers (rated records) and preference pairs."""
+
+    rated: list[RatedResponses]
+    pairs: list[PreferencePair]
+    dropped: dict[str, int]
+
+
+def as_rated(pairs: list[PreferencePair]) -> list[RatedResponses]:
+    """Pairs whose attributes carry per-objective scores of both sides (`gold_chosen`, `gold_rejected`: the suite's
+    gold graders) as rated records of two answers; other pairs are left out."""
+    out = []
+    for p in pairs:
+        gc, gr = p.attributes.get("gold_chosen"), p.attributes.get("gold_rejected")
+        if not (isinstance(gc, dict) and isinstance(gr, dict)):
+            continue
+        scores = [
+            {k: float(v) for k, v in g.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+            for g in (gc, gr)
+        ]
+        out.append(RatedResponses(p.prompt, [p.chosen, p.rejected], scores, {"pair": p.id}, p.source))
+    return out
+
+
+def labelled_data(cfg: MORMTrainConfig, split: Literal["train", "test"]) -> LabelledData:
+    """The split's labelled answers (`data`) and preference pairs (`preference`, else the data's pairs); the
+    limit applies to the training split only."""
+    limit = cfg.data.limit if split == "train" else None
+    # with a preference file the rated records are not paired (their pairs would go unused)
+    loaded = load(replace(cfg.data, split=split, limit=limit, pairing="none" if cfg.preference else cfg.data.pairing))
+    dropped = dict(loaded.report.dropped)
+    pairs = loaded.pairs
+    if cfg.preference is not None:  # split as the data is, so no prompt is held out on one side and fitted on the other
+        pref = load(
+            replace(
+                cfg.preference,
+                split=split,
+                split_fractions=cfg.data.split_fractions,
+                split_seed=cfg.data.split_seed,
+                split_key="prompt",
+                limit=cfg.preference.limit if split == "train" else None,
+            )
+        )
+        pairs = pref.pairs
+        dropped.update({f"preference.{k}": v for k, v in pref.report.dropped.items()})
+    return LabelledData(loaded.rated + as_rated(loaded.pairs), pairs, dropped)
+
+
+def _key(prompt: Conversation, response: Conversation) -> str:
+    return json.dumps([[[m.role, m.content] for m in prompt], [[m.role, m.content] for m in response]])
+
+
+class FeatureCache:
+    """The backbone's features of each distinct (prompt, response), computed once: an answer that appears in the
+    labelled rows, in several preference pairs and in the evaluation is encoded one time."""
+
+    def __init__(self, bb: Backbone) -> None:
+        self.bb = bb
+        self.rows: dict[str, tuple[torch.Tensor, torch.Tensor, float, bool]] = {}
+
+    def __call__(self, prompts: list[Conversation], responses: list[Conversation]) -> tuple[torch.Tensor, ...]:
+        """(h_prompt (N, d), h_resp (N, d), lengths (N,), ok (N,)) as `Backbone.features`."""
+        keys = [_key(p, r) for p, r in zip(prompts, responses, strict=True)]
+        todo: dict[str, int] = {}
+        for i, k in enumerate(keys):
+            if k not in self.rows and k not in todo:
+                todo[k] = i
+        if todo:
+            idx = list(todo.values())
+            hp, hr, lengths, ok = self.bb.features([prompts[i] for i in idx], [responses[i] for i in idx])
+            for j, k in enumerate(todo):
+                self.rows[k] = (hp[j], hr[j], float(lengths[j]), bool(ok[j]))
+        got = [self.rows[k] for k in keys]
+        d = self.bb.trunk.config.hidden_size
+        if not got:
+            return torch.zeros(0, d), torch.zeros(0, d), torch.zeros(0), torch.zeros(0, dtype=torch.bool)
+        return (
+            torch.stack([g[0] for g in got]),
+            torch.stack([g[1] for g in got]),
+            torch.tensor([g[2] for g in got]),
+            torch.tensor([g[3] for g in got]),
+        )
+
+
+def _rows(
+    rated: list[RatedResponses], objectives: list[str]
+) -> tuple[list[Conversation], list[Conversation], torch.Tensor]:
+    """Distinct (prompt, response) rows of rated records with their per-objective labels (NaN when missing; a
+    repeated answer keeps its first labels)."""
+    seen: set[str] = set()
     prompts: list[Conversation] = []
     responses: list[Conversation] = []
     labels: list[list[float]] = []
-    for p in pairs:
-        for side in ("chosen", "rejected"):
-            resp = getattr(p, side)
-            key = (json.dumps([m.content for m in p.prompt]), json.dumps([m.content for m in resp]))
+    for r in rated:
+        for resp, sc in zip(r.responses, r.scores, strict=True):
+            key = _key(r.prompt, resp)
             if key in seen:
                 continue
-            gold = p.attributes.get(f"gold_{side}") or {}
-            seen[key] = len(prompts)
-            prompts.append(p.prompt)
+            seen.add(key)
+            prompts.append(r.prompt)
             responses.append(resp)
-            labels.append([float(gold[o]) if gold.get(o) is not None else math.nan for o in objectives])
-    return prompts, responses, torch.tensor(labels, dtype=torch.float32)
+            labels.append([float(sc[o]) if o in sc else math.nan for o in objectives])
+    return prompts, responses, torch.tensor(labels, dtype=torch.float32).reshape(len(labels), len(objectives))
 
 
 def per_objective_accuracy(
-    pairs: list[Any], objectives: list[str], score_c: torch.Tensor, score_r: torch.Tensor
+    rated: list[RatedResponses], objectives: list[str], scores: list[torch.Tensor]
 ) -> dict[str, Any]:
-    """For each objective, accuracy over the pairs whose gold scores differ on it; `score_*` are (N, K) (or (N, 1)
-    for one scalar used for every objective). Ties in the scores are wrong."""
+    """For each objective, accuracy over every two answers to one prompt whose labels differ on it; `scores[i]` is
+    record i's (n_i, K) objective scores (or (n_i, 1): one scalar used for every objective). Ties in the scores
+    are wrong; a comparison with an unscored answer (NaN) is left out and counted."""
     out: dict[str, Any] = {}
     for k, o in enumerate(objectives):
-        col = min(k, score_c.shape[1] - 1)
-        right = n = 0
-        for i, p in enumerate(pairs):
-            gc, gr = p.attributes["gold_chosen"].get(o), p.attributes["gold_rejected"].get(o)
-            if gc is None or gr is None or gc == gr:
-                continue
-            n += 1
-            d = float(score_c[i, col] - score_r[i, col])
-            right += int((d > 0) == (gc > gr) and d != 0)
-        out[o] = {"accuracy": right / n if n else math.nan, "pairs": n}
+        right = n = unscored = 0
+        for r, s in zip(rated, scores, strict=True):
+            col = min(k, s.shape[1] - 1)
+            for i in range(len(r.responses)):
+                for j in range(i + 1, len(r.responses)):
+                    gi, gj = r.scores[i].get(o), r.scores[j].get(o)
+                    if gi is None or gj is None or gi == gj:
+                        continue
+                    d = float(s[i, col] - s[j, col])
+                    if math.isnan(d):
+                        unscored += 1
+                        continue
+                    n += 1
+                    right += int(d != 0 and (d > 0) == (gi > gj))
+        out[o] = {"accuracy": right / n if n else math.nan, "pairs": n, "unscored": unscored}
+    return out
+
+
+def pair_accuracy(pairs: list[PreferencePair], score_c: torch.Tensor, score_r: torch.Tensor) -> tuple[float, int]:
+    """(accuracy, pairs scored) of `accuracy_report` over the pairs whose two scores are numbers (ties wrong); a pair
+    with a NaN side (an answer that could not be encoded) is left out."""
+    ok = ~(torch.isnan(score_c) | torch.isnan(score_r))
+    kept = [p for p, k in zip(pairs, ok.tolist(), strict=True) if k]
+    return accuracy_report(kept, score_c[ok], score_r[ok])["accuracy"], len(kept)
+
+
+def fit_bt_head(diff: torch.Tensor, seed: int) -> tuple[torch.Tensor, float, float]:
+    """A linear Bradley–Terry head on h_resp: w = argmin mean softplus(−(h_c − h_r)·w) + α|w|², α chosen from
+    ALPHAS·1e-4 by validation loss on a seeded 80/20 split of the pairs, then refitted on all. `diff` is
+    h_c − h_r (N, d). Returns (w, α, validation loss)."""
+    if len(diff) < 5:
+        raise UserError(f"the linear BT head has {len(diff)} training pairs; at least 5 are needed")
+    X = diff.double()
+
+    def fit(rows: torch.Tensor, alpha: float) -> torch.Tensor:
+        w = torch.zeros(X.shape[1], dtype=torch.float64, requires_grad=True)
+        opt = torch.optim.LBFGS([w], lr=1.0, max_iter=200, line_search_fn="strong_wolfe")
+
+        def closure() -> torch.Tensor:
+            opt.zero_grad()
+            loss = torch.nn.functional.softplus(-(X[rows] @ w)).mean() + alpha * (w * w).sum()
+            loss.backward()
+            return loss
+
+        opt.step(closure)
+        return w.detach()
+
+    idx = list(range(len(X)))
+    random.Random(seed).shuffle(idx)
+    cut = int(0.8 * len(idx))
+    tr, va = torch.tensor(idx[:cut]), torch.tensor(idx[cut:])
+    best = (math.inf, 0.0)
+    for a in (1e-4 * x for x in ALPHAS):
+        w = fit(tr, a)
+        val = float(torch.nn.functional.softplus(-(X[va] @ w)).mean())
+        if val < best[0]:
+            best = (val, a)
+    return fit(torch.arange(len(X)), best[1]).float(), best[1], best[0]
+
+
+def _record_scores(feats: FeatureCache, rated: list[RatedResponses], score: Any) -> list[torch.Tensor]:
+    """Per rated record, `score(h_prompt, h_resp)` of its answers as (n_i, K or 1), NaN rows for unencodable answers."""
+    out = []
+    for r in rated:
+        hp, hr, _, ok = feats([r.prompt] * len(r.responses), r.responses)
+        s = score(hp, hr)
+        s = s.unsqueeze(-1) if s.dim() == 1 else s
+        out.append(s.masked_fill(~ok.unsqueeze(-1), math.nan))
     return out
 
 
@@ -363,12 +564,34 @@ def run(cfg: MORMTrainConfig, resume: bool = False) -> dict[str, Any]:
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
-    suite = build_suite(seed=cfg.suite_seed)
-    train_pairs = list(suite.train_pairs)[: cfg.limit or None]
-    test_pairs = list(suite.test_pairs)
+    train, test = labelled_data(cfg, "train"), labelled_data(cfg, "test")
+    if not train.rated:
+        raise UserError(
+            f"data.source {cfg.data.source}: no answers with per-objective labels in the train split; give rated "
+            "records (e.g. format: finegrained_labels, helpsteer) or pairs whose attributes hold gold_chosen / "
+            "gold_rejected (the suite)"
+        )
+    present = {k for r in train.rated for sc in r.scores for k in sc}
+    missing = [o for o in cfg.objectives if o not in present]
+    if missing:
+        raise UserError(
+            f"objectives: {', '.join(missing)} label no answer of data.source {cfg.data.source}; its labels are "
+            f"{', '.join(sorted(present)) or 'none'}"
+        )
+    if (cfg.gating.enabled or cfg.linear_bt) and not train.pairs:
+        raise UserError(
+            f"no preference pairs in the train split of {(cfg.preference or cfg.data).source} for the gating / the "
+            "linear BT head; give `preference:` (e.g. format: finegrained) or set gating.enabled: false and "
+            "linear_bt: false"
+        )
     bb = Backbone(cfg.backbone, cfg.dtype, cfg.max_length, cfg.batch_size)
-    prompts, responses, Y = _rows(train_pairs, cfg.objectives)
-    hp, hr, lengths, ok = bb.features(prompts, responses)
+    feats = FeatureCache(bb)
+    # every answer the run reads, encoded in one pass: a prompt is encoded once with all its answers
+    every = [(r.prompt, a) for r in train.rated + test.rated for a in r.responses]
+    every += [(p.prompt, a) for p in train.pairs + test.pairs for a in (p.chosen, p.rejected)]
+    feats([p for p, _ in every], [a for _, a in every])
+    prompts, responses, Y = _rows(train.rated, cfg.objectives)
+    hp, hr, lengths, ok = feats(prompts, responses)
     hp, hr, lengths, Y = hp[ok], hr[ok], lengths[ok], Y[ok]
     heads_w, alphas, mses = [], {}, {}
     for k, o in enumerate(cfg.objectives):
@@ -382,12 +605,16 @@ def run(cfg: MORMTrainConfig, resume: bool = False) -> dict[str, Any]:
         w_v, a, mse = fit_head(hr, lengths / 100.0, cfg.seed)
         alphas["verbosity"], mses["verbosity"] = a, mse
         penalties = torch.tensor(verbosity_penalties(hr @ W.T, hr @ w_v, cfg.corr_threshold))
-    gating = None
     heads = Heads(list(cfg.objectives), W, penalties, w_v, None)
     gate_log: list[float] = []
+    pc = feats([p.prompt for p in train.pairs], [p.chosen for p in train.pairs])
+    pr = feats([p.prompt for p in train.pairs], [p.rejected for p in train.pairs])
+    both = pc[3] & pr[3]
     if cfg.gating.enabled:
-        gating = train_gating(cfg, bb, heads, train_pairs, gate_log)
-        heads.gating = gating
+        heads.gating = train_gating(cfg, pc[0][both], heads.rewards(pc[1][both]), heads.rewards(pr[1][both]), gate_log)
+    bt_w = None
+    if cfg.linear_bt:
+        bt_w, bt_alpha, bt_val = fit_bt_head(pc[1][both] - pr[1][both], cfg.seed)
     meta = {
         "backbone": cfg.backbone,
         "debias": cfg.debias,
@@ -404,56 +631,92 @@ def run(cfg: MORMTrainConfig, resume: bool = False) -> dict[str, Any]:
         "train_rows": int(len(Y)),
     }
     save_heads(heads, out / "model", meta)
-    # held-out evaluation
-    hp_c, hr_c, _, ok_c = bb.features([p.prompt for p in test_pairs], [p.chosen for p in test_pairs])
-    hp_r, hr_r, _, ok_r = bb.features([p.prompt for p in test_pairs], [p.rejected for p in test_pairs])
-    both = ok_c & ok_r
-    kept = [p for p, k in zip(test_pairs, both.tolist(), strict=True) if k]
-    Rc, Rr = heads.rewards(hr_c[both]), heads.rewards(hr_r[both])
-    sc, sr = heads.score(hp_c[both], hr_c[both]), heads.score(hp_r[both], hr_r[both])
+    # held-out evaluation: per-objective on the labelled answers, overall on the preference pairs
+    tc = feats([p.prompt for p in test.pairs], [p.chosen for p in test.pairs])
+    tr = feats([p.prompt for p in test.pairs], [p.rejected for p in test.pairs])
+
+    def overall(score: Any) -> float:
+        sc = score(tc[0], tc[1]).masked_fill(~tc[3], math.nan)
+        sr = score(tr[0], tr[1]).masked_fill(~tr[3], math.nan)
+        return pair_accuracy(test.pairs, sc, sr)[0]
+
+    overall_acc, scored_pairs = pair_accuracy(
+        test.pairs,
+        heads.score(tc[0], tc[1]).masked_fill(~tc[3], math.nan),
+        heads.score(tr[0], tr[1]).masked_fill(~tr[3], math.nan),
+    )
     report: dict[str, Any] = {
         "model_dir": str(out / "model"),
         "backbone": cfg.backbone,
+        "data": {
+            "source": cfg.data.source,
+            "format": cfg.data.format,
+            "preference": cfg.preference.source if cfg.preference else cfg.data.source,
+            "train_labelled_prompts": len(train.rated),
+            "train_pairs": len(train.pairs),
+            "test_labelled_prompts": len(test.rated),
+            "dropped": train.dropped,  # rows of the files (read whole, before the split) left out, by reason
+        },
         "objectives": cfg.objectives,
         "train_rows": int(len(Y)),
         "skipped_rows": bb.skipped,
-        "test_pairs": len(kept),
-        "per_objective": per_objective_accuracy(kept, cfg.objectives, Rc, Rr),
-        "overall_accuracy": float(((sc - sr) > 0).float().mean()) if len(kept) else math.nan,
+        "test_pairs": scored_pairs,
+        "per_objective": per_objective_accuracy(
+            test.rated, cfg.objectives, _record_scores(feats, test.rated, lambda hp, hr: heads.rewards(hr))
+        ),
+        "overall_accuracy": overall_acc,
         "penalties": meta["penalties"],
         "alphas": alphas,
         "validation_mse": mses,
         "gating_loss": gate_log[-1] if gate_log else None,
-        "seconds": round(time.time() - t0, 1),
     }
+    if bt_w is not None:
+        w_bt = bt_w
+
+        def bt_score(hp: torch.Tensor, hr: torch.Tensor) -> torch.Tensor:
+            return hr @ w_bt
+
+        report["linear_bt"] = {
+            "alpha": bt_alpha,
+            "validation_loss": bt_val,
+            "per_objective": per_objective_accuracy(
+                test.rated, cfg.objectives, _record_scores(feats, test.rated, bt_score)
+            ),
+            "overall_accuracy": overall(bt_score),
+        }
     if cfg.compare_with:
         bt = ScalarScorer(ScalarOptions(model=cfg.compare_with))
-        bc = torch.tensor(bt.score([p.prompt for p in kept], [p.chosen for p in kept])).unsqueeze(-1)
-        br = torch.tensor(bt.score([p.prompt for p in kept], [p.rejected for p in kept])).unsqueeze(-1)
+
+        def scalar(prompts: list[Conversation], responses: list[Conversation]) -> torch.Tensor:
+            return torch.tensor(bt.score(prompts, responses), dtype=torch.float32).reshape(len(prompts), 1)
+
+        bc = scalar([p.prompt for p in test.pairs], [p.chosen for p in test.pairs])[:, 0]
+        br = scalar([p.prompt for p in test.pairs], [p.rejected for p in test.pairs])[:, 0]
         report["bt"] = {
             "model": cfg.compare_with,
-            "per_objective": per_objective_accuracy(kept, cfg.objectives, bc, br),
-            "overall_accuracy": float(((bc - br)[:, 0] > 0).float().mean()),
+            "per_objective": per_objective_accuracy(
+                test.rated, cfg.objectives, [scalar([r.prompt] * len(r.responses), r.responses) for r in test.rated]
+            ),
+            "overall_accuracy": pair_accuracy(test.pairs, bc, br)[0],
         }
+    report["seconds"] = round(time.time() - t0, 1)
     report["run_report"] = str(out / "report.json")
     (out / "report.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
     return report
 
 
-def train_gating(cfg: MORMTrainConfig, bb: Backbone, heads: Heads, pairs: list[Any], log: list[float]) -> Gating:
-    """Stage 2: the gating MLP by Bradley–Terry on the training pairs, backbone and heads frozen (full batch)."""
+def train_gating(
+    cfg: MORMTrainConfig, h_prompt: torch.Tensor, Rc: torch.Tensor, Rr: torch.Tensor, log: list[float]
+) -> Gating:
+    """Stage 2: the gating MLP by Bradley–Terry on the training pairs' objective rewards (chosen Rc, rejected Rr),
+    backbone and heads frozen (full batch)."""
     torch.manual_seed(cfg.seed)
-    hp_c, hr_c, _, ok_c = bb.features([p.prompt for p in pairs], [p.chosen for p in pairs])
-    _, hr_r, _, ok_r = bb.features([p.prompt for p in pairs], [p.rejected for p in pairs])
-    both = ok_c & ok_r
-    Rc, Rr = heads.rewards(hr_c[both]), heads.rewards(hr_r[both])
     g = cfg.gating
-    net = Gating(hp_c.shape[1], len(cfg.objectives), g.hidden, g.layers, g.dropout, g.temperature)
+    net = Gating(h_prompt.shape[1], len(cfg.objectives), g.hidden, g.layers, g.dropout, g.temperature)
     opt = torch.optim.AdamW(net.parameters(), lr=g.lr, weight_decay=0.0)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, max(g.steps, 1))
-    x = hp_c[both]
     for _ in range(g.steps):
-        gate = net(x)
+        gate = net(h_prompt)
         d = net.logit_scale * (gate * (Rc - Rr)).sum(-1)
         loss = torch.nn.functional.softplus(-d).mean()  # −log σ(s_c − s_r)
         opt.zero_grad()
@@ -466,18 +729,22 @@ def train_gating(cfg: MORMTrainConfig, bb: Backbone, heads: Heads, pairs: list[A
 
 
 def summary_lines(report: dict[str, Any]) -> list[str]:
+    data = report.get("data", {})
     lines = [
-        f"multi-objective RM on {report['backbone']}: {report['train_rows']} training rows, "
-        f"{report['test_pairs']} held-out pairs; saved to {report['model_dir']}",
-        "per-objective accuracy on held-out pairs (pairs whose gold scores differ on the objective):",
+        f"multi-objective RM on {report['backbone']}: {report['train_rows']} labelled training answers "
+        f"({data.get('train_labelled_prompts', '?')} prompts), {data.get('train_pairs', '?')} preference pairs; "
+        f"saved to {report['model_dir']}",
+        "held-out accuracy per objective (two answers to one prompt whose labels differ on it):",
     ]
-    bt = report.get("bt")
+    others = [(name, report[key]) for key, name in (("linear_bt", "linear BT"), ("bt", "BT RM")) if key in report]
+    head = f"  {'objective':<22} {'heads':>7}" + "".join(f" {name:>10}" for name, _ in others) + "   pairs"
+    lines.append(head)
     for o, v in report["per_objective"].items():
-        extra = f"   BT RM {bt['per_objective'][o]['accuracy']:.3f}" if bt else ""
-        lines.append(f"  {o:<22} {v['accuracy']:.3f} ({v['pairs']} pairs){extra}")
+        cols = "".join(f" {r['per_objective'][o]['accuracy']:>10.3f}" for _, r in others)
+        lines.append(f"  {o:<22} {v['accuracy']:>7.3f}{cols}   {v['pairs']}")
+    cols = "".join(f" {r['overall_accuracy']:>10.3f}" for _, r in others)
     lines.append(
-        f"  overall (gated score)  {report['overall_accuracy']:.3f}"
-        + (f"   BT RM {bt['overall_accuracy']:.3f}" if bt else "")
+        f"  {'preference pairs':<22} {report['overall_accuracy']:>7.3f}{cols}   {report['test_pairs']}  (gated score)"
     )
     return lines
 

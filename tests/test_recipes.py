@@ -32,6 +32,21 @@ def test_policy_recipes_reward_with_learned_models_and_oracles_say_so():
             assert not types & GOLD, f"{name} rewards a policy with the gold graders; name it *_oracle.yaml"
 
 
+def test_reward_models_named_by_recipes_are_what_a_recipe_writes():
+    """A reward component's `model: runs/...` is the model a config in configs/ saves (an RM run writes its model
+    under output_dir/model), so the shipped recipes chain without edits."""
+    outputs = {}
+    for p in (ROOT / "configs").glob("*.yaml"):
+        data = read_yaml(str(p)) or {}
+        if data.get("kind") in ("rm_train", "mo_rm_train") and "output_dir" in data:
+            outputs[f"{data['output_dir']}/model"] = p.name
+    for name in RECIPES:
+        for c in read_yaml(str(ROOT / "configs" / name))["reward"]:
+            model = str(c.get("model", ""))
+            if model.startswith("runs/") and c["type"] in ("scalar", "multi_objective"):
+                assert model in outputs, f"{name}: {model} is not written by any RM recipe ({sorted(outputs)})"
+
+
 @pytest.fixture(scope="module")
 def tiny_models(tmp_path_factory, tiny_model_ref) -> dict[str, str]:
     """A tiny scalar RM and a tiny multi-objective RM (trained on a few suite pairs), by scorer type."""
@@ -50,7 +65,7 @@ def tiny_models(tmp_path_factory, tiny_model_ref) -> dict[str, str]:
             {
                 "backbone": tiny_model_ref,
                 "output_dir": str(root / "mo"),
-                "limit": 24,
+                "data": {"limit": 24},
                 "gating": {"steps": 2, "hidden": 8},
                 "dtype": "float32",
             },
