@@ -40,6 +40,7 @@ import math
 import os
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -549,15 +550,39 @@ def fit_bt_head(diff: torch.Tensor, seed: int) -> tuple[torch.Tensor, float, flo
     return fit(torch.arange(len(X)), best[1]).float(), best[1], best[0]
 
 
-def _record_scores(feats: FeatureCache, rated: list[RatedResponses], score: Any) -> list[torch.Tensor]:
-    """Per rated record, `score(h_prompt, h_resp)` of its answers as (n_i, K or 1), NaN rows for unencodable answers."""
-    out = []
-    for r in rated:
-        hp, hr, _, ok = feats([r.prompt] * len(r.responses), r.responses)
+Rows = Callable[[list[Conversation], list[Conversation]], torch.Tensor]
+"""A scorer of (prompt, answer) rows: (N, K) objective scores or (N,) one score, NaN where it cannot score."""
+
+
+def on_features(feats: FeatureCache, score: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> Rows:
+    """`score(h_prompt, h_resp)` as a row scorer over the cached features (NaN for unencodable answers)."""
+
+    def rows(prompts: list[Conversation], responses: list[Conversation]) -> torch.Tensor:
+        hp, hr, _, ok = feats(prompts, responses)
         s = score(hp, hr)
-        s = s.unsqueeze(-1) if s.dim() == 1 else s
-        out.append(s.masked_fill(~ok.unsqueeze(-1), math.nan))
-    return out
+        return s.masked_fill(~(ok.unsqueeze(-1) if s.dim() == 2 else ok), math.nan)
+
+    return rows
+
+
+def held_out(test: LabelledData, objectives: list[str], objective_rows: Rows, overall_rows: Rows) -> dict[str, Any]:
+    """One scorer on the held-out split: per-objective accuracy of `objective_rows` on the labelled answers, and
+    the accuracy of `overall_rows` on the preference pairs."""
+    per_record = []
+    for r in test.rated:
+        s = objective_rows([r.prompt] * len(r.responses), r.responses)
+        per_record.append(s.unsqueeze(-1) if s.dim() == 1 else s)
+    prompts = [p.prompt for p in test.pairs]
+    acc, scored = pair_accuracy(
+        test.pairs,
+        overall_rows(prompts, [p.chosen for p in test.pairs]),
+        overall_rows(prompts, [p.rejected for p in test.pairs]),
+    )
+    return {
+        "per_objective": per_objective_accuracy(test.rated, objectives, per_record),
+        "overall_accuracy": acc,
+        "test_pairs": scored,
+    }
 
 
 def run(cfg: MORMTrainConfig, resume: bool = False) -> dict[str, Any]:
@@ -632,18 +657,8 @@ def run(cfg: MORMTrainConfig, resume: bool = False) -> dict[str, Any]:
     }
     save_heads(heads, out / "model", meta)
     # held-out evaluation: per-objective on the labelled answers, overall on the preference pairs
-    tc = feats([p.prompt for p in test.pairs], [p.chosen for p in test.pairs])
-    tr = feats([p.prompt for p in test.pairs], [p.rejected for p in test.pairs])
-
-    def overall(score: Any) -> float:
-        sc = score(tc[0], tc[1]).masked_fill(~tc[3], math.nan)
-        sr = score(tr[0], tr[1]).masked_fill(~tr[3], math.nan)
-        return pair_accuracy(test.pairs, sc, sr)[0]
-
-    overall_acc, scored_pairs = pair_accuracy(
-        test.pairs,
-        heads.score(tc[0], tc[1]).masked_fill(~tc[3], math.nan),
-        heads.score(tr[0], tr[1]).masked_fill(~tr[3], math.nan),
+    ours = held_out(
+        test, cfg.objectives, on_features(feats, lambda hp, hr: heads.rewards(hr)), on_features(feats, heads.score)
     )
     report: dict[str, Any] = {
         "model_dir": str(out / "model"),
@@ -660,45 +675,26 @@ def run(cfg: MORMTrainConfig, resume: bool = False) -> dict[str, Any]:
         "objectives": cfg.objectives,
         "train_rows": int(len(Y)),
         "skipped_rows": bb.skipped,
-        "test_pairs": scored_pairs,
-        "per_objective": per_objective_accuracy(
-            test.rated, cfg.objectives, _record_scores(feats, test.rated, lambda hp, hr: heads.rewards(hr))
-        ),
-        "overall_accuracy": overall_acc,
+        **ours,
         "penalties": meta["penalties"],
         "alphas": alphas,
         "validation_mse": mses,
         "gating_loss": gate_log[-1] if gate_log else None,
     }
     if bt_w is not None:
-        w_bt = bt_w
-
-        def bt_score(hp: torch.Tensor, hr: torch.Tensor) -> torch.Tensor:
-            return hr @ w_bt
-
+        linear = on_features(feats, lambda hp, hr: hr @ bt_w)
         report["linear_bt"] = {
             "alpha": bt_alpha,
             "validation_loss": bt_val,
-            "per_objective": per_objective_accuracy(
-                test.rated, cfg.objectives, _record_scores(feats, test.rated, bt_score)
-            ),
-            "overall_accuracy": overall(bt_score),
+            **held_out(test, cfg.objectives, linear, linear),
         }
     if cfg.compare_with:
         bt = ScalarScorer(ScalarOptions(model=cfg.compare_with))
 
         def scalar(prompts: list[Conversation], responses: list[Conversation]) -> torch.Tensor:
-            return torch.tensor(bt.score(prompts, responses), dtype=torch.float32).reshape(len(prompts), 1)
+            return torch.tensor(bt.score(prompts, responses), dtype=torch.float32)
 
-        bc = scalar([p.prompt for p in test.pairs], [p.chosen for p in test.pairs])[:, 0]
-        br = scalar([p.prompt for p in test.pairs], [p.rejected for p in test.pairs])[:, 0]
-        report["bt"] = {
-            "model": cfg.compare_with,
-            "per_objective": per_objective_accuracy(
-                test.rated, cfg.objectives, [scalar([r.prompt] * len(r.responses), r.responses) for r in test.rated]
-            ),
-            "overall_accuracy": pair_accuracy(test.pairs, bc, br)[0],
-        }
+        report["bt"] = {"model": cfg.compare_with, **held_out(test, cfg.objectives, scalar, scalar)}
     report["seconds"] = round(time.time() - t0, 1)
     report["run_report"] = str(out / "report.json")
     (out / "report.json").write_text(json.dumps(report, indent=2), encoding="utf-8")

@@ -68,9 +68,11 @@ def tiny_models(tmp_path_factory, tiny_model_ref) -> dict[str, str]:
                 "data": {"limit": 24},
                 "gating": {"steps": 2, "hidden": 8},
                 "dtype": "float32",
+                "compare_with": str(root / "rm"),  # the scalar RM scored on the same held-out data
             },
         )
     )
+    assert set(mo["bt"]["per_objective"]) == set(mo["per_objective"])
     return {"scalar": str(root / "rm"), "multi_objective": mo["model_dir"]}
 
 
