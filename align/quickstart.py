@@ -16,12 +16,13 @@ earlier stage writes finds them in `out_dir`):
                round keeps the prompts where the RM's best beats its worst by most (`keep_pairs`), and DPO with
                the NLL term learns the RM's best against its worst, each pair weighted by its RM margin; the RM
                decides every pair, no gold label is read
-  7. eval    - greedy answers of the base model, the offline-DPO policy and the RM-aligned policy to held-out
-               prompts (family-balanced, plus enough safety prompts for both safety rates), graded by the gold
-               graders: gains with paired bootstrap 95% intervals, the safety rates with intervals, per family, and
-               the RM's score of the same answers beside gold's (the learned reward's rise)
-  8. online  - (`align quickstart --full`, or `online` in `stages`) GRPO against the RM with a KL term, from the
+  7. online  - (`align quickstart --full`, or `online` in `stages`) GRPO against the RM with a KL term, from the
                aligned policy
+  8. eval    - greedy answers of the base model, the offline-DPO policy, the RM-aligned policy and (when the online
+               stage ran) the GRPO policy to held-out prompts (family-balanced, plus enough safety prompts for both
+               safety rates), graded by the gold graders: gains with paired bootstrap 95% intervals, each trained
+               policy against the offline-DPO row, the safety rates with intervals, per family, and the RM's score
+               of the same answers beside gold's (the learned reward's rise)
 
 Where bf16 is not native, every stage runs in fp32 and the trained stages are shortened by `fp32_work`.
 """
@@ -147,7 +148,7 @@ def _default_online() -> OnlineConfig:
     )
 
 
-STAGES = ["suite", "doctor", "rm", "dpo", "align", "eval", "online"]
+STAGES = ["suite", "doctor", "rm", "dpo", "align", "online", "eval"]
 
 
 @dataclass
@@ -368,12 +369,18 @@ def align_stage(cfg: QuickstartConfig, p: Pipeline, summary: dict[str, Any]) -> 
     }
 
 
+EVAL_POLICIES = {"online": "online", "aligned": "align", "dpo": "dpo"}
+"""The policies the eval stage grades (its summary's keys) and the stage that trains each, the headline first."""
+
+
 def eval_stage(cfg: QuickstartConfig, p: Pipeline, summary: dict[str, Any]) -> dict[str, Any]:
-    """Gold-graded greedy answers of the base model, the offline-DPO policy (the comparison row) and the RM-aligned
-    policy (the headline) to the same held-out prompts, and the RM's score of each answer."""
+    """Gold-graded greedy answers of the base model, the offline-DPO policy (the comparison row), the RM-aligned
+    policy and, when this run includes the online stage, the GRPO policy to the same held-out prompts, and the RM's
+    score of each answer; every trained policy against the offline-DPO row (paired)."""
     policies = {
-        "aligned": _made_by(p, summary, "align", "policy_dir"),
-        "dpo": _made_by(p, summary, "dpo", "policy_dir"),
+        name: _made_by(p, summary, stage, "policy_dir")
+        for name, stage in EVAL_POLICIES.items()
+        if stage != "online" or p.wants("online")  # a GRPO run left in out_dir by an earlier --full is not graded
     }
     if not any(policies.values()):
         p.say("eval: no trained policy (add the dpo and align stages); skipping")
@@ -403,10 +410,11 @@ def eval_stage(cfg: QuickstartConfig, p: Pipeline, summary: dict[str, Any]) -> d
         for line in report_lines(report):
             p.say(f"eval {name}: {line}")
         out[name] = eval_summary(report)
-    if "aligned" in out and "dpo" in out:
-        a, d = out["aligned"], out["dpo"]
-        lo, hi = paired_bootstrap(a["per_prompt"], d["per_prompt"])
-        out["aligned_vs_dpo"] = {"gain": a["after"] - d["after"], "gain_ci95": [lo, hi]}
+    for name in ("aligned", "online"):
+        if name in out and "dpo" in out:
+            a, d = out[name], out["dpo"]
+            lo, hi = paired_bootstrap(a["per_prompt"], d["per_prompt"])
+            out[f"{name}_vs_dpo"] = {"gain": a["after"] - d["after"], "gain_ci95": [lo, hi]}
     return out
 
 
@@ -462,6 +470,7 @@ def online_stage(cfg: QuickstartConfig, p: Pipeline, summary: dict[str, Any]) ->
         "after": ev.get("final"),
         "gain": ev.get("delta"),
         "gain_ci95": ev.get("delta_ci95"),
+        "eval_prompts": ev.get("prompts"),
         "reward_before": ev.get("reward_initial"),
         "reward_after": ev.get("reward_final"),
     }
@@ -473,8 +482,8 @@ STAGE_RUNNERS = {
     "rm": rm_stage,
     "dpo": dpo_stage,
     "align": align_stage,
-    "eval": eval_stage,
     "online": online_stage,
+    "eval": eval_stage,
 }
 """Each stage's runner, in pipeline order (the model stage always runs first)."""
 

@@ -75,6 +75,13 @@ def test_quickstart_all_stages_on_the_tiny_model(tmp_path, capsys):
     assert report["base_model"] == summary["align"]["policy_dir"]  # it started from the aligned policy
     assert report["reward"][0]["scorer"]["model"] == summary["rm"]["model_dir"]  # against the RM, not gold
     assert report["eval"]["prompts"] == 4
+    # the eval stage, after the online stage, grades the GRPO policy on the same prompts beside the other two
+    assert summary["eval"]["online"]["policy"] == summary["online"]["policy_dir"]
+    assert summary["eval"]["online"]["prompts"] == summary["eval"]["aligned"]["prompts"]
+    assert "GRPO: gold score" in full and "GRPO vs offline DPO" in full and "RM-aligned vs offline DPO" in full
+    # a plain rerun does not grade the GRPO run an earlier --full left in out_dir
+    assert main(["quickstart", "--out", str(out), *TINY]) == 0
+    assert "online" not in json.loads((out / "summary.json").read_text())["eval"]
 
 
 def test_the_align_stage_is_driven_by_the_rm(tmp_path):

@@ -40,28 +40,32 @@ def print_outputs(summary: dict, root: Path, seconds: float) -> None:
         a = summary["align"]
         rounds = f"{len(a['rounds'])} rounds ranked by the RM"
         print(f"  RM-aligned    {a['policy_dir']}  ({rounds}; {root / 'align' / 'report.html'})")
-    e = summary.get("eval") or {}
-    for name, label in (("aligned", "RM-aligned"), ("dpo", "offline DPO")):
-        if name in e:
-            print_eval(label, e[name])
-    if "aligned_vs_dpo" in e:
-        c = e["aligned_vs_dpo"]
-        lo, hi = c["gain_ci95"]
-        print(f"  RM-aligned vs offline DPO: {c['gain']:+.3f} gold (95% CI {lo:+.3f} .. {hi:+.3f})")
-    if e:
-        print(f"  generations   {root / 'eval'}/<policy>/generations.jsonl")
     if summary.get("online"):
         o = summary["online"]
-        print(f"  GRPO policy   {o['policy_dir']}  ({o['steps']} steps against the RM)")
+        print(f"  GRPO policy   {o['policy_dir']}  ({o['steps']} steps against the RM from the RM-aligned policy)")
         print(f"  GRPO report   {root / 'online' / 'report.html'}  (numbers {root / 'online' / 'report.json'})")
         if o.get("gain") is not None:
             lo, hi = o["gain_ci95"]
             print(
-                f"  gold score    {o['before']:.3f} before GRPO -> {o['after']:.3f} after "
-                f"(gain {o['gain']:+.3f}, 95% CI {lo:+.3f} .. {hi:+.3f})"
+                f"  GRPO's own held-out check {o['before']:.3f} -> {o['after']:.3f} "
+                f"(gain {o['gain']:+.3f}, 95% CI {lo:+.3f} .. {hi:+.3f}; {o['eval_prompts']} prompts)"
             )
+    e = summary.get("eval") or {}
+    for name, label in EVAL_LABELS.items():
+        if name in e:
+            print_eval(label, e[name])
+    for name, label in EVAL_LABELS.items():
+        if f"{name}_vs_dpo" in e:
+            c = e[f"{name}_vs_dpo"]
+            lo, hi = c["gain_ci95"]
+            print(f"  {label} vs offline DPO: {c['gain']:+.3f} gold (95% CI {lo:+.3f} .. {hi:+.3f})")
+    if e:
+        print(f"  generations   {root / 'eval'}/<policy>/generations.jsonl")
     print(f"  summary       {root / 'summary.json'}")
 
+
+EVAL_LABELS = {"online": "GRPO", "aligned": "RM-aligned", "dpo": "offline DPO"}
+"""How the eval stage's policies are named in the printout, the headline first."""
 
 SAFETY_LINES = (
     ("harmful_compliance", "harmful requests complied with"),
