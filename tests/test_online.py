@@ -379,3 +379,55 @@ def test_hacking_alert_fires_in_a_run(tmp_path, tiny_model_ref, monkeypatch):
     alerts = [json.loads(x) for x in (Path(cfg.output_dir) / "alerts.jsonl").read_text().splitlines()]
     assert [a["key"] for a in alerts] == ["reward_hacking"] and alerts[0]["step"] == 2
     assert "reward hacking" in (Path(cfg.output_dir) / "report.html").read_text()
+
+
+# --- the prompt's reference response as a member of its group ----------------------------------------------------
+
+
+def test_reference_joins_each_group_ranked_by_the_reward(tmp_path, tiny_model_ref):
+    """`rollout.candidates: policy_and_reference`: each group gets the prompt's reference response after its samples,
+    its π_old is the current policy's log-prob of its tokens (checked against a plain transformers forward), the
+    reward scores it like a sample, and the step's reward statistics stay those of the samples."""
+    from transformers import AutoModelForCausalLM
+
+    from align import online
+    from prefalign.models.hub import resolve
+
+    cfg = online_config(
+        tmp_path,
+        "ref",
+        reward=[{"type": "grader"}],
+        rollout={"group_size": 2, "prompts_per_step": 3, "max_new_tokens": 48, "candidates": "policy_and_reference"},
+        train__max_steps=1,
+    )
+    online.run(cfg)
+    data = json.loads((Path(cfg.output_dir) / "rollouts" / "step_00000-rank0.json").read_text())
+    r = data["rollout"]
+    assert r["group_size"] == 3 and r["reference"] and len(r["texts"]) == 9
+    model = AutoModelForCausalLM.from_pretrained(resolve("builtin:tiny-llama"), torch_dtype=torch.float32)
+    comps = torch.tensor(data["rewards"]["components"]).view(3, 3)
+    for i, p in enumerate(r["prompts"]):
+        row = 3 * i + 2
+        assert r["texts"][row] == p["meta"]["reference"] and r["finish"][row] == "eos"
+        ids = r["prompt_ids"][i] + r["token_ids"][row]
+        with torch.no_grad():
+            logits = model(torch.tensor([ids])).logits[0, len(r["prompt_ids"][i]) - 1 : -1]
+        want = logits.log_softmax(-1).gather(1, torch.tensor(r["token_ids"][row])[:, None])[:, 0]
+        assert r["logprobs"][row] == pytest.approx(want.tolist(), abs=1e-4)
+        assert comps[i, 2] > comps[i, :2].max()  # the gold graders prefer the reference to the tiny model's noise
+    row = next(json.loads(x) for x in (Path(cfg.output_dir) / "metrics.jsonl").read_text().splitlines())
+    assert row["reference_best"] == 1.0 and row["reward/reference"] == pytest.approx(comps[:, 2].mean().item())
+    assert row["reward"] == pytest.approx(comps[:, :2].mean().item())  # the samples' reward, the reference apart
+
+
+def test_a_prompt_without_a_reference_is_named():
+    from align.online.rollout import Rollout, with_references
+    from prefalign.errors import UserError
+    from prefalign.models.hub import load_tokenizer
+    from preference_data.records import Message, PromptOnly
+
+    tok = load_tokenizer("builtin:tiny-llama")
+    p = PromptOnly([Message("user", "Say something.")], {}, None, "mine")
+    r = Rollout(0, [p], 2, [[1]], ["a", "b"], [[5], [6]], [[-1.0], [-1.0]], ["eos", "eos"])
+    with pytest.raises(UserError, match=rf"prompt {p.id}: no reference response \(meta.reference\)"):
+        with_references(r, tok, 8)

@@ -36,8 +36,8 @@ class Advantages:
 
 
 def estimator(cfg: OnlineConfig) -> Callable[[torch.Tensor], torch.Tensor]:
-    """The run's estimator of (S,) rewards -> (S,) advantages (groups of `rollout.group_size`)."""
-    kind, G = cfg.algorithm.advantage_kind(), cfg.rollout.group_size
+    """The run's estimator of (S,) rewards -> (S,) advantages (groups of `rollout.rows_per_prompt`)."""
+    kind, G = cfg.algorithm.advantage_kind(), cfg.rollout.rows_per_prompt
     return lambda r: estimate_advantages(kind, r, G, cfg.algorithm)
 
 
@@ -63,6 +63,18 @@ def _zero_std_share(raw: torch.Tensor, G: int) -> float:
     return same / max(len(groups), 1)
 
 
+def _reference_stats(groups: torch.Tensor) -> dict[str, float]:
+    """(P, G + 1) rewards, each group's reference last: its mean reward and the share of groups where the reward
+    ranks it above every finite sample (where it pulls the policy towards itself)."""
+    ref, samples = groups[:, -1], torch.nan_to_num(groups[:, :-1], nan=-math.inf)
+    finite = ref[~torch.isnan(ref)]
+    best = (~torch.isnan(ref)) & (ref > samples.max(dim=1).values)
+    return {
+        "reward/reference": float(finite.mean().item()) if len(finite) else math.nan,
+        "reference_best": float(best.float().mean().item()) if len(groups) else math.nan,
+    }
+
+
 def _from_rewards(
     cfg: OnlineConfig,
     r: Rewards,
@@ -72,7 +84,7 @@ def _from_rewards(
     local: slice,
 ) -> Advantages:
     assert r.components is not None
-    comps, G = r.components, cfg.rollout.group_size
+    comps, G = r.components, cfg.rollout.rows_per_prompt
     raw = weighted_sum(comps, r.weights)  # (S,) the reward before any KL penalty
     stats: dict[str, float] = {}
     if composer is None:
@@ -88,8 +100,12 @@ def _from_rewards(
         valid = ~torch.isnan(adv[local])
         values = torch.nan_to_num(adv[local], nan=0.0)
         stats["masked_completions"] = float(torch.isnan(adv).sum().item())
-    finite = raw[~torch.isnan(raw)]
-    stats["reward"] = float(finite.mean().item()) if len(finite) else math.nan  # the reward, KL penalty excluded
+    sampled = torch.ones(raw.shape[0], dtype=torch.bool)
+    if cfg.rollout.rows_per_prompt > cfg.rollout.group_size:  # the last row of each group is the reference
+        sampled.view(-1, G)[:, -1] = False
+        stats |= _reference_stats(raw.view(-1, G))
+    finite = raw[sampled & ~torch.isnan(raw)]  # the policy's samples: the reward, KL penalty excluded
+    stats["reward"] = float(finite.mean().item()) if len(finite) else math.nan
     stats["reward_std"] = float(finite.std().item()) if len(finite) > 1 else 0.0
     stats["zero_std_groups"] = float(_zero_std_share(raw, G))
     for k, name in enumerate(r.names):
@@ -109,7 +125,7 @@ def _from_preferences(
     local: slice,
 ) -> Advantages:
     assert r.prefs is not None
-    G = cfg.rollout.group_size
+    G = cfg.rollout.rows_per_prompt
     adv = ADVANTAGES[cfg.algorithm.advantage_kind()].fn(r.prefs)  # (S,)
     wins = ((torch.nan_to_num(r.prefs, nan=0.0) + 1) / 2).sum(-1) / max(G - 1, 1)  # mean win prob vs the group
     stats = {"reward": float(wins.mean().item()), "judge_failed": float(torch.isnan(r.prefs).sum().item()) / 2}

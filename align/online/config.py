@@ -40,8 +40,20 @@ class PromptsSection:
 class RolloutSection(SamplingOptions):
     group_size: int = option(4, "completions sampled per prompt (G)")
     prompts_per_step: int = option(8, "prompts per rollout (all ranks together)")
+    candidates: Literal["policy", "policy_and_reference"] = option(
+        "policy",
+        "what each prompt's group holds: G samples of the policy, or those and the prompt's reference response "
+        "(meta.reference, e.g. the data's chosen answer) as one more member, ranked by the same reward: where the "
+        "reward prefers it to every sample (a refusal no sample contains) its advantage pulls the policy towards it; "
+        "where a sample beats it, the sample's advantage rises (off-policy guidance in the group, as LUFFY)",
+    )
     backend: str = option("transformers", "generation backend: transformers | vllm (gpu extra)")
     token_budget: int = option(1 << 15, "transformers backend: KV-cache slots per generation batch")
+
+    @property
+    def rows_per_prompt(self) -> int:
+        """Completions per prompt in a step's rollout: the G samples, and the reference with `policy_and_reference`."""
+        return self.group_size + (self.candidates == "policy_and_reference")
 
     def check(self) -> list[str]:
         p = self.sampling_problems()
@@ -166,6 +178,8 @@ class OnlineConfig:
             problems.append(f"kl.placement: loss '{a.loss}' takes its KL in the reward; set kl.placement: reward")
         if self.prompts.judge != "none" and any(s.get("type") != "judge_correctness" for s in self.reward):
             problems.append("reward: judges trained by RL are rewarded by [{type: judge_correctness}]")
+        if self.prompts.judge != "none" and self.rollout.candidates == "policy_and_reference":
+            problems.append("rollout.candidates: judge prompts carry no reference response; use candidates: policy")
         return problems
 
 

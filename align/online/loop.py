@@ -31,7 +31,7 @@ from .evaluation import component_point, eval_lines, gold_eval_report, hacking_c
 from .logps import Seq
 from .parallel import gather, ranks, share
 from .reward import gather_rewards, score_rollout
-from .rollout import build_sampler, dpa_directions, draw_step, prompts_for_step, reference_texts
+from .rollout import build_sampler, dpa_directions, draw_step, prompts_for_step, reference_texts, with_references
 from .search import threshold_search
 from .state import Drawn, load_drawn, save_checkpoint, save_drawn, step_path
 from .update import Frozen, probe, sequences, update
@@ -51,6 +51,13 @@ def draw(o: Online, step: int) -> Drawn:
     if c is not None and c.needs("theta"):
         directions = dpa_directions(cfg.rollout.seed, step, ranks()[0], len(prompts), c.sec.dpa.angles)
     rollout = draw_step(o.sampler, prompts, cfg.rollout, step, directions, c.sec.dpa.components if c else None)
+    if cfg.rollout.candidates == "policy_and_reference":
+        rollout = with_references(rollout, o.learner.tokenizer, cfg.rollout.max_new_tokens)
+        rows = rollout.reference_rows()
+        ids = rollout.completion_prompt_ids()
+        seqs = [Seq(ids[i], rollout.token_ids[i], [], None, 0.0) for i in rows]
+        for i, lp in zip(rows, o.learner.frozen(seqs, "old"), strict=True):  # π_old of rows nobody sampled
+            rollout.logprobs[i] = lp
     par_texts = None
     if c is not None and c.needs("par_ref"):
         if o.par_sampler is None:
@@ -95,7 +102,7 @@ def train_step(o: Online) -> dict[str, Any]:
         if per is not None:
             s = probe(learner, cfg, d.rollout, d.frozen, per[local], c.sec.gradient)
             stats |= c.observe_influence(s, learner.lr())
-    theta = _per_completion(d.rollout.directions, cfg.rollout.group_size)
+    theta = _per_completion(d.rollout.directions, cfg.rollout.rows_per_prompt)
     adv = compute_advantages(cfg, everyone, penalty_all, c, theta, local)
     t0 = time.time()
     row = {"step": o.step + 1, **update(learner, cfg, sequences(d.rollout, d.frozen, adv.values, adv.valid))}
@@ -103,10 +110,11 @@ def train_step(o: Online) -> dict[str, Any]:
     o.step += 1
     o.prompts_done += cfg.rollout.prompts_per_step
     learner.sync(o.sampler)
-    lengths = [len(ids) for ids in d.rollout.token_ids]
+    sampled = d.rollout.sampled_rows()
+    lengths = [len(d.rollout.token_ids[i]) for i in sampled]
     row |= stats | adv.stats
     row["completion_length"] = sum(lengths) / max(len(lengths), 1)
-    row["eos_fraction"] = sum(f == "eos" for f in d.rollout.finish) / max(len(lengths), 1)
+    row["eos_fraction"] = sum(d.rollout.finish[i] == "eos" for i in sampled) / max(len(lengths), 1)
     if c is not None and everyone.components is not None:
         row |= c.after_step(everyone.components)
         row |= observe_point(o, row)

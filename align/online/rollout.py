@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import torch
@@ -45,6 +45,7 @@ class Rollout:
     logprobs: list[list[float]]  # (S,) per token, the sampling distribution's (π_old of the ratio)
     finish: list[str]  # (S,) eos | length | stop
     directions: list[float] | None = None  # (P,) DPA θ in radians
+    reference: bool = False  # the last row of each group is the prompt's reference response, not a sample
     weight_version: int = 0  # the sampler's weights version
     seconds: float = 0.0
     generated_tokens: int = 0
@@ -65,6 +66,16 @@ class Rollout:
     def completion_prompt_ids(self) -> list[list[int]]:
         """(S,) each completion's prompt tokens."""
         return [ids for ids in self.prompt_ids for _ in range(self.group_size)]
+
+    def reference_rows(self) -> list[int]:
+        """The rows that hold a prompt's reference response (none unless `reference`)."""
+        G = self.group_size
+        return [i * G + G - 1 for i in range(len(self.prompts))] if self.reference else []
+
+    def sampled_rows(self) -> list[int]:
+        """The rows the policy sampled."""
+        refs = set(self.reference_rows())
+        return [i for i in range(self.size) if i not in refs]
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -167,6 +178,36 @@ def draw_step(
     return draw(engine, prompts, conditioned(prompts, directions, dpa_names or []), params, step, directions)
 
 
+def with_references(rollout: Rollout, tokenizer: Any, max_new_tokens: int) -> Rollout:
+    """`rollout` with each prompt's reference response (`meta.reference`) as one more member of its group, after its
+    samples (G + 1 rows a prompt). Its tokens are the reference's and the tokenizer's eos, as a sample that ended
+    (cut to `max_new_tokens`, "length", like a sample); its log-probs are left empty for the caller: π_old of a row
+    nobody sampled is the current policy's, recomputed (`Learner.frozen(..., "old")`)."""
+    G = rollout.group_size
+    texts: list[str] = []
+    token_ids: list[list[int]] = []
+    logprobs: list[list[float]] = []
+    finish: list[str] = []
+    for i, p in enumerate(rollout.prompts):
+        ref = p.meta.get("reference")
+        if not isinstance(ref, str) or not ref.strip():
+            raise UserError(
+                f"prompt {p.id}: no reference response (meta.reference), which rollout.candidates: "
+                "policy_and_reference adds to its group; give every training prompt one, or use candidates: policy"
+            )
+        ids = [*tokenizer.encode(ref, add_special_tokens=False), tokenizer.eos_token_id]
+        cut = len(ids) > max_new_tokens
+        rows = slice(i * G, (i + 1) * G)
+        text = tokenizer.decode(ids[:max_new_tokens], skip_special_tokens=True) if cut else ref
+        texts += [*rollout.texts[rows], text]
+        token_ids += [*rollout.token_ids[rows], ids[:max_new_tokens]]
+        logprobs += [*rollout.logprobs[rows], []]
+        finish += [*rollout.finish[rows], "length" if cut else "eos"]
+    return replace(
+        rollout, group_size=G + 1, texts=texts, token_ids=token_ids, logprobs=logprobs, finish=finish, reference=True
+    )
+
+
 def reference_texts(
     engine: GenerationEngine, prompts: list[PromptOnly], rollout: RolloutSection, m: int, step: int
 ) -> list[str]:
@@ -186,4 +227,5 @@ __all__ = [
     "load_train_prompts",
     "prompts_for_step",
     "reference_texts",
+    "with_references",
 ]
