@@ -26,7 +26,7 @@ from typing import Any, cast
 from prefalign.decoding import DecodingSettings
 from prefalign.models.hub import load_tokenizer
 from prefalign.models.precision import decide_dtype
-from prefalign.stats import finite_mean, paired_bootstrap
+from prefalign.stats import finite_mean, paired_bootstrap, win_rate
 from preference_data.records import Message, PromptOnly
 from preference_data.suite.heldout import (
     SAFETY_RATES,
@@ -41,10 +41,6 @@ from reward_models.scorers import load_scorer
 
 SUITE_LIMIT = 120
 """Held-out prompts `align eval policy` draws from the suite without --limit (family-balanced)."""
-
-
-def win_rate(policy: list[float], baseline: list[float]) -> float:
-    return sum(1.0 if a > b else 0.5 if a == b else 0.0 for a, b in zip(policy, baseline, strict=True)) / len(policy)
 
 
 def judged_win_rate(policy: list[float], baseline: list[float]) -> tuple[float | None, int]:
@@ -97,6 +93,7 @@ def evaluate_policy(
         "settings": s.__dict__,
         "policy": summarize(grades, prompts),
         "per_prompt": [g["overall"] for g in grades],
+        "prompt_ids": [p.id for p in prompts],
     }
     rm = cast(ScalarScorer, load_scorer("scalar", model=reward_model)) if reward_model else None
     if rm is not None:  # the reward model's view of the same answers, beside the gold graders'

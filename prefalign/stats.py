@@ -80,6 +80,11 @@ def paired_bootstrap(
     return bootstrap_ci([x - y for x, y in zip(a, b, strict=True)], reps, seed, level)
 
 
+def win_rate(policy: Sequence[float], baseline: Sequence[float]) -> float:
+    """The share of items on which `policy` scores above `baseline` (a tie counts half): win 1, tie 0.5, loss 0."""
+    return sum(1.0 if a > b else 0.5 if a == b else 0.0 for a, b in zip(policy, baseline, strict=True)) / len(policy)
+
+
 def finite_mean(values: Sequence[float]) -> float:
     """Mean of the finite values; NaN when there are none (a NaN never reads as a zero)."""
     ok = [v for v in values if v is not None and math.isfinite(v)]
@@ -94,4 +99,5 @@ __all__ = [
     "paired_bootstrap",
     "percentile_interval",
     "stream_seed",
+    "win_rate",
 ]

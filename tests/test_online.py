@@ -376,6 +376,10 @@ def test_hacking_alert_fires_in_a_run(tmp_path, tiny_model_ref, monkeypatch):
     online.run(cfg)
     rows = [json.loads(x) for x in (Path(cfg.output_dir) / "metrics.jsonl").read_text().splitlines()]
     assert [r["eval_reward"] for r in rows if "eval_reward" in r] == pytest.approx([0.0, 0.1, 0.2, 0.3])
+    from preference_data.suite.heldout import load_prompts
+
+    evals = json.loads((Path(cfg.output_dir) / "evals.json").read_text())  # ids for `align eval compare`
+    assert all(e["prompt_ids"] == [p.id for p in load_prompts("suite", 2)] for e in evals.values())
     alerts = [json.loads(x) for x in (Path(cfg.output_dir) / "alerts.jsonl").read_text().splitlines()]
     assert [a["key"] for a in alerts] == ["reward_hacking"] and alerts[0]["step"] == 2
     assert "reward hacking" in (Path(cfg.output_dir) / "report.html").read_text()

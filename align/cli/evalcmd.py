@@ -1,12 +1,15 @@
 """`align eval policy`: gold-graded evaluation of a policy on held-out suite prompts, or on a standard prompt set
 (`--bench NAME --data FILE`, a set of `align ls policy-benchmarks`, leaderboards/policy_bench.py); its flags are the
 fields of `leaderboards.policy_bench.PolicyBenchSettings`.
-`align eval overopt`: reward-model over-optimization, proxy against gold, for best-of-n and RL checkpoints."""
+`align eval overopt`: reward-model over-optimization, proxy against gold, for best-of-n and RL checkpoints.
+`align eval compare`: two saved gold evaluations of the same prompts, paired, without generating again."""
 
 from __future__ import annotations
 
 import argparse
+import json
 
+from align.compare import CompareSettings
 from align.overopt import OveroptSettings
 from leaderboards.policy_bench import PolicyBenchSettings, load_judge, run_policy_bench, write_reference
 from leaderboards.policy_bench import report_lines as bench_report_lines
@@ -59,6 +62,26 @@ def cmd_overopt(s: OveroptSettings) -> int:
     return 0
 
 
+COMPARE_EXAMPLE = (
+    "align eval compare --policy runs/grpo_suite --baseline runs/dpo_suite_eval   (the run's last evaluation)\n"
+    "  align eval compare --policy runs/grpo_suite@30 --baseline runs/grpo_suite@0   (steps of one run)\n"
+    "  align eval compare --policy runs/quickstart/eval/aligned --baseline runs/quickstart/eval/dpo\n"
+    "  align eval compare --policy runs/iterative_dpo_suite --baseline runs/iterative_dpo_suite@0   (rounds)"
+)
+
+
+def cmd_compare(s: CompareSettings) -> int:
+    from align.compare import compare, compare_lines, load_saved
+
+    result = compare(load_saved(s.policy), load_saved(s.baseline), s.seed)
+    print("\n".join(compare_lines(result)))
+    if s.out:
+        with open(s.out, "w", encoding="utf-8") as f:
+            json.dump(result, f, indent=2)
+        print(f"wrote {s.out}")
+    return 0
+
+
 def register_overopt(esub: argparse._SubParsersAction, add) -> None:
     add(
         esub,
@@ -102,3 +125,13 @@ def register(sub: argparse._SubParsersAction, add) -> None:
         settings=PolicyBenchSettings,
     )
     register_overopt(esub, add)
+    add(
+        esub,
+        "compare",
+        cmd_compare,
+        "two saved gold evaluations of the same held-out prompts (align eval policy --out, an online run's "
+        "evals.json at its last or any step, an iterative run's rounds): each side's gold and safety rates, the "
+        "paired difference with a bootstrap 95% interval and the win rate, without generating again",
+        COMPARE_EXAMPLE,
+        settings=CompareSettings,
+    )

@@ -6,6 +6,7 @@
                                              score responses; RM-ensemble strength; GRM scaling; scorers side by side
     align train --config FILE [k=v ...]      align a policy (DPO, cDPO, robust, IPO, hinge, SimPO, INPO)
     align eval policy --model M              gold-graded evaluation on held-out suite prompts
+    align eval compare --policy A --baseline B   two saved evaluations of the same prompts, paired
     align bench run BENCH --model M          score a reward model on an RM benchmark; `bench show` renders
     align serve --model DIR                  serve a reward over HTTP to OpenRLHF, verl and TRL
     align report RUN_DIR                     the run report (report.html, dashboard.png) of a training run

@@ -2,8 +2,9 @@
 never the reward), shared by the online loop, the iterative loop and their reports.
 
 An evaluation is a dict (it goes to evals.json as is): overall, objectives, by_family, safety_rates, per_prompt (the
-overall score of each prompt, for paired intervals), mean_length, and, given the run's reward components, `reward`:
-the learned reward Σ_k w_k r_k of the same answers (its mean over the answers it scored) and `reward_components`.
+overall score of each prompt, for paired intervals), prompt_ids, mean_length, and, given the run's reward components,
+`reward`: the learned reward Σ_k w_k r_k of the same answers (its mean over the answers it scored) and
+`reward_components`.
 The two side by side at every evaluation show reward hacking: the learned reward rising while gold falls
 (`prefalign.training.metrics.reward_hacking`). The final evaluation against the initial one ("0") gives the run's
 headline: the means, the final's bootstrap interval and the paired bootstrap interval of the difference.
@@ -57,6 +58,7 @@ def gold_eval(
         "by_family": s["by_family"],
         "safety_rates": s["safety_rates"],
         "per_prompt": [g["overall"] for g in grades],
+        "prompt_ids": [p.id for p in prompts],  # for paired comparisons with other saved evaluations
         "mean_length": sum(lengths) / max(len(lengths), 1),
     }
     if rewards is not None and not rewards.pairwise:
