@@ -201,7 +201,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--full",
         action="store_true",
-        help="add the online stage: a short GRPO run from the aligned policy against the RM, with a KL term",
+        help="add the online stage: a short GRPO run from the aligned policy against the RM, with a KL term, "
+        "graded by the evaluation beside the other policies",
     )
     p.add_argument("overrides", nargs="*", help="dotted overrides, e.g. doctor.max_length=512 align.rounds.rounds=3")
 
