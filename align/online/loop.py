@@ -53,11 +53,6 @@ def draw(o: Online, step: int) -> Drawn:
     rollout = draw_step(o.sampler, prompts, cfg.rollout, step, directions, c.sec.dpa.components if c else None)
     if cfg.rollout.candidates == "policy_and_reference":
         rollout = with_references(rollout, o.learner.tokenizer, cfg.rollout.max_new_tokens)
-        rows = rollout.reference_rows()
-        ids = rollout.completion_prompt_ids()
-        seqs = [Seq(ids[i], rollout.token_ids[i], [], None, 0.0) for i in rows]
-        for i, lp in zip(rows, o.learner.frozen(seqs, "old"), strict=True):  # π_old of rows nobody sampled
-            rollout.logprobs[i] = lp
     par_texts = None
     if c is not None and c.needs("par_ref"):
         if o.par_sampler is None:
@@ -71,6 +66,10 @@ def draw(o: Online, step: int) -> Drawn:
     ]
     ref = o.learner.frozen(seqs, "ref") if cfg.kl.beta > 0 else None
     old = o.learner.frozen(seqs, "old") if cfg.algorithm.old_logps == "recompute" else None
+    if old is None and rollout.reference:  # π_old of the rows nobody sampled: the current policy's, recomputed
+        rows = rollout.reference_rows()
+        for i, lp in zip(rows, o.learner.frozen([seqs[i] for i in rows], "old"), strict=True):
+            rollout.logprobs[i] = lp
     drawn = Drawn(rollout, rewards, Frozen(old, ref), False, time.time() - t0)
     save_drawn(path, drawn)
     return drawn
