@@ -111,7 +111,11 @@ PAIR_RULES: Table[PairRuleSpec] = Table(
 class RoundsSection(SamplingOptions):
     rounds: int = option(3, "iterations T")
     prompts_per_round: int = option(64, "prompts sampled in each round (disjoint slices of the shuffled prompts)")
-    samples_per_prompt: int = option(4, "K completions per prompt")
+    samples_per_prompt: int = option(
+        4,
+        "K completions per prompt (with candidates: policy_and_reference, K = 1 ranks one sample against the "
+        "reference: half the sampling of K = 2 for as many prompts)",
+    )
     pair_rule: PairRule = option("max_min", "how a prompt's K samples become one pair (`align ls pair-rules`)")
     length_penalty: float = option(0.0, "length_penalized: reward penalty per completion token")
     reference: Literal["initial", "previous"] = option(
@@ -138,8 +142,12 @@ class RoundsSection(SamplingOptions):
         for name in ("rounds", "prompts_per_round"):
             if getattr(self, name) < 1:
                 p.append(f"{name}: must be >= 1")
-        if self.samples_per_prompt < 2:
-            p.append(f"samples_per_prompt: a pair needs K >= 2, got {self.samples_per_prompt}")
+        least = 1 if self.candidates == "policy_and_reference" else 2
+        if self.samples_per_prompt < least:
+            p.append(
+                f"samples_per_prompt: a pair needs two candidates: K >= 2 (or K >= 1 with candidates: "
+                f"policy_and_reference, the reference being the other), got {self.samples_per_prompt}"
+            )
         if self.length_penalty < 0:
             p.append("length_penalty: must be >= 0")
         if self.keep_pairs < 0:
@@ -298,11 +306,15 @@ def build_pairs(
         "dropped_tie": 0,
         "dropped_nan": 0,
         "dropped_margin": 0,
+        "dropped_single": 0,
         "chosen_reference": 0,
     }
     for p, texts, lengths, sampled, r in zip(
         pool.prompts, pool.texts, pool.lengths, pool.on_policy, scores, strict=True
     ):
+        if len(texts) < 2:  # K = 1 and the prompt has no reference: nothing to rank it against
+            counts["dropped_single"] += 1
+            continue
         if any(not math.isfinite(x) for x in r):
             counts["dropped_nan"] += 1
             continue
@@ -390,8 +402,11 @@ def scores_of_round(
 
 
 def dropped_text(counts: dict[str, Any]) -> str:
-    """What a round dropped, for its summary line: ties, NaN groups and (keep_pairs) the smaller margins."""
+    """What a round dropped, for its summary line: ties, NaN groups, (K = 1) prompts without a reference and
+    (keep_pairs) the smaller margins."""
     text = f"{counts['dropped_tie']} ties, {counts['dropped_nan']} NaN dropped"
+    if counts.get("dropped_single"):
+        text += f", {counts['dropped_single']} with one sample and no reference"
     return text + (f", {counts['dropped_margin']} below the kept margins" if counts.get("dropped_margin") else "")
 
 

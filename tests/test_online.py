@@ -230,6 +230,28 @@ def test_keep_pairs_keeps_the_largest_margins_in_prompt_order_and_counts_the_res
         build(IterativeConfig, {"rounds": {"prompts_per_round": 5, "keep_pairs": 9}})
 
 
+def test_one_sample_against_the_reference_makes_a_pair_and_a_prompt_without_one_is_counted():
+    """K = 1 with candidates policy_and_reference: the sample and the reference are the pair (either side may
+    win); a prompt without a reference has one candidate and is dropped and counted, not paired with itself."""
+    from align.iterative import IterativeConfig, Pool, build_pairs, dropped_text
+    from preference_data.records import Message, PromptOnly
+
+    prompts = [PromptOnly([Message("user", f"question {i}")]) for i in range(3)]
+    pool = Pool(
+        prompts, [["a", "ref"], ["b"], ["c", "ref"]], [[1, 1], [1], [1, 1]], [[True, False], [True], [True, False]]
+    )
+    cfg = build(IterativeConfig, {"rounds": {"samples_per_prompt": 1, "candidates": "policy_and_reference"}})
+    pairs, counts = build_pairs(cfg, pool, [[0.0, 2.0], [1.0], [3.0, 1.0]], 1)
+    assert [(p.chosen[0].content, p.rejected[0].content, p.margin) for p in pairs] == [
+        ("ref", "a", 2.0),
+        ("c", "ref", 2.0),
+    ]
+    assert counts["dropped_single"] == 1 and counts["chosen_reference"] == 1 and counts["pairs"] == 2
+    assert "1 with one sample and no reference" in dropped_text(counts)
+    with pytest.raises(ConfigError, match="K >= 1 with candidates: policy_and_reference"):
+        build(IterativeConfig, {"rounds": {"samples_per_prompt": 1}})
+
+
 FSDP_ON_CPU = """compute_environment: LOCAL_MACHINE
 distributed_type: FSDP
 num_processes: 2
