@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/dpo_quality_vs_trl.py --rm RM_DIR                       # LoRA, 3 seeds
     .venv/bin/python benchmarks/dpo_quality_vs_trl.py --modes lora --seeds 0 --train-pairs 64 --eval-pairs 100
+    .venv/bin/python benchmarks/dpo_quality_vs_trl.py --keep runs/quality --seeds 0     # in parts (see --keep)
 
 Data and settings as `benchmarks/rm_quality_vs_trl.py`: HH-RLHF helpful-base and harmless-base cut by a hash of the
 prompt into train (80%) and held-out (20%), the first pairs of each that fit --max-length, one train file and one
@@ -223,10 +224,7 @@ def main() -> None:
         precision, train_file, held_file, subset_of, results = start(args, Path(tmp))
         common = ["--data", str(train_file), "--held", str(held_file), "--max-length", str(args.max_length)]
         common += ["--answer-prompts", str(args.answer_prompts), "--new-tokens", str(args.new_tokens)]
-        rm_dir = args.rm
-        if rm_dir is None:
-            rm_dir = spawn(__file__, ["--child", "rm", "--rm-out", str(Path(tmp) / "rm"), *common])["model_dir"]
-            print(f"judging RM: trained on the train pairs (LoRA, lr 2e-4, one epoch) -> {rm_dir}")
+        rm_dir = args.rm or judging_rm(args, results, common, Path(tmp))
         prompts = distinct_prompts(str(held_file), args.answer_prompts)
 
         def finish(r: dict) -> None:
@@ -241,11 +239,28 @@ def main() -> None:
             )
 
         for mode in args.modes.split(","):
-            runs = run_sides(__file__, args, mode, ["--precision", precision, *common], line, finish)
+            runs = run_sides(__file__, args, mode, ["--precision", precision, *common], line, results, finish)
             print()
             table = accuracy_table(runs, subset_of, "right", f"{mode}: held-out implicit-reward accuracy")
             results["modes"][mode] = {"runs": runs, **table, "win_rate": win_rate(runs), "seconds": time_ratio(runs)}
     write_results(args, results)
+
+
+def judging_rm(args: argparse.Namespace, results: dict, common: list[str], tmp: Path) -> str:
+    """Train the judging RM on the train pairs; with `--keep` it is kept there (named by the data digest, the max
+    length and the precision) and a later invocation on the same data reuses it."""
+    out = tmp / "rm"
+    if args.keep:
+        tag = f"{results['data_sha256'][:12]}-{args.max_length}-{results['precision']}"
+        out = Path(args.keep) / f"dpo_quality_vs_trl-judge-rm-{tag}"
+        report = out / "report.json"
+        if report.exists():
+            rm_dir = json.loads(report.read_text())["model_dir"]
+            print(f"judging RM: kept from an earlier run: {rm_dir}")
+            return rm_dir
+    rm_dir = spawn(__file__, ["--child", "rm", "--rm-out", str(out), *common])["model_dir"]
+    print(f"judging RM: trained on the train pairs (LoRA, lr 2e-4, one epoch) -> {rm_dir}")
+    return rm_dir
 
 
 def win_rate(runs: dict) -> dict:

@@ -6,6 +6,7 @@ bootstrap intervals."""
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import tempfile
 import time
@@ -97,6 +98,14 @@ def parser(doc: str, modes: str, lr_lora: float, lr_full: float, child_paths: tu
     ap.add_argument("--lr-full", type=float, default=lr_full, help="learning rate with full fine-tuning")
     ap.add_argument("--precision", default="auto", help="auto (bf16 where native, else fp32), bf16 or fp32")
     ap.add_argument("--out", default=None, help="write every number as JSON here")
+    ap.add_argument(
+        "--keep",
+        default=None,
+        metavar="DIR",
+        help="keep each side's result per mode and seed in DIR and reuse it when a later invocation has the same "
+        "data, settings and machine: run the seeds and modes in parts (or resume after an interruption), then "
+        "rerun with all of them to print the tables over every kept run",
+    )
     for name in ("--child", "--mode", "--data", "--held", *child_paths):
         ap.add_argument(name, default="", help=argparse.SUPPRESS)
     ap.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
@@ -162,7 +171,27 @@ def start(args: argparse.Namespace, tmp: Path) -> tuple[str, Path, Path, list[st
         f"harmless-base, prompt-hash split), all fitting {args.max_length} tokens; one epoch of "
         f"{args.train_pairs // BATCH} steps x {BATCH} pairs"
     )
-    return precision, train_file, held_file, subset_of, {"machine": machine_line(), "precision": precision, "modes": {}}
+    digest = hashlib.sha256(train_file.read_bytes() + b"\0" + held_file.read_bytes()).hexdigest()
+    results = {"machine": machine_line(), "precision": precision, "data_sha256": digest, "modes": {}}
+    return precision, train_file, held_file, subset_of, results
+
+
+RUN_ONLY = {"modes", "seeds", "out", "keep", "child", "mode", "data", "held", "seed", "lr", "rm", "rm_out"}
+"""Options that do not change one side's result (which runs, where things go, paths whose content the data
+digest covers; a DPO side's judging RM is applied in the parent, after the kept result)."""
+
+
+def kept_path(args: argparse.Namespace, script: str, results: dict, mode: str, seed: int, side: str) -> Path | None:
+    """Where `--keep` keeps one side's result: named by the script, mode, seed and side, and a digest of
+    everything else that decides it (the settings, the data files' bytes, the resolved precision, the machine)."""
+    if not args.keep:
+        return None
+    lr = args.lr_lora if mode == "lora" else args.lr_full
+    settings = {k: v for k, v in vars(args).items() if k not in RUN_ONLY}
+    key = {"mode": mode, "seed": seed, "side": side, "lr": lr, **settings}
+    key |= {k: results[k] for k in ("machine", "precision", "data_sha256")}
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
+    return Path(args.keep) / f"{Path(script).stem}-{mode}-seed{seed}-{side}-{digest}.json"
 
 
 def run_sides(
@@ -171,15 +200,24 @@ def run_sides(
     mode: str,
     child_args: list[str],
     line: Callable[[dict], str],
+    results: dict,
     finish: Callable[[dict], None] | None = None,
 ) -> dict[str, list[dict]]:
-    """Every seed, TRL then ours, each in its own process; `finish(result)` completes a result in this process
-    (judging what the side returned), then `line(result)` is printed."""
+    """Every seed, TRL then ours, each in its own process (or read back from `--keep`); `finish(result)`
+    completes a result in this process (judging what the side returned), then `line(result)` is printed."""
     lr = args.lr_lora if mode == "lora" else args.lr_full
     runs: dict[str, list[dict]] = {"trl": [], "ours": []}
     for seed in [int(s) for s in args.seeds.split(",")]:
         for side in ("trl", "ours"):
-            r = spawn(script, ["--child", side, "--mode", mode, "--seed", str(seed), "--lr", str(lr), *child_args])
+            kept = kept_path(args, script, results, mode, seed, side)
+            if kept is not None and kept.exists():
+                r = json.loads(kept.read_text())
+                print(f"{mode:<4} seed {seed} {side:<4}  kept from an earlier run: {kept}")
+            else:
+                r = spawn(script, ["--child", side, "--mode", mode, "--seed", str(seed), "--lr", str(lr), *child_args])
+                if kept is not None:
+                    kept.parent.mkdir(parents=True, exist_ok=True)
+                    kept.write_text(json.dumps(r))
             r["seed"] = seed
             if finish is not None:
                 finish(r)

@@ -2,6 +2,8 @@
 
     .venv/bin/python benchmarks/rm_quality_vs_trl.py                                   # LoRA and full, 3 seeds
     .venv/bin/python benchmarks/rm_quality_vs_trl.py --modes lora --seeds 0 --train-pairs 64 --eval-pairs 100
+    .venv/bin/python benchmarks/rm_quality_vs_trl.py --keep runs/quality --modes lora --seeds 0   # in parts:
+    .venv/bin/python benchmarks/rm_quality_vs_trl.py --keep runs/quality   # later: runs the rest, tables over all
 
 Data: HH-RLHF helpful-base and harmless-base (`../shared/data/hh-rlhf`, the test splits: no train split is public
 here), each cut by a hash of the prompt into train (80%) and held-out (20%) as `align rm train` cuts them
@@ -136,7 +138,7 @@ def main() -> None:
             return "accuracy " + "  ".join(f"{name} {acc[name]:.3f}" for name in ("all", *HH_SUBSETS))
 
         for mode in args.modes.split(","):
-            runs = run_sides(__file__, args, mode, child, line)
+            runs = run_sides(__file__, args, mode, child, line, results)
             print()
             table = accuracy_table(runs, subset_of, "right", f"{mode}: held-out accuracy")
             results["modes"][mode] = {"runs": runs, **table, "seconds": time_ratio(runs)}
