@@ -106,10 +106,10 @@ def _default_align() -> IterativeConfig:
         {
             "rounds": {
                 "rounds": 2,
-                # the 64 pairs with the largest RM margins of 192 prompts: the round trains where the policy is
-                # furthest from what the RM prefers (harmful requests among them, ~5 in a slice of 64)
-                "prompts_per_round": 192,
-                "keep_pairs": 64,
+                # the 96 pairs with the largest RM margins of 320 prompts: the round trains where the policy is
+                # furthest from what the RM prefers (harmful requests among them: ~28 in a slice of 320, 14-22 kept)
+                "prompts_per_round": 320,
+                "keep_pairs": 96,
                 "samples_per_prompt": 2,
                 "max_new_tokens": 80,
                 "temperature": 1.0,
@@ -122,7 +122,9 @@ def _default_align() -> IterativeConfig:
             "train": {
                 "method": "lora",
                 "lr": 2e-4,
-                "max_steps": 16,
+                # ~2.7 epochs of the round's 96 pairs (32 steps in fp32): at 16 steps (1.3 epochs) harmful
+                # compliance fell 19/20 -> 16/20, at 48 to 10/20 (README, "Two commands")
+                "max_steps": 48,
                 "batch_size": 8,
                 "lr_scheduler": "constant",
                 "max_length": 256,
