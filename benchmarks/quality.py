@@ -215,9 +215,11 @@ def run_sides(
                 print(f"{mode:<4} seed {seed} {side:<4}  kept from an earlier run: {kept}")
             else:
                 r = spawn(script, ["--child", side, "--mode", mode, "--seed", str(seed), "--lr", str(lr), *child_args])
-                if kept is not None:
+                if kept is not None:  # written whole, then renamed: a kill leaves no half-written result
                     kept.parent.mkdir(parents=True, exist_ok=True)
-                    kept.write_text(json.dumps(r))
+                    part = kept.with_suffix(".part")
+                    part.write_text(json.dumps(r))
+                    part.replace(kept)
             r["seed"] = seed
             if finish is not None:
                 finish(r)
