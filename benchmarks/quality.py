@@ -186,9 +186,8 @@ def kept_path(args: argparse.Namespace, script: str, results: dict, mode: str, s
     everything else that decides it (the settings, the data files' bytes, the resolved precision, the machine)."""
     if not args.keep:
         return None
-    lr = args.lr_lora if mode == "lora" else args.lr_full
-    settings = {k: v for k, v in vars(args).items() if k not in RUN_ONLY}
-    key = {"mode": mode, "seed": seed, "side": side, "lr": lr, **settings}
+    settings = {k: v for k, v in vars(args).items() if k not in RUN_ONLY}  # lr_lora and lr_full among them
+    key = {"mode": mode, "seed": seed, "side": side, **settings}
     key |= {k: results[k] for k in ("machine", "precision", "data_sha256")}
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
     return Path(args.keep) / f"{Path(script).stem}-{mode}-seed{seed}-{side}-{digest}.json"
