@@ -17,7 +17,8 @@ Round t (1..rounds), reading top to bottom:
              second best), length_penalized (max_min on r − λ·tokens). A prompt whose chosen and rejected
              rewards tie is dropped and counted; so is a prompt with a NaN reward among its samples (never read
              as a zero). `keep_pairs: N` keeps the N pairs with the largest reward margins (sample more prompts
-             than N: the round trains where the reward's best beats the worst by most). Pairs of this round
+             than N: the round trains where the reward's best beats the worst by most; a list gives each round
+             its own N). Pairs of this round
              (`data: current`) or of every round so far (`data: cumulative`); each carries its margin, which
              `loss.pair_weights: margin` turns into its weight in the loss.
   train      `align.train` on those pairs with any pairwise loss (`loss:`), starting from π_t. The reference is
@@ -62,7 +63,7 @@ from .losses import LOSSES, check_loss_config
 from .online.config import PolicyEvalSection, PromptsSection
 from .online.evaluation import eval_lines, gold_eval, gold_eval_report, hacking_check, log_row
 from .online.rollout import Rollout, draw, load_train_prompts
-from .pipeline import finished_run
+from .pipeline import finished_run, record_inputs
 from .rewards import RewardSet, check_reward_specs
 from .train import LossSection, PreviousSection, ReferenceSection, TrainConfig
 
@@ -125,11 +126,12 @@ class RoundsSection(SamplingOptions):
     ranking: Literal["round_robin", "knockout"] = option(
         "round_robin", "a pairwise oracle ranks the K samples by round robin (K(K-1)/2 comparisons) or knockout (K-1)"
     )
-    keep_pairs: int = option(
+    keep_pairs: int | list[int] = option(
         0,
         "keep only the round's N pairs with the largest reward margins (0 = every pair): sample a larger "
         "prompts_per_round and train on the prompts where the reward's best candidate beats the worst by most, where "
-        "the policy is furthest from what the reward prefers; the rest are dropped and counted",
+        "the policy is furthest from what the reward prefers; the rest are dropped and counted. One N for every "
+        "round, or a list of one per round (later rounds, whose margins are smaller, may keep more)",
     )
     candidates: Literal["policy", "policy_and_reference"] = option(
         "policy",
@@ -150,14 +152,25 @@ class RoundsSection(SamplingOptions):
             )
         if self.length_penalty < 0:
             p.append("length_penalty: must be >= 0")
-        if self.keep_pairs < 0:
-            p.append(f"keep_pairs: must be >= 0 (0 keeps every pair), got {self.keep_pairs}")
-        elif self.keep_pairs > self.prompts_per_round:
+        keeps = self.keep_pairs if isinstance(self.keep_pairs, list) else [self.keep_pairs]
+        if isinstance(self.keep_pairs, list) and len(keeps) != self.rounds:
             p.append(
-                f"keep_pairs: {self.keep_pairs} is more than the {self.prompts_per_round} prompts_per_round (one pair "
-                "a prompt); lower it or raise prompts_per_round"
+                f"keep_pairs: a list needs one entry per round ({self.rounds} rounds), got {len(keeps)}; give one "
+                "number for every round or a list of rounds entries"
             )
+        for keep in keeps:
+            if keep < 0:
+                p.append(f"keep_pairs: must be >= 0 (0 keeps every pair), got {keep}")
+            elif keep > self.prompts_per_round:
+                p.append(
+                    f"keep_pairs: {keep} is more than the {self.prompts_per_round} prompts_per_round (one pair "
+                    "a prompt); lower it or raise prompts_per_round"
+                )
         return p
+
+    def keep_in(self, t: int) -> int:
+        """Round t's (1-based) keep_pairs."""
+        return self.keep_pairs[t - 1] if isinstance(self.keep_pairs, list) else self.keep_pairs
 
 
 @dataclass
@@ -334,7 +347,7 @@ def build_pairs(
             )
         )
         chosen_reference.append(not sampled[w])
-    keep = cfg.rounds.keep_pairs
+    keep = cfg.rounds.keep_in(t)
     if keep and len(pairs) > keep:  # the largest margins, in prompt order; equal margins go to the earlier prompt
         top = sorted(sorted(range(len(pairs)), key=lambda i: (-(pairs[i].margin or 0.0), i))[:keep])
         counts["dropped_margin"] = len(pairs) - keep
@@ -457,6 +470,7 @@ def run_round(
         print(f"round {t}: already trained ({out})", flush=True)
     else:
         report = offline.run(tcfg, resume=resume)
+        record_inputs(out, tcfg)
     trained = str(report["policy_dir"])
     ev = eval_policy(cfg, trained, rdir / "eval.json", rewards)
     row = {

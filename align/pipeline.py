@@ -7,9 +7,11 @@ named stages writing under one directory. `Pipeline` gives each stage what it sh
 - `wants(name)`: whether the configured `stages` include it;
 - `train(name, cfg, run, lines)`: run a training recipe (`reward_models.rm_train.run`, `align.train.run`, ...)
   unless `cfg.output_dir` already holds a finished run of exactly `cfg` (its report.json, and a saved
-  config.yaml equal to `cfg` with `train.precision: auto` resolved as the run resolved it), in which case the
-  saved report is returned. An interrupted pipeline so resumes at the stage where it stopped, and a changed
-  setting retrains only the stages it belongs to;
+  config.yaml equal to `cfg` with `train.precision: auto` resolved as the run resolved it) on the same inputs
+  (`inputs.json`: the content hash of every local file and the weights' fingerprint of every local model the
+  config names, so a data file rewritten under the same path or a model retrained into the same directory
+  retrains the stage), in which case the saved report is returned. An interrupted pipeline so resumes at the
+  stage where it stopped, and a changed setting or input retrains only the stages it belongs to;
 - `fit_to_device(cfg, scale, name)`: where `train.precision: auto` resolves to fp32 on this device (no native
   bf16, a step costs more), the stage's training is shortened by `scale` (max_steps, else epochs), and the
   change is logged.
@@ -18,6 +20,7 @@ named stages writing under one directory. `Pipeline` gives each stage what it sh
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import time
 from collections.abc import Callable, Sequence
@@ -26,7 +29,10 @@ from typing import Any
 
 from prefalign.config import to_dict
 from prefalign.errors import UserError
+from prefalign.models.hub import weights_fingerprint
 from prefalign.models.precision import decide_precision
+
+INPUTS_FILE = "inputs.json"
 
 
 class Pipeline:
@@ -77,6 +83,7 @@ class Pipeline:
         else:
             self.say(f"{name}: {what}")
             report = run(cfg)
+            record_inputs(out, cfg)
         for line in lines(report):
             self.say(f"{name}: {line}")
         return report
@@ -96,16 +103,56 @@ class Pipeline:
         return dataclasses.replace(cfg, train=new)
 
 
+def run_inputs(cfg: Any) -> dict[str, str]:
+    """What a training run read besides its settings: for every string in `cfg` (but `output_dir`) that names a
+    local file, the sha256 of its bytes; for a local model directory, its weights' fingerprint
+    (`weights_fingerprint`: names, sizes and modification times of its weights and JSON files); for another
+    directory, the names, sizes and modification times of its files. Keyed by the config path of the value."""
+    out: dict[str, str] = {}
+
+    def walk(value: Any, where: str) -> None:
+        if isinstance(value, dict):
+            for k, v in value.items():
+                if k != "output_dir":
+                    walk(v, f"{where}.{k}" if where else str(k))
+        elif isinstance(value, list):
+            for i, v in enumerate(value):
+                walk(v, f"{where}[{i}]")
+        elif isinstance(value, str) and value:
+            path = Path(value)
+            if path.is_file():
+                out[where] = "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
+            elif path.is_dir() and ((path / "config.json").exists() or (path / "adapter_config.json").exists()):
+                out[where] = f"weights:{weights_fingerprint(value)}"
+            elif path.is_dir():  # a data directory (shards): every file's name, size and modification time
+                files = sorted(f for f in path.rglob("*") if f.is_file())
+                stamp = [(str(f.relative_to(path)), f.stat().st_size, f.stat().st_mtime_ns) for f in files]
+                out[where] = "files:" + hashlib.sha256(json.dumps(stamp).encode()).hexdigest()
+
+    walk(to_dict(cfg), "")
+    return out
+
+
+def record_inputs(run_dir: Path, cfg: Any) -> None:
+    """Save `run_inputs(cfg)` beside a run that just finished, for `finished_run` to compare."""
+    (Path(run_dir) / INPUTS_FILE).write_text(json.dumps(run_inputs(cfg), indent=1, sort_keys=True), encoding="utf-8")
+
+
 def finished_run(run_dir: Path, cfg: Any) -> bool:
-    """True when run_dir holds a finished run of exactly this config (so the stage can be skipped).
+    """True when run_dir holds a finished run of exactly this config on the same inputs (so the stage can be
+    skipped): its report.json, a saved config.yaml equal to `cfg`, and an inputs.json equal to `run_inputs(cfg)`
+    now. A run without inputs.json (or whose data or model changed under the same path) is not reused.
 
     A run saves its config with `train.precision: auto` resolved, so the comparison resolves it too."""
     import yaml  # lazy: only to read a saved config, as prefalign.config does
 
     done = run_dir / "report.json"
     saved = run_dir / "config.yaml"
-    if not (done.exists() and saved.exists()):
+    inputs = run_dir / INPUTS_FILE
+    if not (done.exists() and saved.exists() and inputs.exists()):
         return False
     if cfg.train.precision == "auto":
         cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, precision=decide_precision("auto").value))
-    return bool(yaml.safe_load(saved.read_text()) == to_dict(cfg))
+    if yaml.safe_load(saved.read_text()) != to_dict(cfg):
+        return False
+    return bool(json.loads(inputs.read_text(encoding="utf-8")) == run_inputs(cfg))

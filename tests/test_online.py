@@ -228,6 +228,17 @@ def test_keep_pairs_keeps_the_largest_margins_in_prompt_order_and_counts_the_res
     assert "2 below the kept margins" in dropped_text(counts)
     with pytest.raises(ConfigError, match="keep_pairs: 9 is more than the 5 prompts_per_round"):
         build(IterativeConfig, {"rounds": {"prompts_per_round": 5, "keep_pairs": 9}})
+    # a list gives each round its own N: round 1 keeps 2, round 2 every pair, round 3 three
+    cfg = build(IterativeConfig, {"rounds": {"rounds": 3, "prompts_per_round": 5, "keep_pairs": [2, 0, 3]}})
+    assert [[p.margin for p in build_pairs(cfg, pool, scores, t)[0]] for t in (1, 2, 3)] == [
+        [5.0, 5.0],
+        [1.0, 5.0, 3.0, 5.0],
+        [5.0, 3.0, 5.0],
+    ]
+    with pytest.raises(ConfigError) as bad:  # every problem at once: the length and each bad entry
+        build(IterativeConfig, {"rounds": {"rounds": 3, "prompts_per_round": 5, "keep_pairs": [9, -1]}})
+    assert "one entry per round (3 rounds), got 2" in str(bad.value) and "9 is more than the 5" in str(bad.value)
+    assert "must be >= 0 (0 keeps every pair), got -1" in str(bad.value)
 
 
 def test_one_sample_against_the_reference_makes_a_pair_and_a_prompt_without_one_is_counted():
