@@ -12,7 +12,8 @@ here), each cut by a hash of the prompt into train (80%) and held-out (20%) as `
 tokens: one train file and one held-out file that both sides read, so neither drops nor truncates a pair.
 
 Equal settings: SmolLM2-135M-Instruct (`builtin:`), Bradley-Terry loss, one epoch (train pairs / 8 steps of 8
-pairs), lr (--lr-lora / --lr-full) with the same schedule (linear decay, no warm-up: TRL's default, set on ours),
+pairs), lr (--lr-lora / --lr-full; LoRA 5e-4 as `configs/rm_hh.yaml`: at 2e-4 both sides stayed at chance on 256
+pairs) with the same schedule (linear decay, no warm-up: TRL's default, set on ours),
 the same max length, precision (`auto`: bf16 where native, else fp32 on both), LoRA r 16 / alpha 32 on every
 projection with the score head trained (LoRA mode), and the seed (the Trainer's: score-head init and data order).
 Each side trains in its own process.
@@ -124,7 +125,7 @@ SIDES = {"trl": side_trl, "ours": side_ours}
 
 
 def main() -> None:
-    args = parser(__doc__, "lora,full", lr_lora=2e-4, lr_full=1e-5).parse_args()
+    args = parser(__doc__, "lora,full", lr_lora=5e-4, lr_full=1e-5).parse_args()
     if args.child:
         run_child(args, SIDES)
         return
