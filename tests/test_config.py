@@ -109,6 +109,9 @@ def _candidates(tp, value) -> list:
         return [a for a in args if a != value]
     if value is None or (origin in (typing.Union, __import__("types").UnionType)):
         inner = [a for a in args if a is not type(None)] or [tp]
+        if value is not None:  # a union's member of the value's own type (int | list[int] holding a list)
+            own = [a for a in inner if isinstance(typing.get_origin(a) or a, type)]
+            inner = [a for a in own if isinstance(value, typing.get_origin(a) or a)] or inner
         return [c for a in inner for c in _candidates(a, value if value is not None else _zero(a))] + (
             [None] if value is not None and type(None) in args else []
         )
