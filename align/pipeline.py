@@ -120,11 +120,15 @@ def run_inputs(cfg: Any) -> dict[str, str]:
                 walk(v, f"{where}[{i}]")
         elif isinstance(value, str) and value:
             path = Path(value)
-            if path.is_file():
+            try:
+                is_file, is_dir = path.is_file(), path.is_dir()
+            except OSError:  # not a path at all (a prompt template longer than a file name may be)
+                return
+            if is_file:
                 out[where] = "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
-            elif path.is_dir() and ((path / "config.json").exists() or (path / "adapter_config.json").exists()):
+            elif is_dir and ((path / "config.json").exists() or (path / "adapter_config.json").exists()):
                 out[where] = f"weights:{weights_fingerprint(value)}"
-            elif path.is_dir():  # a data directory (shards): every file's name, size and modification time
+            elif is_dir:  # a data directory (shards): every file's name, size and modification time
                 files = sorted(f for f in path.rglob("*") if f.is_file())
                 stamp = [(str(f.relative_to(path)), f.stat().st_size, f.stat().st_mtime_ns) for f in files]
                 out[where] = "files:" + hashlib.sha256(json.dumps(stamp).encode()).hexdigest()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from align.pipeline import INPUTS_FILE, finished_run, record_inputs
 from align.train import TrainConfig
@@ -59,3 +59,17 @@ def test_a_finished_run_is_reused_only_on_the_same_data_and_model(tmp_path):
     assert not finished_run(out, cfg)
     cfg, out = finished(tmp_path, data, model)
     assert not finished_run(out, replace(cfg, train=replace(cfg.train, lr=cfg.train.lr * 2)))  # another setting
+
+
+def test_inputs_skip_strings_that_are_not_paths(tmp_path):
+    """A setting too long to be a file name (a prompt template, a system prompt) is no input, not an error."""
+    from align.pipeline import run_inputs
+
+    @dataclass
+    class Settings:
+        template: str
+        data: str
+
+    data = tmp_path / "pairs.jsonl"
+    data.write_text("{}\n")
+    assert list(run_inputs(Settings("Judge the answer. " * 40, str(data)))) == ["data"]
