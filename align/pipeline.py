@@ -29,7 +29,7 @@ from typing import Any
 
 from prefalign.config import to_dict
 from prefalign.errors import UserError
-from prefalign.models.hub import weights_fingerprint
+from prefalign.models.hub import files_stamp, is_model_dir, weights_fingerprint
 from prefalign.models.precision import decide_precision
 
 INPUTS_FILE = "inputs.json"
@@ -126,11 +126,10 @@ def run_inputs(cfg: Any) -> dict[str, str]:
                 return
             if is_file:
                 out[where] = "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
-            elif is_dir and ((path / "config.json").exists() or (path / "adapter_config.json").exists()):
+            elif is_dir and is_model_dir(path):
                 out[where] = f"weights:{weights_fingerprint(value)}"
-            elif is_dir:  # a data directory (shards): every file's name, size and modification time
-                files = sorted(f for f in path.rglob("*") if f.is_file())
-                stamp = [(str(f.relative_to(path)), f.stat().st_size, f.stat().st_mtime_ns) for f in files]
+            elif is_dir:  # a data directory (shards)
+                stamp = files_stamp((f for f in path.rglob("*") if f.is_file()), path)
                 out[where] = "files:" + hashlib.sha256(json.dumps(stamp).encode()).hexdigest()
 
     walk(to_dict(cfg), "")

@@ -21,6 +21,7 @@ import logging
 import os
 import re
 import shutil
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -161,7 +162,7 @@ def resolve(ref: str) -> str:
         return str(dest)
     p = Path(ref).expanduser()
     if p.exists():
-        if not (p / "config.json").exists() and not (p / "adapter_config.json").exists():
+        if not is_model_dir(p):
             raise UserError(
                 f"model directory {p} has no config.json (nor adapter_config.json); "
                 "point at a directory written by save_pretrained"
@@ -186,6 +187,17 @@ def _hub_call(ref: str, fn, *args: Any, **kwargs: Any) -> Any:
             f"{str(e).splitlines()[0] if str(e) else ''}); check the id, or download it and pass the "
             "local directory"
         ) from None
+
+
+def is_model_dir(path: str | Path) -> bool:
+    """Whether `path` is a directory written by save_pretrained: a model's config.json or an adapter's."""
+    p = Path(path)
+    return (p / "config.json").exists() or (p / "adapter_config.json").exists()
+
+
+def files_stamp(files: Iterable[Path], root: Path) -> list[tuple[Any, ...]]:
+    """What identifies files without reading them: each one's path under `root`, size and modification time."""
+    return [(str(f.relative_to(root)), f.stat().st_size, f.stat().st_mtime_ns) for f in sorted(files)]
 
 
 def is_adapter(path: str | Path) -> bool:
@@ -292,8 +304,7 @@ def weights_fingerprint(ref: str | None) -> str | None:
             path = Path(snapshot_download(str(path), local_files_only=True))
         except Exception:  # not in the local hub cache (yet)
             return None
-    files = sorted(f for f in path.iterdir() if f.suffix in FINGERPRINT_SUFFIXES and f.is_file())
-    stamp: list[tuple[Any, ...]] = [(f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in files]
+    stamp = files_stamp((f for f in path.iterdir() if f.suffix in FINGERPRINT_SUFFIXES and f.is_file()), path)
     if is_adapter(path):
         base = json.loads((path / "adapter_config.json").read_text(encoding="utf-8")).get("base_model_name_or_path")
         try:
