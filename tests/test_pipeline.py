@@ -6,7 +6,7 @@ import json
 import os
 from dataclasses import dataclass, replace
 
-from align.pipeline import INPUTS_FILE, finished_run, record_inputs
+from align.pipeline import INPUTS_FILE, finished_run, record_inputs, run_inputs
 from align.train import TrainConfig
 from prefalign.config import build, dump_yaml
 
@@ -63,7 +63,6 @@ def test_a_finished_run_is_reused_only_on_the_same_data_and_model(tmp_path):
 
 def test_inputs_skip_strings_that_are_not_paths(tmp_path):
     """A setting too long to be a file name (a prompt template, a system prompt) is no input, not an error."""
-    from align.pipeline import run_inputs
 
     @dataclass
     class Settings:
