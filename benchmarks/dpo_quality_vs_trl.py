@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/dpo_quality_vs_trl.py --rm RM_DIR                       # LoRA, 3 seeds
     .venv/bin/python benchmarks/dpo_quality_vs_trl.py --modes lora --seeds 0 --train-pairs 64 --eval-pairs 100
-    .venv/bin/python benchmarks/dpo_quality_vs_trl.py --keep runs/quality --seeds 0     # in parts (see --keep)
+    .venv/bin/python benchmarks/dpo_quality_vs_trl.py --keep benchmarks/results/quality --seeds 0   # in parts
 
 Data and settings as `benchmarks/rm_quality_vs_trl.py`: HH-RLHF helpful-base and harmless-base cut by a hash of the
 prompt into train (80%) and held-out (20%), the first pairs of each that fit --max-length, one train file and one

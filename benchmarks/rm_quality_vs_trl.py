@@ -2,8 +2,8 @@
 
     .venv/bin/python benchmarks/rm_quality_vs_trl.py                                   # LoRA and full, 3 seeds
     .venv/bin/python benchmarks/rm_quality_vs_trl.py --modes lora --seeds 0 --train-pairs 64 --eval-pairs 100
-    .venv/bin/python benchmarks/rm_quality_vs_trl.py --keep runs/quality --modes lora --seeds 0   # in parts:
-    .venv/bin/python benchmarks/rm_quality_vs_trl.py --keep runs/quality   # later: runs the rest, tables over all
+    .venv/bin/python benchmarks/rm_quality_vs_trl.py --keep benchmarks/results/quality --modes full --seeds 0
+    .venv/bin/python benchmarks/rm_quality_vs_trl.py --keep benchmarks/results/quality   # the rest; tables over all
 
 Data: HH-RLHF helpful-base and harmless-base (`../shared/data/hh-rlhf`, the test splits: no train split is public
 here), each cut by a hash of the prompt into train (80%) and held-out (20%) as `align rm train` cuts them
