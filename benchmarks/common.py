@@ -15,6 +15,9 @@ from pathlib import Path
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
+BATCH = 8
+MAX_LENGTH = 512
+MODEL = "builtin:smollm2-135m-instruct"
 HH_HELPFUL = ROOT.parent / "shared" / "data" / "hh-rlhf" / "helpful-base" / "test.decontaminated.jsonl.gz"
 
 
@@ -34,16 +37,49 @@ def trl_rows(pairs) -> list[dict]:
     return [{"prompt": conv(p.prompt), "chosen": conv(p.chosen), "rejected": conv(p.rejected)} for p in pairs]
 
 
+def on_gpu() -> bool:
+    """Whether the sides run on a GPU: the toolkit's `auto` device (and transformers' Trainer) is the first
+    visible CUDA GPU. `--device cpu` hides the GPUs from every side (`apply_device`)."""
+    return torch.cuda.is_available()
+
+
+def sync() -> None:
+    """Wait for the GPU's queued work (a no-op on the CPU), so a wall-clock time read after it is the work's."""
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+
+
+def add_device_arg(ap) -> None:
+    ap.add_argument(
+        "--device",
+        default="auto",
+        choices=["auto", "cpu"],
+        help="auto: every side on the first visible GPU, else the CPU (the toolkit's default); cpu: GPUs hidden "
+        "from every side",
+    )
+
+
+def apply_device(args) -> None:
+    """Hide the GPUs from this process and every side it spawns when `--device cpu` (before CUDA starts)."""
+    if args.device == "cpu":
+        os.environ["CUDA_VISIBLE_DEVICES"] = ""
+
+
 def matmul_peak(dtype: str = "bfloat16", n: int = 2048, reps: int = 10) -> float:
-    """GFLOP/s of a plain (n x n) @ (n x n) matmul in `dtype` on this machine: the reference peak."""
+    """GFLOP/s of a plain (n x n) @ (n x n) matmul in `dtype` where the sides run (the GPU when they run on one,
+    at n 8192, else this CPU): the reference peak."""
     dt_ = getattr(torch, dtype)
-    a = torch.randn(n, n, dtype=dt_)
-    b = torch.randn(n, n, dtype=dt_)
+    device = "cuda" if on_gpu() else "cpu"
+    n = 8192 if device == "cuda" else n
+    a = torch.randn(n, n, dtype=dt_, device=device)
+    b = torch.randn(n, n, dtype=dt_, device=device)
     for _ in range(2):
         a @ b
+    sync()
     t = time.perf_counter()
     for _ in range(reps):
         a @ b
+    sync()
     dt = time.perf_counter() - t
     return 2 * n**3 * reps / dt / 1e9
 
@@ -72,7 +108,7 @@ def resolve_precision(requested: str) -> tuple[str, str]:
     return d.value, d.line()
 
 
-def equal_pairs(n: int, max_length: int, out: Path) -> tuple[int, int]:
+def equal_pairs(n: int, max_length: int, out: Path, model: str = MODEL) -> tuple[int, int]:
     """Write to `out` (JSONL) the first `n` pairs of HH-RLHF helpful-base, in file order, whose every rendering
     fits `max_length` tokens, so both sides train on exactly these pairs with nothing dropped or truncated.
     Returns (pairs written, pairs skipped for length before the n-th kept one)."""
@@ -80,7 +116,7 @@ def equal_pairs(n: int, max_length: int, out: Path) -> tuple[int, int]:
     from preference_data.records import write_jsonl
 
     pairs = first_pairs(256)
-    chosen = fitting_pairs(pairs, load_tokenizer(MODEL), max_length)[:n]
+    chosen = fitting_pairs(pairs, load_tokenizer(model), max_length)[:n]
     if len(chosen) < n:
         raise SystemExit(f"only {len(chosen)} of the first 256 pairs fit {max_length} tokens; use fewer steps")
     skipped = pairs.index(chosen[-1]) + 1 - n
@@ -234,6 +270,7 @@ def step_timer() -> list[float]:
     original = CallbackHandler.on_step_end
 
     def on_step_end(self, args, state, control):
+        sync()  # on a GPU the step's kernels may still be queued
         times.append(time.perf_counter())
         return original(self, args, state, control)
 
@@ -247,8 +284,11 @@ def steady_pairs_per_s(times: list[float], pairs_per_step: int) -> float | None:
 
 
 def report(res: dict) -> None:
-    """In a child process: add the peak memory (max RSS) and print the result line `spawn` reads."""
+    """In a child process: add the peak memory (max RSS, and the GPU's peak allocation when it ran on one) and
+    print the result line `spawn` reads."""
     res["peak_rss_gb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        res["peak_gpu_gb"] = torch.cuda.max_memory_allocated() / 1024**3
     print("RESULT " + json.dumps(res), flush=True)
 
 
@@ -279,6 +319,18 @@ def peak_rss_since_reset() -> float | None:
     return kb / 1024**2 if kb is not None else None
 
 
+def memory_text(r: dict) -> str:
+    """A side's peak memory: max RSS, and the GPU's peak allocation when it ran on one."""
+    gpu = f", GPU {r['peak_gpu_gb']:.2f} GB" if r.get("peak_gpu_gb") is not None else ""
+    return f"peak memory {r['peak_rss_gb']:.2f} GB{gpu}"
+
+
+def memory_ratio(ours: dict, theirs: dict) -> float:
+    """Our peak memory over theirs: of the GPU when both ran on one, else max RSS."""
+    key = "peak_gpu_gb" if ours.get("peak_gpu_gb") and theirs.get("peak_gpu_gb") else "peak_rss_gb"
+    return ours[key] / theirs[key]
+
+
 def cpu_name() -> str:
     """The CPU model name from /proc/cpuinfo (or the platform's processor string)."""
     import platform
@@ -295,9 +347,6 @@ def cpu_name() -> str:
 # ------------------------------------------------------------------------------------------------------------
 # the driver both training comparisons share (benchmarks/rm_train_vs_trl.py, benchmarks/dpo_vs_trl.py)
 
-BATCH = 8
-MAX_LENGTH = 512
-MODEL = "builtin:smollm2-135m-instruct"
 LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 
 
@@ -324,7 +373,7 @@ def trl_args(setting: str, precision: str, steps: int, out: str) -> dict:
         "per_device_train_batch_size": BATCH,
         "max_steps": steps,
         "bf16": precision == "bf16",
-        "use_cpu": True,
+        "use_cpu": not on_gpu(),
         "torch_compile": setting.startswith("compile"),
         "gradient_checkpointing": setting.endswith("-gc"),
         "max_length": MAX_LENGTH,
@@ -377,6 +426,17 @@ def add_common_args(ap, trl_default: str) -> None:
     )
     ap.add_argument("--allocator", default="tuned", choices=["tuned", "default"], help="glibc settings for every side")
     ap.add_argument("--no-warm", action="store_true", help="skip our second (warm compile cache) run")
+    ap.add_argument("--model", default=MODEL, help="the model both sides train (default: the builtin SmolLM2)")
+    ap.add_argument(
+        "--attention",
+        default="segments",
+        choices=["segments", "mask"],
+        help="our side's train.attention (TRL pads each pair instead)",
+    )
+    ap.add_argument(
+        "--compile", default="on", choices=["on", "off"], help="our side's train.compile (default on, as the toolkit's)"
+    )
+    add_device_arg(ap)
     ap.add_argument(
         "--profile",
         action="store_true",
@@ -392,7 +452,7 @@ def _side_line(label: str, r: dict, peak: float) -> str:
     flops = f"{rate:.0f} GFLOP/s = {rate / peak:.0%} of peak" if rate else "n/a"
     return (
         f"  {label}: {r['pairs_per_s']:.3f} pairs/s ({r['seconds']:.1f}s{extra}), steady "
-        f"{r['steady_pairs_per_s']:.3f} pairs/s, peak memory {r['peak_rss_gb']:.2f} GB, "
+        f"{r['steady_pairs_per_s']:.3f} pairs/s, {memory_text(r)}, "
         f"matmul {flops}{r.get('note', '')}"
     )
 
@@ -406,11 +466,13 @@ def ours_train_section(args, lr: float) -> dict:
         "max_length": MAX_LENGTH,
         "lr": lr,
         "precision": args.precision,
+        "attention": args.attention,
+        "compile": args.compile == "on",
         "log_every": args.steps,
     }
 
 
-def ours_rm_config(out: str, data: str, train: dict):
+def ours_rm_config(out: str, data: str, train: dict, model: str = MODEL):
     """Our side's `align rm train` config on one pairs file: every pair trains (`split: all`), no held-out split,
     reward statistics on 8 pairs; `train` is the train section."""
     from prefalign.config import build
@@ -419,7 +481,7 @@ def ours_rm_config(out: str, data: str, train: dict):
     return build(
         RMTrainConfig,
         {
-            "model": MODEL,
+            "model": model,
             "output_dir": out,
             "data": {"source": data, "split": "all"},
             "eval": {"split": "none", "stats_pairs": 8},
@@ -447,6 +509,7 @@ def pair_benchmark_main(doc: str, script: str, sides: dict, what: str, trl_name:
     add_common_args(ap, trl_default="eager,compile")
     add_child_args(ap)
     args = ap.parse_args()
+    apply_device(args)
     if args.child:
         args.side = args.child
         child_main(args, sides)
@@ -467,7 +530,7 @@ def compare(script: str, args, title: str, trl_name: str) -> dict:
     results: dict = {"machine": machine_line(), "precision": precision, "peak_gflops": peak}
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp) / "pairs.jsonl"
-        n, skipped = equal_pairs(args.steps * BATCH, MAX_LENGTH, data)
+        n, skipped = equal_pairs(args.steps * BATCH, MAX_LENGTH, data, args.model)
         print(
             f"data: the first {n} HH-RLHF helpful-base pairs that fit {MAX_LENGTH} tokens ({skipped} longer ones "
             f"skipped), the same file for both sides: one epoch of {args.steps} steps x {BATCH} pairs"
@@ -478,7 +541,9 @@ def compare(script: str, args, title: str, trl_name: str) -> dict:
             extra = ["--profile-step", "3", "--profile-out", prof] if prof else []
             steps = min(args.steps, 4) if prof else args.steps
             a = ["--child", which, "--mode", mode, "--steps", str(steps), "--setting", setting]
-            a += ["--precision", precision, "--data", str(data), *extra]
+            a += ["--precision", precision, "--data", str(data), "--model", args.model, "--attention", args.attention]
+            a += ["--compile", args.compile]
+            a += extra
             return spawn(script, a, fresh_logp_cache=True, inductor_cache=inductor, allocator=args.allocator)
 
         for mode in args.modes.split(","):
@@ -505,7 +570,7 @@ def compare(script: str, args, title: str, trl_name: str) -> dict:
                 print(
                     f"    vs TRL's best ({best['setting']}): whole run {o['pairs_per_s'] / best['pairs_per_s']:.2f}x, "
                     f"steady {o['steady_pairs_per_s'] / best['steady_pairs_per_s']:.2f}x; "
-                    f"memory {o['peak_rss_gb'] / best['peak_rss_gb']:.2f}x of TRL's"
+                    f"memory {memory_ratio(o, best):.2f}x of TRL's"
                 )
             o = ours[-1]
             print(

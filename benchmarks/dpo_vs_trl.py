@@ -4,14 +4,17 @@
     .venv/bin/python benchmarks/dpo_vs_trl.py --modes full --precision fp32 --profile
     .venv/bin/python benchmarks/dpo_vs_trl.py --trl-settings eager,compile,eager-precompute
 
-Model: builtin:smollm2-135m-instruct, sigmoid loss (beta 0.1), batch 8 pairs, max length 512. Equal work on
-both sides exactly as in `rm_train_vs_trl.py` (the same pairs from one file, nothing dropped or truncated; one
-epoch; the same precision and weight dtypes; the same allocator settings; each side in its own process). The
-reference: under LoRA both sides use the base with adapters disabled, in every step; with full fine-tuning TRL
-keeps a second model and runs it in every step (its default), or precomputes the reference log-probs before
-training (setting `*-precompute`, timed and counted in its time), and ours precomputes them into an empty cache, counted
-in its time; a side's steady rate then spreads that pass over the epoch's pairs. TRL's fastest setting in steady
-state is the baseline. Printed as by `rm_train_vs_trl.py`.
+Model: builtin:smollm2-135m-instruct (`--model` names another), sigmoid loss (beta 0.1), batch 8 pairs, max length
+512. Equal work on both sides exactly as in `rm_train_vs_trl.py` (the same pairs from one file, nothing dropped or
+truncated; one epoch; the same precision and weight dtypes; the same allocator settings; each side in its own
+process). The reference: under LoRA both sides use the base with adapters disabled, in every step; with full
+fine-tuning TRL keeps a second model and runs it in every step (its default), or precomputes the reference
+log-probs before training (setting `*-precompute`, timed and counted in its time), and ours precomputes them into
+an empty cache, counted in its time; a side's steady rate then spreads that pass over the epoch's pairs. TRL's
+fastest setting in steady state is the baseline. Printed as by `rm_train_vs_trl.py`.
+
+On a machine with a GPU both sides run on it (`--device cpu` hides it), the matmul peak is the GPU's and each
+side's peak GPU memory is printed beside its max RSS; `--compile off` runs our side eager (a GPU run does anyway).
 """
 
 from __future__ import annotations
@@ -24,7 +27,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import (  # noqa: E402
     MAX_LENGTH,
-    MODEL,
     WorkMeter,
     kept_note,
     lora_config,
@@ -51,7 +53,7 @@ def side_trl(args: argparse.Namespace, out: str) -> tuple[dict, WorkMeter]:
     lora = args.mode == "lora"
     precompute = args.setting.endswith("-precompute")
     setting = args.setting.removesuffix("-precompute")
-    meter = WorkMeter(model_dims(MODEL), lora, not precompute, setting.endswith("-gc"), "completion_mask")
+    meter = WorkMeter(model_dims(args.model), lora, not precompute, setting.endswith("-gc"), "completion_mask")
     meter.install()
     ref_seconds = [0.0]
     original = DPOTrainer._precompute_ref_logps
@@ -64,8 +66,8 @@ def side_trl(args: argparse.Namespace, out: str) -> tuple[dict, WorkMeter]:
             ref_seconds[0] += time.perf_counter() - t
 
     DPOTrainer._precompute_ref_logps = timed_precompute
-    tok = load_tokenizer(MODEL)
-    model = load_causal_lm(MODEL, dtype=trl_model_dtype(args.precision, lora))
+    tok = load_tokenizer(args.model)
+    model = load_causal_lm(args.model, dtype=trl_model_dtype(args.precision, lora))
     peft_config = lora_config("CAUSAL_LM") if lora else None
     trainer = DPOTrainer(
         model=model,
@@ -99,12 +101,12 @@ def side_ours(args: argparse.Namespace, out: str) -> tuple[dict, WorkMeter]:
     from prefalign.config import build
 
     lora = args.mode == "lora"
-    meter = WorkMeter(model_dims(MODEL), lora, lora, False, "lengths")
+    meter = WorkMeter(model_dims(args.model), lora, lora, False, "lengths")
     meter.install()
     cfg = build(
         TrainConfig,
         {
-            "model": MODEL,
+            "model": args.model,
             "output_dir": out,
             "save_merged": False,
             "data": {"source": args.data, "split": "all"},

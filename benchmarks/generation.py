@@ -3,10 +3,10 @@
     .venv/bin/python benchmarks/generation.py                                   # 64 prompts x 4 samples, 128 tokens
     .venv/bin/python benchmarks/generation.py --prompts 8 --samples 2 --max-new-tokens 16   # smoke run
 
-Model: builtin:smollm2-135m-instruct, in the precision picked for this CPU (bf16 where it is native, fp32
-otherwise; `--dtype` overrides). Prompts: the first held-out suite prompts (`align eval policy`'s
-family-balanced subset). Sampling: temperature 1, no top-k / top-p, `--max-new-tokens` new tokens at most
-(a completion ends at EOS, which is counted).
+Model: builtin:smollm2-135m-instruct, on the first GPU when one is visible (every side), else this CPU, in the
+precision picked for that device (bf16 where it is native, fp32 otherwise; `--dtype` overrides). Prompts: the first
+held-out suite prompts (`align eval policy`'s family-balanced subset). Sampling: temperature 1, no top-k / top-p,
+`--max-new-tokens` new tokens at most (a completion ends at EOS, which is counted).
 
 Sides, each in its own process (its peak memory, max RSS, is its own), model loading not timed, each with
 the allocator tuning every `align` command applies (`prefalign.cpu.tune_allocator`):
@@ -65,8 +65,8 @@ def _baseline_batches(
     for s in range(0, len(order), batch_size):
         idx = order[s : s + batch_size]
         L = max(len(ids[i]) for i in idx)
-        input_ids = torch.tensor([[pad] * (L - len(ids[i])) + ids[i] for i in idx])
-        mask = torch.tensor([[0] * (L - len(ids[i])) + [1] * len(ids[i]) for i in idx])
+        input_ids = torch.tensor([[pad] * (L - len(ids[i])) + ids[i] for i in idx], device=model.device)
+        mask = torch.tensor([[0] * (L - len(ids[i])) + [1] * len(ids[i]) for i in idx], device=model.device)
         gen = model.generate(
             input_ids=input_ids,
             attention_mask=mask,
@@ -113,7 +113,7 @@ def _count(rows: list[list[int]], eos: int) -> int:
     return sum(r.index(eos) + 1 if eos in r else len(r) for r in rows)
 
 
-from benchmarks.common import peak_rss_since_reset, reset_peak_rss  # noqa: E402
+from benchmarks.common import on_gpu, peak_rss_since_reset, reset_peak_rss, sync  # noqa: E402
 
 
 def _setup(args: argparse.Namespace, prompts: int) -> tuple[Any, Any, list[Any]]:
@@ -122,6 +122,8 @@ def _setup(args: argparse.Namespace, prompts: int) -> tuple[Any, Any, list[Any]]
 
     tok = load_tokenizer(MODEL)
     model = load_causal_lm(MODEL, dtype=args.dtype)
+    if on_gpu():  # the toolkit's auto device: generation runs where the model sits
+        model.to("cuda")
     convs = [p.prompt for p in load_prompts("suite", prompts)]
     return model, tok, convs
 
@@ -135,8 +137,10 @@ def side_engine(args: argparse.Namespace) -> dict:
     engine.generate(convs[:1], SamplingParams(max_new_tokens=4))  # warm-up, as every side gets
     params = SamplingParams(n=args.samples, temperature=1.0, max_new_tokens=args.max_new_tokens, seed=0)
     loaded = reset_peak_rss()
+    sync()
     t = time.perf_counter()
     result = engine.generate(convs, params)
+    sync()
     dt = time.perf_counter() - t
     peak = peak_rss_since_reset()
     reasons: dict[str, int] = {}
@@ -166,6 +170,7 @@ def side_batched(args: argparse.Namespace) -> dict:
     tokens = 0
     for _, gen, L in _baseline_batches(model, tok, repeated, args.max_new_tokens, args.batch_size, 1.0, 512, 0):
         tokens += _count(gen[:, L:].tolist(), tok.eos_token_id)
+    sync()
     dt = time.perf_counter() - t
     return {
         "side": "batched",
@@ -187,8 +192,8 @@ def side_per_prompt(args: argparse.Namespace) -> dict:
 
     def run(p: list[int], new: int) -> Any:
         return model.generate(
-            input_ids=torch.tensor([p]),
-            attention_mask=torch.ones(1, len(p), dtype=torch.long),
+            input_ids=torch.tensor([p], device=model.device),
+            attention_mask=torch.ones(1, len(p), dtype=torch.long, device=model.device),
             max_new_tokens=new,
             do_sample=True,
             temperature=1.0,
@@ -204,6 +209,7 @@ def side_per_prompt(args: argparse.Namespace) -> dict:
     loaded = reset_peak_rss()
     t = time.perf_counter()
     tokens = sum(_count(run(p, args.max_new_tokens)[:, len(p) :].tolist(), tok.eos_token_id) for p in ids)
+    sync()
     dt = time.perf_counter() - t
     return {
         "side": "per-prompt",
@@ -219,6 +225,11 @@ SIDES = {"engine": side_engine, "batched": side_batched, "per-prompt": side_per_
 
 
 # ---------------------------------------------------------------------------------------------------------
+
+
+def gpu_text(r: dict) -> str:
+    """The GPU's peak allocation of a side that generated on one ('' on the CPU)."""
+    return f", GPU peak {r['peak_gpu_gb']:.2f} GB" if r.get("peak_gpu_gb") is not None else ""
 
 
 def best_of(repeats: int, run: Any) -> dict:
@@ -280,7 +291,7 @@ def main() -> None:
         report(res)
         return
 
-    from benchmarks.common import cpu_name
+    from benchmarks.common import cpu_name, machine_line
     from prefalign.models.precision import decide_dtype
 
     why = "set with --dtype"
@@ -293,6 +304,8 @@ def main() -> None:
         f"CPU: {cpu_name()}, {threads} torch threads; precision {args.dtype} ({why}); load average "
         f"{os.getloadavg()[0]:.1f} at the start"
     )
+    if on_gpu():
+        print(f"machine: {machine_line()}: every side generates on the GPU")
     print(
         f"{args.prompts} suite prompts x {args.samples} samples, at most {args.max_new_tokens} new tokens, "
         f"temperature 1, {MODEL}"
@@ -336,7 +349,7 @@ def main() -> None:
         )
         print(
             f"  {names[side]:<42} {r['tokens_per_s']:8.1f} tokens/s  ({r['tokens']} tokens in {r['seconds']:.1f}s"
-            f"{extra}), peak memory {r['peak_rss_gb']:.2f} GB{during}; load {r['load_before']:.1f} -> "
+            f"{extra}), peak memory {r['peak_rss_gb']:.2f} GB{during}{gpu_text(r)}; load {r['load_before']:.1f} -> "
             f"{r['load_after']:.1f}"
             + (
                 f"; all runs: {', '.join(f'{x:.1f}' for x in r['all_tokens_per_s'])}"

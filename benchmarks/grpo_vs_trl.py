@@ -3,17 +3,18 @@
     .venv/bin/python benchmarks/grpo_vs_trl.py                       # LoRA and full, 4 steps, auto precision
     .venv/bin/python benchmarks/grpo_vs_trl.py --modes lora --steps 8 --trl-settings eager,compile
 
-Equal work on both sides: the builtin model (SmolLM2-135M-Instruct); the same suite train prompts (the first
-steps x 8 of the seeded shuffle, 8 prompts per step); group size 4; 128 new tokens at most, temperature 1.0, no
-top-p / top-k; the same reward function (the suite's gold graders, overall score); loss dapo, epsilon 0.2, beta 0
-(no reference model on either side), one optimizer step per rollout, lr 1e-5; the same precision (bf16 autocast
-with a bf16 frozen base under LoRA, as the toolkit decides; TRL is given the same weight dtypes); LoRA r 16 on
-every projection, or full fine-tuning; each side in its own process (time and peak memory its own), no evaluation,
-no checkpoints; each side's time is its training loop (TRL's `trainer.train()`, our loop from the first rollout to
-the last update), model loading and saving excluded. Sampling is random on both sides, so completion lengths differ
-from run to run: both are printed with the generated-token rate. TRL samples with transformers' `generate` (its
-CPU path, no vLLM); ours with the toolkit's generation engine. TRL's fastest setting is the baseline. Steady =
-after the first step (which pays compiling and warm-up); every compiling side starts from an empty compile cache.
+Equal work on both sides: the builtin model (SmolLM2-135M-Instruct); the same suite train prompts (the first steps
+x 8 of the seeded shuffle, 8 prompts per step); group size 4; 128 new tokens at most, temperature 1.0, no top-p /
+top-k; the same reward function (the suite's gold graders, overall score); loss dapo, epsilon 0.2, beta 0 (no
+reference model on either side), one optimizer step per rollout, lr 1e-5; the same precision (bf16 autocast with a
+bf16 frozen base under LoRA, as the toolkit decides; TRL is given the same weight dtypes); LoRA r 16 on every
+projection, or full fine-tuning; each side in its own process (time and peak memory its own), no evaluation, no
+checkpoints; each side's time is its training loop (TRL's `trainer.train()`, our loop from the first rollout to the
+last update), model loading and saving excluded. Sampling is random on both sides, so completion lengths differ
+from run to run: both are printed with the generated-token rate. TRL samples with transformers' `generate` (no
+vLLM; on the GPU when one is visible, as ours); ours with the toolkit's generation engine. TRL's fastest setting is
+the baseline. Steady = after the first step (which pays compiling and warm-up); every compiling side starts from an
+empty compile cache.
 """
 
 from __future__ import annotations
@@ -27,7 +28,19 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import MODEL, lora_config, machine_line, report, resolve_precision, spawn  # noqa: E402
+from benchmarks.common import (  # noqa: E402
+    MODEL,
+    add_device_arg,
+    apply_device,
+    lora_config,
+    machine_line,
+    memory_ratio,
+    memory_text,
+    on_gpu,
+    report,
+    resolve_precision,
+    spawn,
+)
 
 PROMPTS_PER_STEP = 8
 GROUP = 4
@@ -88,7 +101,7 @@ def side_trl(args: argparse.Namespace, out: str) -> dict:
             epsilon=0.2,
             max_steps=args.steps,
             bf16=args.precision == "bf16",
-            use_cpu=True,
+            use_cpu=not on_gpu(),
             torch_compile=args.setting == "compile",
             report_to="none",
             logging_steps=args.steps,
@@ -170,9 +183,11 @@ def main() -> None:
         "--ours-settings", default="eager,compile", help="comma list of our settings: eager, compile (cold cache)"
     )
     ap.add_argument("--model", default=MODEL, help="the model both sides train (default: the builtin SmolLM2)")
+    add_device_arg(ap)
     for name in ("--child", "--mode", "--setting"):
         ap.add_argument(name, default="", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    apply_device(args)
     if args.child:
         child(args)
         return
@@ -210,7 +225,7 @@ def main() -> None:
                 f"  TRL GRPOTrainer ({r['setting']}): {r['prompts_per_s']:.3f} prompts/s ({r['seconds']:.1f}s), "
                 f"steady {r['steady_prompts_per_s'] or 0:.3f} prompts/s, "
                 f"{r['tokens_per_s']:.1f} generated tokens/s (mean completion {r['mean_completion_tokens']:.1f}), "
-                f"peak memory {r['peak_rss_gb']:.2f} GB"
+                f"{memory_text(r)}"
             )
         for o in ours:
             print(
@@ -218,7 +233,7 @@ def main() -> None:
                 + ", ".join(f"{k} {v}s" for k, v in o["phases"].items())
                 + f"), steady {o['steady_prompts_per_s'] or 0:.3f} prompts/s, {o['tokens_per_s']:.1f} generated "
                 f"tokens/s (mean completion {o['mean_completion_tokens']:.1f}), "
-                f"peak memory {o['peak_rss_gb']:.2f} GB"
+                f"{memory_text(o)}"
             )
             steady = (
                 f"steady {o['steady_prompts_per_s'] / best['steady_prompts_per_s']:.2f}x, "
@@ -228,7 +243,7 @@ def main() -> None:
             print(
                 f"    vs TRL's best ({best['setting']}): whole run {o['prompts_per_s'] / best['prompts_per_s']:.2f}x "
                 f"prompts/s, {steady}{o['tokens_per_s'] / best['tokens_per_s']:.2f}x generated tokens/s, memory "
-                f"{o['peak_rss_gb'] / best['peak_rss_gb']:.2f}x of TRL's"
+                f"{memory_ratio(o, best):.2f}x of TRL's"
             )
         results[mode] = {"trl": trl, "ours": ours, "best_trl": best["setting"]}
     print("\n" + json.dumps(results, indent=1, default=float))
