@@ -598,6 +598,7 @@ def test_dropout_is_off_for_the_policy_and_its_reference_forward(tmp_path, data,
     net = s.trainer.model  # PackedForward(policy, "logps") in train mode
     net.train()
     batch = s.trainer.data_collator(s.train_pairs[:4])
+    batch = {k: v.to(s.trainer.args.device) if torch.is_tensor(v) else v for k, v in batch.items()}  # as the trainer
     with torch.no_grad():
         a, b = net(**batch), net(**batch)
         with s.model.disable_adapter():

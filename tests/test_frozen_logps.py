@@ -183,6 +183,7 @@ def test_a_pair_drawn_without_its_columns_stops_the_step(tmp_path, data):
     bare = [p for p in s.train_pairs if "ref_chosen_logps" not in p.attributes]
     assert len(bare) == 18
     batch = s.trainer.data_collator(bare[:2])
+    batch = {k: v.to(s.trainer.args.device) if torch.is_tensor(v) else v for k, v in batch.items()}  # as the trainer
     assert torch.isnan(batch["ref_chosen_logps"]).all()
     with pytest.raises(RuntimeError, match="precomputed reference log-probs are NaN"), torch.no_grad():
         s.trainer.compute_loss(s.trainer.model, batch)

@@ -98,14 +98,21 @@ def test_resume_after_a_kill_reaches_the_same_weights(tmp_path, tiny_model_ref, 
 def test_micro_batches_give_the_single_batch_update(tmp_path, tiny_model_ref):
     from align import online
 
+    # On a GPU the two splits sum in another order, and a sampled token may then flip at the next step's rollout:
+    # one step there, and the difference held to 1% of the update instead of 1e-6.
+    gpu = torch.cuda.is_available()
+    steps = {"train__max_steps": 1} if gpu else {}
     for loss_type in ("grpo",):  # per-sequence token means inside, sequences outside: the harder split
-        one = online.run(online_config(tmp_path, f"one_{loss_type}", algorithm={"params": {"loss_type": loss_type}}))
-        many = online.run(
-            online_config(
-                tmp_path, f"many_{loss_type}", algorithm={"params": {"loss_type": loss_type}}, train__batch_size=2
-            )
-        )
-        same(adapter(Path(one["adapter_dir"]).parent), adapter(Path(many["adapter_dir"]).parent), atol=1e-6)
+        params = {"params": {"loss_type": loss_type}}
+        one = online.run(online_config(tmp_path, f"one_{loss_type}", algorithm=params, **steps))
+        many = online.run(online_config(tmp_path, f"many_{loss_type}", algorithm=params, train__batch_size=2, **steps))
+        a, b = adapter(Path(one["adapter_dir"]).parent), adapter(Path(many["adapter_dir"]).parent)
+        if not gpu:
+            same(a, b, atol=1e-6)
+            continue
+        update = sum(float(v.pow(2).sum()) for k, v in b.items() if "lora_B" in k) ** 0.5  # B starts at zero
+        diff = sum(float((a[k] - b[k]).pow(2).sum()) for k in a if "lora_B" in k) ** 0.5
+        assert update > 0 and diff <= 0.01 * update, (diff, update)
 
 
 def test_nan_rewards_are_masked_and_counted(tmp_path, tiny_model_ref):

@@ -14,8 +14,12 @@ from prefalign.models.precision import decide_dtype, decide_precision
 
 @pytest.fixture(params=[True, False], ids=["native_bf16", "avx2_only"])
 def native(request, monkeypatch):
-    """The capability check stubbed both ways (this machine may have either kind of CPU)."""
+    """The capability check stubbed both ways (this machine may have either kind of CPU), with any GPU hidden: on
+    a machine with one, `auto` follows the GPU, and runs go there."""
+    import torch
+
     monkeypatch.setattr(precision, "cpu_bf16_features", lambda: ["AVX-512 BF16"] if request.param else [])
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     return request.param
 
 

@@ -231,10 +231,13 @@ def test_resume_reaches_the_same_weights(tmp_path):
     not any(shutil.which(c) for c in ("g++", "c++", "clang++")), reason="torch.compile on CPU needs a C++ compiler"
 )
 @pytest.mark.slow
-def test_compiled_layers_train_like_eager_ones(tmp_path):
+def test_compiled_layers_train_like_eager_ones(tmp_path, monkeypatch):
     """train.compile (the default) changes speed only: the same losses and final weights as eager layers.
-    The one test that compiles (the others run with TORCH_COMPILE_DISABLE=1, see conftest)."""
+    The one test that compiles (the others run with TORCH_COMPILE_DISABLE=1, see conftest). On the CPU: a GPU,
+    where there is one, is hidden (layers are not compiled there)."""
     from safetensors.torch import load_file
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
 
     method = "lora"
     data = write_pairs(tmp_path / "pairs.jsonl", suite_like_pairs(16))
@@ -469,3 +472,39 @@ def test_margins_are_used_only_when_asked():
         select_margins([pairs()[1]], RMLossSection(margin="rating_gap"))
     with pytest.raises(ConfigError, match="adaptive_margin"):
         build(RMTrainConfig, {"loss": {"margin": "column"}, "strength": {"file": "s.jsonl", "adaptive_margin": True}})
+
+
+def test_keep_whole_lets_a_recipe_run_an_fsdp2_sharded_model_after_training(tmp_path, tiny_rm):
+    """Under FSDP2 (each layer and the trainer's wrapper sharded, as `accelerate launch` with an FSDP config
+    does on GPUs) a recipe's own forwards after training call the inner model, skipping the sharded root's
+    hooks: they fail on the sharded embedding. `keep_whole` (called by `RecipeRun.train`) gathers every shard and
+    keeps it: the same rewards as before sharding. On the CPU with gloo, one process."""
+    import copy
+
+    import torch.distributed as dist
+    from torch.distributed.fsdp import fully_shard
+
+    from prefalign.models.forward import PackedForward, body
+    from prefalign.models.hub import load_tokenizer
+    from prefalign.training.trainer import keep_whole
+
+    tok = load_tokenizer("builtin:tiny-llama")
+    pairs, _ = tokenize_pairs(suite_like_pairs(4), tok, 128, "drop", response_end="template")
+    model = copy.deepcopy(tiny_rm)
+    want = pair_rewards(model, pairs, tok.pad_token_id, 4, 512, autocast=False, layout="segments")
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    try:
+        wrapper = PackedForward(model, "rewards")
+        for layer in body(model).layers:
+            fully_shard(layer)
+        fully_shard(wrapper)
+        batch = pack_pairs(pairs, tok.pad_token_id, 512, "segments")
+        wrapper(**batch.as_inputs()).sum().backward()  # a training step's passes through the sharded root
+        with pytest.raises(RuntimeError, match="DTensor"):
+            pair_rewards(model, pairs, tok.pad_token_id, 4, 512, autocast=False, layout="segments")
+        assert keep_whole(wrapper) == len(body(model).layers) + 1
+        got = pair_rewards(model, pairs, tok.pad_token_id, 4, 512, autocast=False, layout="segments")
+    finally:
+        dist.destroy_process_group()
+    for g, w in zip(got, want, strict=True):
+        torch.testing.assert_close(g, w, atol=1e-5, rtol=0)

@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 import torch
 from accelerate import Accelerator
-from accelerate.utils import DistributedDataParallelKwargs
+from accelerate.utils import DistributedDataParallelKwargs, DistributedType
 from torch.distributed.checkpoint.state_dict import (
     StateDictOptions,
     get_model_state_dict,
@@ -198,11 +198,14 @@ def build_learner(cfg: OnlineConfig, checkpoint: dict[str, Any] | None = None) -
     """The policy from `cfg.model` (a peft adapter merged into its base first), LoRA or full, on this rank's
     device, with its reference, optimizer and schedule; `checkpoint` (`state.read_checkpoint`) restores the
     trainable weights before the model is wrapped and the optimizer's and schedule's state after."""
-    fsdp = fsdp_requested() and ranks()[1] > 1
     accelerator = Accelerator(
         cpu=not torch.cuda.is_available(),
         kwargs_handlers=[DistributedDataParallelKwargs(broadcast_buffers=False)],
     )
+    # Sharded here whenever FSDP is asked for and in effect: on GPUs accelerate's `prepare` would otherwise shard
+    # the forward itself (one process included) behind this loop's back; on CPU accelerate runs no FSDP, so it is
+    # done here from two processes up
+    fsdp = accelerator.distributed_type == DistributedType.FSDP or (fsdp_requested() and ranks()[1] > 1)
     device = accelerator.device
     train = cfg.train
     bf16 = train.precision in ("bf16", "bf16-pure")

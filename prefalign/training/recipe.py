@@ -32,7 +32,7 @@ from prefalign.config import dump_yaml
 from .config import TrainSection
 from .metrics import ALERTS_FILE
 from .report import DASHBOARD_PNG, DATA_REPORT, REPORT_HTML, STOPPED, write_report
-from .trainer import evaluate_every, resolve_precision, resume_point, set_threads
+from .trainer import evaluate_every, keep_whole, resolve_precision, resume_point, set_threads
 
 
 @dataclass
@@ -71,7 +71,8 @@ class RecipeRun:
         return self.dir / "metrics.jsonl"
 
     def train(self, trainer: Any, train: TrainSection, evaluates: bool) -> TrainStats:
-        """`trainer.train()` from the resume point, evaluating every `train.eval_every` steps when `evaluates`."""
+        """`trainer.train()` from the resume point, evaluating every `train.eval_every` steps when `evaluates`; under
+        FSDP the weights are gathered whole afterwards (`keep_whole`)."""
         if train.eval_every > 0 and evaluates:
             evaluate_every(trainer, train.eval_every)
         t0 = time.time()
@@ -82,6 +83,7 @@ class RecipeRun:
                 self.stopped(trainer.state.global_step, e)
             raise
         seconds = time.time() - t0
+        keep_whole(trainer.model)  # FSDP: the recipe's own forwards after training need whole weights
         pairs = result.global_step * train.batch_size * train.grad_accum * trainer.args.world_size
         return TrainStats(result.global_step, result.training_loss, seconds, pairs / max(seconds, 1e-9))
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from torch.distributed.fsdp import FSDPModule
 from transformers import TrainerCallback, TrainingArguments
 from transformers.trainer_utils import get_last_checkpoint
 
@@ -208,7 +209,8 @@ def prepare_model(
 
 
 def compile_layers(model: torch.nn.Module, train: TrainSection) -> int:
-    """`torch.compile` each transformer layer of `model` (a peft wrapper is fine) when `train.compile` is on.
+    """`torch.compile` each transformer layer of `model` (a peft wrapper is fine) when `train.compile` is on and the
+    run is on the CPU.
 
     Layers compile lazily on their first call, with dynamic shapes so batches of any length reuse one
     graph; the segment attention inside stays eager (it is excluded from tracing). Parameter names and
@@ -221,6 +223,12 @@ def compile_layers(model: torch.nn.Module, train: TrainSection) -> int:
     if torch._dynamo.config.disable:
         log.warning(
             "train.compile: torch.compile is switched off in this process (TORCH_COMPILE_DISABLE=1); running eager"
+        )
+        return 0
+    if torch.cuda.is_available():  # the run's device (the Trainer's and the online learner's)
+        log.warning(
+            "train.compile: not on a GPU (on an H100 compiling the layers cost over a minute before the first step, "
+            "more than a short run gains); running eager"
         )
         return 0
     layers = getattr(body(model), "layers", None)
@@ -236,6 +244,19 @@ def compile_layers(model: torch.nn.Module, train: TrainSection) -> int:
     for layer in layers:
         layer.compile(dynamic=True)
     return len(layers)
+
+
+def keep_whole(model: torch.nn.Module) -> int:
+    """Under FSDP2 (`accelerate launch` with an FSDP config on GPUs): gather every sharded parameter of `model` and
+    keep it whole from now on, so a recipe's own forwards after training (held-out accuracy, reward statistics: they
+    call the inner model and so skip the sharded root's hooks) see whole weights. Every rank must call it. Returns the
+    number of sharded modules gathered (0 without FSDP: a no-op). Saving under FSDP is not covered: `state_dict()`
+    still gives the shards (DTensors)."""
+    sharded = [m for m in model.modules() if isinstance(m, FSDPModule)]
+    for m in sharded:
+        m.set_reshard_after_forward(False, recurse=False)
+        m.unshard()
+    return len(sharded)
 
 
 def last_checkpoint(output_dir: str) -> str | None:
