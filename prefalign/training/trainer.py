@@ -225,8 +225,8 @@ def compile_layers(model: torch.nn.Module, train: TrainSection) -> int:
             "train.compile: torch.compile is switched off in this process (TORCH_COMPILE_DISABLE=1); running eager"
         )
         return 0
-    if torch.cuda.is_available():  # the run's device (the Trainer's and the online learner's)
-        log.warning(
+    if torch.cuda.is_available():  # the run's device (the Trainer's, the online learner's); info: it is the default
+        log.info(
             "train.compile: not on a GPU (on an H100 compiling the layers cost over a minute before the first step, "
             "more than a short run gains); running eager"
         )
