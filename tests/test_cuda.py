@@ -19,7 +19,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from prefalign.config import apply_overrides, build, dump_yaml
+from prefalign.config import build, dump_yaml
+from tests.test_dpo_train import config as dpo_base_config
+from tests.test_rm_train import tiny_cfg
+from tests.test_scorers import rm_dir  # noqa: F401, F811 (a fixture: the tiny RM with a large random head)
 
 ROOT = Path(__file__).resolve().parents[1]
 GPU = torch.cuda.is_available()
@@ -233,20 +236,7 @@ def test_engine_samples_on_cuda_follow_the_processed_distribution_and_not_the_ba
 # --- scorers on the GPU: rows under one block mask --------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def rm_dir(tmp_path_factory, tiny_model_ref) -> Path:
-    from prefalign.models.hub import load_seq_cls, load_tokenizer
-    from reward_models.checkpoint import RewardStats, save_rm
-
-    model = load_seq_cls(tiny_model_ref, dtype="float32")
-    torch.manual_seed(1)
-    torch.nn.init.normal_(model.score.weight, std=1.0)
-    out = tmp_path_factory.mktemp("rm") / "rm"
-    save_rm(model, load_tokenizer(tiny_model_ref), out, RewardStats(mean=0.25, std=2.0, n=10, computed_on="test"))
-    return out
-
-
-def test_scalar_scorer_on_cuda_equals_the_cpu_and_bf16_stays_close(rm_dir):
+def test_scalar_scorer_on_cuda_equals_the_cpu_and_bf16_stays_close(rm_dir):  # noqa: F811
     """The BT scorer on the GPU (layout mask) gives the CPU's scores (layout segments) in fp32, one item per
     forward or all at once; in bf16 (auto on a recent GPU) within bf16's rounding."""
     from preference_data.records import Message
@@ -269,26 +259,9 @@ def test_scalar_scorer_on_cuda_equals_the_cpu_and_bf16_stays_close(rm_dir):
 # --- training on the GPU equals training on the CPU (fp32) -------------------------------------------------
 
 
-def rm_config(tmp_path: Path, data: str, out: str, *overrides: str):
-    from reward_models.rm_config import RMTrainConfig
-
-    base = {
-        "model": "builtin:tiny-llama",
-        "output_dir": str(tmp_path / out),
-        "data": {"source": data, "split": "all"},
-        "eval": {"split": "none", "stats_pairs": 8},
-        "train": {
-            "max_steps": 3,
-            "batch_size": 4,
-            "lr": 1e-3,
-            "max_length": 128,
-            "row_tokens": 512,
-            "precision": "fp32",
-            "compile": False,
-            "seed": 0,
-        },
-    }
-    return build(RMTrainConfig, apply_overrides(base, list(overrides)), "test config")
+def rm_config(tmp_path: Path, data: str, out: str, **train):
+    """test_rm_train's tiny RM config (3 steps, fp32), written to `tmp_path / out`, eager, with `train` changes."""
+    return tiny_cfg(tmp_path, data, output_dir=str(tmp_path / out), train={"compile": False, **train})
 
 
 @pytest.mark.parametrize("method", ["full", "lora"])
@@ -298,9 +271,8 @@ def test_rm_training_on_cuda_equals_the_cpu(tmp_path, data, tiny_model_ref, meth
     losses step by step, the same rewards of the saved model on the first pairs, close weights."""
     from reward_models.rm_train import run
 
-    overrides = (f"train.method={method}", f"train.attention={attention}")
-    gpu = run(rm_config(tmp_path, data, "gpu", *overrides))
-    dump_yaml(rm_config(tmp_path, data, "cpu", *overrides), tmp_path / "cpu.yaml")
+    gpu = run(rm_config(tmp_path, data, "gpu", method=method, attention=attention))
+    dump_yaml(rm_config(tmp_path, data, "cpu", method=method, attention=attention), tmp_path / "cpu.yaml")
     on_cpu("rm", "train", "--config", str(tmp_path / "cpu.yaml"))
     cpu = json.loads((tmp_path / "cpu" / "report.json").read_text())
     assert gpu["precision"].startswith("precision fp32") and cpu["precision"].startswith("precision fp32")
@@ -323,7 +295,7 @@ def test_rm_training_on_cuda_equals_the_cpu(tmp_path, data, tiny_model_ref, meth
 def test_rm_training_in_auto_precision_is_bf16_on_the_gpu_and_learns(tmp_path, data, tiny_model_ref):
     from reward_models.rm_train import run
 
-    report = run(rm_config(tmp_path, data, "auto", "train.precision=auto", "train.max_steps=8", "train.lr=3e-3"))
+    report = run(rm_config(tmp_path, data, "auto", precision="auto", max_steps=8, lr=3e-3))
     assert report["precision"].startswith("precision bf16")
     rewards = report["sample_rewards"]
     margins = [c - r for c, r in zip(rewards["chosen"], rewards["rejected"], strict=True)]
@@ -331,30 +303,9 @@ def test_rm_training_in_auto_precision_is_bf16_on_the_gpu_and_learns(tmp_path, d
 
 
 def dpo_config(tmp_path: Path, data: str, out: str, *overrides: str):
-    from align.train import TrainConfig
-
-    base = {
-        "kind": "train",
-        "model": "builtin:tiny-llama",
-        "output_dir": str(tmp_path / out),
-        "data": {"source": data, "split": "all"},
-        "eval": {"split": "none"},
-        "loss": {"name": "sigmoid"},
-        "train": {
-            "method": "lora",
-            "lr": 1e-2,
-            "max_steps": 2,
-            "batch_size": 4,
-            "precision": "fp32",
-            "compile": False,
-            "max_length": 128,
-            "row_tokens": 256,
-            "seed": 0,
-        },
-        "lora": {"r": 4, "alpha": 8},
-        "save_merged": False,
-    }
-    return build(TrainConfig, apply_overrides(base, list(overrides)), "test config")
+    """test_dpo_train's tiny DPO config (LoRA, 2 steps, fp32) with 4 pairs a step, eager, no merged copy."""
+    fixed = ("train.batch_size=4", "train.num_threads=0", "train.compile=false", "save_merged=false")
+    return dpo_base_config(tmp_path, data, *fixed, *overrides, out=out)
 
 
 @pytest.mark.parametrize(
@@ -456,7 +407,7 @@ def test_accelerate_launch_with_fsdp_on_one_gpu_equals_a_plain_run(tmp_path, dat
     from reward_models.rm_train import run as rm_run
 
     make, cli, plain = {
-        "rm": (lambda out: rm_config(tmp_path, data, out, "train.method=full"), ["rm", "train"], rm_run),
+        "rm": (lambda out: rm_config(tmp_path, data, out, method="full"), ["rm", "train"], rm_run),
         "dpo": (lambda out: dpo_config(tmp_path, data, out), ["train"], dpo_run),
         "online": (lambda out: online_config(tmp_path, out, precision="fp32"), ["train"], online.run),
     }[verb]
