@@ -8,8 +8,8 @@ Data and settings as `benchmarks/rm_quality_vs_trl.py`: HH-RLHF helpful-base and
 prompt into train (80%) and held-out (20%), the first pairs of each that fit --max-length, one train file and one
 held-out file both sides read. DPO sigmoid loss, β 0.1; one epoch of 8-pair steps; the same lr, schedule (linear
 decay, no warm-up), max length, precision and seed on both sides; the reference is the base model on both (LoRA:
-the adapters disabled; full: a frozen copy on TRL's side, log-probs computed once on ours). Each side trains in its
-own process.
+the adapters disabled; full: a frozen copy on TRL's side, log-probs computed once on ours); no activation
+checkpointing on either side (TRL's default, turned off: its fastest). Each side trains in its own process.
 
 Judged alike for both, in plain transformers (fp32, one sequence per forward):
   implicit reward  on the held-out pairs, r = β (log π(y|x) − log π_ref(y|x)) summed over the response tokens of
@@ -157,8 +157,8 @@ def side_trl(args: argparse.Namespace, out: str) -> dict:
     trainer = DPOTrainer(
         model=model, args=config, train_dataset=Dataset.from_list(rows), processing_class=tok, peft_config=peft_config
     )
-    seconds, kept, policy = train_trl(trainer, lora, t)
-    return {"seconds": seconds, "kept": kept, **judged(policy, args)}
+    timing, policy = train_trl(trainer, lora, t)
+    return {**timing, **judged(policy, args)}
 
 
 def side_ours(args: argparse.Namespace, out: str) -> dict:

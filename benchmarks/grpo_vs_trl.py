@@ -8,7 +8,8 @@ x 8 of the seeded shuffle, 8 prompts per step); group size 4; 128 new tokens at 
 top-k; the same reward function (the suite's gold graders, overall score); loss dapo, epsilon 0.2, beta 0 (no
 reference model on either side), one optimizer step per rollout, lr 1e-5; the same precision (bf16 autocast with a
 bf16 frozen base under LoRA, as the toolkit decides; TRL is given the same weight dtypes); LoRA r 16 on every
-projection, or full fine-tuning; each side in its own process (time and peak memory its own), no evaluation, no
+projection, or full fine-tuning; no activation checkpointing on either side (TRL's default, turned off: its
+fastest); each side in its own process (time and peak memory its own), no evaluation, no
 checkpoints; each side's time is its training loop (TRL's `trainer.train()`, our loop from the first rollout to the
 last update), model loading and saving excluded. Sampling is random on both sides, so completion lengths differ
 from run to run: both are printed with the generated-token rate. TRL samples with transformers' `generate` (no
@@ -103,6 +104,7 @@ def side_trl(args: argparse.Namespace, out: str) -> dict:
             bf16=args.precision == "bf16",
             use_cpu=not on_gpu(),
             torch_compile=args.setting == "compile",
+            gradient_checkpointing=False,  # TRL's default is True; off is its fastest, and ours' setting
             report_to="none",
             logging_steps=args.steps,
             save_strategy="no",

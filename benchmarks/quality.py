@@ -125,6 +125,7 @@ def trl_settings(args: argparse.Namespace, out: str, rows: int) -> dict:
         "warmup_steps": 0,
         "bf16": args.precision == "bf16",
         "use_cpu": True,
+        "gradient_checkpointing": False,  # TRL's configs default to True; off is its fastest, and ours' setting
         "max_length": args.max_length,
         "report_to": "none",
         "save_strategy": "no",
@@ -259,21 +260,36 @@ def accuracy_table(runs: dict[str, list[dict]], subset_of: list[str], key: str, 
     return out
 
 
-def train_trl(trainer: Any, lora: bool, t0: float) -> tuple[float, int, Any]:
-    """Train a TRL trainer; (seconds since t0, pairs it kept after its own length filter, the trained model with a
-    LoRA adapter merged)."""
+def train_trl(trainer: Any, lora: bool, t0: float) -> tuple[dict, Any]:
+    """Train a TRL trainer; ({seconds since t0, pairs it kept after its own length filter, whether it recomputed
+    activations}, the trained model with a LoRA adapter merged)."""
     kept = len(trainer.train_dataset)
     trainer.train()
     seconds = time.perf_counter() - t0
-    return seconds, kept, trainer.model.merge_and_unload() if lora else trainer.model
+    timing = {"seconds": seconds, "kept": kept, "checkpointing": bool(trainer.args.gradient_checkpointing)}
+    return timing, trainer.model.merge_and_unload() if lora else trainer.model
 
 
 def time_ratio(runs: dict[str, list[dict]]) -> dict:
-    """Print and return each side's mean whole training time and the ratio."""
-    t_trl = finite_mean([r["seconds"] for r in runs["trl"]])
-    t_ours = finite_mean([r["seconds"] for r in runs["ours"]])
-    print(f"whole training run: TRL {t_trl:.0f} s, ours {t_ours:.0f} s: ours {t_trl / t_ours:.2f}x faster\n")
-    return {"trl": t_trl, "ours": t_ours, "ratio": t_trl / t_ours}
+    """Print and return each side's mean whole training time and the ratio, over the seeds whose TRL run kept its
+    activations as ours does. A TRL result kept before its side set `gradient_checkpointing: False` (TRL's default
+    is True: every backward recomputes the forward) counts for accuracy only; delete its file to time it again."""
+    pairs = list(zip(runs["trl"], runs["ours"], strict=True))
+    equal = [(t, o) for t, o in pairs if not t.get("checkpointing", True)]
+    if len(equal) < len(pairs):
+        left = ", ".join(str(t["seed"]) for t, _ in pairs if t.get("checkpointing", True))
+        print(f"(TRL's kept run of seed {left} recomputed activations (TRL's default): not timed alike, left out)")
+    if not equal:
+        print("whole training run: no seed whose TRL run kept its activations as ours does\n")
+        return {"trl": float("nan"), "ours": float("nan"), "ratio": float("nan"), "seeds": []}
+    t_trl = finite_mean([t["seconds"] for t, _ in equal])
+    t_ours = finite_mean([o["seconds"] for _, o in equal])
+    seeds = [t["seed"] for t, _ in equal]
+    print(
+        f"whole training run (seed {', '.join(map(str, seeds))}): TRL {t_trl:.0f} s, ours {t_ours:.0f} s: "
+        f"ours {t_trl / t_ours:.2f}x faster\n"
+    )
+    return {"trl": t_trl, "ours": t_ours, "ratio": t_trl / t_ours, "seeds": seeds}
 
 
 def write_results(args: argparse.Namespace, results: dict) -> None:

@@ -16,7 +16,8 @@ pairs), lr (--lr-lora / --lr-full; LoRA 5e-4 as `configs/rm_hh.yaml`: at 2e-4 bo
 pairs) with the same schedule (linear decay, no warm-up: TRL's default, set on ours),
 the same max length, precision (`auto`: bf16 where native, else fp32 on both), LoRA r 16 / alpha 32 on every
 projection with the score head trained (LoRA mode), and the seed (the Trainer's: score-head init and data order).
-Each side trains in its own process.
+Both keep every activation for the backward (TRL's configs default to activation checkpointing, which recomputes
+each forward in the backward; it is turned off, TRL's fastest). Each side trains in its own process.
 
 One judge for both: each trained RM is scored in plain transformers (`AutoModelForSequenceClassification`, fp32,
 one sequence per forward, no padding) on the chat template's rendering of prompt + response, the reward read at
@@ -25,7 +26,8 @@ the last token as both sides train it; a held-out pair is right when chosen scor
 Printed per mode: held-out accuracy per side and seed, overall and for helpful and harmless; the mean paired
 difference ours − TRL with a 95% bootstrap interval (per held-out pair, its difference averaged over the seeds;
 pairs resampled), overall and per subset; each side's whole training time (data preparation included, the judge's
-scoring not) and the ratio. Timings depend on the machine (its line is printed first).
+scoring not) and the ratio, over the seeds whose TRL run kept its activations (a result kept before that setting
+counts for accuracy only). Timings depend on the machine (its line is printed first).
 """
 
 from __future__ import annotations
@@ -100,8 +102,8 @@ def side_trl(args: argparse.Namespace, out: str) -> dict:
     trainer = RewardTrainer(
         model=model, args=config, train_dataset=Dataset.from_list(rows), processing_class=tok, peft_config=peft_config
     )
-    seconds, kept, trained = train_trl(trainer, lora, t)
-    return {"seconds": seconds, "kept": kept, "right": judge(trained, tok, args.held)}
+    timing, trained = train_trl(trainer, lora, t)
+    return {**timing, "right": judge(trained, tok, args.held)}
 
 
 def side_ours(args: argparse.Namespace, out: str) -> dict:

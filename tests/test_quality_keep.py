@@ -69,3 +69,26 @@ def test_another_setting_has_its_own_file(tmp_path, change):
         )
         == here
     )
+
+
+def _run(seed: int, seconds: float, **extra) -> dict:
+    return {"seed": seed, "seconds": seconds, "kept": 8, "right": [1.0], **extra}
+
+
+def test_time_ratio_leaves_out_trl_runs_that_recomputed_activations(capsys):
+    runs = {
+        # seed 0 kept from before TRL's side turned checkpointing off (no flag: TRL's default, on)
+        "trl": [_run(0, 300.0), _run(1, 90.0, checkpointing=False), _run(2, 110.0, checkpointing=False)],
+        "ours": [_run(0, 30.0), _run(1, 30.0), _run(2, 20.0)],
+    }
+    out = quality.time_ratio(runs)
+    assert out["seeds"] == [1, 2]
+    assert out["trl"] == pytest.approx(100.0) and out["ours"] == pytest.approx(25.0)
+    assert out["ratio"] == pytest.approx(4.0)
+    assert "seed 0 recomputed activations" in capsys.readouterr().out
+
+
+def test_time_ratio_without_an_alike_timed_seed_reports_none():
+    runs = {"trl": [_run(0, 300.0, checkpointing=True)], "ours": [_run(0, 30.0)]}
+    out = quality.time_ratio(runs)
+    assert out["seeds"] == [] and out["ratio"] != out["ratio"]  # NaN: no ratio
