@@ -278,7 +278,7 @@ def time_ratio(runs: dict[str, list[dict]]) -> dict:
     equal = [(t, o) for t, o in pairs if not t.get("checkpointing", True)]
     if len(equal) < len(pairs):
         left = ", ".join(str(t["seed"]) for t, _ in pairs if t.get("checkpointing", True))
-        print(f"(TRL's kept run of seed {left} recomputed activations (TRL's default): not timed alike, left out)")
+        print(f"(seed {left}: TRL's kept run recomputed activations (TRL's default): not timed alike, left out)")
     if not equal:
         print("whole training run: no seed whose TRL run kept its activations as ours does\n")
         return {"trl": float("nan"), "ours": float("nan"), "ratio": float("nan"), "seeds": []}

@@ -85,7 +85,7 @@ def test_time_ratio_leaves_out_trl_runs_that_recomputed_activations(capsys):
     assert out["seeds"] == [1, 2]
     assert out["trl"] == pytest.approx(100.0) and out["ours"] == pytest.approx(25.0)
     assert out["ratio"] == pytest.approx(4.0)
-    assert "seed 0 recomputed activations" in capsys.readouterr().out
+    assert "seed 0: TRL's kept run recomputed activations" in capsys.readouterr().out
 
 
 def test_time_ratio_without_an_alike_timed_seed_reports_none():
