@@ -86,13 +86,21 @@ def plain_reward(model: Any, tok: Any, messages: list[dict]) -> float:
 # --- command line and the runs ---------------------------------------------------------------------------------
 
 
-def parser(doc: str, modes: str, lr_lora: float, lr_full: float, child_paths: tuple[str, ...] = ()) -> Any:
-    """The options both comparisons take (and the hidden ones a side's process gets)."""
+def parser(
+    doc: str,
+    modes: str,
+    lr_lora: float,
+    lr_full: float,
+    child_paths: tuple[str, ...] = (),
+    train_pairs: int = 512,
+    eval_pairs: int = 400,
+) -> Any:
+    """The options both comparisons take (and the hidden ones a side's process gets), with each one's defaults."""
     ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--modes", default=modes, help="comma list of lora, full")
     ap.add_argument("--seeds", default="0,1,2", help="comma list of seeds")
-    ap.add_argument("--train-pairs", type=int, default=512, help="train pairs, half helpful, half harmless")
-    ap.add_argument("--eval-pairs", type=int, default=400, help="held-out pairs, half helpful, half harmless")
+    ap.add_argument("--train-pairs", type=int, default=train_pairs, help="train pairs, half helpful, half harmless")
+    ap.add_argument("--eval-pairs", type=int, default=eval_pairs, help="held-out pairs, half helpful, half harmless")
     ap.add_argument("--max-length", type=int, default=512, help="token budget of prompt + response")
     ap.add_argument("--lr-lora", type=float, default=lr_lora, help="learning rate with LoRA")
     ap.add_argument("--lr-full", type=float, default=lr_full, help="learning rate with full fine-tuning")
