@@ -215,7 +215,7 @@ def rm_scores(rm_dir: str, prompts: list[list[dict]], answers: list[str]) -> lis
 
 
 def main() -> None:
-    ap = parser(__doc__, "lora", 5e-5, 1e-6, child_paths=("--rm-out",), train_pairs=256, eval_pairs=200)
+    ap = parser(__doc__, "lora", lr_lora=5e-5, lr_full=1e-6, child_paths=("--rm-out",), train_pairs=256, eval_pairs=200)
     ap.add_argument("--answer-prompts", type=int, default=100, help="held-out prompts both policies answer")
     ap.add_argument("--new-tokens", type=int, default=96, help="longest greedy answer, in tokens")
     ap.add_argument("--rm", default=None, help="the judging RM directory (default: train one on the train pairs)")
