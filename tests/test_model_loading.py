@@ -65,3 +65,25 @@ def test_pad_token_id_falls_back_to_eos():
     assert pad_token_id(Tok()) == 7
     Tok.pad_token_id = 0
     assert pad_token_id(Tok()) == 0
+
+
+def test_builtin_tokenizer_takes_its_special_tokens_from_the_gguf_whatever_transformers_reads(monkeypatch):
+    """transformers 5.17 reads the SmolLM2 GGUF's EOS as token 1 (`<|im_start|>`) and no padding token, so generation
+    would not stop at `<|im_end|>` and `generate` would mask real prompt tokens; the builtin's tokenizer is set from
+    the file's own `tokenizer.ggml.*` fields (BOS 1, EOS 2, UNK 0, PAD 2) whatever the loader made of them."""
+    import transformers
+
+    from prefalign.models import hub
+
+    real = transformers.AutoTokenizer.from_pretrained
+
+    def as_transformers_5_17(*args, **kwargs):
+        tok = real(*args, **kwargs)
+        tok.eos_token = tok.convert_ids_to_tokens(1)
+        tok.pad_token = None
+        return tok
+
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", as_transformers_5_17)
+    tok = hub._gguf_tokenizer()
+    assert (tok.bos_token_id, tok.eos_token_id, tok.unk_token_id, tok.pad_token_id) == (1, 2, 0, 2)
+    assert tok.eos_token == "<|im_end|>"

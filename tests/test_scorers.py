@@ -301,7 +301,7 @@ def test_implicit_equals_beta_times_plain_log_ratio(ref_dir, tok, tiny_model_ref
 
 
 def _plain_token_logps(model, p: list[int], r: list[int]) -> list[float]:
-    logp = model(input_ids=torch.tensor([p + r])).logits[0].float().log_softmax(-1)
+    logp = model(input_ids=torch.tensor([p + r], device=model.device)).logits[0].float().log_softmax(-1)
     return [logp[len(p) - 1 + i, t].item() for i, t in enumerate(r)]
 
 

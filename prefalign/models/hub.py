@@ -74,12 +74,33 @@ def _require(module: str, pip_name: str) -> None:
         raise UserError(f"this needs the Python package '{pip_name}': pip install {pip_name}")
 
 
+# The GGUF's own special tokens (its `tokenizer.ggml.*` fields), which the builtin's tokenizer and config carry
+# whatever the installed transformers makes of them: 5.17 reads EOS as token 1 (`<|im_start|>`) and no padding token.
+GGUF_SPECIAL_TOKENS = {
+    "bos": "bos_token_id",
+    "eos": "eos_token_id",
+    "unk": "unknown_token_id",
+    "pad": "padding_token_id",
+}
+
+
+def _gguf_special_ids(gguf: Path) -> dict[str, int]:
+    from gguf import GGUFReader  # lazy: gguf, only to build the builtin
+
+    fields = GGUFReader(str(gguf)).fields
+    keys = {name: f"tokenizer.ggml.{key}" for name, key in GGUF_SPECIAL_TOKENS.items()}
+    return {name: int(fields[key].contents()) for name, key in keys.items() if key in fields}
+
+
 def _gguf_tokenizer():
     from transformers import AutoTokenizer  # lazy: transformers, not needed to resolve a reference
 
     _require("gguf", "gguf")
     gguf = _smollm2_gguf()
-    return AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    for name, token_id in _gguf_special_ids(gguf).items():
+        setattr(tokenizer, f"{name}_token", tokenizer.convert_ids_to_tokens(token_id))
+    return tokenizer
 
 
 def _build_smollm2(dest: Path) -> None:
@@ -93,7 +114,14 @@ def _build_smollm2(dest: Path) -> None:
     if hasattr(config, "quantization_config"):
         del config.quantization_config
     config.dtype = "float32"
+    special = _gguf_special_ids(gguf)
+    for name in ("bos", "eos", "pad"):
+        if name in special:
+            setattr(config, f"{name}_token_id", special[name])
     model = AutoModelForCausalLM.from_config(config)
+    for name in ("bos", "eos", "pad"):
+        if name in special:
+            setattr(model.generation_config, f"{name}_token_id", special[name])
     missing, unexpected = model.load_state_dict(quantized.state_dict(), strict=False)
     missing = [k for k in missing if k != "lm_head.weight"]  # tied to the embeddings
     if missing or unexpected:

@@ -6,6 +6,7 @@ top to bottom around it.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import os
@@ -115,6 +116,15 @@ def disable_dropout(model: torch.nn.Module) -> int:
     return changed
 
 
+# transformers renamed TrainingArguments' `gradient_checkpointing` to `activation_checkpointing` within 5.x (5.17
+# knows only the old name; later releases keep it as an alias until v6): pass whichever the installed one knows.
+CHECKPOINTING_ARG = (
+    "activation_checkpointing"
+    if "activation_checkpointing" in {f.name for f in dataclasses.fields(TrainingArguments)}
+    else "gradient_checkpointing"
+)
+
+
 def _distributed() -> bool:
     return int(os.environ.get("WORLD_SIZE", "1")) > 1
 
@@ -144,9 +154,9 @@ def training_arguments(train: TrainSection, output_dir: str, **extra: Any):
         report_to=list(train.report_to) or "none",
         remove_unused_columns=False,
         dataloader_num_workers=0,
-        activation_checkpointing=train.gradient_checkpointing,
         disable_tqdm=os.environ.get("CI") == "true",
         ddp_backend="gloo" if _distributed() and not torch.cuda.is_available() else None,
+        **{CHECKPOINTING_ARG: train.gradient_checkpointing},
         **extra,
     )
 
