@@ -72,6 +72,7 @@ from prefalign.training.trainer import (
     drawn_indices,
     load_inner_weights,
     training_arguments,
+    whole_state_dict,
 )
 from preference_data.packing import PackCollator, PairDataset
 from preference_data.sources import DataConfig
@@ -520,6 +521,7 @@ def run(cfg: TrainConfig, resume: bool = False) -> dict[str, Any]:
 
     # train
     trained = s.run.train(trainer, cfg.train, evaluates=bool(s.eval_pairs))
+    whole = whole_state_dict(model)  # FSDP: the shards gathered for the save, every rank taking part
     if not trainer.is_world_process_zero():
         return {}
 
@@ -530,7 +532,7 @@ def run(cfg: TrainConfig, resume: bool = False) -> dict[str, Any]:
         eval_report = trainer.last_eval_report
 
     # save
-    saved = save_policy(model, tokenizer, run_dir, cfg.train.method, cfg.save_merged)
+    saved = save_policy(model, tokenizer, run_dir, cfg.train.method, cfg.save_merged, whole, cfg.model)
 
     # report
     return s.run.finish(

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import copy
 import json
+import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -60,14 +61,21 @@ def save_rm(
     stats: RewardStats,
     merge: bool = True,
     card: dict[str, Any] | None = None,
+    state: dict | None = None,
 ) -> Path:
     """Write `model` (plain or peft) so that it reloads and scores identically, here and in plain transformers.
 
     The saved tokenizer and config get a pad token distinct from EOS (`distinct_pad`); `card` (base model,
-    data, accuracy, ...) goes into the README.md model card.
+    data, accuracy, ...) goes into the README.md model card. Under FSDP, `state` holds the weights gathered whole
+    (`whole_state_dict`): they are saved as trained and read back into a plain model, which is then written as
+    any other.
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    gathered = out.with_name(out.name + ".gathered")
+    if state is not None:
+        model.save_pretrained(str(gathered), state_dict=state)
+        model = load_model(str(gathered), "float32", merge=False, head="seq_cls")
     if hasattr(model, "merge_and_unload") and merge:
         # merge in fp32: a small LoRA delta added to bf16 weights would be partly rounded away
         model = copy.deepcopy(model).float().merge_and_unload()
@@ -78,6 +86,7 @@ def save_rm(
     tokenizer.save_pretrained(str(out))
     (out / STATS_FILE).write_text(json.dumps(asdict(stats), indent=2), encoding="utf-8")
     (out / "README.md").write_text(model_card(out, stats, card or {}, tokenizer.pad_token), encoding="utf-8")
+    shutil.rmtree(gathered, ignore_errors=True)
     return out
 
 

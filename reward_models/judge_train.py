@@ -32,6 +32,7 @@ import dataclasses
 import logging
 import math
 import random
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,7 +47,7 @@ from prefalign.models.hub import DEFAULT_MODEL, is_adapter, load_model, load_tok
 from prefalign.training.config import HeldOutSection, LoraSection, TrainSection
 from prefalign.training.metrics import MetricsMixin
 from prefalign.training.recipe import start_run
-from prefalign.training.trainer import base_dtype, prepare_model, training_arguments
+from prefalign.training.trainer import base_dtype, prepare_model, training_arguments, whole_state_dict
 from preference_data.records import Message
 from preference_data.sources import DataConfig, load_pairs
 from preference_data.sources import load as load_source
@@ -366,14 +367,22 @@ def run(cfg: JudgeTrainConfig, resume: bool = False) -> dict[str, Any]:
         metrics_path=run_.metrics_path,
     )
     trained = run_.train(trainer, cfg.train, evaluates=False)
+    whole = whole_state_dict(model)  # FSDP: the shards gathered for the save, every rank taking part
     if not trainer.is_world_process_zero():
         return {}
     model_dir = run_.dir / "model"
     if from_adapter and cfg.train.method == "lora":
         # The new adapter sits on the merged warm-up model, which has no directory of its own: save the merge
-        # (fp32, so the two small deltas are not rounded away).
+        # (fp32, so the two small deltas are not rounded away); under FSDP, the gathered adapter on that model.
+        if whole is not None:  # the gathered adapter, put on the warm-up model read again
+            from peft import PeftModel  # lazy: peft, as hub loads it, only here under FSDP
+
+            gathered = run_.dir / "adapter.gathered"
+            model.save_pretrained(str(gathered), state_dict=whole)
+            model, whole = PeftModel.from_pretrained(load_model(cfg.model, "float32", merge=True), str(gathered)), None
+            shutil.rmtree(gathered)
         model = model.float().merge_and_unload()
-    model.save_pretrained(str(model_dir))
+    model.save_pretrained(str(model_dir), state_dict=whole)
     tokenizer.save_pretrained(str(model_dir))
     eval_report: dict[str, Any] = {}
     if cfg.eval.split != "none":

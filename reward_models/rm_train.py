@@ -22,7 +22,7 @@ from prefalign.errors import UserError
 from prefalign.models.hub import load_seq_cls, load_tokenizer, pad_token_id
 from prefalign.training.evaluation import group_lines
 from prefalign.training.recipe import start_run
-from prefalign.training.trainer import base_dtype, prepare_model, resolve_precision
+from prefalign.training.trainer import base_dtype, prepare_model, resolve_precision, whole_state_dict
 from preference_data.training_pairs import load_training_pairs
 
 from .checkpoint import save_rm
@@ -114,6 +114,7 @@ def run(cfg: RMTrainConfig, resume: bool = False) -> dict[str, Any]:
     extra = ("soft_alpha",) if cfg.strength.file else ()
     trainer = RMTrainer.on_pairs(model, run, cfg.train, cfg.loss, train_pairs, eval_pairs, pad_id, extra)
     trained = run.train(trainer, cfg.train, evaluates=bool(eval_pairs))
+    whole = whole_state_dict(model)  # FSDP: the shards gathered for the save, every rank taking part
     if not trainer.is_world_process_zero():
         return {}
 
@@ -136,7 +137,7 @@ def run(cfg: RMTrainConfig, resume: bool = False) -> dict[str, Any]:
     }
     if eval_report:
         card["held-out accuracy"] = f"{eval_report['accuracy']:.3f} on {eval_report['pairs']} pairs"
-    model_dir = save_rm(model, tokenizer, run.dir / "model", stats, card=card)
+    model_dir = save_rm(model, tokenizer, run.dir / "model", stats, card=card, state=whole)
 
     # report
     reports = data.reports()

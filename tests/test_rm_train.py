@@ -508,3 +508,73 @@ def test_keep_whole_lets_a_recipe_run_an_fsdp2_sharded_model_after_training(tmp_
         dist.destroy_process_group()
     for g, w in zip(got, want, strict=True):
         torch.testing.assert_close(g, w, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("what", ["policy-lora", "policy-full", "rm-lora"])
+def test_a_save_under_fsdp2_writes_what_an_unsharded_save_writes(tmp_path, what):
+    """Under FSDP2 (each layer and the trainer's wrapper sharded, as `accelerate launch` with an FSDP config does)
+    `save_pretrained` of the model itself meets the shards' storage ("invalid python storage"). The recipes gather
+    the weights first (`whole_state_dict`, every rank) and save those: the policy's adapter, its merged copy and a
+    full model, and an RM written by `save_rm`, hold what the same saves of the unsharded model hold. On the CPU
+    with gloo, one process; a forward and backward through the sharded root first, as in training."""
+    import copy
+
+    import torch.distributed as dist
+    from safetensors.torch import load_file
+    from torch.distributed.fsdp import fully_shard
+
+    from prefalign.models.forward import PackedForward, body
+    from prefalign.models.hub import load_causal_lm, load_seq_cls, load_tokenizer
+    from prefalign.training.config import LoraSection, TrainSection
+    from prefalign.training.recipe import save_policy
+    from prefalign.training.trainer import keep_whole, prepare_model, whole_state_dict
+    from reward_models.checkpoint import RewardStats, save_rm
+
+    tok = load_tokenizer("builtin:tiny-llama")
+    method = what.split("-")[1]
+    torch.manual_seed(0)
+    if what.startswith("rm"):
+        model = load_seq_cls("builtin:tiny-llama", dtype="float32")
+        model = prepare_model(model, TrainSection(method=method), LoraSection(), "SEQ_CLS", modules_to_save=["score"])
+    else:
+        model = load_causal_lm("builtin:tiny-llama", dtype="float32")
+        model = prepare_model(model, TrainSection(method=method), LoraSection(), "CAUSAL_LM")
+    with torch.no_grad():  # non-zero LoRA B and score, so every saved tensor tells
+        for name, p in model.named_parameters():
+            if "lora_B" in name or "score" in name:
+                p.normal_(std=0.5)
+
+    def save(m, out: Path, state) -> None:
+        if what.startswith("rm"):
+            save_rm(m, tok, out, RewardStats(), state=state)
+        else:
+            save_policy(m, tok, out, method, merged_too=True, state=state, base="builtin:tiny-llama")
+
+    save(copy.deepcopy(model), tmp_path / "plain", None)
+    pairs, _ = tokenize_pairs(suite_like_pairs(2), tok, 128, "drop", response_end="template")
+    batch = pack_pairs(pairs, tok.pad_token_id, 512, "segments")
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    try:
+        wrapper = PackedForward(model, "rewards" if what.startswith("rm") else "logps")
+        for layer in body(model).layers:
+            fully_shard(layer)
+        fully_shard(wrapper)
+        out = wrapper(**batch.as_inputs())
+        (out if isinstance(out, torch.Tensor) else out[0]).float().sum().backward()
+        keep_whole(wrapper)
+        with pytest.raises(RuntimeError, match="storage"):
+            model.save_pretrained(str(tmp_path / "direct"))
+        state = whole_state_dict(model)
+        assert state is not None and all(type(v) is torch.Tensor for v in state.values())
+        save(model, tmp_path / "fsdp", state)
+    finally:
+        dist.destroy_process_group()
+    files = sorted(p.relative_to(tmp_path / "plain") for p in (tmp_path / "plain").rglob("*.safetensors"))
+    fsdp_files = sorted(p.relative_to(tmp_path / "fsdp") for p in (tmp_path / "fsdp").rglob("*.safetensors"))
+    assert files and files == fsdp_files
+    for f in files:
+        want, got = load_file(tmp_path / "plain" / f), load_file(tmp_path / "fsdp" / f)
+        assert got.keys() == want.keys()
+        for k in want:
+            torch.testing.assert_close(got[k], want[k], atol=0, rtol=0)
+    assert not list(tmp_path.rglob("*.gathered"))  # the scratch copy of the gathered weights is gone

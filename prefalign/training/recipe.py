@@ -28,6 +28,7 @@ from typing import Any
 from transformers import set_seed
 
 from prefalign.config import dump_yaml
+from prefalign.models.hub import load_model
 
 from .config import TrainSection
 from .metrics import ALERTS_FILE
@@ -140,24 +141,43 @@ def start_run(cfg: Any, train: TrainSection, what: str, resume: bool) -> RecipeR
     return run
 
 
-def save_policy(model: Any, tokenizer: Any, run_dir: Path, method: str, merged_too: bool) -> dict[str, str]:
+def save_policy(
+    model: Any,
+    tokenizer: Any,
+    run_dir: Path,
+    method: str,
+    merged_too: bool,
+    state: dict | None = None,
+    base: str | None = None,
+) -> dict[str, str]:
     """Save a trained policy: under LoRA the adapter (and, with `merged_too`, the adapter merged into the base in
     fp32, since a small LoRA delta added to bf16 base weights would be partly rounded away), else the model; the
-    tokenizer with each. Returns adapter_dir / merged_dir / policy_dir (the directory to load the policy from)."""
+    tokenizer with each. Under FSDP, `state` holds the weights gathered whole (`whole_state_dict`), saved instead of
+    the sharded model's, and the merged copy is the saved adapter put on `base` (the model reference training
+    started from, an adapter merged first). Returns adapter_dir / merged_dir / policy_dir (the directory to load
+    the policy from)."""
+    if state is not None and method == "lora" and merged_too and base is None:
+        raise ValueError("save_policy: under FSDP (state given) the merged copy needs the base model reference")
     saved: dict[str, str] = {}
     if method == "lora":
-        model.save_pretrained(str(run_dir / "adapter"))
+        model.save_pretrained(str(run_dir / "adapter"), state_dict=state)
         tokenizer.save_pretrained(str(run_dir / "adapter"))
         saved["adapter_dir"] = str(run_dir / "adapter")
         if merged_too:
-            merged = model.float().merge_and_unload()
+            if state is None:
+                merged = model.float().merge_and_unload()
+            else:
+                from peft import PeftModel  # lazy: peft, as hub loads it, only here under FSDP
+
+                start = load_model(str(base), "float32", merge=True)
+                merged = PeftModel.from_pretrained(start, str(run_dir / "adapter")).float().merge_and_unload()
             merged.config.dtype = "float32"
             merged.save_pretrained(str(run_dir / "merged"))
             tokenizer.save_pretrained(str(run_dir / "merged"))
             saved["merged_dir"] = str(run_dir / "merged")
         saved["policy_dir"] = saved.get("merged_dir", saved["adapter_dir"])
     else:
-        model.save_pretrained(str(run_dir / "model"))
+        model.save_pretrained(str(run_dir / "model"), state_dict=state)
         tokenizer.save_pretrained(str(run_dir / "model"))
         saved["policy_dir"] = str(run_dir / "model")
     return saved

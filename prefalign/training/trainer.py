@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 from torch.distributed.fsdp import FSDPModule
 from transformers import TrainerCallback, TrainingArguments
 from transformers.trainer_utils import get_last_checkpoint
@@ -260,13 +261,23 @@ def keep_whole(model: torch.nn.Module) -> int:
     """Under FSDP2 (`accelerate launch` with an FSDP config on GPUs): gather every sharded parameter of `model` and
     keep it whole from now on, so a recipe's own forwards after training (held-out accuracy, reward statistics: they
     call the inner model and so skip the sharded root's hooks) see whole weights. Every rank must call it. Returns the
-    number of sharded modules gathered (0 without FSDP: a no-op). Saving under FSDP is not covered: `state_dict()`
-    still gives the shards (DTensors)."""
+    number of sharded modules gathered (0 without FSDP: a no-op). Saving under FSDP takes `whole_state_dict`:
+    `state_dict()` still gives the shards (DTensors)."""
     sharded = [m for m in model.modules() if isinstance(m, FSDPModule)]
     for m in sharded:
         m.set_reshard_after_forward(False, recurse=False)
         m.unshard()
     return len(sharded)
+
+
+def whole_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor] | None:
+    """Under FSDP2: `model`'s state dict with every shard gathered, as plain CPU tensors keyed as `model.state_dict()`
+    keys them, on rank 0 (an empty dict on the others), for `save_pretrained(state_dict=...)`: a save that reads the
+    model itself meets the shards' storage, freed or split. None without FSDP (save from the model). Every rank must
+    call it, before any rank leaves."""
+    if not any(isinstance(m, FSDPModule) for m in model.modules()):
+        return None
+    return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
 
 
 def last_checkpoint(output_dir: str) -> str | None:

@@ -164,7 +164,7 @@ def run(cfg: PolarTrainConfig, resume: bool = False) -> dict[str, Any]:
     """Train, evaluate and save a POLAR reward model as `cfg` says; return the report (also report.json)."""
     # lazy: transformers (the trainer), so `align validate` reads the config without it
     from prefalign.training.recipe import start_run
-    from prefalign.training.trainer import base_dtype, prepare_model
+    from prefalign.training.trainer import base_dtype, prepare_model, whole_state_dict
 
     from ..training import PLOT_KEYS, RMTrainer, reward_statistics, train_pair_rewards
 
@@ -198,6 +198,7 @@ def run(cfg: PolarTrainConfig, resume: bool = False) -> dict[str, Any]:
     # held-out accuracy every train.eval_every steps; the final numbers, with an interval, below
     trainer = RMTrainer.on_pairs(model, run, cfg.train, cfg.loss, train_pairs, eval_pairs, pad_id)
     trained = run.train(trainer, cfg.train, evaluates=bool(eval_pairs))
+    whole = whole_state_dict(model)  # FSDP: the shards gathered for the save, every rank taking part
     if not trainer.is_world_process_zero():
         return {}
 
@@ -226,7 +227,7 @@ def run(cfg: PolarTrainConfig, resume: bool = False) -> dict[str, Any]:
         card["held-out accuracy"] = (
             f"{eval_report['accuracy']:.3f} [{lo:.3f}, {hi:.3f}] on {eval_report['pairs']} pairs"
         )
-    model_dir = save_rm(model, tokenizer, run.dir / "model", stats, card=card)
+    model_dir = save_rm(model, tokenizer, run.dir / "model", stats, card=card, state=whole)
     (model_dir / POLAR_FILE).write_text(json.dumps(polar_meta(cfg), indent=2), encoding="utf-8")
     with (model_dir / "README.md").open("a", encoding="utf-8") as f:
         f.write(POLAR_CARD)
