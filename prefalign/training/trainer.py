@@ -131,6 +131,7 @@ def _distributed() -> bool:
 
 
 def training_arguments(train: TrainSection, output_dir: str, **extra: Any):
+    checkpointing: dict[str, Any] = {CHECKPOINTING_ARG: train.gradient_checkpointing}
     return TrainingArguments(
         output_dir=output_dir,
         learning_rate=train.lr,
@@ -157,7 +158,7 @@ def training_arguments(train: TrainSection, output_dir: str, **extra: Any):
         dataloader_num_workers=0,
         disable_tqdm=os.environ.get("CI") == "true",
         ddp_backend="gloo" if _distributed() and not torch.cuda.is_available() else None,
-        **{CHECKPOINTING_ARG: train.gradient_checkpointing},
+        **checkpointing,
         **extra,
     )
 
@@ -277,7 +278,8 @@ def whole_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor] | None:
     call it, before any rank leaves."""
     if not any(isinstance(m, FSDPModule) for m in model.modules()):
         return None
-    return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+    state = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+    return {k: v for k, v in state.items() if isinstance(v, torch.Tensor)}
 
 
 def last_checkpoint(output_dir: str) -> str | None:
