@@ -74,8 +74,11 @@ def save_rm(
     out.mkdir(parents=True, exist_ok=True)
     gathered = out.with_name(out.name + ".gathered")
     if state is not None:
-        model.save_pretrained(str(gathered), state_dict=state)
-        model = load_model(str(gathered), "float32", merge=False, head="seq_cls")
+        try:
+            model.save_pretrained(str(gathered), state_dict=state)
+            model = load_model(str(gathered), "float32", merge=False, head="seq_cls")
+        finally:
+            shutil.rmtree(gathered, ignore_errors=True)
     if hasattr(model, "merge_and_unload") and merge:
         # merge in fp32: a small LoRA delta added to bf16 weights would be partly rounded away
         model = copy.deepcopy(model).float().merge_and_unload()
@@ -86,7 +89,6 @@ def save_rm(
     tokenizer.save_pretrained(str(out))
     (out / STATS_FILE).write_text(json.dumps(asdict(stats), indent=2), encoding="utf-8")
     (out / "README.md").write_text(model_card(out, stats, card or {}, tokenizer.pad_token), encoding="utf-8")
-    shutil.rmtree(gathered, ignore_errors=True)
     return out
 
 

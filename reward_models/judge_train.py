@@ -378,9 +378,12 @@ def run(cfg: JudgeTrainConfig, resume: bool = False) -> dict[str, Any]:
             from peft import PeftModel  # lazy: peft, as hub loads it, only here under FSDP
 
             gathered = run_.dir / "adapter.gathered"
-            model.save_pretrained(str(gathered), state_dict=whole)
-            model, whole = PeftModel.from_pretrained(load_model(cfg.model, "float32", merge=True), str(gathered)), None
-            shutil.rmtree(gathered)
+            try:
+                model.save_pretrained(str(gathered), state_dict=whole)
+                start = load_model(cfg.model, "float32", merge=True)
+                model, whole = PeftModel.from_pretrained(start, str(gathered)), None
+            finally:
+                shutil.rmtree(gathered, ignore_errors=True)
         model = model.float().merge_and_unload()
     model.save_pretrained(str(model_dir), state_dict=whole)
     tokenizer.save_pretrained(str(model_dir))

@@ -89,7 +89,8 @@ def _gguf_special_ids(gguf: Path) -> dict[str, int]:
 
     fields = GGUFReader(str(gguf)).fields
     keys = {name: f"tokenizer.ggml.{key}" for name, key in GGUF_SPECIAL_TOKENS.items()}
-    return {name: int(fields[key].contents()) for name, key in keys.items() if key in fields}
+    # a scalar field's value is its part at data[0] (`ReaderField.contents()` is newer than the gguf this allows)
+    return {name: int(fields[key].parts[fields[key].data[0]][0]) for name, key in keys.items() if key in fields}
 
 
 def _gguf_tokenizer():
