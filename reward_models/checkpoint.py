@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from prefalign.errors import UserError
-from prefalign.models.hub import load_model, load_tokenizer, resolve
+from prefalign.models.hub import base_of_adapter, is_adapter, load_model, load_seq_cls, load_tokenizer, resolve
 
 if TYPE_CHECKING:
     from preference_data.tokenize import ResponseEnd
@@ -76,7 +76,7 @@ def save_rm(
     if state is not None:
         try:
             model.save_pretrained(str(gathered), state_dict=state)
-            model = load_model(str(gathered), "float32", merge=False, head="seq_cls")
+            model = _read_back(gathered, model.config.vocab_size)
         finally:
             shutil.rmtree(gathered, ignore_errors=True)
     if hasattr(model, "merge_and_unload") and merge:
@@ -90,6 +90,19 @@ def save_rm(
     (out / STATS_FILE).write_text(json.dumps(asdict(stats), indent=2), encoding="utf-8")
     (out / "README.md").write_text(model_card(out, stats, card or {}, tokenizer.pad_token), encoding="utf-8")
     return out
+
+
+def _read_back(saved: Path, vocab: int) -> Any:
+    """The weights `save_rm` gathered under FSDP and saved as trained, read back into a plain model (fp32); an
+    adapter's base first gets the trained model's vocabulary (`vocab` rows: POLAR adds its tokens before training)."""
+    if not is_adapter(str(saved)):
+        return load_seq_cls(str(saved), dtype="float32")
+    from peft import PeftModel  # lazy: peft, as hub loads it, only here under FSDP
+
+    base = load_seq_cls(base_of_adapter(str(saved)), dtype="float32")
+    if base.get_input_embeddings().num_embeddings != vocab:
+        base.resize_token_embeddings(vocab)
+    return PeftModel.from_pretrained(base, str(saved))
 
 
 def distinct_pad(tokenizer: Any, model: Any) -> None:

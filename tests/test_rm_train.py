@@ -510,7 +510,7 @@ def test_keep_whole_lets_a_recipe_run_an_fsdp2_sharded_model_after_training(tmp_
         torch.testing.assert_close(g, w, atol=1e-5, rtol=0)
 
 
-@pytest.mark.parametrize("what", ["policy-lora", "policy-full", "rm-lora"])
+@pytest.mark.parametrize("what", ["policy-lora", "policy-full", "rm-lora", "polar-lora"])
 def test_a_save_under_fsdp2_writes_what_an_unsharded_save_writes(tmp_path, what):
     """Under FSDP2 (each layer and the trainer's wrapper sharded, as `accelerate launch` with an FSDP config does)
     `save_pretrained` of the model itself meets the shards' storage ("invalid python storage"). The recipes gather
@@ -536,6 +536,20 @@ def test_a_save_under_fsdp2_writes_what_an_unsharded_save_writes(tmp_path, what)
     if what.startswith("rm"):
         model = load_seq_cls("builtin:tiny-llama", dtype="float32")
         model = prepare_model(model, TrainSection(method=method), LoraSection(), "SEQ_CLS", modules_to_save=["score"])
+    elif what.startswith("polar"):  # tokens added and the embeddings resized before training, as POLAR does
+        from reward_models.polar.format import add_polar_tokens, polar_token_ids
+
+        tok = copy.deepcopy(tok)
+        model = load_seq_cls("builtin:tiny-llama", dtype="float32")
+        add_polar_tokens(tok, model)
+        model = prepare_model(
+            model,
+            TrainSection(method=method),
+            LoraSection(),
+            "SEQ_CLS",
+            modules_to_save=["score"],
+            trainable_tokens=list(polar_token_ids(tok)),
+        )
     else:
         model = load_causal_lm("builtin:tiny-llama", dtype="float32")
         model = prepare_model(model, TrainSection(method=method), LoraSection(), "CAUSAL_LM")
@@ -545,7 +559,7 @@ def test_a_save_under_fsdp2_writes_what_an_unsharded_save_writes(tmp_path, what)
                 p.normal_(std=0.5)
 
     def save(m, out: Path, state) -> None:
-        if what.startswith("rm"):
+        if not what.startswith("policy"):
             save_rm(m, tok, out, RewardStats(), state=state)
         else:
             save_policy(m, tok, out, method, merged_too=True, state=state, base="builtin:tiny-llama")
@@ -555,7 +569,7 @@ def test_a_save_under_fsdp2_writes_what_an_unsharded_save_writes(tmp_path, what)
     batch = pack_pairs(pairs, tok.pad_token_id, 512, "segments")
     dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
     try:
-        wrapper = PackedForward(model, "rewards" if what.startswith("rm") else "logps")
+        wrapper = PackedForward(model, "logps" if what.startswith("policy") else "rewards")
         for layer in body(model).layers:
             fully_shard(layer)
         fully_shard(wrapper)
