@@ -115,14 +115,11 @@ def _build_smollm2(dest: Path) -> None:
     if hasattr(config, "quantization_config"):
         del config.quantization_config
     config.dtype = "float32"
-    special = _gguf_special_ids(gguf)
-    for name in ("bos", "eos", "pad"):
-        if name in special:
-            setattr(config, f"{name}_token_id", special[name])
     model = AutoModelForCausalLM.from_config(config)
-    for name in ("bos", "eos", "pad"):
-        if name in special:
-            setattr(model.generation_config, f"{name}_token_id", special[name])
+    for name, token_id in _gguf_special_ids(gguf).items():
+        if name != "unk":  # the config and generation config carry BOS, EOS and PAD
+            setattr(model.config, f"{name}_token_id", token_id)
+            setattr(model.generation_config, f"{name}_token_id", token_id)
     missing, unexpected = model.load_state_dict(quantized.state_dict(), strict=False)
     missing = [k for k in missing if k != "lm_head.weight"]  # tied to the embeddings
     if missing or unexpected:
