@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from prefalign.errors import UserError
-from prefalign.models.hub import base_of_adapter, is_adapter, load_model, load_seq_cls, load_tokenizer, resolve
+from prefalign.models.hub import load_model, load_tokenizer, resolve
 
 if TYPE_CHECKING:
     from preference_data.tokenize import ResponseEnd
@@ -95,14 +95,7 @@ def save_rm(
 def _read_back(saved: Path, vocab: int) -> Any:
     """The weights `save_rm` gathered under FSDP and saved as trained, read back into a plain model (fp32); an
     adapter's base first gets the trained model's vocabulary (`vocab` rows: POLAR adds its tokens before training)."""
-    if not is_adapter(str(saved)):
-        return load_seq_cls(str(saved), dtype="float32")
-    from peft import PeftModel  # lazy: peft, as hub loads it, only here under FSDP
-
-    base = load_seq_cls(base_of_adapter(str(saved)), dtype="float32")
-    if base.get_input_embeddings().num_embeddings != vocab:
-        base.resize_token_embeddings(vocab)
-    return PeftModel.from_pretrained(base, str(saved))
+    return load_model(str(saved), "float32", merge=False, head="seq_cls", vocab=vocab)
 
 
 def distinct_pad(tokenizer: Any, model: Any) -> None:

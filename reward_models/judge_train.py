@@ -375,13 +375,10 @@ def run(cfg: JudgeTrainConfig, resume: bool = False) -> dict[str, Any]:
         # The new adapter sits on the merged warm-up model, which has no directory of its own: save the merge
         # (fp32, so the two small deltas are not rounded away); under FSDP, the gathered adapter on that model.
         if whole is not None:  # the gathered adapter, put on the warm-up model read again
-            from peft import PeftModel  # lazy: peft, as hub loads it, only here under FSDP
-
             gathered = run_.dir / "adapter.gathered"
             try:
                 model.save_pretrained(str(gathered), state_dict=whole)
-                start = load_model(cfg.model, "float32", merge=True)
-                model, whole = PeftModel.from_pretrained(start, str(gathered)), None
+                model, whole = load_model(str(gathered), "float32", merge=False, onto=cfg.model), None
             finally:
                 shutil.rmtree(gathered, ignore_errors=True)
         model = model.float().merge_and_unload()

@@ -51,6 +51,26 @@ def test_adapter_loads_with_or_without_merging(adapter_dir, tiny_model_ref):
     torch.testing.assert_close(_logits(plain), _logits(base), atol=0, rtol=0)
 
 
+def test_an_adapter_goes_onto_another_model_and_a_resized_vocabulary(adapter_dir, tiny_model_ref, tmp_path):
+    """`onto` puts the adapter on a model other than the base it records (here: the base with its embeddings
+    changed), the same delta added; `vocab` resizes that base first (the rows an RM's tokens were added to)."""
+    base = load_causal_lm(tiny_model_ref, dtype="float32")
+    delta = {
+        n: w - base.state_dict()[n] for n, w in load_model(str(adapter_dir), "float32", merge=True).state_dict().items()
+    }
+    assert any(d.abs().max() > 0 for d in delta.values())
+    with torch.no_grad():
+        base.get_input_embeddings().weight.mul_(2.0)
+    other = tmp_path / "other"
+    base.save_pretrained(str(other))
+    moved = load_model(str(adapter_dir), "float32", merge=True, onto=str(other))
+    for n, w in moved.state_dict().items():
+        torch.testing.assert_close(w, base.state_dict()[n] + delta[n], atol=1e-6, rtol=0)  # other's weights + delta
+    rows = base.get_input_embeddings().num_embeddings + 3
+    grown = load_model(str(adapter_dir), "float32", merge=False, vocab=rows)
+    assert grown.get_input_embeddings().num_embeddings == rows
+
+
 def test_fingerprint_of_an_adapter_covers_its_base(adapter_dir, tiny_model_ref):
     assert weights_fingerprint(None) is None
     fp = weights_fingerprint(str(adapter_dir))

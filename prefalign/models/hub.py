@@ -282,7 +282,15 @@ def load_causal_lm(ref: str, dtype: str = "auto"):
     return model
 
 
-def load_model(ref: str, dtype: str = "auto", *, merge: bool, head: Literal["causal_lm", "seq_cls"] = "causal_lm"):
+def load_model(
+    ref: str,
+    dtype: str = "auto",
+    *,
+    merge: bool,
+    head: Literal["causal_lm", "seq_cls"] = "causal_lm",
+    onto: str | None = None,
+    vocab: int | None = None,
+):
     """A causal LM (or, with head="seq_cls", a sequence-classification model) in eval mode from any reference,
     a peft adapter directory included: that loads onto its base model, and `merge` says how.
 
@@ -290,6 +298,10 @@ def load_model(ref: str, dtype: str = "auto", *, merge: bool, head: Literal["cau
     rounded away in bf16, and the result is cast to `dtype`: a plain transformers model (for generation).
     merge=False: a `PeftModel` with the adapters active, weights in `dtype`; `disable_adapter()` gives the base
     (the reference of an implicit reward, at no extra memory).
+
+    For an adapter, `onto` names the model it goes on instead of the base its config records (itself loaded
+    merged, so it may be an adapter: a policy trained on a merged warm-up), and `vocab` resizes that base's
+    embeddings to the trained vocabulary first (tokens added before training, as POLAR's).
     """
     load_base = load_causal_lm if head == "causal_lm" else load_seq_cls
     path = resolve(ref)
@@ -297,13 +309,17 @@ def load_model(ref: str, dtype: str = "auto", *, merge: bool, head: Literal["cau
         return load_base(ref, dtype=dtype)
     from peft import PeftModel  # lazy: peft, not needed to resolve a reference
 
-    if merge:
-        model = PeftModel.from_pretrained(load_base(base_of_adapter(path), dtype="float32"), path)
-        model = model.merge_and_unload().to(torch_dtype(dtype))
+    base_dtype = "float32" if merge else dtype
+    if onto is None:
+        base = load_base(base_of_adapter(path), dtype=base_dtype)
     else:
-        model = PeftModel.from_pretrained(
-            load_base(base_of_adapter(path), dtype=dtype), path, torch_dtype=torch_dtype(dtype)
-        )
+        base = load_model(onto, base_dtype, merge=True, head=head)
+    if vocab is not None and base.get_input_embeddings().num_embeddings != vocab:
+        base.resize_token_embeddings(vocab)
+    if merge:
+        model = PeftModel.from_pretrained(base, path).merge_and_unload().to(torch_dtype(dtype))
+    else:
+        model = PeftModel.from_pretrained(base, path, torch_dtype=torch_dtype(dtype))
     model.eval()
     return model
 

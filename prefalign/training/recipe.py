@@ -166,11 +166,8 @@ def save_policy(
         if merged_too:
             if state is None:
                 merged = model.float().merge_and_unload()
-            else:
-                from peft import PeftModel  # lazy: peft, as hub loads it, only here under FSDP
-
-                start = load_model(str(base), "float32", merge=True)
-                merged = PeftModel.from_pretrained(start, str(run_dir / "adapter")).float().merge_and_unload()
+            else:  # the saved adapter put on the start model
+                merged = load_model(str(run_dir / "adapter"), "float32", merge=True, onto=base)
             merged.config.dtype = "float32"
             merged.save_pretrained(str(run_dir / "merged"))
             tokenizer.save_pretrained(str(run_dir / "merged"))
