@@ -3,10 +3,20 @@ merged or not, and the fingerprint caches key on."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
-from prefalign.models.hub import is_adapter, load_causal_lm, load_model, pad_token_id, resolve, weights_fingerprint
+from prefalign.models.hub import (
+    BUILD_FILE,
+    is_adapter,
+    load_causal_lm,
+    load_model,
+    pad_token_id,
+    resolve,
+    weights_fingerprint,
+)
 
 
 @pytest.fixture(scope="module")
@@ -107,3 +117,18 @@ def test_builtin_tokenizer_takes_its_special_tokens_from_the_gguf_whatever_trans
     tok = hub._gguf_tokenizer()
     assert (tok.bos_token_id, tok.eos_token_id, tok.unk_token_id, tok.pad_token_id) == (1, 2, 0, 2)
     assert tok.eos_token == "<|im_end|>"
+
+
+def test_a_builtin_cached_by_other_builders_is_built_again(tmp_path, monkeypatch):
+    """A builtin's cache written before the builders changed (no build stamp, or another one) is rebuilt once,
+    not used as is: a cache converted under an older release keeps whatever that release wrote."""
+    monkeypatch.setenv("PREFALIGN_CACHE", str(tmp_path))
+    dest = Path(resolve("builtin:tiny-llama"))
+    assert (dest / BUILD_FILE).exists()
+    (dest / "config.json").write_text(
+        (dest / "config.json").read_text().replace('"eos_token_id": 2', '"eos_token_id": 1')
+    )
+    assert resolve("builtin:tiny-llama") == str(dest) and '"eos_token_id": 1' in (dest / "config.json").read_text()
+    (dest / BUILD_FILE).unlink()  # as a cache built before the stamp existed
+    assert resolve("builtin:tiny-llama") == str(dest)
+    assert '"eos_token_id": 2' in (dest / "config.json").read_text() and (dest / BUILD_FILE).exists()

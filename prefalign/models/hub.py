@@ -163,6 +163,21 @@ def _build_tiny_llama(dest: Path) -> None:
 
 
 _BUILDERS = {"smollm2-135m-instruct": _build_smollm2, "tiny-llama": _build_tiny_llama}
+# What a builtin's cached directory was built by: raised whenever the builders change what they write (2: the
+# special tokens taken from the GGUF's own fields), so a cache built before is built again once, not used as is.
+BUILTIN_BUILD = 2
+BUILD_FILE = "prefalign_build.json"
+
+
+def _built(dest: Path) -> bool:
+    """Whether `dest` holds a builtin built by this release's builders (`BUILTIN_BUILD`)."""
+    try:
+        stamp = json.loads((dest / BUILD_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return (
+        stamp == {"build": BUILTIN_BUILD} and (dest / "config.json").exists() and (dest / "model.safetensors").exists()
+    )
 
 
 def resolve(ref: str) -> str:
@@ -175,14 +190,15 @@ def resolve(ref: str) -> str:
                 f"builtins: {', '.join('builtin:' + n for n in _BUILDERS)}"
             )
         dest = cache_dir() / "models" / name
-        if (dest / "config.json").exists() and (dest / "model.safetensors").exists():
+        if _built(dest):
             return str(dest)
         with file_lock(dest):
-            if not (dest / "model.safetensors").exists():
+            if not _built(dest):
                 tmp = dest.with_name(dest.name + ".partial")
                 shutil.rmtree(tmp, ignore_errors=True)
                 tmp.mkdir(parents=True)
                 _BUILDERS[name](tmp)
+                (tmp / BUILD_FILE).write_text(json.dumps({"build": BUILTIN_BUILD}), encoding="utf-8")
                 shutil.rmtree(dest, ignore_errors=True)
                 os.replace(tmp, dest)
         return str(dest)
