@@ -76,7 +76,9 @@ def save_rm(
     if state is not None:
         try:
             model.save_pretrained(str(gathered), state_dict=state)
-            model = _read_back(gathered, model.config.vocab_size)
+            # read back into a plain model (fp32); an adapter's base first gets the trained vocabulary (POLAR adds
+            # its tokens before training)
+            model = load_model(str(gathered), "float32", merge=False, head="seq_cls", vocab=model.config.vocab_size)
         finally:
             shutil.rmtree(gathered, ignore_errors=True)
     if hasattr(model, "merge_and_unload") and merge:
@@ -90,12 +92,6 @@ def save_rm(
     (out / STATS_FILE).write_text(json.dumps(asdict(stats), indent=2), encoding="utf-8")
     (out / "README.md").write_text(model_card(out, stats, card or {}, tokenizer.pad_token), encoding="utf-8")
     return out
-
-
-def _read_back(saved: Path, vocab: int) -> Any:
-    """The weights `save_rm` gathered under FSDP and saved as trained, read back into a plain model (fp32); an
-    adapter's base first gets the trained model's vocabulary (`vocab` rows: POLAR adds its tokens before training)."""
-    return load_model(str(saved), "float32", merge=False, head="seq_cls", vocab=vocab)
 
 
 def distinct_pad(tokenizer: Any, model: Any) -> None:

@@ -170,14 +170,12 @@ BUILD_FILE = "prefalign_build.json"
 
 
 def _built(dest: Path) -> bool:
-    """Whether `dest` holds a builtin built by this release's builders (`BUILTIN_BUILD`)."""
+    """Whether `dest` holds a builtin built by this release's builders (`BUILTIN_BUILD`). The stamp is written last,
+    into the scratch directory that replaces `dest` whole, so it is there only beside a complete build."""
     try:
-        stamp = json.loads((dest / BUILD_FILE).read_text(encoding="utf-8"))
+        return json.loads((dest / BUILD_FILE).read_text(encoding="utf-8")) == {"build": BUILTIN_BUILD}
     except (OSError, ValueError):
         return False
-    return (
-        stamp == {"build": BUILTIN_BUILD} and (dest / "config.json").exists() and (dest / "model.safetensors").exists()
-    )
 
 
 def resolve(ref: str) -> str:
