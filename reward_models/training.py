@@ -163,8 +163,12 @@ def reward_statistics(
     model: torch.nn.Module, sample: list[Any], pad_id: int, train: TrainSection, computed_on: str
 ) -> tuple[RewardStats, dict[str, Any]]:
     """The mean and population std of the rewards of both sides of `sample` (saved beside the RM, so a scorer
-    can normalise), and the first 4 pairs' rewards (a reload must score them the same)."""
-    rc, rr = train_pair_rewards(model, sample, pad_id, train)
+    can normalise), and the first 4 pairs' rewards (a reload must score them the same).
+
+    Compiled layers run eager here: this one no-grad pass would otherwise compile the layers' inference graphs
+    anew (seconds on a first run), about what compiling saves it."""
+    with torch.compiler.set_stance("force_eager"):
+        rc, rr = train_pair_rewards(model, sample, pad_id, train)
     both = torch.cat([rc, rr])
     stats = RewardStats(
         mean=both.mean().item(), std=both.std(correction=0).item(), n=len(both), num_labels=1, computed_on=computed_on

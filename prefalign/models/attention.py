@@ -2,16 +2,19 @@
 
 A packed batch in the "segments" layout (`preference_data.packing`) is one row of segments
 `prompt + response_1 [+ response_2]`. Each token must see its own segment's prompt and, for response
-tokens, the earlier tokens of its own response only. A dense (L, L) mask expresses that but makes every
-attention kernel do (and differentiate) the full L x L work; here each segment is attended on its own:
+tokens, the earlier tokens of its own response only. A dense (L, L) mask over the row expresses that but
+makes every attention kernel do (and differentiate) the full L x L work; here each segment is attended on
+its own, as one square of its N = P + n1 + n2 tokens under its own mask (causal, and response_2's rows
+blind to response_1's columns), so the work is the sum of the segments' squares.
 
-  prompt + response_1 : plain causal attention over P + n1 tokens
-  response_2          : queries n2, keys/values = the prompt's and its own (lower-right causal)
-
-so the work is the sum of the segments' squares. Short segments use batched matmuls with an additive
-causal bias (fastest on CPU, forward and backward); segments longer than `MATH_MAX_TOKENS` use
-`scaled_dot_product_attention` (memory-light). Grouped-query heads are folded into the query axis
-instead of repeating keys and values.
+Segments of at most `MATH_MAX_TOKENS` tokens go through `SquareAttention`, an autograd function that runs
+each segment as three batched matmuls forward (scores with the mask added in the same call, softmax,
+values) and five backward, from the probabilities it keeps: on a CPU the per-operator overhead of a
+segment, not its arithmetic, dominates, and this does the fewest operators and no copies per segment.
+Grouped-query heads are folded into the query rows (token-major, `rep` query heads per key/value head), so
+a segment's queries, keys and values are plain slices of one layer-wide copy. Longer segments, and any
+segment when attention dropout is on in training, use `scaled_dot_product_attention` with the segment's
+mask (memory-light; dropout).
 
 The function is registered in transformers' attention interface under `NAME`; a model switched to it
 (`enable`) behaves exactly as with "sdpa" whenever no segment plan is passed (generation, plain calls).
@@ -28,87 +31,111 @@ from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 NAME = "prefalign_segments"
-MATH_MAX_TOKENS = 1024  # keys per segment above which the memory-light SDPA kernel is used instead
+MATH_MAX_TOKENS = 1024  # tokens per segment above which the memory-light SDPA kernel is used instead
 
 # A 4D attention mask makes transformers skip building its own (L, L) mask; the segment attention ignores it.
 NO_MASK = torch.ones(1, 1, 1, 1, dtype=torch.bool)
+
+
+def segment_mask(P: int, n1: int, n2: int, device: torch.device | str = "cpu") -> torch.Tensor:
+    """(N, N) bool, True where a query (row) may attend a key (column): causal over prompt + response_1 +
+    response_2, with response_2's rows blind to response_1's columns."""
+    n = P + n1 + n2
+    allowed = torch.ones(n, n, dtype=torch.bool, device=device).tril()
+    allowed[P + n1 :, P : P + n1] = False
+    return allowed
 
 
 @dataclass
 class SegmentPlan:
     """Per-forward description of the segments, shared by all layers.
 
-    sizes: split sizes along the token axis, [P, n1, n2] per segment (n2 = 0 for single sequences).
-    segments: (P, n1, n2) per segment. bias_a: additive causal bias (0 / -inf) of prompt + response_1 for
-    the matmul path, None where SDPA's own causal mode is used. bias_b: the lower-right causal bias of
-    response_2 (None when there is none), used by either path. Biases are held in the attention's compute
-    dtype (`cast`). calls: attention calls served (checked after the forward).
+    segments: (offset, P, n1, n2) per segment in row order (n2 = 0 for single sequences). masks: each
+    segment's `segment_mask`. calls: attention calls served (checked after the forward). The additive biases
+    of the matmul path (the mask's rows repeated per folded query head, in the compute dtype) are built on
+    the first layer's call and reused by the others.
     """
 
-    sizes: list[int]
-    segments: list[tuple[int, int, int]]
-    bias_a: list[torch.Tensor | None]
-    bias_b: list[torch.Tensor | None]
+    segments: list[tuple[int, int, int, int]]
+    masks: list[torch.Tensor]
     calls: int = field(default=0)
-    dtype: torch.dtype = torch.float32
+    _biases: dict = field(default_factory=dict, repr=False)
 
-    def cast(self, dtype: torch.dtype) -> None:
-        if dtype != self.dtype:
-            self.bias_a = [None if b is None else b.to(dtype) for b in self.bias_a]
-            self.bias_b = [None if b is None else b.to(dtype) for b in self.bias_b]
-            self.dtype = dtype
+    def biases(self, rep: int, dtype: torch.dtype) -> list[torch.Tensor]:
+        """Per segment: (1, N * rep, N) additive bias (0 / -inf) for token-major folded query rows."""
+        key = (rep, dtype)
+        if key not in self._biases:
+            self._biases[key] = [
+                torch.zeros(m.shape, dtype=dtype, device=m.device)
+                .masked_fill_(~m, float("-inf"))
+                .repeat_interleave(rep, 0)[None]
+                for m in self.masks
+            ]
+        return self._biases[key]
 
 
 def make_plan(segments: torch.Tensor, device: torch.device | str = "cpu") -> SegmentPlan:
     """segments: (G, 4) long tensor of (offset, P, n1, n2) in row order, as built by the packer."""
     rows = [tuple(int(x) for x in s) for s in segments.tolist()]
-    sizes: list[int] = []
-    segs, bias_a, bias_b = [], [], []
     expect = 0
     for off, P, n1, n2 in rows:
         if off != expect:
             raise ValueError(f"segments must tile the row: segment at {off}, expected {expect}")
         expect = off + P + n1 + n2
-        sizes += [P, n1, n2]
-        segs.append((P, n1, n2))
-        n = P + n1
-        bias_a.append(torch.full((n, n), float("-inf"), device=device).triu(1) if n <= MATH_MAX_TOKENS else None)
-        bias_b.append(torch.full((n2, P + n2), float("-inf"), device=device).triu(P + 1) if n2 else None)
-    return SegmentPlan(sizes, segs, bias_a, bias_b)
+    return SegmentPlan(rows, [segment_mask(P, n1, n2, device) for _, P, n1, n2 in rows])  # type: ignore[misc]
 
 
-def _matmul_attention(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor, dropout: float, training: bool
-) -> torch.Tensor:
-    """q (H, n, d) already scaled, k/v (Hkv, m, d), bias (n, m) -> (H, n, d), all in one dtype.
+class SquareAttention(torch.autograd.Function):
+    """Attention of each segment over its own square, one tensor out per segment.
 
-    The softmax kernel accumulates in fp32 for bf16 inputs, so no fp32 copy of the scores is made."""
-    H, n, d = q.shape
-    Hkv, m = k.shape[0], k.shape[1]
-    rep = H // Hkv
-    s = torch.matmul(q.reshape(Hkv, rep * n, d), k.transpose(1, 2))  # (Hkv, rep*n, m)
-    p = torch.softmax(s.view(Hkv, rep, n, m) + bias, dim=-1)
-    if dropout and training:
-        p = F.dropout(p, p=dropout)
-    return torch.matmul(p.view(Hkv, rep * n, m), v).view(H, n, d)
+    q (Hkv, L * rep, d): queries, already scaled, token-major with the `rep` query heads of each key/value
+    head adjacent; k, v (Hkv, L, d); spans [(offset, N)]; biases [(1, N * rep, N)]. Returns per span its
+    output (Hkv, N * rep, d). All inputs in one dtype; the softmax accumulates in fp32 for bf16 inputs."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, spans, biases):  # type: ignore[override]
+        rep = q.shape[1] // k.shape[1]
+        outs, probs = [], []
+        for (off, n), bias in zip(spans, biases):
+            qs, ks, vs = q[:, off * rep : (off + n) * rep], k[:, off : off + n], v[:, off : off + n]
+            p = torch.softmax(torch.baddbmm(bias, qs, ks.transpose(1, 2)), -1)  # (Hkv, n * rep, n)
+            outs.append(torch.bmm(p, vs))
+            probs.append(p)
+        ctx.save_for_backward(q, k, v, *probs)
+        ctx.spans = spans
+        return tuple(outs)
+
+    @staticmethod
+    def backward(ctx, *douts):  # type: ignore[override]
+        q, k, v, *probs = ctx.saved_tensors
+        rep = q.shape[1] // k.shape[1]
+        dq, dk, dv = [], [], []
+        for (off, n), p, do in zip(ctx.spans, probs, douts):
+            qs, ks, vs = q[:, off * rep : (off + n) * rep], k[:, off : off + n], v[:, off : off + n]
+            ds = torch._softmax_backward_data(torch.bmm(do, vs.transpose(1, 2)), p, -1, p.dtype)
+            dq.append(torch.bmm(ds, ks))
+            dk.append(torch.bmm(ds.transpose(1, 2), qs))
+            dv.append(torch.bmm(p.transpose(1, 2), do))
+        return torch.cat(dq, 1), torch.cat(dk, 1), torch.cat(dv, 1), None, None
 
 
 def _sdpa(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor | None, dropout: float, training: bool
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor, dropout: float, training: bool
 ) -> torch.Tensor:
-    """As `_matmul_attention` with SDPA's kernel; bias None means plain causal."""
-    rep = q.shape[0] // k.shape[0]
-    if rep > 1:
-        k, v = k.repeat_interleave(rep, 0), v.repeat_interleave(rep, 0)
-    return F.scaled_dot_product_attention(
-        q[None],
-        k[None],
-        v[None],
-        attn_mask=bias,
-        is_causal=bias is None,
+    """One segment with SDPA's kernel: q (Hkv, n * rep, d) folded as `SquareAttention`'s, k/v (Hkv, n, d),
+    mask (n, n) bool -> (Hkv, n * rep, d)."""
+    Hkv, n, d = k.shape
+    rep = q.shape[1] // n
+    heads = q.view(Hkv, n, rep, d).transpose(1, 2).reshape(Hkv * rep, n, d)
+    out = F.scaled_dot_product_attention(
+        heads[None],
+        k.repeat_interleave(rep, 0)[None],
+        v.repeat_interleave(rep, 0)[None],
+        attn_mask=mask,
         dropout_p=dropout if training else 0.0,
         scale=1.0,
     )[0]
+    return out.view(Hkv, rep, n, d).transpose(1, 2).reshape(Hkv, n * rep, d)
 
 
 @torch.compiler.disable  # compiled layers trace around it: the segment loop differs batch to batch
@@ -132,33 +159,32 @@ def segment_attention(
         raise ValueError("segment attention expects the one-row segments layout")
     plan = segment_plan
     plan.calls += 1
-    scaling = query.shape[-1] ** -0.5 if scaling is None else scaling
-    training = module.training
-    # one cast per layer (not one per segment under autocast), with the softmax scale folded into the queries
+    _, H, L, d = query.shape
+    Hkv = key.shape[1]
+    rep = H // Hkv
+    scaling = d**-0.5 if scaling is None else scaling
     device = query.device.type
     dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else query.dtype
-    query, key, value = (query * scaling).to(dtype), key.to(dtype), value.to(dtype)
-    plan.cast(dtype)
-    qs, ks, vs = query[0].split(plan.sizes, 1), key[0].split(plan.sizes, 1), value[0].split(plan.sizes, 1)
-    outs = []
-    for i, (P, _n1, n2) in enumerate(plan.segments):
-        qp, q1, q2 = qs[3 * i : 3 * i + 3]
-        kp, k1, k2 = ks[3 * i : 3 * i + 3]
-        vp, v1, v2 = vs[3 * i : 3 * i + 3]
-        q_a, k_a, v_a = torch.cat([qp, q1], 1), torch.cat([kp, k1], 1), torch.cat([vp, v1], 1)
-        bias_a = plan.bias_a[i]
-        if bias_a is not None:
-            outs.append(_matmul_attention(q_a, k_a, v_a, bias_a, dropout, training))
-        else:
-            outs.append(_sdpa(q_a, k_a, v_a, None, dropout, training))
-        if n2:
-            k_b, v_b = torch.cat([kp, k2], 1), torch.cat([vp, v2], 1)
-            bias_b = plan.bias_b[i]
-            assert bias_b is not None  # built for every segment with n2 > 0
-            attend = _matmul_attention if P + n2 <= MATH_MAX_TOKENS else _sdpa
-            outs.append(attend(q2, k_b, v_b, bias_b, dropout, training))
-    out = torch.cat(outs, 1)  # (H, L, d)
-    return out.transpose(0, 1).unsqueeze(0).contiguous(), None
+    dropping = bool(dropout) and module.training
+    # one layer-wide copy each: the softmax scale folded into the queries, query heads folded token-major
+    q = (query[0] * scaling).to(dtype).view(Hkv, rep, L, d).transpose(1, 2).reshape(Hkv, L * rep, d)
+    k, v = key[0].to(dtype), value[0].to(dtype)
+    square = [not dropping and P + n1 + n2 <= MATH_MAX_TOKENS for _, P, n1, n2 in plan.segments]
+    with torch.autocast(device, enabled=False):  # every operand is already in `dtype`
+        spans = [(off, P + n1 + n2) for (off, P, n1, n2), s in zip(plan.segments, square) if s]
+        biases = [b for b, s in zip(plan.biases(rep, dtype), square) if s]
+        fast = iter(SquareAttention.apply(q, k, v, spans, biases) if spans else ())
+        outs = []
+        for (off, P, n1, n2), mask, s in zip(plan.segments, plan.masks, square):
+            n = P + n1 + n2
+            if s:
+                outs.append(next(fast))
+            else:
+                sl = slice(off, off + n)
+                qs = q[:, off * rep : (off + n) * rep]
+                outs.append(_sdpa(qs, k[:, sl], v[:, sl], mask, dropout, module.training))
+        out = torch.cat(outs, 1)  # (Hkv, L * rep, d)
+    return out.view(Hkv, L, rep, d).permute(1, 0, 2, 3).reshape(1, L, H, d), None
 
 
 def _register() -> None:
