@@ -6,6 +6,7 @@ template) and a handful of short conversational pairs, in fp32 where numbers are
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -267,6 +268,45 @@ def test_segment_attention_gradients_equal_mask_layout(data, tiny_model_ref, mon
     assert model.config._attn_implementation == attention.NAME
     with torch.no_grad():
         torch.testing.assert_close(model(input_ids=ids).logits, plain_before, atol=1e-5, rtol=0)
+
+
+def test_segment_attention_under_bf16_autocast_follows_the_mask_layout(data, tiny_model_ref, monkeypatch):
+    """Under bf16 autocast (the toolkit's bf16 training) the segment attention's paths give the log-probs and
+    gradients of the dense-mask layout to bf16 precision, and a segment's tokens never see another's: changing one
+    pair's response leaves every other pair's log-probs exactly as they were."""
+    from prefalign.models import attention
+    from prefalign.models.forward import sequence_logps
+    from prefalign.models.hub import load_causal_lm, load_tokenizer
+    from preference_data.packing import pack_pairs
+    from preference_data.sources import read_records
+    from preference_data.tokenize import tokenize_pairs
+
+    tok = load_tokenizer(tiny_model_ref)
+    model = load_causal_lm(tiny_model_ref, dtype="float32")
+    tp, _ = tokenize_pairs(read_records(data)[0][:4], tok, None, "drop")
+    weights = torch.linspace(-1, 1, 2 * len(tp))
+
+    def run(pairs, layout: str) -> tuple[torch.Tensor, torch.Tensor]:
+        model.zero_grad()
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            logps = sequence_logps(model, pack_pairs(pairs, tok.pad_token_id, 150, layout))
+        (logps * weights).sum().backward()
+        grads = torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
+        return logps.detach(), grads
+
+    want, want_grads = run(tp, "mask")
+    for math_max in (attention.MATH_MAX_TOKENS, 8):
+        monkeypatch.setattr(attention, "MATH_MAX_TOKENS", math_max)
+        got, got_grads = run(tp, "segments")
+        torch.testing.assert_close(got, want, atol=0.05 * want.abs().max().item(), rtol=0)
+        cos = torch.nn.functional.cosine_similarity(got_grads, want_grads, dim=0)
+        assert cos > 0.99, (math_max, cos)
+        changed = list(tp)
+        changed[1] = dataclasses.replace(tp[1], chosen_ids=tp[1].chosen_ids[:-1] + [tp[2].chosen_ids[0]])
+        other, _ = run(changed, "segments")
+        keep = [i for i in range(2 * len(tp)) if i != 1]  # chosen sequences first, then rejected
+        assert torch.equal(other[keep], got[keep])
+        assert not torch.equal(other[1], got[1])
 
 
 # --- (c) gradient accumulation: 1 x 8 equals 8 x 1 ----------------------------------------------------

@@ -76,13 +76,13 @@ class SegmentPlan:
 
 def make_plan(segments: torch.Tensor, device: torch.device | str = "cpu") -> SegmentPlan:
     """segments: (G, 4) long tensor of (offset, P, n1, n2) in row order, as built by the packer."""
-    rows = [tuple(int(x) for x in s) for s in segments.tolist()]
+    rows = [(int(a), int(b), int(c), int(d)) for a, b, c, d in segments.tolist()]
     expect = 0
     for off, P, n1, n2 in rows:
         if off != expect:
             raise ValueError(f"segments must tile the row: segment at {off}, expected {expect}")
         expect = off + P + n1 + n2
-    return SegmentPlan(rows, [segment_mask(P, n1, n2, device) for _, P, n1, n2 in rows])  # type: ignore[misc]
+    return SegmentPlan(rows, [segment_mask(P, n1, n2, device) for _, P, n1, n2 in rows])
 
 
 class SquareAttention(torch.autograd.Function):
@@ -93,10 +93,10 @@ class SquareAttention(torch.autograd.Function):
     output (Hkv, N * rep, d). All inputs in one dtype; the softmax accumulates in fp32 for bf16 inputs."""
 
     @staticmethod
-    def forward(ctx, q, k, v, spans, biases):  # type: ignore[override]
+    def forward(ctx, q, k, v, spans, biases):
         rep = q.shape[1] // k.shape[1]
         outs, probs = [], []
-        for (off, n), bias in zip(spans, biases):
+        for (off, n), bias in zip(spans, biases, strict=True):
             qs, ks, vs = q[:, off * rep : (off + n) * rep], k[:, off : off + n], v[:, off : off + n]
             p = torch.softmax(torch.baddbmm(bias, qs, ks.transpose(1, 2)), -1)  # (Hkv, n * rep, n)
             outs.append(torch.bmm(p, vs))
@@ -106,11 +106,11 @@ class SquareAttention(torch.autograd.Function):
         return tuple(outs)
 
     @staticmethod
-    def backward(ctx, *douts):  # type: ignore[override]
+    def backward(ctx, *douts):
         q, k, v, *probs = ctx.saved_tensors
         rep = q.shape[1] // k.shape[1]
         dq, dk, dv = [], [], []
-        for (off, n), p, do in zip(ctx.spans, probs, douts):
+        for (off, n), p, do in zip(ctx.spans, probs, douts, strict=True):
             qs, ks, vs = q[:, off * rep : (off + n) * rep], k[:, off : off + n], v[:, off : off + n]
             ds = torch._softmax_backward_data(torch.bmm(do, vs.transpose(1, 2)), p, -1, p.dtype)
             dq.append(torch.bmm(ds, ks))
@@ -171,11 +171,11 @@ def segment_attention(
     k, v = key[0].to(dtype), value[0].to(dtype)
     square = [not dropping and P + n1 + n2 <= MATH_MAX_TOKENS for _, P, n1, n2 in plan.segments]
     with torch.autocast(device, enabled=False):  # every operand is already in `dtype`
-        spans = [(off, P + n1 + n2) for (off, P, n1, n2), s in zip(plan.segments, square) if s]
-        biases = [b for b, s in zip(plan.biases(rep, dtype), square) if s]
+        spans = [(off, P + n1 + n2) for (off, P, n1, n2), s in zip(plan.segments, square, strict=True) if s]
+        biases = [b for b, s in zip(plan.biases(rep, dtype), square, strict=True) if s]
         fast = iter(SquareAttention.apply(q, k, v, spans, biases) if spans else ())
         outs = []
-        for (off, P, n1, n2), mask, s in zip(plan.segments, plan.masks, square):
+        for (off, P, n1, n2), mask, s in zip(plan.segments, plan.masks, square, strict=True):
             n = P + n1 + n2
             if s:
                 outs.append(next(fast))
