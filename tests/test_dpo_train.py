@@ -235,8 +235,8 @@ def test_packed_logps_equal_separate_encoding(data, tiny_model_ref, layout, monk
 
 
 def test_segment_attention_gradients_equal_mask_layout(data, tiny_model_ref, monkeypatch):
-    """Backward through the segment attention (matmul and SDPA paths) gives the dense-mask gradients, and a model
-    switched to it still runs plain (unpacked) calls exactly as SDPA does."""
+    """Backward through the segment attention (matmul and SDPA paths, and both in one row) gives the dense-mask
+    gradients, and a model switched to it still runs plain (unpacked) calls exactly as SDPA does."""
     from prefalign.models import attention
     from prefalign.models.forward import sequence_logps
     from prefalign.models.hub import load_causal_lm, load_tokenizer
@@ -259,7 +259,9 @@ def test_segment_attention_gradients_equal_mask_layout(data, tiny_model_ref, mon
 
     want = grads("mask")
     assert model.config._attn_implementation != attention.NAME
-    for math_max in (attention.MATH_MAX_TOKENS, 8):
+    sizes = sorted(len(p.prompt_ids) + len(p.chosen_ids) + len(p.rejected_ids) for p in tp)
+    assert sizes[0] < sizes[-1]  # a threshold between them sends segments of one row down both paths
+    for math_max in (attention.MATH_MAX_TOKENS, 8, sizes[len(sizes) // 2 - 1]):
         monkeypatch.setattr(attention, "MATH_MAX_TOKENS", math_max)
         got = grads("segments")
         assert got.keys() == want.keys()

@@ -52,8 +52,8 @@ class SegmentPlan:
 
     segments: (offset, P, n1, n2) per segment in row order (n2 = 0 for single sequences). masks: each
     segment's `segment_mask`. calls: attention calls served (checked after the forward). The additive biases
-    of the matmul path (the mask's rows repeated per folded query head, in the compute dtype) are built on
-    the first layer's call and reused by the others.
+    of the matmul path (the mask's rows repeated per folded query head, in the compute dtype; only for the
+    segments that path serves) are built on the first layer's call and reused by the others.
     """
 
     segments: list[tuple[int, int, int, int]]
@@ -61,15 +61,17 @@ class SegmentPlan:
     calls: int = field(default=0)
     _biases: dict = field(default_factory=dict, repr=False)
 
-    def biases(self, rep: int, dtype: torch.dtype) -> list[torch.Tensor]:
-        """Per segment: (1, N * rep, N) additive bias (0 / -inf) for token-major folded query rows."""
-        key = (rep, dtype)
+    def biases(self, rep: int, dtype: torch.dtype, square: list[bool]) -> list[torch.Tensor]:
+        """Per segment where `square` is True: (1, N * rep, N) additive bias (0 / -inf) for token-major folded
+        query rows."""
+        key = (rep, dtype, tuple(square))
         if key not in self._biases:
             self._biases[key] = [
                 torch.zeros(m.shape, dtype=dtype, device=m.device)
                 .masked_fill_(~m, float("-inf"))
                 .repeat_interleave(rep, 0)[None]
-                for m in self.masks
+                for m, s in zip(self.masks, square, strict=True)
+                if s
             ]
         return self._biases[key]
 
@@ -109,14 +111,15 @@ class SquareAttention(torch.autograd.Function):
     def backward(ctx, *douts):
         q, k, v, *probs = ctx.saved_tensors
         rep = q.shape[1] // k.shape[1]
-        dq, dk, dv = [], [], []
+        dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)  # rows of no span stay 0
         for (off, n), p, do in zip(ctx.spans, probs, douts, strict=True):
-            qs, ks, vs = q[:, off * rep : (off + n) * rep], k[:, off : off + n], v[:, off : off + n]
+            rows, toks = slice(off * rep, (off + n) * rep), slice(off, off + n)
+            qs, ks, vs = q[:, rows], k[:, toks], v[:, toks]
             ds = torch._softmax_backward_data(torch.bmm(do, vs.transpose(1, 2)), p, -1, p.dtype)
-            dq.append(torch.bmm(ds, ks))
-            dk.append(torch.bmm(ds.transpose(1, 2), qs))
-            dv.append(torch.bmm(p.transpose(1, 2), do))
-        return torch.cat(dq, 1), torch.cat(dk, 1), torch.cat(dv, 1), None, None
+            dq[:, rows] = torch.bmm(ds, ks)
+            dk[:, toks] = torch.bmm(ds.transpose(1, 2), qs)
+            dv[:, toks] = torch.bmm(p.transpose(1, 2), do)
+        return dq, dk, dv, None, None
 
 
 def _sdpa(
@@ -172,8 +175,7 @@ def segment_attention(
     square = [not dropping and P + n1 + n2 <= MATH_MAX_TOKENS for _, P, n1, n2 in plan.segments]
     with torch.autocast(device, enabled=False):  # every operand is already in `dtype`
         spans = [(off, P + n1 + n2) for (off, P, n1, n2), s in zip(plan.segments, square, strict=True) if s]
-        biases = [b for b, s in zip(plan.biases(rep, dtype), square, strict=True) if s]
-        fast = iter(SquareAttention.apply(q, k, v, spans, biases) if spans else ())
+        fast = iter(SquareAttention.apply(q, k, v, spans, plan.biases(rep, dtype, square)) if spans else ())
         outs = []
         for (off, P, n1, n2), mask, s in zip(plan.segments, plan.masks, square, strict=True):
             n = P + n1 + n2
