@@ -172,19 +172,17 @@ def segment_attention(
     # one layer-wide copy each: the softmax scale folded into the queries, query heads folded token-major
     q = (query[0] * scaling).to(dtype).view(Hkv, rep, L, d).transpose(1, 2).reshape(Hkv, L * rep, d)
     k, v = key[0].to(dtype), value[0].to(dtype)
-    square = [not dropping and P + n1 + n2 <= MATH_MAX_TOKENS for _, P, n1, n2 in plan.segments]
+    spans = [(off, P + n1 + n2) for off, P, n1, n2 in plan.segments]
+    square = [not dropping and n <= MATH_MAX_TOKENS for _, n in spans]
     with torch.autocast(device, enabled=False):  # every operand is already in `dtype`
-        spans = [(off, P + n1 + n2) for (off, P, n1, n2), s in zip(plan.segments, square, strict=True) if s]
-        fast = iter(SquareAttention.apply(q, k, v, spans, plan.biases(rep, dtype, square)) if spans else ())
-        outs = []
-        for (off, P, n1, n2), mask, s in zip(plan.segments, plan.masks, square, strict=True):
-            n = P + n1 + n2
-            if s:
-                outs.append(next(fast))
-            else:
-                sl = slice(off, off + n)
-                qs = q[:, off * rep : (off + n) * rep]
-                outs.append(_sdpa(qs, k[:, sl], v[:, sl], mask, dropout, module.training))
+        served = [span for span, s in zip(spans, square, strict=True) if s]
+        fast = iter(SquareAttention.apply(q, k, v, served, plan.biases(rep, dtype, square)) if served else ())
+        outs = [
+            next(fast)
+            if s
+            else _sdpa(q[:, o * rep : (o + n) * rep], k[:, o : o + n], v[:, o : o + n], m, dropout, module.training)
+            for (o, n), m, s in zip(spans, plan.masks, square, strict=True)
+        ]
         out = torch.cat(outs, 1)  # (Hkv, L * rep, d)
     return out.view(Hkv, L, rep, d).permute(1, 0, 2, 3).reshape(1, L, H, d), None
 
