@@ -18,7 +18,9 @@ ROOT = Path(__file__).resolve().parents[1]
 BATCH = 8
 MAX_LENGTH = 512
 MODEL = "builtin:smollm2-135m-instruct"
-HH_HELPFUL = ROOT.parent / "shared" / "data" / "hh-rlhf" / "helpful-base" / "test.decontaminated.jsonl.gz"
+# the real data folder beside the project (`PREFALIGN_SHARED_DATA` names it where it is elsewhere, e.g. a GPU machine)
+SHARED_DATA = Path(os.environ.get("PREFALIGN_SHARED_DATA") or ROOT.parent / "shared" / "data")
+HH_HELPFUL = SHARED_DATA / "hh-rlhf" / "helpful-base" / "test.decontaminated.jsonl.gz"
 
 
 def first_pairs(n: int):
@@ -115,10 +117,10 @@ def equal_pairs(n: int, max_length: int, out: Path, model: str = MODEL) -> tuple
     from prefalign.models.hub import load_tokenizer
     from preference_data.records import write_jsonl
 
-    pairs = first_pairs(256)
+    pairs = first_pairs(max(256, 2 * n))
     chosen = fitting_pairs(pairs, load_tokenizer(model), max_length)[:n]
     if len(chosen) < n:
-        raise SystemExit(f"only {len(chosen)} of the first 256 pairs fit {max_length} tokens; use fewer steps")
+        raise SystemExit(f"only {len(chosen)} of the first {len(pairs)} pairs fit {max_length} tokens; use fewer steps")
     skipped = pairs.index(chosen[-1]) + 1 - n
     write_jsonl(str(out), [p.to_dict() for p in chosen])
     return n, skipped
@@ -147,13 +149,20 @@ class WorkMeter:
     +2 for weight gradients of trained weights (full fine-tuning), +2 for a recomputed forward (gradient
     checkpointing), +2 for a reference forward made in the step. The LM head counts only on the positions whose
     log-probs a side computes (`head_key`: a mask or a per-sequence length in the batch). Attention score
-    products are left out (small at these lengths), so every rate is a slight under-estimate, alike for both."""
+    products are left out (small at these lengths), so every rate is a slight under-estimate, alike for both.
+
+    `useful` counts the model FLOPs of the real tokens only (no padding; the attention score products of each
+    sequence's causal square included where the batch describes its sequences, as our varlen batches do) for a
+    forward and backward (6 per weight and token with full fine-tuning, 4 with LoRA): the numerator of MFU."""
 
     def __init__(self, dims: dict[str, int], lora: bool, ref_in_step: bool, gc: bool, head_key: str | None):
         self.dims, self.head_key = dims, head_key
         self.mult = (4 if lora else 6) + (2 if gc else 0) + (2 if ref_in_step else 0)
+        self.useful_mult = 4 if lora else 6
         self.flops: list[float] = []
+        self.useful: list[float] = []
         self.tokens: list[int] = []
+        self.started: float | None = None
 
     def install(self) -> None:
         from transformers import Trainer
@@ -166,6 +175,14 @@ class WorkMeter:
             return original(trainer, model, inputs, *args, **kwargs)
 
         Trainer.training_step = training_step
+        original_train = Trainer.train
+
+        def train(trainer, *args, **kwargs):
+            sync()
+            meter.started = time.perf_counter()
+            return original_train(trainer, *args, **kwargs)
+
+        Trainer.train = train
 
     def add(self, inputs: dict) -> None:
         ids = [v for k, v in inputs.items() if k.endswith("input_ids") and torch.is_tensor(v)]
@@ -175,12 +192,25 @@ class WorkMeter:
             head = int(inputs[self.head_key].sum())
         self.tokens.append(body)
         self.flops.append(self.mult * (self.dims["body"] * body + self.dims["head"] * head))
+        masks = [v for k, v in inputs.items() if k.endswith("attention_mask") and torch.is_tensor(v) and v.dim() == 2]
+        real = int(inputs["real_tokens"]) if "real_tokens" in inputs else sum(int(m.sum()) for m in masks) or body
+        attn = 0.0
+        if torch.is_tensor(inputs.get("cu_seqlens")):  # each sequence's causal square (queries x keys, halved)
+            cu = inputs["cu_seqlens"].tolist()
+            q = [b - a for a, b in zip(cu[0], cu[0][1:], strict=False)]
+            k = [b - a for a, b in zip(cu[1], cu[1][1:], strict=False)]
+            attn = sum(n * (m - n / 2) for n, m in zip(q, k, strict=True)) * 4 * self.dims["attn_width"]
+        self.useful.append(
+            self.useful_mult * (self.dims["body"] * real + self.dims["head"] * head) + 3 * attn * self.dims["layers"]
+        )
 
-    def steady_rate(self, times: list[float]) -> float | None:
-        """GFLOP/s over the steps after the first (whose time includes compiling and warm-up)."""
-        if len(times) < 2 or len(self.flops) < len(times):
+    def steady_rate(self, times: list[float], useful: bool = False) -> float | None:
+        """GFLOP/s over the steps after the first (whose time includes compiling and warm-up); `useful`: the model
+        FLOPs of real tokens (MFU's numerator) instead of what the side ran."""
+        flops = self.useful if useful else self.flops
+        if len(times) < 2 or len(flops) < len(times):
             return None
-        return sum(self.flops[1 : len(times)]) / (times[-1] - times[0]) / 1e9
+        return sum(flops[1 : len(times)]) / (times[-1] - times[0]) / 1e9
 
 
 def profile_step(step: int, out: Path, rows: int = 15):
@@ -229,7 +259,8 @@ def model_dims(model_ref: str) -> dict[str, int]:
     h, L, inter, V = c.hidden_size, c.num_hidden_layers, c.intermediate_size, c.vocab_size
     kv = c.num_key_value_heads * (h // c.num_attention_heads)
     per_layer = h * h * 2 + h * kv * 2 + 3 * h * inter  # q, o, k, v, gate, up, down
-    return {"body": per_layer * L, "head": h * V, "hidden": h, "layers": L}
+    width = c.num_attention_heads * (getattr(c, "head_dim", None) or h // c.num_attention_heads)
+    return {"body": per_layer * L, "head": h * V, "hidden": h, "layers": L, "attn_width": width}
 
 
 def spawn(
@@ -238,6 +269,7 @@ def spawn(
     fresh_logp_cache: bool = False,
     inductor_cache: str | None = None,
     allocator: str = "tuned",
+    timeout: float | None = None,
 ) -> dict:
     """Run one benchmark side as `python script --child ... args` in its own process (so its time and peak
     memory are its own) and return the dict it printed with `report`. The process gets an empty
@@ -246,7 +278,7 @@ def spawn(
     also gives it an empty log-prob cache (the converted models are shared), so precomputation is paid
     and timed in this run. `allocator`: "tuned" gives every side the glibc settings `align` commands apply
     (`prefalign.cpu.tune_allocator`; a TRL side applies them at its start), "default" gives every side glibc's
-    defaults (PREFALIGN_MALLOC_TUNING=0)."""
+    defaults (PREFALIGN_MALLOC_TUNING=0). `timeout`: seconds after which the side is stopped (a failure)."""
     env = dict(os.environ)
     env["PREFALIGN_MALLOC_TUNING"] = "1" if allocator == "tuned" else "0"
     with tempfile.TemporaryDirectory() as cache:
@@ -255,7 +287,12 @@ def spawn(
             models = Path(os.environ.get("PREFALIGN_CACHE", Path.home() / ".cache" / "prefalign")) / "models"
             env["PREFALIGN_CACHE"] = cache
             (Path(cache) / "models").symlink_to(models)
-        proc = subprocess.run([sys.executable, script, *args], env=env, capture_output=True, text=True)
+        try:
+            proc = subprocess.run(
+                [sys.executable, script, *args], env=env, capture_output=True, text=True, timeout=timeout
+            )
+        except subprocess.TimeoutExpired:
+            raise SystemExit(f"{' '.join(args)} did not finish in {timeout:.0f}s (--side-timeout)") from None
     lines = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
     if proc.returncode != 0 or not lines:
         raise SystemExit(f"{' '.join(args)} failed:\n{proc.stderr[-3000:]}")
@@ -366,17 +403,21 @@ def trl_model_dtype(precision: str, lora: bool) -> str:
     return "bfloat16" if precision == "bf16" and lora else "float32"
 
 
-def trl_args(setting: str, precision: str, steps: int, out: str) -> dict:
-    """The TrainingArguments both TRL sides share for a setting: eager or compile, optional -gc."""
+def trl_args(
+    setting: str, precision: str, steps: int, out: str, batch: int = BATCH, max_length: int = MAX_LENGTH
+) -> dict:
+    """The TrainingArguments both TRL sides share for a setting: eager or compile, optional -gc (activation
+    checkpointing), optional -liger (`use_liger_kernel`: Liger's fused kernels, where liger-kernel is installed)."""
     return {
         "output_dir": out,
-        "per_device_train_batch_size": BATCH,
+        "per_device_train_batch_size": batch,
+        "use_liger_kernel": "-liger" in setting,
         "max_steps": steps,
         "bf16": precision == "bf16",
         "use_cpu": not on_gpu(),
         "torch_compile": setting.startswith("compile"),
-        "gradient_checkpointing": setting.endswith("-gc"),
-        "max_length": MAX_LENGTH,
+        "gradient_checkpointing": "-gc" in setting,
+        "max_length": max_length,
         "report_to": "none",
         "logging_steps": steps,
         "save_strategy": "no",
@@ -399,10 +440,15 @@ def child_main(args, sides: dict) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         res, meter = sides[args.side](args, tmp)
     res["steps_timed"] = len(times)
-    res["steady_pairs_per_s"] = steady = steady_pairs_per_s(times, BATCH)
+    from prefalign.models import varlen
+
+    res["varlen_calls"] = dict(varlen.CALLS)
+    res["steady_pairs_per_s"] = steady = steady_pairs_per_s(times, args.batch)
     if steady and res.get("extra_seconds"):  # a pass before training (reference log-probs) spread over the epoch
-        res["steady_pairs_per_s"] = 1 / (1 / steady + res["extra_seconds"] / (args.steps * BATCH))
+        res["steady_pairs_per_s"] = 1 / (1 / steady + res["extra_seconds"] / (args.steps * args.batch))
     res["steady_gflops"] = meter.steady_rate(times)
+    res["steady_model_gflops"] = meter.steady_rate(times, useful=True)
+    res["first_step_seconds"] = times[0] - meter.started if times and meter.started else None
     res["executed_tokens"] = sum(meter.tokens)
     report(res)
 
@@ -416,25 +462,43 @@ def add_child_args(ap) -> None:
 
 
 def add_common_args(ap, trl_default: str) -> None:
-    ap.add_argument("--steps", type=int, default=16, help="optimizer steps of 8 pairs (default 16: 128 pairs)")
+    ap.add_argument("--steps", type=int, default=16, help="optimizer steps (default 16)")
+    ap.add_argument("--batch", type=int, default=BATCH, help=f"pairs per optimizer step, both sides (default {BATCH})")
+    ap.add_argument(
+        "--max-length", type=int, default=MAX_LENGTH, help=f"token budget of a pair, both sides (default {MAX_LENGTH})"
+    )
     ap.add_argument("--modes", default="full,lora", help="comma list of full, lora")
     ap.add_argument(
         "--precision", default="auto", help="auto (bf16 where native, else fp32, as the toolkit decides), bf16 or fp32"
     )
     ap.add_argument(
-        "--trl-settings", default=trl_default, help="comma list of TRL settings: eager, compile, eager-gc, compile-gc"
+        "--trl-settings",
+        default=trl_default,
+        help="comma list of TRL settings: eager or compile, each optionally with -gc (activation checkpointing) and "
+        "-liger (use_liger_kernel), e.g. eager,eager-liger,compile-gc",
     )
     ap.add_argument("--allocator", default="tuned", choices=["tuned", "default"], help="glibc settings for every side")
     ap.add_argument("--no-warm", action="store_true", help="skip our second (warm compile cache) run")
-    ap.add_argument("--model", default=MODEL, help="the model both sides train (default: the builtin SmolLM2)")
     ap.add_argument(
-        "--attention",
-        default="segments",
-        choices=["segments", "mask"],
-        help="our side's train.attention (TRL pads each pair instead)",
+        "--model",
+        default=MODEL,
+        help="the model both sides train (default: the builtin SmolLM2); builtin:qwen2.5-0.5b-shape, "
+        "builtin:qwen2.5-1.5b-shape, builtin:llama3.2-1b-shape are those architectures with random weights",
     )
     ap.add_argument(
-        "--compile", default="on", choices=["on", "off"], help="our side's train.compile (default on, as the toolkit's)"
+        "--attention",
+        default="auto",
+        choices=["auto", "segments", "mask", "varlen"],
+        help="our side's train.attention (auto: segments on a CPU, varlen on a GPU in bf16; TRL pads each pair)",
+    )
+    ap.add_argument(
+        "--compile",
+        default="on",
+        help="our side's train.compile: on, off, or on,off (ours runs once with each; default on, as the toolkit's)",
+    )
+    ap.add_argument("--json-out", default="", help="also write the results (the JSON printed last) to this file")
+    ap.add_argument(
+        "--side-timeout", type=float, default=0, help="seconds after which a side is stopped and counted failed"
     )
     add_device_arg(ap)
     ap.add_argument(
@@ -446,14 +510,18 @@ def add_common_args(ap, trl_default: str) -> None:
 
 
 def _side_line(label: str, r: dict, peak: float) -> str:
-    """One side's result line: pairs/s (whole run and steady), peak memory, matmul rate against the peak."""
+    """One side's result line: pairs/s (whole run and steady), first step, peak memory, matmul rate against the
+    peak (what it ran), and MFU (model FLOPs of the real tokens over the peak)."""
     extra = f" incl. {r['extra_seconds']:.1f}s {r['extra_what']}" if r.get("extra_seconds") else ""
     rate = r["steady_gflops"]
     flops = f"{rate:.0f} GFLOP/s = {rate / peak:.0%} of peak" if rate else "n/a"
+    useful = r.get("steady_model_gflops")
+    mfu = f", MFU {useful / peak:.1%}" if useful else ""
+    first = f", first step {r['first_step_seconds']:.1f}s" if r.get("first_step_seconds") else ""
     return (
         f"  {label}: {r['pairs_per_s']:.3f} pairs/s ({r['seconds']:.1f}s{extra}), steady "
-        f"{r['steady_pairs_per_s']:.3f} pairs/s, {memory_text(r)}, "
-        f"matmul {flops}{r.get('note', '')}"
+        f"{r['steady_pairs_per_s']:.3f} pairs/s{first}, {memory_text(r)}, "
+        f"matmul {flops}{mfu}{r.get('note', '')}"
     )
 
 
@@ -462,8 +530,8 @@ def ours_train_section(args, lr: float) -> dict:
     return {
         "method": "lora" if args.mode == "lora" else "full",
         "max_steps": args.steps,
-        "batch_size": BATCH,
-        "max_length": MAX_LENGTH,
+        "batch_size": args.batch,
+        "max_length": args.max_length,
         "lr": lr,
         "precision": args.precision,
         "attention": args.attention,
@@ -492,12 +560,13 @@ def ours_rm_config(out: str, data: str, train: dict, model: str = MODEL):
 
 def side_result(args, seconds: float, kept: int, note: str) -> dict:
     """What a side reports: its wall time, pairs per second over the epoch's pairs, the pairs it kept."""
-    return {"seconds": seconds, "pairs_per_s": args.steps * BATCH / seconds, "kept": kept, "note": note}
+    return {"seconds": seconds, "pairs_per_s": args.steps * args.batch / seconds, "kept": kept, "note": note}
 
 
 def kept_note(args, kept: int) -> str:
     """A note when our side kept fewer pairs than the epoch holds (it drops none by design: a bug if it shows)."""
-    return f"; only {kept} of {args.steps * BATCH} pairs kept" if kept != args.steps * BATCH else ""
+    n = args.steps * args.batch
+    return f"; only {kept} of {n} pairs kept" if kept != n else ""
 
 
 def pair_benchmark_main(doc: str, script: str, sides: dict, what: str, trl_name: str) -> None:
@@ -514,7 +583,7 @@ def pair_benchmark_main(doc: str, script: str, sides: dict, what: str, trl_name:
         args.side = args.child
         child_main(args, sides)
         return
-    compare(script, args, f"{args.steps} steps x {BATCH} pairs, max length {MAX_LENGTH}, {what}", trl_name)
+    compare(script, args, f"{args.steps} steps x {args.batch} pairs, max length {args.max_length}, {what}", trl_name)
 
 
 def compare(script: str, args, title: str, trl_name: str) -> dict:
@@ -530,61 +599,94 @@ def compare(script: str, args, title: str, trl_name: str) -> dict:
     results: dict = {"machine": machine_line(), "precision": precision, "peak_gflops": peak}
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp) / "pairs.jsonl"
-        n, skipped = equal_pairs(args.steps * BATCH, MAX_LENGTH, data, args.model)
+        n, skipped = equal_pairs(args.steps * args.batch, args.max_length, data, args.model)
         print(
-            f"data: the first {n} HH-RLHF helpful-base pairs that fit {MAX_LENGTH} tokens ({skipped} longer ones "
-            f"skipped), the same file for both sides: one epoch of {args.steps} steps x {BATCH} pairs"
+            f"data: the first {n} HH-RLHF helpful-base pairs that fit {args.max_length} tokens ({skipped} longer "
+            f"ones skipped), the same file for both sides: one epoch of {args.steps} steps x {args.batch} pairs"
         )
 
-        def side(which: str, mode: str, setting: str, inductor: str | None = None, prof: str = "") -> dict:
+        def side(
+            which: str, mode: str, setting: str, inductor: str | None = None, prof: str = "", compile_: str = "on"
+        ) -> dict:
             # a profiling run stops after its profiled step (the third: compiled and warmed up by then)
             extra = ["--profile-step", "3", "--profile-out", prof] if prof else []
             steps = min(args.steps, 4) if prof else args.steps
             a = ["--child", which, "--mode", mode, "--steps", str(steps), "--setting", setting]
             a += ["--precision", precision, "--data", str(data), "--model", args.model, "--attention", args.attention]
-            a += ["--compile", args.compile]
+            a += ["--compile", compile_, "--batch", str(args.batch), "--max-length", str(args.max_length)]
             a += extra
-            return spawn(script, a, fresh_logp_cache=True, inductor_cache=inductor, allocator=args.allocator)
+            try:
+                return spawn(
+                    script,
+                    a,
+                    fresh_logp_cache=True,
+                    inductor_cache=inductor,
+                    allocator=args.allocator,
+                    timeout=args.side_timeout or None,
+                )
+            except SystemExit as e:  # one side failing (a setting this machine lacks) leaves the others' results
+                print(f"  {which} {mode} {setting or 'compile ' + compile_} failed: {str(e)[-1500:]}", flush=True)
+                return {"error": str(e)[-1500:]}
 
         for mode in args.modes.split(","):
             trl = [{**side("trl", mode, s), "setting": s} for s in args.trl_settings.split(",")]
             ours = []
-            with tempfile.TemporaryDirectory() as inductor:  # the first run compiles into it, the second reuses it
-                for start in ("cold", "warm")[: 1 if args.no_warm else 2]:
-                    ours.append({**side("ours", mode, "", inductor), "start": start})
-                best = max(trl, key=lambda r: r["steady_pairs_per_s"] or 0.0)
-                profiles = {}
-                if args.profile:
-                    for who, setting in (("ours", ""), ("trl", best["setting"])):
-                        out = Path(tmp) / f"profile-{who}-{mode}.txt"
-                        side(who, mode, setting, inductor if who == "ours" else None, str(out))
-                        profiles[who] = out.read_text() if out.exists() else "(no profile written)"
+            for compile_ in args.compile.split(","):
+                # the first run compiles into an empty cache, the second (unless --no-warm) reuses it
+                with tempfile.TemporaryDirectory() as inductor:
+                    for start in ("cold", "warm")[: 1 if args.no_warm or compile_ == "off" else 2]:
+                        r = side("ours", mode, "", inductor, compile_=compile_)
+                        ours.append({**r, "start": start, "compile": compile_})
+            ran = [r for r in trl if "error" not in r]
+            done = [o for o in ours if "error" not in o]
+            best = max(ran, key=lambda r: r["steady_pairs_per_s"] or 0.0) if ran else None
+            profiles = {}
+            if args.profile and best is not None:
+                for who, setting in (("ours", ""), ("trl", best["setting"])):
+                    out = Path(tmp) / f"profile-{who}-{mode}.txt"
+                    side(who, mode, setting, None, str(out))
+                    profiles[who] = out.read_text() if out.exists() else "(no profile written)"
             print(
                 f"\n[{mode}] {title}; {precision}; steady = after the first step (which pays compiling and warm-up), "
                 "with any pass before training (reference log-probs) spread over the epoch"
             )
-            for r in trl:
+            for r in ran:
                 print(_side_line(f"{trl_name} ({r['setting']})", r, peak))
-            for o in ours:
-                print(_side_line(f"ours ({o['start']} compile cache)", o, peak))
+            for o in done:
+                print(_side_line(f"ours (compile {o['compile']}, {o['start']} cache)", o, peak))
+                if best is not None:
+                    print(
+                        f"    vs TRL's best ({best['setting']}): whole run "
+                        f"{o['pairs_per_s'] / best['pairs_per_s']:.2f}x, steady "
+                        f"{o['steady_pairs_per_s'] / best['steady_pairs_per_s']:.2f}x; "
+                        f"memory {memory_ratio(o, best):.2f}x of TRL's"
+                    )
+            if done and best is not None:
+                o = done[-1]
                 print(
-                    f"    vs TRL's best ({best['setting']}): whole run {o['pairs_per_s'] / best['pairs_per_s']:.2f}x, "
-                    f"steady {o['steady_pairs_per_s'] / best['steady_pairs_per_s']:.2f}x; "
-                    f"memory {memory_ratio(o, best):.2f}x of TRL's"
+                    f"  tokens through the model per epoch: ours {o['executed_tokens']}, TRL ({best['setting']}) "
+                    f"{best['executed_tokens']} ({best['executed_tokens'] / o['executed_tokens']:.2f}x)"
                 )
-            o = ours[-1]
-            print(
-                f"  tokens through the model per epoch: ours {o['executed_tokens']}, TRL ({best['setting']}) "
-                f"{best['executed_tokens']} ({best['executed_tokens'] / o['executed_tokens']:.2f}x)"
-            )
             for who, table in profiles.items():
                 print(f"\n  profile of one steady-state step, {who} ({mode}), top operators by self CPU time:\n{table}")
+            label = lambda o: f"compile {o['compile']}, {o['start']}"  # noqa: E731
             results[mode] = {
                 "trl": trl,
                 "ours": ours,
-                "best_trl": best["setting"],
-                "steady_speedup": {o["start"]: o["steady_pairs_per_s"] / best["steady_pairs_per_s"] for o in ours},
-                "whole_run_speedup": {o["start"]: o["pairs_per_s"] / best["pairs_per_s"] for o in ours},
+                "best_trl": best["setting"] if best else None,
+                "steady_speedup": {
+                    label(o): o["steady_pairs_per_s"] / best["steady_pairs_per_s"] for o in done if best is not None
+                },
+                "whole_run_speedup": {label(o): o["pairs_per_s"] / best["pairs_per_s"] for o in done if best},
             }
+    results["settings"] = {
+        "steps": args.steps,
+        "batch": args.batch,
+        "max_length": args.max_length,
+        "model": args.model,
+        "attention": args.attention,
+    }
+    if args.json_out:
+        Path(args.json_out).write_text(json.dumps(results, indent=1, default=float), encoding="utf-8")
     print("\n" + json.dumps(results, indent=1, default=float))
     return results

@@ -26,7 +26,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import (  # noqa: E402
-    MAX_LENGTH,
     WorkMeter,
     kept_note,
     lora_config,
@@ -72,7 +71,7 @@ def side_trl(args: argparse.Namespace, out: str) -> tuple[dict, WorkMeter]:
     trainer = DPOTrainer(
         model=model,
         args=DPOConfig(
-            **trl_args(setting, args.precision, args.steps, out),
+            **trl_args(setting, args.precision, args.steps, out, args.batch, args.max_length),
             learning_rate=1e-6,
             beta=0.1,
             precompute_ref_log_probs=precompute,
@@ -83,7 +82,7 @@ def side_trl(args: argparse.Namespace, out: str) -> tuple[dict, WorkMeter]:
     )
     ds = trainer.train_dataset
     over = sum(
-        len(p) + max(len(c), len(r)) > MAX_LENGTH
+        len(p) + max(len(c), len(r)) > args.max_length
         for p, c, r in zip(ds["prompt_ids"], ds["chosen_ids"], ds["rejected_ids"], strict=True)
     )
     torch.manual_seed(0)
@@ -118,7 +117,7 @@ def side_ours(args: argparse.Namespace, out: str) -> tuple[dict, WorkMeter]:
     report = run(cfg)
     ref_seconds = float(report["reference"].get("seconds", 0.0) or 0.0)
     seconds, kept = report["train_seconds"] + ref_seconds, report["train_pairs"]
-    res = side_result(args, seconds, kept, kept_note(args, kept))
+    res = side_result(args, seconds, kept, kept_note(args, kept)) | {"compiled_graphs": report.get("compiled_graphs")}
     if ref_seconds:
         res |= {"extra_seconds": ref_seconds, "extra_what": "reference log-probs"}
     return res, meter

@@ -185,6 +185,7 @@ def main() -> None:
         "--ours-settings", default="eager,compile", help="comma list of our settings: eager, compile (cold cache)"
     )
     ap.add_argument("--model", default=MODEL, help="the model both sides train (default: the builtin SmolLM2)")
+    ap.add_argument("--json-out", default="", help="also write the results (the JSON printed last) to this file")
     add_device_arg(ap)
     for name in ("--child", "--mode", "--setting"):
         ap.add_argument(name, default="", help=argparse.SUPPRESS)
@@ -249,6 +250,8 @@ def main() -> None:
             )
         results[mode] = {"trl": trl, "ours": ours, "best_trl": best["setting"]}
     print("\n" + json.dumps(results, indent=1, default=float))
+    if args.json_out:
+        Path(args.json_out).write_text(json.dumps(results, indent=1, default=float), encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -29,7 +29,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import (  # noqa: E402
-    MAX_LENGTH,
     WorkMeter,
     kept_note,
     lora_config,
@@ -62,13 +61,15 @@ def side_trl(args: argparse.Namespace, out: str) -> tuple[dict, WorkMeter]:
     peft_config = lora_config("SEQ_CLS", modules_to_save=["score"]) if lora else None
     trainer = RewardTrainer(
         model=model,
-        args=RewardConfig(**trl_args(args.setting, args.precision, args.steps, out), learning_rate=1e-5),
+        args=RewardConfig(
+            **trl_args(args.setting, args.precision, args.steps, out, args.batch, args.max_length), learning_rate=1e-5
+        ),
         train_dataset=Dataset.from_list(trl_rows(read_pairs(args.data))),
         processing_class=tok,
         peft_config=peft_config,
     )
     ds = trainer.train_dataset
-    over = sum(max(len(c), len(r)) > MAX_LENGTH for c, r in zip(ds["chosen_ids"], ds["rejected_ids"], strict=True))
+    over = sum(max(len(c), len(r)) > args.max_length for c, r in zip(ds["chosen_ids"], ds["rejected_ids"], strict=True))
     t = time.perf_counter()
     trainer.train()
     dt = time.perf_counter() - t
@@ -83,7 +84,8 @@ def side_ours(args: argparse.Namespace, out: str) -> tuple[dict, WorkMeter]:
     meter.install()
     report = run(ours_rm_config(out, args.data, ours_train_section(args, lr=1e-5), args.model))
     kept = report["train_pairs"]
-    return side_result(args, report["train_seconds"], kept, kept_note(args, kept)), meter
+    res = side_result(args, report["train_seconds"], kept, kept_note(args, kept))
+    return res | {"compiled_graphs": report.get("compiled_graphs")}, meter
 
 
 def main() -> None:

@@ -3,7 +3,7 @@
 A pair becomes one segment `prompt + chosen + rejected`. Position ids restart at len(prompt) for the
 rejected part, and rejected tokens see the prompt and themselves but never the chosen tokens, so every
 token sees exactly what it would see in its own sequence `prompt + response` (tests check the log-probs
-match separate encoding). Two layouts (`prefalign.models.batch.LAYOUTS`) say how that visibility reaches the model:
+match separate encoding). Three layouts (`prefalign.models.batch.PACKABLE`) say how that visibility reaches the model:
 
   "segments"  all segments back to back in ONE row, no padding at all, no mask; `segments` lists
               (offset, P, n1, n2) per segment and `prefalign.models.attention` attends each segment on its
@@ -11,6 +11,14 @@ match separate encoding). Two layouts (`prefalign.models.batch.LAYOUTS`) say how
   "mask"      segments packed into rows of at most `row_tokens` tokens (or the longest segment, if
               longer) by first-fit-decreasing, rows padded at the end to the longest row, and a 4D
               boolean mask (block-diagonal between segments) that any attention kernel accepts.
+  "varlen"    all segments back to back in ONE row (as "segments"), padded at the end to a multiple of
+              `STREAM_MULTIPLE` tokens, and described as variable-length attention sequences: a segment's
+              prompt + first response is one causal sequence; each later response is a sequence whose queries
+              are its own tokens and whose keys are its prompt's tokens and its own (causal, aligned at the
+              bottom right); the padding is one more. `kv_index` lists the key stream's token positions (the
+              prompt's keys repeated for each later response), `cu_seqlens` the (2, M + 1) cumulative query and
+              key lengths, so one flash-attention varlen call per layer attends the whole micro-batch
+              (`prefalign.models.varlen`).
 
 Shapes (B pairs in the batch, S = 2B sequences with chosen first then rejected, R rows, L row length,
 N response tokens in all):
@@ -18,6 +26,9 @@ N response tokens in all):
   position_ids   (R, L)
   attention_mask (R, 1, L, L)  bool, True = may attend ("mask" layout; None for "segments")
   segments       (G, 4)        (offset, P, n1, n2) per segment of the row ("segments" layout; R = 1)
+  kv_index       (Tk,)         key/value stream positions ("varlen" layout; R = 1)
+  cu_seqlens     (2, M + 1)    int32 cumulative query and key lengths of the M attention sequences ("varlen")
+  max_seqlens    (2,)          the longest query and key sequence, as Python ints ("varlen")
   target_row/target_pos (N,)   where the logits predicting each response token are (position of token - 1)
   target_ids     (N,)          the response tokens
   target_seq     (N,)          which sequence (0..S-1) each response token belongs to
@@ -36,7 +47,10 @@ from typing import Any
 import torch
 from torch.utils.data import Dataset
 
-from prefalign.models.batch import LAYOUTS, PACKED_FIELDS, Layout, PackedBatch
+from prefalign.models.batch import PACKABLE, PACKED_FIELDS, Layout, PackedBatch
+
+STREAM_MULTIPLE = 64
+"""The "varlen" layout pads its one stream to a multiple of this many tokens (a few shapes repeat; matmul tiles)."""
 
 
 def _segments_fit(lengths: Sequence[int], row_tokens: int) -> list[list[int]]:
@@ -73,15 +87,17 @@ def pack(
     Sequence numbering: response k of prompt i is sequence k*B + i (all chosen first, then all rejected).
     `row_tokens` only matters for the "mask" layout.
     """
-    if layout not in LAYOUTS:
-        raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
+    if layout not in PACKABLE:
+        raise ValueError(f"layout must be one of {PACKABLE} (decide 'auto' first: decide_layout), got {layout!r}")
     B = len(prompts)
     K = len(responses[0]) if B else 1
     if layout == "segments" and K > 2:
         raise ValueError(f"the segments layout holds at most 2 responses per prompt, got {K}; use the mask layout")
     seg_len = [len(p) + sum(len(r) for r in rs) for p, rs in zip(prompts, responses, strict=True)]
-    rows = [list(range(B))] if layout == "segments" else _segments_fit(seg_len, row_tokens)
+    rows = [list(range(B))] if layout != "mask" else _segments_fit(seg_len, row_tokens)
     L = max(sum(seg_len[i] for i in row) for row in rows)
+    if layout == "varlen":
+        L = -(-L // STREAM_MULTIPLE) * STREAM_MULTIPLE
     R = len(rows)
     input_ids = torch.full((R, L), pad_id, dtype=torch.long)
     position_ids = torch.zeros((R, L), dtype=torch.long)
@@ -95,6 +111,8 @@ def pack(
     last_row = torch.zeros(K * B, dtype=torch.long)
     last_pos = torch.zeros(K * B, dtype=torch.long)
     lengths = torch.zeros(K * B, dtype=torch.long)
+    kv_index: list[range] = []  # "varlen": the key stream, one range per run of positions
+    cu_q, cu_k = [0], [0]
     for r, row in enumerate(rows):
         off = 0
         for i in row:
@@ -102,7 +120,7 @@ def pack(
             P = len(p)
             input_ids[r, off : off + P] = torch.tensor(p, dtype=torch.long)
             position_ids[r, off : off + P] = torch.arange(P)
-            if not use_mask:
+            if layout == "segments":
                 segments[i] = torch.tensor([off, P, *[len(x) for x in responses[i]], *([0] * (2 - K))])
             if mask is not None:
                 mask[r, 0, off : off + P, off : off + P] = torch.ones(P, P, dtype=torch.bool).tril()
@@ -125,6 +143,14 @@ def pack(
                 t_ids.extend(resp)
                 t_seq.extend([s] * n)
                 last_row[s], last_pos[s], lengths[s] = r, cur + n - 1, n
+                if layout == "varlen" and k == 0:  # prompt + first response: one causal sequence
+                    kv_index.append(range(off, cur + n))
+                    cu_q.append(cu_q[-1] + P + n)
+                    cu_k.append(cu_k[-1] + P + n)
+                elif layout == "varlen" and n:  # a later response: its queries over the prompt's keys and its own
+                    kv_index += [range(off, off + P), range(cur, cur + n)]
+                    cu_q.append(cu_q[-1] + n)
+                    cu_k.append(cu_k[-1] + P + n)
                 cur += n
             off = cur
     if mask is not None:
@@ -133,6 +159,19 @@ def pack(
             used = sum(seg_len[i] for i in rows[r])
             idx = torch.arange(used, L)
             mask[r, 0, idx, idx] = True
+    varlen: dict[str, Any] = {}
+    if layout == "varlen":
+        if cu_q[-1] < L:  # the padding: one more sequence, attending itself only (never read)
+            kv_index.append(range(cu_q[-1], L))
+            cu_k.append(cu_k[-1] + L - cu_q[-1])
+            cu_q.append(L)
+        q_lens = [b - a for a, b in zip(cu_q, cu_q[1:], strict=False)]
+        k_lens = [b - a for a, b in zip(cu_k, cu_k[1:], strict=False)]
+        varlen = {
+            "kv_index": torch.tensor([i for run in kv_index for i in run], dtype=torch.long),
+            "cu_seqlens": torch.tensor([cu_q, cu_k], dtype=torch.int32),
+            "max_seqlens": (max(q_lens), max(k_lens)),
+        }
     return PackedBatch(
         input_ids,
         position_ids,
@@ -147,7 +186,8 @@ def pack(
         K * B,
         K == 2,
         real_tokens=sum(seg_len),
-        segments=None if use_mask else segments,
+        segments=segments if layout == "segments" else None,
+        **varlen,
     )
 
 

@@ -427,3 +427,64 @@ def test_accelerate_launch_with_fsdp_on_one_gpu_equals_a_plain_run(tmp_path, dat
     else:
         got, want = (lora_b(safetensors_in(Path(r["adapter_dir"]))) for r in (fsdp, one))
         assert_same_update(got, want, {})
+
+
+def test_varlen_flash_kernel_equals_the_reference_forward_and_backward():
+    """The GPU layout's attention (flash attention's varlen kernel, grouped-query heads, a pair's later response
+    over its prompt's keys) against SDPA sequence by sequence in fp64, on the plan of real packed pairs."""
+    from prefalign.models import varlen
+    from preference_data.packing import pack
+
+    gen = torch.Generator().manual_seed(0)
+    lens = [tuple(int(x) for x in row) for row in torch.randint(5, 200, (12, 3), generator=gen)]
+    b = pack([[1] * p for p, _, _ in lens], [([2] * c, [3] * r) for _, c, r in lens], 0, 512, "varlen")
+    T, H, Hkv, d = b.input_ids.shape[1], 14, 2, 64
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(1, h, T, d, device="cuda", dtype=torch.bfloat16, requires_grad=True) for h in (H, Hkv, Hkv))
+    plan = varlen.make_plan(b.kv_index.cuda(), b.cu_seqlens.cuda(), b.max_seqlens)
+    assert varlen.uses_kernel(q[0].transpose(0, 1))
+    g = torch.randn(1, T, H, d, device="cuda", dtype=torch.bfloat16)
+    out = varlen.attend(q, k, v, plan, d**-0.5)
+    (out * g).sum().backward()
+    q64, k64, v64 = (x.detach().double().requires_grad_() for x in (q, k, v))
+    ref = varlen.reference_attention(
+        q64[0].transpose(0, 1),
+        k64[0].transpose(0, 1)[plan.kv_index],
+        v64[0].transpose(0, 1)[plan.kv_index],
+        plan.cu_q.tolist(),
+        plan.cu_k.tolist(),
+        d**-0.5,
+    )[None]
+    (ref * g.double()).sum().backward()
+    for got, want in ((out, ref), (q.grad, q64.grad), (k.grad, k64.grad), (v.grad, v64.grad)):
+        err = (got.double() - want).norm() / want.norm()
+        assert err < 1e-2, err
+
+
+def test_chunked_head_on_the_gpu_equals_the_plain_head_in_less_memory():
+    from prefalign.models import heads
+
+    torch.manual_seed(0)
+    N, H, V = 4096, 896, 151936
+    h = (torch.randn(N, H, device="cuda") * 0.5).requires_grad_()
+    w = (torch.randn(V, H, device="cuda") * 0.02).requires_grad_()
+    t = torch.randint(0, V, (N,), device="cuda")
+    res = {}
+    for name in ("plain", "chunked"):
+        h.grad = w.grad = None
+        torch.cuda.synchronize()
+        base = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            if name == "plain":
+                logits = (h @ w.T).float()
+                lp = logits.gather(-1, t[:, None])[:, 0] - torch.logsumexp(logits, -1)
+                del logits
+            else:
+                lp = heads.token_logps_from_hidden(h, w, t)
+        lp.sum().backward()
+        res[name] = (lp.detach(), h.grad.clone(), w.grad.clone(), torch.cuda.max_memory_allocated() - base)
+    for i in range(3):
+        err = (res["chunked"][i] - res["plain"][i]).norm() / res["plain"][i].norm()
+        assert err < 1e-2, (i, err)
+    assert res["chunked"][3] < res["plain"][3] / 3

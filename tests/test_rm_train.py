@@ -231,10 +231,12 @@ def test_resume_reaches_the_same_weights(tmp_path):
     not any(shutil.which(c) for c in ("g++", "c++", "clang++")), reason="torch.compile on CPU needs a C++ compiler"
 )
 @pytest.mark.slow
-def test_compiled_layers_train_like_eager_ones(tmp_path, monkeypatch):
-    """train.compile (the default) changes speed only: the same losses and final weights as eager layers.
-    The one test that compiles (the others run with TORCH_COMPILE_DISABLE=1, see conftest). On the CPU: a GPU,
-    where there is one, is hidden (layers are not compiled there)."""
+@pytest.mark.parametrize("attention", ["segments", "varlen"])
+def test_compiled_layers_train_like_eager_ones(tmp_path, monkeypatch, attention):
+    """train.compile (the default) changes speed only: the same losses and final weights as eager layers, in the
+    CPU's layout and the GPU's. The one test that compiles (the others run with TORCH_COMPILE_DISABLE=1, see
+    conftest). On the CPU: a GPU, where there is one, is hidden. Batches of different lengths reuse the compiled
+    graphs (the token dimension is dynamic): a handful of graphs in all, counted as a run counts them."""
     from safetensors.torch import load_file
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
@@ -244,13 +246,16 @@ def test_compiled_layers_train_like_eager_ones(tmp_path, monkeypatch):
     from torch._dynamo.utils import counters
 
     torch._dynamo.reset()  # graphs cached by earlier tests would otherwise be reused without tracing
-    runs, graphs = {}, {}
+    runs, graphs, unique = {}, {}, {}
     for compiled in (True, False):
-        cfg = tiny_cfg(tmp_path / str(compiled), data, train={"method": method, "compile": compiled, "log_every": 1})
-        before = counters["stats"]["calls_captured"]
+        train = {"method": method, "compile": compiled, "log_every": 1, "attention": attention}
+        cfg = tiny_cfg(tmp_path / str(compiled), data, train=train)
+        before, before_unique = counters["stats"]["calls_captured"], counters["stats"]["unique_graphs"]
         with torch._dynamo.config.patch(disable=False):
-            run(cfg)
+            report = run(cfg)
         graphs[compiled] = counters["stats"]["calls_captured"] - before
+        unique[compiled] = counters["stats"]["unique_graphs"] - before_unique
+        assert report["compiled_graphs"] >= unique[compiled]
         rows = [json.loads(x) for x in (Path(cfg.output_dir) / "metrics.jsonl").read_text().splitlines()]
         runs[compiled] = (
             [r["loss"] for r in rows if "loss" in r],
@@ -261,6 +266,10 @@ def test_compiled_layers_train_like_eager_ones(tmp_path, monkeypatch):
     assert w_c.keys() == w_e.keys() and all(torch.allclose(w_c[k], w_e[k], atol=1e-4) for k in w_c)
     assert len(set(loss_c)) > 1  # the weights moved between steps
     assert graphs[True] > 0 and graphs[False] == 0  # the compiled run really traced its layers
+    # three batches of different lengths and two layers: the attention splits a layer into two graphs, the first
+    # layer's input needs no gradient under LoRA (one more pair), the reward statistics' pass runs eager; never a
+    # graph per batch length. At most 8 in all
+    assert 0 < unique[True] <= 8, unique
 
 
 @pytest.mark.slow

@@ -213,7 +213,7 @@ def build_learner(cfg: OnlineConfig, checkpoint: dict[str, Any] | None = None) -
     # FSDP2 shards parameters of one dtype: the base stays fp32 and the mixed-precision policy computes in bf16
     policy = load_model(cfg.model, dtype="float32" if fsdp else base_dtype(train), merge=True)
     policy = prepare_model(policy, train, cfg.lora, "CAUSAL_LM").to(device)
-    layout = train.attention if train.attention == "mask" else layout_for(policy)
+    layout = "mask" if layout_for(policy) == "mask" else train.attention  # segments / varlen need the interface
     packed = PackedForward(policy, "token_logps", cfg.rollout.temperature)
     if checkpoint is not None:
         weights = {PREFIX + k: v for k, v in checkpoint["weights"].items()}

@@ -17,7 +17,9 @@ segment when attention dropout is on in training, use `scaled_dot_product_attent
 mask (memory-light; dropout).
 
 The function is registered in transformers' attention interface under `NAME`; a model switched to it
-(`enable`) behaves exactly as with "sdpa" whenever no segment plan is passed (generation, plain calls).
+(`enable`) behaves exactly as with "sdpa" whenever no segment plan is passed (generation, plain calls). The same
+function serves the GPU's "varlen" layout: given a `varlen_plan` it hands the whole row to one variable-length
+attention call (`prefalign.models.varlen`).
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ import torch.nn.functional as F
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+from . import varlen
 
 NAME = "prefalign_segments"
 MATH_MAX_TOKENS = 1024  # tokens per segment above which the memory-light SDPA kernel is used instead
@@ -151,9 +155,18 @@ def segment_attention(
     scaling: float | None = None,
     dropout: float = 0.0,
     segment_plan: SegmentPlan | None = None,
+    varlen_plan: varlen.VarlenPlan | None = None,
     **kwargs,
 ):
     """transformers attention-interface function. query (1, H, L, d), key/value (1, Hkv, L, d) -> (1, L, H, d)."""
+    if varlen_plan is not None:
+        if dropout and module.training:
+            raise ValueError(
+                "attention dropout in training is not supported by the varlen layout; set train.disable_dropout: "
+                "true (the default) or train.attention: mask"
+            )
+        d = query.shape[-1]
+        return varlen.attend(query, key, value, varlen_plan, d**-0.5 if scaling is None else scaling), None
     if segment_plan is None:
         return sdpa_attention_forward(
             module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs

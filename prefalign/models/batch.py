@@ -11,10 +11,26 @@ from typing import TYPE_CHECKING, Literal, get_args
 if TYPE_CHECKING:
     import torch
 
-Layout = Literal["segments", "mask"]
-"""How prefix-shared pairs reach attention: one unpadded row attended segment by segment, or rows of
-`row_tokens` with a dense block mask (`preference_data.packing`)."""
+Layout = Literal["auto", "segments", "mask", "varlen"]
+"""How prefix-shared pairs reach attention (`preference_data.packing`): one unpadded row attended segment by segment
+("segments", the CPU's), rows of `row_tokens` with a dense block mask ("mask", any model), or one token stream with
+cumulative sequence lengths and one variable-length attention call per layer ("varlen", the GPU's); "auto" is
+decided per device and precision by `decide_layout` before anything is packed."""
 LAYOUTS: tuple[str, ...] = get_args(Layout)
+PACKABLE: tuple[str, ...] = ("segments", "mask", "varlen")
+
+
+def decide_layout(requested: str, device_type: str, bf16: bool) -> Layout:
+    """The layout a run packs with: `requested` unless it is "auto", which is "varlen" on a GPU computing in bf16
+    (one flash-attention call per layer over the whole micro-batch), "mask" on a GPU in fp32 (the flash kernels take
+    half precision only), and "segments" on a CPU (the least work there: a CPU is not bound by kernel launches)."""
+    if requested != "auto":
+        if requested not in PACKABLE:
+            raise ValueError(f"layout must be one of {LAYOUTS}, got {requested!r}")
+        return requested  # type: ignore[return-value]
+    if device_type == "cpu":
+        return "segments"
+    return "varlen" if bf16 else "mask"
 
 
 @dataclass
@@ -33,6 +49,9 @@ class PackedBatch:
     pairs: bool
     real_tokens: int
     segments: torch.Tensor | None = None
+    kv_index: torch.Tensor | None = None  # "varlen": the key/value stream's token indices
+    cu_seqlens: torch.Tensor | None = None  # "varlen": (2, M + 1) int32 cumulative query / key lengths
+    max_seqlens: tuple[int, int] | None = None  # "varlen": the longest query and key sequence
 
     def as_inputs(self) -> dict[str, object]:
         """The batch as the keyword arguments of `prefalign.models.forward.PackedForward.forward`."""
@@ -69,4 +88,7 @@ PACKED_FIELDS = (
     "last_pos",
     "lengths",
     "segments",
+    "kv_index",
+    "cu_seqlens",
+    "max_seqlens",
 )

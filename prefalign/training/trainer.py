@@ -22,6 +22,7 @@ from transformers.trainer_utils import get_last_checkpoint
 
 from prefalign.cpu import tune_allocator
 from prefalign.errors import UserError
+from prefalign.models.batch import decide_layout
 from prefalign.models.forward import body
 from prefalign.models.hub import cache_dir
 from prefalign.models.precision import announce, decide_precision, default_device
@@ -63,14 +64,18 @@ def apply_lora(
 
 def resolve_precision(train: TrainSection, what: str) -> str:
     """Replace `train.precision: auto` by what this device runs natively (bf16 or fp32), print the decision
-    (with a warning when an explicit bf16 would be emulated) and return its one-line description.
+    (with a warning when an explicit bf16 would be emulated) and return its one-line description; and
+    `train.attention: auto` by the packing layout for this device and precision (`decide_layout`: segments on a
+    CPU, varlen on a GPU in bf16, mask on a GPU in fp32).
 
     Called at the start of every training recipe, before the config is saved, so the run's config.yaml
-    and report hold the precision that was really used.
+    and report hold the precision and layout that were really used.
     """
-    decision = decide_precision(train.precision, default_device())
+    device = default_device()
+    decision = decide_precision(train.precision, device)
     train.precision = decision.value  # type: ignore[assignment]
     announce(what, decision)
+    train.attention = decide_layout(train.attention, torch.device(device).type, decision.bf16)
     return decision.line()
 
 
@@ -221,33 +226,41 @@ def prepare_model(
 
 
 def compile_layers(model: torch.nn.Module, train: TrainSection) -> int:
-    """`torch.compile` each transformer layer of `model` (a peft wrapper is fine) when `train.compile` is on and the
-    run is on the CPU.
+    """`torch.compile` each transformer layer of `model` (a peft wrapper is fine) when `train.compile` says so (true;
+    auto on a CPU): regional compilation, as torchtune does, so one layer's graphs serve every layer and compiling
+    costs one layer's time.
 
-    Layers compile lazily on their first call, with dynamic shapes so batches of any length reuse one
-    graph; the segment attention inside stays eager (it is excluded from tracing). Parameter names and
-    state dicts are unchanged. Returns the number of layers compiled (0 when off or not possible).
+    Layers compile lazily on their first call, with the token dimension dynamic so micro-batches of any length
+    reuse one graph; the attention (segment or varlen) stays eager between the compiled parts (it is excluded from
+    tracing). Parameter names and state dicts are unchanged. `compiled_graphs()` counts what was compiled (a run
+    logs it). Returns the number of layers compiled (0 when off or not possible).
     """
-    if not train.compile:
+    if train.compile is False:
         return 0
-    import torch._dynamo  # lazy: dynamo costs seconds to import, only when compiling
-
-    if torch._dynamo.config.disable:
-        log.warning(
-            "train.compile: torch.compile is switched off in this process (TORCH_COMPILE_DISABLE=1); running eager"
+    if train.compile == "auto" and torch.cuda.is_available():
+        log.info(
+            "train.compile: auto leaves the layers eager on a GPU, where compiled layers were measured slower in "
+            "steady state (train.compile: true compiles them anyway)"
         )
         return 0
-    if torch.cuda.is_available():  # the run's device (the Trainer's, the online learner's); info: it is the default
-        log.info(
-            "train.compile: not on a GPU (on an H100 compiling the layers cost over a minute before the first step, "
-            "more than a short run gains); running eager"
+    from torch import _dynamo  # lazy: dynamo costs seconds to import, only when compiling
+
+    if _dynamo.config.disable:
+        log.warning(
+            "train.compile: torch.compile is switched off in this process (TORCH_COMPILE_DISABLE=1); running eager"
         )
         return 0
     layers = getattr(body(model), "layers", None)
     if not isinstance(layers, torch.nn.ModuleList) or not len(layers):
         log.warning("train.compile: %s has no `layers` list to compile; running eager", type(model).__name__)
         return 0
-    if not any(shutil.which(c) for c in ("g++", "c++", "clang++", "cl")):
+    if torch.cuda.is_available():
+        import importlib.util
+
+        if importlib.util.find_spec("triton") is None:
+            log.warning("train.compile: triton is not installed (torch.compile needs it on a GPU); running eager")
+            return 0
+    elif not any(shutil.which(c) for c in ("g++", "c++", "clang++", "cl")):
         log.warning("train.compile: no C++ compiler found (torch.compile needs one on CPU); running eager")
         return 0
 
@@ -256,6 +269,19 @@ def compile_layers(model: torch.nn.Module, train: TrainSection) -> int:
     for layer in layers:
         layer.compile(dynamic=True)
     return len(layers)
+
+
+def compiled_graphs() -> dict[str, int]:
+    """What torch.compile compiled in this process so far: `graphs` (distinct graphs traced: one layer's parts with
+    the attention between them, and any recompilation for a new shape or guard) and `frames` (frames compiled);
+    zeros when nothing was compiled. A run prints it at its end: more than a handful means recompiling."""
+    import sys
+
+    if "torch._dynamo" not in sys.modules:  # never imported: nothing compiled (and no import cost)
+        return {"graphs": 0, "frames": 0}
+    from torch._dynamo.utils import counters  # lazy: see above
+
+    return {"graphs": int(counters["stats"]["unique_graphs"]), "frames": int(counters["frames"]["ok"])}
 
 
 def keep_whole(model: torch.nn.Module) -> int:
