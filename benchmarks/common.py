@@ -151,9 +151,10 @@ class WorkMeter:
     log-probs a side computes (`head_key`: a mask or a per-sequence length in the batch). Attention score
     products are left out (small at these lengths), so every rate is a slight under-estimate, alike for both.
 
-    `useful` counts the model FLOPs of the real tokens only (no padding; the attention score products of each
-    sequence's causal square included where the batch describes its sequences, as our varlen batches do) for a
-    forward and backward (6 per weight and token with full fine-tuning, 4 with LoRA): the numerator of MFU."""
+    `useful` counts the model FLOPs of the real tokens only (no padding) for a forward and backward (6 per weight
+    and token with full fine-tuning, 4 with LoRA), with the attention score products of each real causal sequence
+    (`_attention_sequences`; 3 x 4 x width per query-key pair, halved by the causal mask): the numerator of MFU. A
+    side that runs a token twice (TRL encodes the prompt once per response) counts it twice: it is work it did."""
 
     def __init__(self, dims: dict[str, int], lora: bool, ref_in_step: bool, gc: bool, head_key: str | None):
         self.dims, self.head_key = dims, head_key
@@ -194,12 +195,7 @@ class WorkMeter:
         self.flops.append(self.mult * (self.dims["body"] * body + self.dims["head"] * head))
         masks = [v for k, v in inputs.items() if k.endswith("attention_mask") and torch.is_tensor(v) and v.dim() == 2]
         real = int(inputs["real_tokens"]) if "real_tokens" in inputs else sum(int(m.sum()) for m in masks) or body
-        attn = 0.0
-        if torch.is_tensor(inputs.get("cu_seqlens")):  # each sequence's causal square (queries x keys, halved)
-            cu = inputs["cu_seqlens"].tolist()
-            q = [b - a for a, b in zip(cu[0], cu[0][1:], strict=False)]
-            k = [b - a for a, b in zip(cu[1], cu[1][1:], strict=False)]
-            attn = sum(n * (m - n / 2) for n, m in zip(q, k, strict=True)) * 4 * self.dims["attn_width"]
+        attn = sum(n * (m - n / 2) for n, m in _attention_sequences(inputs, real)) * 4 * self.dims["attn_width"]
         self.useful.append(
             self.useful_mult * (self.dims["body"] * real + self.dims["head"] * head) + 3 * attn * self.dims["layers"]
         )
@@ -211,6 +207,25 @@ class WorkMeter:
         if len(times) < 2 or len(flops) < len(times):
             return None
         return sum(flops[1 : len(times)]) / (times[-1] - times[0]) / 1e9
+
+
+def _attention_sequences(inputs: dict, real: int) -> list[tuple[int, int]]:
+    """(queries, keys) of each causal attention sequence a batch really holds, padding left out: from our varlen
+    batches' cu_seqlens, our segment batches' (offset, P, n1, n2), or the 2D attention masks of a padded batch (one
+    sequence per row, its real tokens). Empty for a dense 4D mask."""
+    if torch.is_tensor(inputs.get("cu_seqlens")):
+        cu = inputs["cu_seqlens"].tolist()
+        seqs = [(b - a, d - c) for a, b, c, d in zip(cu[0], cu[0][1:], cu[1], cu[1][1:], strict=False)]
+        return seqs[:-1] if cu[0][-1] > real and seqs else seqs  # the stream's padding is a sequence of its own
+    if torch.is_tensor(inputs.get("segments")):
+        seqs = []
+        for _, P, n1, n2 in inputs["segments"].tolist():
+            seqs.append((P + n1, P + n1))
+            if n2:
+                seqs.append((n2, P + n2))
+        return seqs
+    masks = [v for k, v in inputs.items() if k.endswith("attention_mask") and torch.is_tensor(v) and v.dim() == 2]
+    return [(n, n) for m in masks for n in m.sum(-1).tolist()]
 
 
 def profile_step(step: int, out: Path, rows: int = 15):
@@ -257,9 +272,10 @@ def model_dims(model_ref: str) -> dict[str, int]:
 
     c = AutoConfig.from_pretrained(resolve(model_ref))
     h, L, inter, V = c.hidden_size, c.num_hidden_layers, c.intermediate_size, c.vocab_size
-    kv = c.num_key_value_heads * (h // c.num_attention_heads)
-    per_layer = h * h * 2 + h * kv * 2 + 3 * h * inter  # q, o, k, v, gate, up, down
-    width = c.num_attention_heads * (getattr(c, "head_dim", None) or h // c.num_attention_heads)
+    head_dim = getattr(c, "head_dim", None) or h // c.num_attention_heads
+    width = c.num_attention_heads * head_dim  # query / output projection width (not always the hidden size)
+    kv = c.num_key_value_heads * head_dim
+    per_layer = h * width * 2 + h * kv * 2 + 3 * h * inter  # q, o, k, v, gate, up, down
     return {"body": per_layer * L, "head": h * V, "hidden": h, "layers": L, "attn_width": width}
 
 
@@ -493,8 +509,9 @@ def add_common_args(ap, trl_default: str) -> None:
     )
     ap.add_argument(
         "--compile",
-        default="on",
-        help="our side's train.compile: on, off, or on,off (ours runs once with each; default on, as the toolkit's)",
+        default="auto",
+        help="our side's train.compile: auto (the toolkit's default: compiled on a CPU, eager on a GPU), on, off, or a "
+        "comma list such as off,on (ours runs once with each)",
     )
     ap.add_argument("--json-out", default="", help="also write the results (the JSON printed last) to this file")
     ap.add_argument(
@@ -535,7 +552,7 @@ def ours_train_section(args, lr: float) -> dict:
         "lr": lr,
         "precision": args.precision,
         "attention": args.attention,
-        "compile": args.compile == "on",
+        "compile": {"on": True, "off": False}.get(args.compile, "auto"),
         "log_every": args.steps,
     }
 
@@ -634,7 +651,8 @@ def compare(script: str, args, title: str, trl_name: str) -> dict:
             for compile_ in args.compile.split(","):
                 # the first run compiles into an empty cache, the second (unless --no-warm) reuses it
                 with tempfile.TemporaryDirectory() as inductor:
-                    for start in ("cold", "warm")[: 1 if args.no_warm or compile_ == "off" else 2]:
+                    warm = not (args.no_warm or compile_ == "off" or (compile_ == "auto" and on_gpu()))
+                    for start in ("cold", "warm")[: 2 if warm else 1]:
                         r = side("ours", mode, "", inductor, compile_=compile_)
                         ours.append({**r, "start": start, "compile": compile_})
             ran = [r for r in trl if "error" not in r]

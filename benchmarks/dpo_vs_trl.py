@@ -52,7 +52,7 @@ def side_trl(args: argparse.Namespace, out: str) -> tuple[dict, WorkMeter]:
     lora = args.mode == "lora"
     precompute = args.setting.endswith("-precompute")
     setting = args.setting.removesuffix("-precompute")
-    meter = WorkMeter(model_dims(args.model), lora, not precompute, setting.endswith("-gc"), "completion_mask")
+    meter = WorkMeter(model_dims(args.model), lora, not precompute, "-gc" in setting, "completion_mask")
     meter.install()
     ref_seconds = [0.0]
     original = DPOTrainer._precompute_ref_logps

@@ -53,7 +53,7 @@ def side_trl(args: argparse.Namespace, out: str) -> tuple[dict, WorkMeter]:
     from prefalign.models.hub import load_seq_cls, load_tokenizer
 
     lora = args.mode == "lora"
-    meter = WorkMeter(model_dims(args.model), lora, False, args.setting.endswith("-gc"), None)
+    meter = WorkMeter(model_dims(args.model), lora, False, "-gc" in args.setting, None)
     meter.install()
     tok = load_tokenizer(args.model)
     model = load_seq_cls(args.model, dtype=trl_model_dtype(args.precision, lora))

@@ -176,9 +176,11 @@ def add_flags(parser: argparse.ArgumentParser, cls: type) -> None:
         else:
             action = "append" if flag.kind in ("list", "dict") else "store"
             metavar = metavar or ("KEY=VALUE" if flag.kind == "dict" else f.name.upper())
-            parser.add_argument(
+            added = parser.add_argument(
                 flag.label, dest=dest, action=action, default=argparse.SUPPRESS, metavar=metavar, help=help_
             )
+            # shown as required in the usage line (a --config file may give it instead, so argparse does not check)
+            added.show_required = _default(f) is dataclasses.MISSING  # type: ignore[attr-defined]
     renamed = [f"{f.metadata['flag']} is {f.name}" for f in dataclasses.fields(cls) if f.metadata.get("flag")]
     parser.add_argument(
         "--config",

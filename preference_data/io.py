@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from prefalign.errors import UserError
+from prefalign.models.hub import looks_local
 
 from .report import DataReport
 
@@ -129,6 +130,8 @@ def iter_rows(source: str, report: DataReport, hub_split: str = "train") -> Iter
     """Yield (row number, row dict) from a local file or a hub id, recording bad rows in `report`."""
     path = Path(source).expanduser()
     if not path.exists():
+        if looks_local(source):
+            raise UserError(f"data file {source} does not exist (a local path is never looked up on the hub)")
         if is_hub_id(source):
             yield from _hub_rows(source, hub_split, report)
             return

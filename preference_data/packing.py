@@ -7,7 +7,7 @@ match separate encoding). Three layouts (`prefalign.models.batch.PACKABLE`) say 
 
   "segments"  all segments back to back in ONE row, no padding at all, no mask; `segments` lists
               (offset, P, n1, n2) per segment and `prefalign.models.attention` attends each segment on its
-              own (the work is the sum of the segments' squares). The default.
+              own (the work is the sum of the segments' squares). A CPU's choice.
   "mask"      segments packed into rows of at most `row_tokens` tokens (or the longest segment, if
               longer) by first-fit-decreasing, rows padded at the end to the longest row, and a 4D
               boolean mask (block-diagonal between segments) that any attention kernel accepts.
@@ -24,7 +24,7 @@ Shapes (B pairs in the batch, S = 2B sequences with chosen first then rejected, 
 N response tokens in all):
   input_ids      (R, L)        token ids, pad at the end of rows
   position_ids   (R, L)
-  attention_mask (R, 1, L, L)  bool, True = may attend ("mask" layout; None for "segments")
+  attention_mask (R, 1, L, L)  bool, True = may attend ("mask" layout; None for "segments" and "varlen")
   segments       (G, 4)        (offset, P, n1, n2) per segment of the row ("segments" layout; R = 1)
   kv_index       (Tk,)         key/value stream positions ("varlen" layout; R = 1)
   cu_seqlens     (2, M + 1)    int32 cumulative query and key lengths of the M attention sequences ("varlen")
@@ -170,7 +170,7 @@ def pack(
         varlen = {
             "kv_index": torch.tensor([i for run in kv_index for i in run], dtype=torch.long),
             "cu_seqlens": torch.tensor([cu_q, cu_k], dtype=torch.int32),
-            "max_seqlens": (max(q_lens), max(k_lens)),
+            "max_seqlens": (max(q_lens, default=0), max(k_lens, default=0)),
         }
     return PackedBatch(
         input_ids,

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from align.cli.common import HelpFormatter
 from leaderboards.benchmarks import BENCHMARKS
 from prefalign.config import option
 from prefalign.errors import UserError
@@ -119,6 +120,7 @@ def register(sub: argparse._SubParsersAction, add: Callable[..., argparse.Argume
         "bench",
         help="score models on reward-model benchmarks and render the leaderboard",
         description="score models on reward-model benchmarks and render the leaderboard",
+        formatter_class=HelpFormatter,
     )
     bsub = bench.add_subparsers(dest="bench_verb", metavar="VERB")
     # the scorers in the examples come from the table, so help and table stay in step

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import re
 from typing import Any
 
 from prefalign.config import load, read_yaml
@@ -42,3 +43,130 @@ def validate_file(path: str, overrides: list[str] | None = None) -> tuple[str, A
             path,
         )
     return kind, load(config_class(kind), path, overrides)
+
+
+# --- what `align validate` checks beyond keys and types ---------------------------------------------------------
+
+MODEL_KEYS = ("model", "base_model", "proxy", "judge", "teacher", "reference_model")
+"""Config keys (at any depth) whose string value is a model reference: builtin, local directory or hub id."""
+FILE_SUFFIX_KEYS = ("file", "prompts")
+RESERVED = ("none", "suite", "gold", "oracle", "auto", "base", "policy", "reference")
+"""Values of those keys that name no path (the built-in suite, the gold graders, a role)."""
+"""Keys (at any depth, or ending in `_file`) whose string value is an input file that must exist."""
+
+
+def _walk(node: Any, key: str = ""):
+    """(dotted key, value) for every field of a typed config and every entry of its mappings and lists."""
+    import dataclasses
+
+    if dataclasses.is_dataclass(node) and not isinstance(node, type):
+        yield key, node
+        for f in dataclasses.fields(node):
+            yield from _walk(getattr(node, f.name), f"{key}.{f.name}" if key else f.name)
+    elif isinstance(node, dict):
+        yield key, node
+        for k, v in node.items():
+            yield from _walk(v, f"{key}.{k}" if key else str(k))
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            yield from _walk(v, f"{key}[{i}]")
+    else:
+        yield key, node
+
+
+def _check_model(key: str, ref: str, problems: list[str], notes: list[str]) -> None:
+    from pathlib import Path
+
+    from prefalign.models.hub import BUILTINS, is_model_dir, looks_local
+
+    if ref.startswith("builtin:"):
+        if ref.split(":", 1)[1] not in BUILTINS:
+            problems.append(f"{key}: unknown builtin model '{ref}'{did_you_mean(ref[8:], list(BUILTINS))}")
+        return
+    if ref.lstrip().startswith(("{", "[")) or "=" in ref or ref.count(":") > 1:
+        return  # a scorer spec string: checked by its own parser when the run builds it
+    path = Path(ref).expanduser()
+    if path.exists():
+        if not is_model_dir(path):
+            problems.append(f"{key}: {ref} has no config.json (nor adapter_config.json); point at a saved model")
+        return
+    if looks_local(ref):
+        problems.append(
+            f"{key}: model directory {ref} does not exist (train it first, e.g. with the recipe that writes it, or "
+            "fix the path)"
+        )
+    elif re.fullmatch(r"[\w.\-]+/[\w.\-]+", ref):
+        notes.append(f"{key}: {ref} is a hub id (downloaded when the run starts; not checked here)")
+    else:
+        problems.append(f"{key}: '{ref}' is neither a builtin, an existing model directory, nor a hub id org/name")
+
+
+def _check_data(key: str, data: Any, problems: list[str], notes: list[str]) -> None:
+    from pathlib import Path
+
+    from prefalign.errors import UserError
+    from prefalign.models.hub import looks_local
+    from preference_data.io import is_hub_id
+
+    source = getattr(data, "source", None)
+    if not isinstance(source, str) or source == "suite":
+        return
+    if not Path(source).expanduser().exists():
+        if is_hub_id(source) and not looks_local(source):
+            notes.append(f"{key}.source: {source} is a hub dataset (downloaded when the run starts; not checked here)")
+        else:
+            problems.append(f"{key}.source: data file {source} does not exist")
+        return
+    from preference_data.comparisons import mapping_for
+    from preference_data.formats import detect_format
+    from preference_data.io import iter_rows
+    from preference_data.report import DataReport
+
+    try:
+        rows = iter_rows(source, DataReport(source=source))
+        first = next(rows, None)
+        if first is None:
+            problems.append(f"{key}.source: {source} has no readable rows")
+            return
+        preset, columns = getattr(data, "preset", None), getattr(data, "columns", None)
+        if preset is not None or columns is not None:
+            from preference_data.comparisons import check_fields
+
+            check_fields(mapping_for(preset, columns)[0], first[1], f"{source} (row {first[0]})")
+            notes.append(f"{key}.source: {source}: first row read through the column map")
+            return
+        fmt = getattr(data, "format", "auto")
+        if fmt == "auto":
+            fmt, _ = detect_format(first[1], f"{source} ({first[0]})")
+        notes.append(f"{key}.source: {source}: first row read as format '{fmt}'")
+    except UserError as e:
+        problems.append(f"{key}.source: {e}")
+
+
+def check_resources(cfg: Any, where: str) -> list[str]:
+    """What a run of `cfg` will need, checked before it starts: every local file and model directory it names
+    exists (each named by its key), every model is a builtin, a model directory or a well-formed hub id, and the
+    first rows of every local data file are readable in the configured format. Raises one ConfigError listing every
+    problem; returns notes (what could not be checked offline, what was read)."""
+    from pathlib import Path
+
+    from prefalign.training.config import HeldOutSection
+    from preference_data.sources import DataConfig
+
+    problems: list[str] = []
+    notes: list[str] = []
+    for key, value in _walk(cfg):
+        name = key.rsplit(".", 1)[-1].split("[")[0]
+        if isinstance(value, str) and value.lower() in RESERVED:
+            continue
+        if isinstance(value, (DataConfig, HeldOutSection)):
+            _check_data(key, value, problems, notes)
+        elif isinstance(value, str) and value and name in MODEL_KEYS:
+            if name in ("model", "base_model") or "/" in value or value.startswith("builtin:"):
+                _check_model(key, value, problems, notes)  # other keys also name kinds (judge: grm)
+        elif isinstance(value, str) and value and (name in FILE_SUFFIX_KEYS or name.endswith("_file")):
+            if not Path(value).expanduser().exists():
+                problems.append(f"{key}: file {value} does not exist")
+    if problems:
+        raise ConfigError(problems, where)
+    return notes

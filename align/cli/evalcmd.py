@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from align.cli.common import HelpFormatter
 from align.compare import CompareSettings
 from align.overopt import OveroptSettings
 from leaderboards.policy_bench import PolicyBenchSettings, load_judge, run_policy_bench, write_reference
@@ -112,7 +113,7 @@ def _cmd_bench(s: PolicyBenchSettings) -> int:
 
 
 def register(sub: argparse._SubParsersAction, add) -> None:
-    ev = sub.add_parser("eval", help="evaluate policies")
+    ev = sub.add_parser("eval", help="evaluate policies", formatter_class=HelpFormatter)
     esub = ev.add_subparsers(dest="eval_verb", metavar="VERB")
     add(
         esub,

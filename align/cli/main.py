@@ -1,21 +1,27 @@
 """The `align` command. Verbs import their heavy dependencies only when they run, so `align --help` is fast.
 
-    align quickstart                         the main job on the embedded default model and data
-    align rm train --config FILE [k=v ...]   train a reward model: Bradley-Terry, generative judge, meta-RM, POLAR
+    align quickstart                      the main job on the embedded default model and data
+    align init KIND DEST                  a commented config for your own model and data (`align init` lists kinds)
+    align rm train CONFIG [k=v ...]       train a reward model: Bradley-Terry, generative judge, meta-RM, POLAR,
+                                          multi-objective
     align rm score | strength | scaling | compare
-                                             score responses; RM-ensemble strength; GRM scaling; scorers side by side
-    align train --config FILE [k=v ...]      align a policy (DPO, cDPO, robust, IPO, hinge, SimPO, INPO)
-    align eval policy --model M              gold-graded evaluation on held-out suite prompts
+                                          score responses; RM-ensemble strength; GRM scaling; scorers side by side
+    align train CONFIG [k=v ...]          train a policy: offline pairs (DPO family, SimPO, IPO, INPO), online RL
+                                          (GRPO, RLOO, REINFORCE), iterative rounds (DPO, INPO)
+    align eval policy --model M           a policy on held-out suite prompts (gold-graded) or a standard prompt
+                                          set (IFEval, AlpacaEval, Arena-Hard, MT-Bench)
+    align eval overopt --proxy RM         reward over-optimization: proxy against gold, best-of-n and RL
     align eval compare --policy A --baseline B   two saved evaluations of the same prompts, paired
-    align bench run BENCH --model M          score a reward model on an RM benchmark; `bench show` renders
-    align serve --model DIR                  serve a reward over HTTP to OpenRLHF, verl and TRL
-    align report RUN_DIR                     the run report (report.html, dashboard.png) of a training run
-    align data doctor SOURCE                 what a data source contains (counts, drops, lengths, boundaries)
-    align data suite --out DIR               write the verifiable preference suite as JSONL
-    align validate FILE                      check a config without running it
-    align ls [TABLE]                         component tables (losses, rm-losses, scorers, benchmarks, ...)
+    align bench run BENCH --model M       score a reward model on an RM benchmark; `bench show` renders
+    align serve --model M                 serve a reward over HTTP to OpenRLHF, verl and TRL
+    align report RUN_DIR                  the run report (report.html, dashboard.png) of a training run
+    align data doctor SOURCE              what a data source contains (counts, drops, lengths, boundaries)
+    align data suite --out DIR            write the verifiable preference suite as JSONL
+    align validate CONFIG [k=v ...]       check a config (keys, types, files, models, data columns) without running
+    align ls [TABLE]                      component tables (losses, rm-losses, scorers, benchmarks, ...)
 
-Run `align VERB --help` for a verb's options and examples.
+A config is given the same way to every verb that runs one: `align VERB CONFIG [k=v ...]` (or `--config CONFIG`,
+and `--set k=v`). Run `align VERB --help` for a verb's options and examples.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from prefalign.errors import UserError, did_you_mean
 from prefalign.flags import add_flags, from_args, settings_class
 from prefalign.training.config import LengthPolicy  # torch-free, like every import while parsing
 
+from .common import HelpFormatter, add_config_args, config_and_overrides
 from .configs import validate_file
 from .tables import TABLES, print_table
 
@@ -48,8 +55,12 @@ EXAMPLES = {
         "  align data doctor my_labels.json --columns my_columns.yaml       (any one, through a column map)"
     ),
     "suite": "align data suite --out data/suite --per-family 200 --seed 0",
-    "validate": "align validate configs/quickstart.yaml",
-    "ls": "align ls\n  align ls losses",
+    "validate": (
+        "align validate configs/rm_suite.yaml\n"
+        "  align validate configs/dpo_suite.yaml train.lr=5e-6 train.max_steps=20\n"
+        "  align validate configs/rm_suite.yaml configs/dpo_suite.yaml --set train.seed=1"
+    ),
+    "ls": "align ls\n  align ls losses\n  align ls models",
     "report": (
         "align report runs/rm                  (a finished, running or interrupted run)\n"
         "  align report runs/quickstart/dpo"
@@ -80,9 +91,18 @@ def cmd_ls(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    for path in args.files:
-        kind, _ = validate_file(path, args.overrides)
+    from .configs import check_resources  # lazy: reads the first rows of data files
+
+    files = [a for a in args.files if "=" not in a]
+    overrides = [a for a in args.files if "=" in a] + list(args.set_overrides)
+    if not files:
+        raise UserError("give a config to check: align validate CONFIG [k=v ...]")
+    for path in files:
+        kind, cfg = validate_file(path, overrides)
+        notes = check_resources(cfg, path)
         print(f"{path}: ok ({kind})")
+        for note in notes:
+            print(f"  {note}")
     return 0
 
 
@@ -158,7 +178,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_quickstart(args: argparse.Namespace) -> int:
     from .quickstart import run_quickstart  # the whole pipeline (torch): only for this verb
 
-    return run_quickstart(args.config, args.out, args.overrides, full=args.full)
+    config, overrides = config_and_overrides(args)
+    return run_quickstart(config, args.out, overrides, full=args.full)
 
 
 # --- parser ------------------------------------------------------------------------------------------
@@ -178,10 +199,10 @@ def _add(
     `--config FILE` (`prefalign.flags`), and `fn` receives the built dataclass instead of the argparse namespace."""
     p = sub.add_parser(
         name,
-        help=help_,
+        help=help_.replace("%", "%%"),  # argparse %-formats the verb list's help (a literal "95%" would crash it)
         description=help_,
         epilog=_examples(example) if example in EXAMPLES else "examples:\n  " + example,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     p.set_defaults(fn=fn)
     if settings is not None:
@@ -190,13 +211,11 @@ def _add(
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="align", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = argparse.ArgumentParser(prog="align", description=__doc__, formatter_class=HelpFormatter)
+    parser.add_argument("--version", action="version", version=f"align (prefalign) {_version()}")
     sub = parser.add_subparsers(dest="verb", metavar="VERB")
 
     p = _add(sub, "quickstart", cmd_quickstart, "run the main job on the embedded default model and data", "quickstart")
-    p.add_argument("--config", default=None, help="a quickstart YAML (default: the built-in settings)")
     p.add_argument("--out", default=None, help="output directory (default: runs/quickstart)")
     p.add_argument(
         "--full",
@@ -204,11 +223,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="add the online stage: a short GRPO run from the aligned policy against the RM, with a KL term, "
         "graded by the evaluation beside the other policies",
     )
-    p.add_argument("overrides", nargs="*", help="dotted overrides, e.g. doctor.max_length=512 align.rounds.rounds=3")
+    add_config_args(p, "a quickstart YAML (default: the built-in settings)", required=False)
 
-    p = _add(sub, "validate", cmd_validate, "check config files without running them", "validate")
-    p.add_argument("files", nargs="+", help="YAML config files")
-    p.add_argument("--set", dest="overrides", action="append", default=[], help="dotted override to check too")
+    p = _add(
+        sub,
+        "validate",
+        cmd_validate,
+        "check configs without running them: keys, types and values, every local file and model they name, the "
+        "first rows of their data",
+        "validate",
+    )
+    p.add_argument("files", nargs="+", metavar="CONFIG [k=v ...]", help="YAML configs, then dotted overrides")
+    p.add_argument(
+        "--set", dest="set_overrides", action="append", default=[], metavar="k=v", help="a dotted override to check too"
+    )
 
     p = _add(
         sub,
@@ -220,9 +248,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run_dir", metavar="RUN_DIR", help="the output_dir of an rm train / train run")
 
     p = _add(sub, "ls", cmd_ls, "print the component tables", "ls")
-    p.add_argument("table", nargs="?", default=None, help="one table (default: all)")
+    p.add_argument("table", nargs="?", default=None, help=f"one table (default: all): {', '.join(TABLES)}")
 
-    data = sub.add_parser("data", help="inspect and generate data")
+    data = sub.add_parser("data", help="inspect and generate data", formatter_class=HelpFormatter)
     dsub = data.add_subparsers(dest="data_verb", metavar="VERB")
     _add(
         dsub,
@@ -247,7 +275,25 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version  # lazy: only for --version and help
+
+    try:
+        return version("prefalign")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
+
+
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except BrokenPipeError:  # `align ls | head`: the reader left; say nothing more
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+
+
+def _main(argv: list[str] | None = None) -> int:
     tune_allocator()
     parser = build_parser()
     args = parser.parse_args(argv)

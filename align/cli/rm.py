@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from align.cli.common import HelpFormatter, add_config_args, config_and_overrides
 from prefalign.config import load, option, read_yaml
 from prefalign.errors import UserError
 from prefalign.models.precision import DTYPES
@@ -18,14 +19,14 @@ from reward_models.scorers import BATCH_TOKENS
 from .configs import KINDS
 
 TRAIN_EXAMPLE = (
-    "align rm train --config configs/rm_suite.yaml\n"
-    "  align rm train --config configs/judge_pair_pm_suite.yaml   # a generative judge (kind: judge_train)\n"
-    "  align rm train --config configs/meta_rm_grm_suite.yaml     # a GRM's meta-RM (kind: meta_rm_train)\n"
-    "  align rm train --config configs/polar_pool_suite.yaml      # POLAR: a policy pool (kind: polar_pool)\n"
-    "  align rm train --config configs/polar_pretrain_suite.yaml  # POLAR pre-training (kind: polar_train)\n"
-    "  align rm train --config configs/polar_finetune_suite.yaml  # POLAR fine-tuning (kind: polar_train)\n"
-    "  align rm train --config configs/rm_hh.yaml train.max_steps=50 train.lr=5e-5\n"
-    "  align rm train --config configs/rm_suite.yaml --resume\n"
+    "align rm train configs/rm_suite.yaml\n"
+    "  align rm train configs/judge_pair_pm_suite.yaml   # a generative judge (kind: judge_train)\n"
+    "  align rm train configs/meta_rm_grm_suite.yaml     # a GRM's meta-RM (kind: meta_rm_train)\n"
+    "  align rm train configs/polar_pool_suite.yaml      # POLAR: a policy pool (kind: polar_pool)\n"
+    "  align rm train configs/polar_pretrain_suite.yaml  # POLAR pre-training (kind: polar_train)\n"
+    "  align rm train configs/polar_finetune_suite.yaml  # POLAR fine-tuning (kind: polar_train)\n"
+    "  align rm train configs/rm_hh.yaml train.max_steps=50 train.lr=5e-5\n"
+    "  align rm train configs/rm_suite.yaml --resume\n"
     "  torchrun --nproc_per_node 2 -m align.cli.main rm train --config configs/rm_suite.yaml"
 )
 SCORE_EXAMPLE = (
@@ -44,11 +45,12 @@ def cmd_train(args: argparse.Namespace) -> int:
     """A scalar RM (config kind rm_train, the default), a generative judge (kind judge_train), a GRM's
     meta-RM (kind meta_rm_train), a POLAR policy pool (kind polar_pool), a POLAR RM (kind polar_train) or a
     multi-objective RM (kind mo_rm_train)."""
-    data = read_yaml(args.config) if args.config else {}
+    path, overrides = config_and_overrides(args)
+    data = read_yaml(path) if path else {}
     kind = data.get("kind") if isinstance(data, dict) else None
     module, config = KINDS[kind if kind in RM_TRAIN_KINDS else "rm_train"]
     recipe: Any = importlib.import_module(module)
-    cfg = load(getattr(recipe, config), args.config, args.overrides)
+    cfg = load(getattr(recipe, config), path, overrides)
     report = recipe.run(cfg, resume=args.resume)
     if report:
         print("\n".join(recipe.summary_lines(report)))
@@ -205,7 +207,7 @@ def cmd_strength(args: argparse.Namespace) -> int:
     from reward_models.rm_train import run_strength  # imports torch: only when the verb runs
     from reward_models.strength import StrengthConfig
 
-    cfg = load(StrengthConfig, args.config, args.overrides)
+    cfg = load(StrengthConfig, *config_and_overrides(args))
     report = run_strength(cfg)
     print(f"preference strength of {report['pairs']} pairs from {report['members']} reward models -> {report['file']}")
     print(
@@ -216,19 +218,18 @@ def cmd_strength(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction, add) -> None:
-    rm = sub.add_parser("rm", help="train and use reward models")
+    rm = sub.add_parser("rm", help="train and use reward models", formatter_class=HelpFormatter)
     rsub = rm.add_subparsers(dest="rm_verb", metavar="VERB")
     p = add(
         rsub,
         "train",
         cmd_train,
         "train a reward model from a config: Bradley-Terry (rm_train), a generative judge (judge_train), "
-        "a GRM meta-RM (meta_rm_train), POLAR (polar_pool, polar_train)",
+        "a GRM meta-RM (meta_rm_train), POLAR (polar_pool, polar_train), a multi-objective RM (mo_rm_train)",
         TRAIN_EXAMPLE,
     )
-    p.add_argument("--config", required=True, help="an rm_train YAML (see configs/)")
+    add_config_args(p, "an rm_train (or judge_train, meta_rm_train, polar_*, mo_rm_train) YAML, e.g. from `align init`")
     p.add_argument("--resume", action="store_true", help="continue from the last checkpoint in output_dir")
-    p.add_argument("overrides", nargs="*", help="dotted overrides, e.g. train.lr=5e-5")
     add(
         rsub,
         "score",
@@ -242,10 +243,9 @@ def register(sub: argparse._SubParsersAction, add) -> None:
         "strength",
         cmd_strength,
         "train (or load) an ensemble of RMs and write per-pair preference strength (mean/std of r_c - r_r)",
-        "align rm strength --config configs/rm_strength_suite.yaml",
+        "align rm strength configs/rm_strength_suite.yaml",
     )
-    p.add_argument("--config", required=True, help="an rm_strength YAML")
-    p.add_argument("overrides", nargs="*")
+    add_config_args(p, "an rm_strength YAML")
     add(
         rsub,
         "scaling",

@@ -6,20 +6,21 @@ import argparse
 import importlib
 from typing import Any
 
+from align.cli.common import add_config_args, config_and_overrides
 from align.cli.configs import config_class
 from prefalign.config import load, read_yaml
 from prefalign.errors import ConfigError, did_you_mean
 
 TRAIN_EXAMPLE = (
-    "align train --config configs/dpo_suite.yaml\n"
-    "  align train --config configs/simpo_suite.yaml train.max_steps=50 train.lr=1e-5\n"
-    "  align train --config configs/ipo_suite.yaml loss.params.beta=0.5\n"
-    "  align train --config configs/inpo_suite.yaml previous.model=runs/iter1/merged\n"
-    "  align train --config configs/dpo_hh.yaml --resume\n"
-    "  align train --config configs/dpo_suite.yaml train.method=full reference.kind=precomputed\n"
+    "align train configs/dpo_suite.yaml\n"
+    "  align train configs/simpo_suite.yaml train.max_steps=50 train.lr=1e-5\n"
+    "  align train configs/ipo_suite.yaml loss.params.beta=0.5\n"
+    "  align train configs/inpo_suite.yaml previous.model=runs/iter1/merged\n"
+    "  align train configs/dpo_hh.yaml --resume\n"
+    "  align train configs/dpo_suite.yaml train.method=full reference.kind=precomputed\n"
     "  torchrun --nproc_per_node 2 -m align.cli.main train --config configs/dpo_suite.yaml\n"
-    "  align train --config configs/grpo_suite.yaml            (online: GRPO against the suite RM)\n"
-    "  align train --config configs/iterative_dpo_suite.yaml   (iterative DPO rounds; --resume continues a round)\n"
+    "  align train configs/grpo_suite.yaml            (online: GRPO against the suite RM)\n"
+    "  align train configs/iterative_dpo_suite.yaml   (iterative DPO rounds; --resume continues a round)\n"
     "  (the losses: `align ls losses`; check a config first: `align validate configs/dpo_suite.yaml`)"
 )
 
@@ -32,7 +33,9 @@ TRAIN_KINDS = {
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    data = read_yaml(args.config)
+    path, overrides = config_and_overrides(args)
+    assert path is not None  # required: config_and_overrides says how to give one
+    data = read_yaml(path)
     kind = data.get("kind", "train") if isinstance(data, dict) else "train"
     if kind not in TRAIN_KINDS:
         raise ConfigError(
@@ -40,10 +43,10 @@ def cmd_train(args: argparse.Namespace) -> int:
                 f"kind: '{kind}' is not trained by `align train`{did_you_mean(str(kind), list(TRAIN_KINDS))}; "
                 f"it runs {', '.join(TRAIN_KINDS)} (reward models: `align rm train`)"
             ],
-            args.config,
+            path,
         )
     module = importlib.import_module(TRAIN_KINDS[kind])
-    cfg: Any = load(config_class(kind), args.config, args.overrides)  # every config problem before loading a model
+    cfg: Any = load(config_class(kind), path, overrides)  # every config problem before loading a model
     report = module.run(cfg, resume=args.resume)
     if report:
         print("\n".join(module.summary_lines(report)))
@@ -60,6 +63,5 @@ def register(sub: argparse._SubParsersAction, add) -> None:
         "GRPO, RLOO, REINFORCE, pairwise RLHF, judges by RL) or iterative rounds (kind iterative: DPO, INPO)",
         TRAIN_EXAMPLE,
     )
-    p.add_argument("--config", required=True, help="a `kind: train | online | iterative` YAML (see configs/)")
+    add_config_args(p, "a `kind: train | online | iterative` YAML (see configs/, or write one with `align init`)")
     p.add_argument("--resume", action="store_true", help="continue from the last checkpoint in output_dir")
-    p.add_argument("overrides", nargs="*", help="dotted overrides, e.g. train.lr=5e-6 loss.params.beta=0.05")

@@ -159,6 +159,13 @@ def segment_attention(
     **kwargs,
 ):
     """transformers attention-interface function. query (1, H, L, d), key/value (1, Hkv, L, d) -> (1, L, H, d)."""
+    if (segment_plan is not None or varlen_plan is not None) and (
+        kwargs.get("sliding_window") or kwargs.get("softcap")
+    ):
+        raise ValueError(
+            f"{type(module).__name__} uses a sliding window or a logit soft-cap, which the packed segments and "
+            "varlen layouts do not apply; set train.attention: mask"
+        )
     if varlen_plan is not None:
         if dropout and module.training:
             raise ValueError(

@@ -37,7 +37,7 @@ def decide_layout(requested: str, device_type: str, bf16: bool) -> Layout:
 class PackedBatch:
     input_ids: torch.Tensor
     position_ids: torch.Tensor
-    attention_mask: torch.Tensor | None  # None for the "segments" layout
+    attention_mask: torch.Tensor | None  # None for the "segments" and "varlen" layouts
     target_row: torch.Tensor
     target_pos: torch.Tensor
     target_ids: torch.Tensor

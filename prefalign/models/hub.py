@@ -295,6 +295,16 @@ def built_dir(name: str, builder: Any) -> Path:
     return dest
 
 
+def looks_local(ref: str) -> bool:
+    """Whether a reference that does not exist was meant as a local path, not a hub id: it starts with /, ./, ../
+    or ~, ends with /, has more than one /, or its first part is a directory here (`runs/rm` where runs/ exists).
+    Such a reference is an error where it is missing, never looked up on the hub."""
+    if ref.startswith(("/", "./", "../", "~")) or ref.endswith("/"):
+        return True
+    parts = ref.split("/")
+    return len(parts) > 2 or (len(parts) == 2 and Path(parts[0]).expanduser().is_dir())
+
+
 def resolve(ref: str) -> str:
     """Turn a model reference into something `from_pretrained` accepts (a local dir, or a hub id)."""
     if ref.startswith("builtin:"):
@@ -313,6 +323,11 @@ def resolve(ref: str) -> str:
                 "point at a directory written by save_pretrained"
             )
         return str(p)
+    if looks_local(ref):
+        raise UserError(
+            f"model directory {ref} does not exist (a local path is never looked up on the hub); train it first or "
+            "fix the path"
+        )
     if re.fullmatch(r"[\w.\-]+/[\w.\-]+", ref):
         return ref  # hub id; transformers will fetch it (or fail offline with its own message)
     raise UserError(

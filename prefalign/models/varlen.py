@@ -115,8 +115,14 @@ def _native_gqa(device: str) -> bool:
 
 
 def uses_kernel(q: torch.Tensor) -> bool:
-    """Whether `attend` runs the flash kernel for queries like `q` (CUDA, half precision, a kernel available)."""
-    return q.is_cuda and q.dtype in (torch.bfloat16, torch.float16) and _flash() is not None
+    """Whether `attend` runs the flash kernel for queries like `q` (an Ampere or newer GPU, half precision, a kernel
+    available); elsewhere the reference runs (exact, slow)."""
+    return (
+        q.is_cuda
+        and q.dtype in (torch.bfloat16, torch.float16)
+        and torch.cuda.get_device_capability(q.device)[0] >= 8  # flash attention 2: Ampere and newer
+        and _flash() is not None
+    )
 
 
 def attend(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, plan: VarlenPlan, scale: float) -> torch.Tensor:

@@ -22,6 +22,7 @@ from transformers.trainer_utils import get_last_checkpoint
 
 from prefalign.cpu import tune_allocator
 from prefalign.errors import UserError
+from prefalign.models import attention
 from prefalign.models.batch import decide_layout
 from prefalign.models.forward import body
 from prefalign.models.hub import cache_dir
@@ -216,6 +217,14 @@ def prepare_model(
 ):
     """A loaded model made ready to train as `train` says: dropout off (before LoRA, so `lora.dropout` stays as
     configured), LoRA adapters with `train.method: lora`, train mode, layers compiled with `train.compile`."""
+    if train.attention in ("segments", "varlen") and not attention.supported(model):
+        log.warning(
+            "train.attention: %s does not route its attention through transformers' attention interface, which the "
+            "%s layout needs; packing with a dense block mask (mask) instead",
+            type(model).__name__,
+            train.attention,
+        )
+        train.attention = "mask"
     if train.disable_dropout:
         disable_dropout(model)
     if train.method == "lora":
