@@ -55,7 +55,7 @@ from typing import Any, Literal, cast
 import torch
 from transformers import Trainer
 
-from prefalign.config import option
+from prefalign.config import Alias, option
 from prefalign.errors import UserError
 from prefalign.models.forward import PackedForward
 from prefalign.models.hub import DEFAULT_MODEL, load_model, load_tokenizer, pad_token_id
@@ -86,11 +86,20 @@ ReferenceKind = Literal["auto", "adapters_disabled", "precomputed", "none"]
 
 @dataclass
 class LossSection:
-    name: str = option("sigmoid", "preference loss (see `align ls losses`)")
+    name: str = option(
+        "sigmoid",
+        "preference loss (see `align ls losses`)",
+        aliases={"loss_type": Alias("TRL DPOConfig; its loss_type names are ours")},
+        value_aliases={"dpo": "sigmoid"},
+    )
     params: dict[str, Any] = option(
         factory=dict,
         doc="loss parameters, e.g. {beta: 0.1}; every loss also takes "
         "sft_weight (NLL of the chosen response per token)",
+        aliases={
+            "beta": Alias("TRL, OpenRLHF: the same β"),
+            "rpo_alpha": Alias("TRL: the weight of the chosen response's per-token NLL", entry="sft_weight"),
+        },
     )
     pair_weights: Literal["uniform", "margin"] = option(
         "uniform",
@@ -130,8 +139,16 @@ class AlertsSection:
 @dataclass
 class TrainConfig:
     kind: Literal["train"] = option("train", "config kind (fixed)")
-    model: str = option(DEFAULT_MODEL, "initial policy: builtin:<name>, a local directory, or a hub id")
-    output_dir: str = option("runs/dpo", "run directory (config, metrics, report, checkpoints, adapter/merged/model)")
+    model: str = option(
+        DEFAULT_MODEL,
+        "initial policy: builtin:<name>, a local directory, or a hub id",
+        aliases={"model_name_or_path": Alias("TRL"), "pretrain": Alias("OpenRLHF")},
+    )
+    output_dir: str = option(
+        "runs/dpo",
+        "run directory (config, metrics, report, checkpoints, adapter/merged/model)",
+        aliases={"save_path": Alias("OpenRLHF")},
+    )
     data: DataConfig = option(factory=DataConfig, doc="training pairs")
     eval: EvalSection = option(factory=EvalSection, doc="held-out implicit-reward accuracy")
     loss: LossSection = option(factory=LossSection, doc="the preference loss")

@@ -8,6 +8,10 @@
   parsed as YAML scalars (so `true`, `3`, `1e-4`, `[1, 2]` work).
 - A verb's settings are a dataclass of the same kind whose fields are its flags (`prefalign.flags`): the CLI
   parses them back through `build`, so a flag and the same key in a YAML file are checked by the same code.
+- Other toolkits' names (TRL's `learning_rate`, OpenRLHF's `micro_train_batch_size`, ...) are declared on the field
+  they mean (`option(..., aliases={...})`): `build` reads them as that field with a one-line note, also written flat
+  at the top level of a recipe (a TRL-style config), and refuses the names with no equivalent (`REFUSED`), saying
+  which keys to use. `ALIASES_TABLE` lists them all (the manual's table is generated from it).
 """
 
 from __future__ import annotations
@@ -25,6 +29,35 @@ C = TypeVar("C")
 _MISSING = dataclasses.MISSING
 
 
+@dataclasses.dataclass(frozen=True)
+class Alias:
+    """Another toolkit's name for a field: where it comes from and how its meaning compares (`note`), and for a
+    field that takes a different kind of value there, how theirs map to ours (`values`, e.g. bf16: true -> bf16)."""
+
+    note: str
+    values: dict[Any, Any] | None = None
+    entry: str | None = None  # on a dict field (`params`): the entry it becomes, when not its own name
+
+
+REFUSED: dict[str, str] = {
+    "max_prompt_length": "TRL's separate prompt budget has no equivalent here: train.max_length bounds the prompt plus "
+    "the longer response, and train.length_policy: truncate_prompt_left cuts a long prompt from the left",
+    "max_completion_length": "no separate completion budget: train.max_length bounds the prompt plus the longer "
+    "response (online runs: rollout.max_new_tokens)",
+    "train_batch_size": "OpenRLHF's global batch: set train.batch_size (per process and micro-batch) and "
+    "train.grad_accum; the global batch is batch_size x grad_accum x processes",
+    "per_device_eval_batch_size": "held-out evaluation runs in batches of train.batch_size",
+    "zero_stage": "DeepSpeed runs through `accelerate launch --config_file` with a DeepSpeed config, not a key here",
+    "deepspeed": "DeepSpeed runs through `accelerate launch --config_file` with a DeepSpeed config, not a key here",
+    "packing": "pairs are always packed (prompt once, no padding); nothing to set",
+    "padding_free": "pairs are always packed (prompt once, no padding); nothing to set",
+    "use_liger_kernel": "the log-prob head is always chunked (no vocabulary logits kept); nothing to set",
+    "ref_model": "reference.model (with reference.kind) names the reference policy",
+    "ref_model_name_or_path": "reference.model (with reference.kind) names the reference policy",
+}
+"""Other toolkits' names that have no field here, with the keys to use instead."""
+
+
 def option(
     default: Any = _MISSING,
     doc: str = "",
@@ -34,6 +67,8 @@ def option(
     flag: str | None = None,
     metavar: str | None = None,
     positional: bool = False,
+    aliases: dict[str, Alias] | None = None,
+    value_aliases: dict[Any, Any] | None = None,
 ) -> Any:
     """A documented config field. Use `factory=` for mutable defaults (lists, dicts, sub-configs).
 
@@ -41,8 +76,15 @@ def option(
     written once, in the table); `build` reports a value outside them with did-you-mean, as it does for a `Literal`.
     `flag`, `metavar` and `positional` shape the field's command-line flag when the dataclass is a verb's
     settings (`prefalign.flags`): the flag's spelling where it is not the field's name in kebab case (kept for
-    users' commands), the placeholder shown in `--help`, and a positional argument instead of a flag."""
+    users' commands), the placeholder shown in `--help`, and a positional argument instead of a flag.
+    `aliases`: other toolkits' names of this field (see the module docstring); on a dict field (`params`), the names
+    of its entries. `value_aliases`: other names of this field's values (loss.name: dpo -> sigmoid), read with a
+    note."""
     meta: dict[str, Any] = {"doc": doc}
+    if aliases:
+        meta["aliases"] = dict(aliases)
+    if value_aliases:
+        meta["value_aliases"] = dict(value_aliases)
     if choices is not None:
         meta["choices"] = tuple(choices)
     if flag is not None:
@@ -170,9 +212,97 @@ def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+NOTES: list[str] = []
+"""Notes of the last `build` (other toolkits' names read as ours), printed by `build` to stderr."""
+
+
+def _aliases(cls: type) -> dict[str, tuple[str, Alias]]:
+    """Other toolkits' names of `cls`'s fields: name -> (field, Alias)."""
+    out = {}
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        for name, alias in f.metadata.get("aliases", {}).items():
+            out[name] = (f.name, alias)
+    return out
+
+
+def _section_aliases(cls: type) -> dict[str, tuple[str, str, Alias]]:
+    """Names of the fields of `cls`'s sections (dataclass-typed fields) that may be written flat at the top level of
+    a recipe, as TRL and OpenRLHF configs are: other toolkits' names and our own, where one section alone has the
+    name. name -> (section, field, Alias; an empty note for our own name)."""
+    hints = get_type_hints(cls)
+    found: dict[str, list[tuple[str, str, Alias]]] = {}
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        tp = _optional(hints[f.name])
+        if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+            for name, (field, alias) in _aliases(tp).items():
+                found.setdefault(name, []).append((f.name, field, alias))
+            for g in dataclasses.fields(tp):
+                found.setdefault(g.name, []).append((f.name, g.name, Alias("")))
+    return {name: places[0] for name, places in found.items() if len({p[0] for p in places}) == 1}
+
+
+def _optional(tp: Any) -> Any:
+    if get_origin(tp) in (Union, types.UnionType):
+        rest = [a for a in get_args(tp) if a is not type(None)]
+        if len(rest) == 1:
+            return rest[0]
+    return tp
+
+
+def _translate(cls: type, data: dict[str, Any], where: str, problems: list[str]) -> dict[str, Any]:
+    """`data` with other toolkits' names of `cls`'s fields (and, at the top level, of its sections' fields) read
+    as ours, each with a note; names in REFUSED become problems saying what to use."""
+    fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    own, flat = _aliases(cls), _section_aliases(cls) if not where else {}
+    out: dict[str, Any] = {}
+    moved: dict[str, dict[str, Any]] = {}
+    for key, value in data.items():
+        here = f"{where}.{key}" if where else str(key)
+        if key in fields:
+            out[key] = value
+        elif key in own:
+            field, alias = own[key]
+            target = fields[field]
+            if isinstance(_default_of(target), dict) and not dataclasses.is_dataclass(_default_of(target)):
+                entry = alias.entry or key  # an entry of a dict field (params)
+                out[field] = {**(out.get(field) or data.get(field) or {}), entry: value}
+                NOTES.append(f"{here} ({alias.note}) read as {where + '.' if where else ''}{field}.{entry}")
+                continue
+            if field in data:
+                problems.append(f"{here}: {field} is given too; give one of them ({alias.note})")
+                continue
+            out[field] = alias.values.get(value, value) if alias.values and _hashable(value) else value
+            NOTES.append(f"{here} ({alias.note}) read as {where + '.' if where else ''}{field}")
+        elif key in flat:  # written flat at the top level: moved into its section, whose build reads it
+            section, field, alias = flat[key]
+            moved.setdefault(section, {})[key] = value
+            if not alias.note:
+                NOTES.append(f"{here} read as {section}.{field} (it belongs in the {section} section)")
+        elif key in REFUSED:
+            problems.append(f"{here}: not a key here: {REFUSED[key]}")
+        else:
+            out[key] = value  # unknown: `_build` names it with did-you-mean
+    for section, values in moved.items():
+        current = out.get(section, data.get(section))
+        current = current if isinstance(current, dict) else {}
+        for key in values.keys() & current.keys():
+            problems.append(f"{key}: given at the top level and in {section}; give it once")
+        out[section] = {**current, **values}
+    return out
+
+
+def _hashable(value: Any) -> bool:
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True
+
+
 def _build(cls: type[C], data: dict[str, Any], where: str, problems: list[str]) -> C:
     hints = get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    data = _translate(cls, data, where, problems)
     kwargs: dict[str, Any] = {}
     for key, value in data.items():
         here = f"{where}.{key}" if where else str(key)
@@ -181,8 +311,15 @@ def _build(cls: type[C], data: dict[str, Any], where: str, problems: list[str]) 
                 f"{here}: unknown key{did_you_mean(str(key), list(fields))}; {cls.__name__} has: {', '.join(fields)}"
             )
             continue
+        value_aliases = fields[key].metadata.get("value_aliases")
+        if value_aliases and _hashable(value) and value in value_aliases:
+            NOTES.append(f"{here}: {value!r} read as {value_aliases[value]!r}")
+            value = value_aliases[value]
         n = len(problems)
         default = _default_of(fields[key])
+        section = _optional(hints[key])
+        if isinstance(value, dict) and isinstance(section, type) and dataclasses.is_dataclass(section):
+            value = _translate(section, value, here, problems)  # before the defaults fill it in
         if isinstance(value, dict) and dataclasses.is_dataclass(default):
             # a partial section changes the fields it names and keeps the rest of the field's own default
             # (which may differ from its class's defaults, as the quickstart's rm and dpo sections do)
@@ -219,9 +356,15 @@ def build(cls: type[C], data: dict[str, Any], source: str = "config") -> C:
             [f"the top level must be a mapping of {cls.__name__} fields, got {type(data).__name__}"], source
         )
     problems: list[str] = []
+    NOTES.clear()
     obj = _build(cls, data, "", problems)
     if problems:
         raise ConfigError(problems, source)
+    if NOTES:
+        import sys
+
+        for note in dict.fromkeys(NOTES):
+            print(f"note: {source}: {note}", file=sys.stderr)
     return obj
 
 

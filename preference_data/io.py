@@ -106,17 +106,19 @@ def _parquet_rows(path: Path, report: DataReport) -> Iterator[tuple[int, dict[st
         yield i, row
 
 
-def _hub_rows(source: str, split: str, report: DataReport) -> Iterator[tuple[int, dict[str, Any]]]:
+def _hub_rows(
+    source: str, split: str, report: DataReport, data_dir: str | None = None
+) -> Iterator[tuple[int, dict[str, Any]]]:
     import datasets  # lazy: datasets (seconds), only for a hub id
 
     name = None
     if ":" in source:
         source, name = source.split(":", 1)
     try:
-        ds = datasets.load_dataset(source, name, split=split)
+        ds = datasets.load_dataset(source, name, split=split, data_dir=data_dir)
     except Exception as e:  # network, missing dataset, missing split: all user-fixable
         raise UserError(
-            f"could not load hub dataset '{source}' (config {name}, split {split}): "
+            f"could not load hub dataset '{source}' (config {name}, data_dir {data_dir}, split {split}): "
             f"{e.__class__.__name__}: {str(e).splitlines()[0] if str(e) else ''}. "
             "Check the id and split, or download it and pass the local file"
         ) from None
@@ -126,14 +128,49 @@ def _hub_rows(source: str, split: str, report: DataReport) -> Iterator[tuple[int
         yield i, dict(row)
 
 
-def iter_rows(source: str, report: DataReport, hub_split: str = "train") -> Iterator[tuple[int, dict[str, Any]]]:
-    """Yield (row number, row dict) from a local file or a hub id, recording bad rows in `report`."""
+def is_url(source: str) -> bool:
+    return source.startswith(("https://", "http://"))
+
+
+def downloaded(url: str) -> Path:
+    """The local copy of a data file at `url`, downloaded once into the prefalign cache (`downloads/`)."""
+    import hashlib
+    import os
+    import urllib.request
+
+    from prefalign.models.hub import cache_dir, file_lock
+
+    name = url.rstrip("/").rsplit("/", 1)[-1].split("?")[0] or "data"
+    dest = cache_dir() / "downloads" / f"{hashlib.sha1(url.encode()).hexdigest()[:12]}-{name}"
+    with file_lock(dest):
+        if not dest.exists():
+            tmp = dest.with_name(dest.name + ".partial")
+            try:
+                with urllib.request.urlopen(url, timeout=60) as r, open(tmp, "wb") as f:
+                    f.write(r.read())
+            except OSError as e:
+                raise UserError(
+                    f"could not download {url} ({e}); download it by hand and pass the local file"
+                ) from None
+            os.replace(tmp, dest)
+    return dest
+
+
+def iter_rows(
+    source: str, report: DataReport, hub_split: str = "train", data_dir: str | None = None
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Yield (row number, row dict) from a local file, a URL of one (downloaded once), or a hub id (`hub_split`;
+    `data_dir`: the folder of the hub repository to read, e.g. helpful-base of Anthropic/hh-rlhf), recording bad rows
+    in `report`."""
+    if is_url(source):
+        yield from iter_rows(str(downloaded(source)), report)
+        return
     path = Path(source).expanduser()
     if not path.exists():
         if looks_local(source):
             raise UserError(f"data file {source} does not exist (a local path is never looked up on the hub)")
         if is_hub_id(source):
-            yield from _hub_rows(source, hub_split, report)
+            yield from _hub_rows(source, hub_split, report, data_dir)
             return
         raise UserError(f"data source '{source}' is not an existing file, 'suite', or a hub id like 'org/name'")
     if path.is_dir():

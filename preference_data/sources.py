@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from prefalign.config import option
+from prefalign.config import Alias, option
 from prefalign.errors import UserError, did_you_mean
 from prefalign.registry import Table
 
@@ -28,7 +28,10 @@ from .splits import split_of
 @dataclass
 class DataConfig:
     source: str = option(
-        "suite", "'suite', a local file/dir (json, jsonl, .gz, parquet), or a hub id org/name[:config]"
+        "suite",
+        "'suite', a local file/dir (json, jsonl, .gz, parquet), an https URL of such a file (downloaded once), or a "
+        "hub id org/name[:config] (with hub_split and hub_data_dir)",
+        aliases={"dataset_name": Alias("TRL"), "dataset": Alias("OpenRLHF")},
     )
     format: str = option("auto", "row format: auto, or one of `align ls formats`")
     preset: str | None = option(
@@ -37,11 +40,18 @@ class DataConfig:
     columns: ColumnMap | None = option(
         None, "a labelled comparison file read through this column map (fields, label map; see README)"
     )
-    split: Literal["train", "dev", "test", "all"] = option("train", "which deterministic split to use")
+    split: Literal["train", "dev", "test", "all"] = option(
+        "train",
+        "which records to use: all, or the train / dev / test part of a deterministic cut by a hash of the prompt "
+        "(split_fractions; the same record always lands in the same part)",
+    )
     split_fractions: list[float] = option(factory=lambda: [0.9, 0.05, 0.05], doc="train/dev/test fractions (sum 1)")
     split_seed: int = option(0, "seed of the hash split")
     split_key: Literal["prompt", "pair"] = option("prompt", "hash the prompt (no prompt in two splits) or the pair")
     hub_split: str = option("train", "split name passed to datasets.load_dataset for hub ids")
+    hub_data_dir: str | None = option(
+        None, "the folder of a hub dataset to read (datasets.load_dataset's data_dir), e.g. helpful-base"
+    )
     pairing: str = option(
         "max_min", "pair builder for rated data (see `align ls pairing`), or none: keep the rated records unpaired"
     )
@@ -105,31 +115,46 @@ SOURCES: Table[SourceKind] = Table(
         "suite": SourceKind("the built-in verifiable preference suite (generated, graded by code)", "source: suite"),
         "file": SourceKind(
             "a local JSON / JSONL (.gz) / parquet file or a directory of them",
-            "source: ../shared/data/hh-rlhf/helpful-base/test.decontaminated.jsonl.gz",
+            "source: data/pairs.jsonl",
         ),
-        "hub": SourceKind("a hub dataset id, optionally with a config name", "source: trl-lib/ultrafeedback_binarized"),
+        "hub": SourceKind(
+            "a hub dataset id, optionally with a config name; hub_split and hub_data_dir pick the split and folder",
+            "source: Anthropic/hh-rlhf, hub_data_dir: helpful-base",
+        ),
+        "url": SourceKind(
+            "an https URL of a data file, downloaded once into the cache", "source: https://.../pairs.json"
+        ),
     },
     columns=("summary", "example"),
 )
 
 
 def read_comparisons(
-    source: str, mapping: ColumnMap, name: str, hub_split: str = "train", report: DataReport | None = None
+    source: str,
+    mapping: ColumnMap,
+    name: str,
+    hub_split: str = "train",
+    report: DataReport | None = None,
+    data_dir: str | None = None,
 ) -> tuple[list[LabelledComparison], DataReport]:
     """All labelled comparisons of a file or hub dataset read through `mapping` (named `name`: a preset or
     'columns'), with every dropped row counted in the report (`comparisons.py`)."""
     report = report or DataReport(source=source)
     report.details.setdefault("format", f"labelled comparisons, column map '{name}'")
     report.details.setdefault("format_why", "as configured")
-    return list(adapt(mapping, source)(iter_rows(source, report, hub_split), report)), report
+    return list(adapt(mapping, source)(iter_rows(source, report, hub_split, data_dir), report)), report
 
 
 def read_records(
-    source: str, fmt: str = "auto", hub_split: str = "train", report: DataReport | None = None
+    source: str,
+    fmt: str = "auto",
+    hub_split: str = "train",
+    report: DataReport | None = None,
+    data_dir: str | None = None,
 ) -> tuple[list[Record], DataReport]:
-    """All records of a file or hub dataset, with every dropped row counted in the report."""
+    """All records of a file, URL or hub dataset, with every dropped row counted in the report."""
     report = report or DataReport(source=source)
-    rows = iter_rows(source, report, hub_split)
+    rows = iter_rows(source, report, hub_split, data_dir)
     if fmt == "auto":
         first = next(rows, None)
         if first is None:
@@ -210,10 +235,15 @@ def load(cfg: DataConfig) -> Loaded:
         out = _suite(cfg)
     else:
         if cfg.preset is not None or cfg.columns is not None:
-            comparisons, report = read_comparisons(cfg.source, *mapping_for(cfg.preset, cfg.columns), cfg.hub_split)
+            comparisons, report = read_comparisons(
+                cfg.source, *mapping_for(cfg.preset, cfg.columns), cfg.hub_split, data_dir=cfg.hub_data_dir
+            )
             records: list[Record] = []
         else:
-            comparisons, (records, report) = [], read_records(cfg.source, cfg.format, cfg.hub_split)
+            comparisons, (records, report) = (
+                [],
+                read_records(cfg.source, cfg.format, cfg.hub_split, data_dir=cfg.hub_data_dir),
+            )
         out = Loaded(comparisons=comparisons, report=report)
         for r in records:
             if isinstance(r, PreferencePair):

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from prefalign.config import option
+from prefalign.config import Alias, option
 from prefalign.models.hub import DEFAULT_MODEL
 from prefalign.training.config import HeldOutSection, LoraSection, TrainSection
 from preference_data.sources import DataConfig
@@ -19,7 +19,11 @@ from .losses import check_rm_loss_config
 @dataclass
 class RMLossSection:
     name: str = option("bradley_terry", "reward-model loss (see `align ls rm-losses`)")
-    params: dict[str, float] = option(factory=dict, doc="loss parameters, e.g. {center_rewards_coefficient: 0.01}")
+    params: dict[str, float] = option(
+        factory=dict,
+        doc="loss parameters, e.g. {center_rewards_coefficient: 0.01}",
+        aliases={"center_rewards_coefficient": Alias("TRL RewardConfig: the same coefficient")},
+    )
     margin: Literal["none", "column", "rating_gap"] = option(
         "none",
         "per-pair margin m subtracted from r_c - r_r (Llama 2, eq. 2): none; column = the data's own "
@@ -66,9 +70,15 @@ class EvalSection(HeldOutSection):
 @dataclass
 class RMTrainConfig:
     kind: Literal["rm_train"] = option("rm_train", "config kind (fixed)")
-    model: str = option(DEFAULT_MODEL, "base model: builtin:<name>, a local directory, or a hub id")
+    model: str = option(
+        DEFAULT_MODEL,
+        "base model: builtin:<name>, a local directory, or a hub id",
+        aliases={"model_name_or_path": Alias("TRL"), "pretrain": Alias("OpenRLHF")},
+    )
     output_dir: str = option(
-        "runs/rm", "run directory (config, metrics, report.html with its dashboard, checkpoints, model/)"
+        "runs/rm",
+        "run directory (config, metrics, report.html with its dashboard, checkpoints, model/)",
+        aliases={"save_path": Alias("OpenRLHF")},
     )
     data: DataConfig = option(factory=DataConfig, doc="training data")
     eval: EvalSection = option(factory=EvalSection, doc="held-out evaluation")

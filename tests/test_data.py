@@ -96,7 +96,7 @@ def test_unknown_format_and_missing_file(tmp_path):
     src = write_jsonl(tmp_path / "x.jsonl", [{"foo": 1}])
     with pytest.raises(UserError, match="cannot tell the data format"):
         read_records(src)
-    with pytest.raises(UserError, match="not an existing file"):
+    with pytest.raises(UserError, match="does not exist"):
         read_records(str(tmp_path / "nope.jsonl"))
 
 

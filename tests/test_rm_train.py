@@ -309,7 +309,7 @@ def _cli(tmp_path: Path, yaml_text: str, capsys) -> tuple[int, str]:
 
 def test_bad_input_gives_clear_errors(tmp_path, capsys):
     code, err = _cli(tmp_path, "kind: rm_train\nmodel: /no/such/model\ndata:\n  source: suite\n", capsys)
-    assert code == 2 and "neither a builtin" in err
+    assert code == 2 and "model directory /no/such/model does not exist" in err
     code, err = _cli(tmp_path, "kind: rm_train\nmodel: builtin:tiny-llama\ndata:\n  source: /no/such.jsonl\n", capsys)
     assert code == 2 and "/no/such.jsonl" in err
     empty = tmp_path / "empty.jsonl"

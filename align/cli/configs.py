@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import importlib
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from prefalign.config import load, read_yaml
 from prefalign.errors import ConfigError, did_you_mean
+from prefalign.registry import Table
 
 # kind -> (module, class); imported lazily
 KINDS: dict[str, tuple[str, str]] = {
@@ -23,6 +25,45 @@ KINDS: dict[str, tuple[str, str]] = {
     "rm_strength": ("reward_models.strength", "StrengthConfig"),
     "mo_rm_train": ("reward_models.multi_objective", "MORMTrainConfig"),
 }
+
+
+@dataclass(frozen=True)
+class OtherName:
+    """Another toolkit's config name and what it is here (`align ls names`)."""
+
+    ours: str
+    note: str
+
+
+def other_names() -> Table[OtherName]:
+    """Every other toolkit's name the recipe configs read (their `option(aliases=...)`), and those refused
+    (`prefalign.config.REFUSED`) with what to use instead."""
+    import dataclasses as dc
+    from typing import get_origin, get_type_hints
+
+    from prefalign.config import REFUSED
+
+    found: dict[str, OtherName] = {}
+
+    def visit(cls: type, prefix: str) -> None:
+        hints = get_type_hints(cls)
+        for f in dc.fields(cls):
+            key = f"{prefix}{f.name}"
+            for name, alias in f.metadata.get("aliases", {}).items():
+                is_dict = get_origin(hints[f.name]) is dict
+                entry = f"{key}.{alias.entry or name}" if is_dict else key
+                found.setdefault(name, OtherName(entry, alias.note))
+            for value, ours in f.metadata.get("value_aliases", {}).items():
+                found.setdefault(f"{key}: {value}", OtherName(f"{key}: {ours}", "value"))
+            tp = hints[f.name]
+            if isinstance(tp, type) and dc.is_dataclass(tp):
+                visit(tp, key + ".")
+
+    for kind in ("rm_train", "train", "online", "iterative"):
+        visit(config_class(kind), "")
+    for name, why in REFUSED.items():
+        found.setdefault(name, OtherName("(refused)", why))
+    return Table("other toolkit's name", found, columns=("ours", "note"))
 
 
 def config_class(kind: str) -> type:

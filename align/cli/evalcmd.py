@@ -16,8 +16,8 @@ from leaderboards.policy_bench import PolicyBenchSettings, load_judge, run_polic
 from leaderboards.policy_bench import report_lines as bench_report_lines
 
 EXAMPLE = (
-    "align eval policy --model runs/dpo_suite/model --baseline builtin:smollm2-135m-instruct\n"
-    "  align eval policy --model runs/dpo_suite/model --limit 60 --judge runs/rm_suite/model\n"
+    "align eval policy --model runs/dpo_suite/merged --baseline builtin:smollm2-135m-instruct\n"
+    "  align eval policy --model runs/dpo_suite/merged --limit 60 --judge runs/rm_suite/model\n"
     "  align eval policy --model builtin:smollm2-135m-instruct --prompts runs/quickstart/suite/test_prompts.jsonl\n"
     "  align eval policy --config eval.yaml --limit 30   (eval.yaml: model: ..., baseline: ..., the flags' names)\n"
     "standard prompt sets (--bench), each from its official file format or a hub id:\n"
@@ -26,8 +26,8 @@ EXAMPLE = (
     "  align eval policy --bench alpacaeval --data alpaca_eval_gpt4_baseline.json --model runs/dpo/adapter \\\n"
     "      --judge runs/rm/model --out runs/alpacaeval\n"
     "  align eval policy --bench arenahard --data question.jsonl --reference model_answer/gpt-4-0314.jsonl \\\n"
-    "      --model runs/dpo/model --judge builtin:smollm2-135m-instruct --judge-kind pair_pm\n"
-    "  align eval policy --bench mtbench --data mt_bench/question.jsonl --model runs/dpo/model --judge runs/rm/model\n"
+    "      --model runs/dpo/merged --judge builtin:smollm2-135m-instruct --judge-kind pair_pm\n"
+    "  align eval policy --bench mtbench --data mt_bench/question.jsonl --model runs/dpo/merged --judge runs/rm/model\n"
     "  align eval policy --bench alpacaeval --data suite --model builtin:smollm2-135m-instruct \\\n"
     "      --write-reference runs/base_reference.json   (reference answers from a base model)"
 )

@@ -48,7 +48,8 @@ EXAMPLES = {
     "quickstart": "align quickstart\n  align quickstart --full   (adds a short GRPO stage against the RM)\n"
     "  align quickstart --out runs/qs doctor.max_length=512 stages=[suite,doctor]",
     "doctor": (
-        "align data doctor ../shared/data/hh-rlhf/helpful-base/test.decontaminated.jsonl.gz\n"
+        "align data doctor my_pairs.jsonl\n"
+        "  align data doctor Anthropic/hh-rlhf --hub-data-dir helpful-base --hub-split test\n"
         "  align data doctor suite --out runs/doctor-suite\n"
         "  align data doctor my_pairs.jsonl --format trl --max-length 512 --policy drop\n"
         "  align data doctor testdata_pairwise.jsonl --preset autoj          (a labelled comparison file)\n"
@@ -73,7 +74,14 @@ def _examples(verb: str) -> str:
 
 
 # modules with `register(subparsers, add)` adding more verbs (kept light: heavy imports inside commands)
-VERB_GROUPS: list[str] = ["align.cli.rm", "align.cli.train", "align.cli.evalcmd", "align.cli.bench", "align.cli.serve"]
+VERB_GROUPS: list[str] = [
+    "align.cli.init",
+    "align.cli.rm",
+    "align.cli.train",
+    "align.cli.evalcmd",
+    "align.cli.bench",
+    "align.cli.serve",
+]
 
 
 # --- verbs -------------------------------------------------------------------------------------------
@@ -117,6 +125,8 @@ class DoctorSettings:
     preset: str | None = option(None, "a labelled comparison file in a public set's format (`align ls presets`)")
     columns: str | None = option(None, "a YAML column map for any labelled comparison file (see README: columns)")
     split: Literal["train", "dev", "test", "all"] = option("all", "which deterministic split to report on")
+    hub_split: str = option("train", "for a hub dataset: the split to read")
+    hub_data_dir: str | None = option(None, "for a hub dataset: the folder of its repository to read")
     model: str = option("builtin:smollm2-135m-instruct", "tokenizer to check against")
     max_length: int = option(1024, "token budget per sequence")
     policy: LengthPolicy = option("drop", "what to do with pairs longer than --max-length")
@@ -129,7 +139,13 @@ def cmd_doctor(s: DoctorSettings) -> int:
     from preference_data.doctor import run_doctor
     from preference_data.sources import DataConfig
 
-    fields: dict[str, Any] = {"source": s.source, "format": s.format, "split": s.split}
+    fields: dict[str, Any] = {
+        "source": s.source,
+        "format": s.format,
+        "split": s.split,
+        "hub_split": s.hub_split,
+        "hub_data_dir": s.hub_data_dir,
+    }
     if s.preset is not None:
         fields["preset"] = s.preset
     if s.columns is not None:

@@ -31,8 +31,7 @@ TRAIN_EXAMPLE = (
 )
 SCORE_EXAMPLE = (
     "align rm score --model runs/rm/model --data pairs.jsonl --out scores.jsonl\n"
-    "  align rm score --model runs/rm/model --data ../shared/data/hh-rlhf/helpful-base/"
-    "test.decontaminated.jsonl.gz --out hh_scores.jsonl --raw"
+    "  align rm score --model runs/rm/model --data hh_test.jsonl.gz --out hh_scores.jsonl --raw"
 )
 
 

@@ -41,6 +41,7 @@ TABLES: dict[str, Callable[[], Table[Any]]] = {
     "pairing": _lazy("preference_data.pairing", "PAIRING"),
     "families": _lazy("preference_data.suite", "FAMILIES"),
     "models": _lazy("align.cli.tables", "MODELS"),
+    "names": _lazy("align.cli.tables", "NAMES"),
 }
 
 
@@ -56,6 +57,10 @@ def _models() -> Table[Any]:
 def __getattr__(name: str) -> Any:
     if name == "MODELS":
         return _models()
+    if name == "NAMES":  # TRL's and OpenRLHF's config names, as the recipe configs read them
+        from .configs import other_names
+
+        return other_names()
     raise AttributeError(name)
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from prefalign.config import option
+from prefalign.config import Alias, option
 from prefalign.decoding import GREEDY_EVAL_TOKENS, SamplingOptions
 from prefalign.models.hub import DEFAULT_MODEL
 from prefalign.training.config import LoraSection, TrainSection
@@ -23,8 +23,9 @@ from ..rewards import check_reward_specs, component_names, is_pairwise
 class PromptsSection:
     source: str = option(
         "suite",
-        "training prompts: 'suite' (the verifiable suite's train prompts, regenerated from `seed`), or a JSONL of "
-        "prompt records (the *_prompts.jsonl `align data suite` writes)",
+        "training prompts: 'suite' (the verifiable suite's train prompts, regenerated from `seed`), a file of "
+        "prompt records ({prompt: ...} rows; the *_prompts.jsonl `align data suite` writes), or a preference data "
+        "file, whose distinct prompts are used",
     )
     limit: int = option(0, "use at most N prompts (0 = all)")
     seed: int = option(0, "suite seed ('suite' source) and the prompt order")
@@ -108,8 +109,12 @@ class PolicyEvalSection:
 @dataclass
 class OnlineConfig:
     kind: Literal["online"] = option("online", "config kind (fixed)")
-    model: str = option(DEFAULT_MODEL, "initial policy: builtin:<name>, a local directory, or a hub id")
-    output_dir: str = option("runs/grpo", "run directory")
+    model: str = option(
+        DEFAULT_MODEL,
+        "initial policy: builtin:<name>, a local directory, or a hub id",
+        aliases={"model_name_or_path": Alias("TRL"), "pretrain": Alias("OpenRLHF")},
+    )
+    output_dir: str = option("runs/grpo", "run directory", aliases={"save_path": Alias("OpenRLHF")})
     prompts: PromptsSection = option(factory=PromptsSection, doc="training prompts")
     rollout: RolloutSection = option(factory=RolloutSection, doc="sampling")
     reward: list[dict[str, Any]] = option(

@@ -20,7 +20,7 @@ from prefalign.errors import UserError
 from prefalign.generation import GenerationEngine, SamplingParams, make_engine
 from prefalign.models.hub import load_model
 from prefalign.stats import stream_seed
-from preference_data.records import Conversation, Message, PromptOnly
+from preference_data.records import Conversation, Message, PreferencePair, PromptOnly, RatedResponses
 from preference_data.sources import read_records
 from preference_data.suite import build_suite, prompt_only_from_dict
 from reward_models.composition import dpa_system_prompt
@@ -96,9 +96,16 @@ def load_train_prompts(p: PromptsSection) -> list[PromptOnly]:
         prompts = judge_prompts(p.source, p.judge, p.judge_form, p.seed)
     elif p.source == "suite":
         prompts = list(build_suite(seed=p.seed).train_prompts)
-    else:
-        records, _ = read_records(p.source, "prompts")
+    else:  # prompt rows, or the prompts of a preference data file (each distinct prompt once)
+        records, _ = read_records(p.source)
         prompts = [r for r in records if isinstance(r, PromptOnly)]
+        seen = {q.id for q in prompts}
+        for r in records:
+            if isinstance(r, (PreferencePair, RatedResponses)):
+                q = PromptOnly(prompt=r.prompt, source=r.source)
+                if q.id not in seen:
+                    seen.add(q.id)
+                    prompts.append(q)
     if not prompts:
         raise UserError(f"prompts.source {p.source}: no prompts found")
     random.Random(p.seed).shuffle(prompts)

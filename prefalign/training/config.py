@@ -7,7 +7,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
-from prefalign.config import option
+from prefalign.config import Alias, option
 from prefalign.models.batch import Layout
 
 _Data = TypeVar("_Data", bound=Any)
@@ -18,12 +18,13 @@ LengthPolicy = Literal["drop", "truncate_prompt_left", "raise"]
 
 @dataclass
 class LoraSection:
-    r: int = option(16, "LoRA rank")
-    alpha: int = option(32, "LoRA alpha (scale = alpha / r)")
-    dropout: float = option(0.0, "LoRA dropout")
+    r: int = option(16, "LoRA rank", aliases={"lora_r": Alias("TRL"), "lora_rank": Alias("OpenRLHF")})
+    alpha: int = option(32, "LoRA alpha (scale = alpha / r)", aliases={"lora_alpha": Alias("TRL, OpenRLHF")})
+    dropout: float = option(0.0, "LoRA dropout", aliases={"lora_dropout": Alias("TRL, OpenRLHF")})
     target_modules: list[str] = option(
         factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
         doc="module names that get adapters",
+        aliases={"lora_target_modules": Alias("TRL")},
     )
     layers: list[int] = option(
         factory=list,
@@ -40,19 +41,53 @@ class LoraSection:
 
 @dataclass
 class TrainSection:
-    method: Literal["lora", "full"] = option("lora", "LoRA adapters (base frozen) or full fine-tuning")
-    lr: float = option(1e-4, "peak learning rate (AdamW)")
-    epochs: float = option(1.0, "passes over the training pairs (ignored when max_steps > 0)")
+    method: Literal["lora", "full"] = option(
+        "lora",
+        "LoRA adapters (base frozen) or full fine-tuning",
+        aliases={"use_peft": Alias("TRL: true is lora, false full", values={True: "lora", False: "full"})},
+    )
+    lr: float = option(
+        1e-4,
+        "peak learning rate (AdamW)",
+        aliases={"learning_rate": Alias("TRL, OpenRLHF"), "actor_learning_rate": Alias("OpenRLHF")},
+    )
+    epochs: float = option(
+        1.0,
+        "passes over the training pairs (ignored when max_steps > 0)",
+        aliases={
+            "num_train_epochs": Alias("TRL"),
+            "max_epochs": Alias("OpenRLHF"),
+            "num_epochs": Alias("a common name"),
+        },
+    )
     max_steps: int = option(-1, "optimizer steps; -1 means use epochs")
-    batch_size: int = option(8, "pairs per micro-batch per process")
-    grad_accum: int = option(1, "micro-batches per optimizer step")
-    warmup_ratio: float = option(0.0, "fraction of the optimizer steps spent in linear warm-up, in [0, 1)")
-    lr_scheduler: Literal["linear", "cosine", "constant", "constant_with_warmup"] = option("linear", "schedule")
-    weight_decay: float = option(0.0, "AdamW weight decay")
+    batch_size: int = option(
+        8,
+        "pairs per micro-batch per process",
+        aliases={
+            "per_device_train_batch_size": Alias("TRL: pairs per device per micro-batch, as here"),
+            "micro_train_batch_size": Alias("OpenRLHF: per GPU per micro-batch, as here"),
+        },
+    )
+    grad_accum: int = option(
+        1, "micro-batches per optimizer step", aliases={"gradient_accumulation_steps": Alias("TRL")}
+    )
+    warmup_ratio: float = option(
+        0.0,
+        "fraction of the optimizer steps spent in linear warm-up, in [0, 1)",
+        aliases={"lr_warmup_ratio": Alias("OpenRLHF")},
+    )
+    lr_scheduler: Literal["linear", "cosine", "constant", "constant_with_warmup"] = option(
+        "linear", "schedule", aliases={"lr_scheduler_type": Alias("TRL")}
+    )
+    weight_decay: float = option(0.0, "AdamW weight decay", aliases={"l2": Alias("OpenRLHF")})
     max_grad_norm: float = option(1.0, "gradient clipping norm (0 = off)")
     precision: Literal["auto", "bf16", "bf16-pure", "fp32"] = option(
         "auto",
-        "auto: bf16 where the device multiplies bf16 natively (CUDA with bf16; CPUs with AVX-512 BF16 or "
+        aliases={
+            "bf16": Alias("TRL, OpenRLHF: true is bf16 autocast, false fp32", values={True: "bf16", False: "fp32"})
+        },
+        doc="auto: bf16 where the device multiplies bf16 natively (CUDA with bf16; CPUs with AVX-512 BF16 or "
         "AMX), fp32 otherwise (see prefalign.models.precision); bf16: fp32 trainable weights under bf16 "
         "autocast (frozen LoRA base stored in bf16); bf16-pure: all weights bf16 (fastest, least precise); "
         "fp32: no autocast. The run prints and saves the precision it resolved to",
@@ -63,7 +98,11 @@ class TrainSection:
         "does), so the policy, its adapters-disabled reference and the reward "
         "are deterministic; LoRA dropout (lora.dropout) is kept",
     )
-    max_length: int = option(1024, "token budget for prompt + the longer response")
+    max_length: int = option(
+        1024,
+        "token budget for prompt + the longer response",
+        aliases={"max_len": Alias("OpenRLHF: prompt + response, as here")},
+    )
     length_policy: LengthPolicy = option(
         "drop", "what to do with pairs longer than max_length (always counted in the report)"
     )
@@ -119,10 +158,16 @@ class HeldOutSection:
     source: str | None = option(None, "evaluation source (default: the training source)")
     split: Literal["dev", "test", "train", "all", "none"] = option("dev", "evaluation split ('none' to skip)")
     limit: int | None = option(None, "evaluate on at most N pairs")
+    hub_split: str | None = option(
+        None, "for a hub dataset: its split to evaluate on, e.g. test (default: the training data's hub_split)"
+    )
+    hub_data_dir: str | None = option(None, "for a hub dataset: its folder (default: the training data's)")
 
     def data_config(self, train_data: _Data) -> _Data:
-        """The training data config with this section's source (when given), split and limit: what the
-        held-out pairs are loaded with."""
+        """The training data config with this section's source (when given), split, limit and hub split / folder
+        (when given): what the held-out pairs are loaded with. Held-out pairs from a file of their own (source
+        given) are read whole unless `split` says otherwise: use split: all there."""
+        hub = {k: getattr(self, k) for k in ("hub_split", "hub_data_dir") if getattr(self, k) is not None}
         return dataclasses.replace(
-            train_data, source=self.source or train_data.source, split=self.split, limit=self.limit
+            train_data, source=self.source or train_data.source, split=self.split, limit=self.limit, **hub
         )
