@@ -219,7 +219,7 @@ NOTES: list[str] = []
 def _aliases(cls: type) -> dict[str, tuple[str, Alias]]:
     """Other toolkits' names of `cls`'s fields: name -> (field, Alias)."""
     out = {}
-    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+    for f in dataclasses.fields(cls):
         for name, alias in f.metadata.get("aliases", {}).items():
             out[name] = (f.name, alias)
     return out
@@ -231,7 +231,7 @@ def _section_aliases(cls: type) -> dict[str, tuple[str, str, Alias]]:
     name. name -> (section, field, Alias; an empty note for our own name)."""
     hints = get_type_hints(cls)
     found: dict[str, list[tuple[str, str, Alias]]] = {}
-    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+    for f in dataclasses.fields(cls):
         tp = _optional(hints[f.name])
         if isinstance(tp, type) and dataclasses.is_dataclass(tp):
             for name, (field, alias) in _aliases(tp).items():
@@ -252,7 +252,7 @@ def _optional(tp: Any) -> Any:
 def _translate(cls: type, data: dict[str, Any], where: str, problems: list[str]) -> dict[str, Any]:
     """`data` with other toolkits' names of `cls`'s fields (and, at the top level, of its sections' fields) read
     as ours, each with a note; names in REFUSED become problems saying what to use."""
-    fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    fields = {f.name: f for f in dataclasses.fields(cls)}
     own, flat = _aliases(cls), _section_aliases(cls) if not where else {}
     out: dict[str, Any] = {}
     moved: dict[str, dict[str, Any]] = {}
