@@ -153,3 +153,18 @@ def test_a_missing_local_model_is_never_looked_up_on_the_hub(tmp_path, monkeypat
     with pytest.raises(UserError, match="runs/rm does not exist"):
         resolve("runs/rm")  # `runs/` is here: a local path, though it looks like a hub id
     assert resolve("Qwen/Qwen2.5-0.5B") == "Qwen/Qwen2.5-0.5B"  # no such folder here: a hub id
+
+
+def test_python_api_doctests_run():
+    """The public Python API's examples (align/api.py) run as written."""
+    import doctest
+
+    import align.api
+
+    result = doctest.testmod(align.api, optionflags=doctest.ELLIPSIS)
+    assert result.attempted >= 8 and result.failed == 0
+
+
+def test_packages_are_typed():
+    for pkg in ("prefalign", "preference_data", "reward_models", "align", "leaderboards"):
+        assert (ROOT / pkg / "py.typed").exists(), pkg

@@ -156,7 +156,12 @@ class HeldOutSection:
     """Held-out pairs evaluated at the end of training (and every `train.eval_every` steps)."""
 
     source: str | None = option(None, "evaluation source (default: the training source)")
-    split: Literal["dev", "test", "train", "all", "none"] = option("dev", "evaluation split ('none' to skip)")
+    split: Literal["auto", "dev", "test", "train", "all", "none"] = option(
+        "auto",
+        "which held-out records: auto = all of `source` when it is given (a held-out file or hub split of its own), "
+        "else the dev part of the training data's hash split; dev / test / train / all as in data.split; none: "
+        "no held-out evaluation",
+    )
     limit: int | None = option(None, "evaluate on at most N pairs")
     hub_split: str | None = option(
         None, "for a hub dataset: its split to evaluate on, e.g. test (default: the training data's hub_split)"
@@ -165,9 +170,9 @@ class HeldOutSection:
 
     def data_config(self, train_data: _Data) -> _Data:
         """The training data config with this section's source (when given), split, limit and hub split / folder
-        (when given): what the held-out pairs are loaded with. Held-out pairs from a file of their own (source
-        given) are read whole unless `split` says otherwise: use split: all there."""
+        (when given): what the held-out pairs are loaded with (split auto: all of a source of their own, else dev)."""
         hub = {k: getattr(self, k) for k in ("hub_split", "hub_data_dir") if getattr(self, k) is not None}
+        split = self.split if self.split != "auto" else "all" if self.source or self.hub_split else "dev"
         return dataclasses.replace(
-            train_data, source=self.source or train_data.source, split=self.split, limit=self.limit, **hub
+            train_data, source=self.source or train_data.source, split=split, limit=self.limit, **hub
         )
