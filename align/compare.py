@@ -34,6 +34,7 @@ class CompareSettings:
     baseline: str = option(doc="the saved evaluation it is compared against, of the same prompts")
     seed: int = option(0, "the paired bootstrap's seed")
     out: str | None = option(None, "also write the comparison as JSON to this file")
+    figure: str | None = option(None, "also draw it (gold with the paired interval, the safety rates) to this PNG")
 
 
 @dataclass

@@ -29,8 +29,9 @@ from typing import Any
 
 from prefalign.config import to_dict
 from prefalign.errors import UserError
+from prefalign.models.batch import decide_layout
 from prefalign.models.hub import files_stamp, is_model_dir, weights_fingerprint
-from prefalign.models.precision import decide_precision
+from prefalign.models.precision import decide_precision, default_device
 
 INPUTS_FILE = "inputs.json"
 
@@ -141,12 +142,24 @@ def record_inputs(run_dir: Path, cfg: Any) -> None:
     (Path(run_dir) / INPUTS_FILE).write_text(json.dumps(run_inputs(cfg), indent=1, sort_keys=True), encoding="utf-8")
 
 
+def _resolved(config: Any) -> Any:
+    """A saved or new config (as a dict) with `train.precision: auto` and `train.attention: auto` resolved as a run
+    on this device resolves them (a recipe saves them resolved; the iterative loop's config keeps auto)."""
+    train = config.get("train") if isinstance(config, dict) else None
+    if not isinstance(train, dict):
+        return config
+    device = default_device()
+    precision = decide_precision(train.get("precision", "auto"), device)
+    layout = decide_layout(train.get("attention", "auto"), device, precision.bf16)
+    return {**config, "train": {**train, "precision": precision.value, "attention": layout}}
+
+
 def finished_run(run_dir: Path, cfg: Any) -> bool:
     """True when run_dir holds a finished run of exactly this config on the same inputs (so the stage can be
     skipped): its report.json, a saved config.yaml equal to `cfg`, and an inputs.json equal to `run_inputs(cfg)`
     now. A run without inputs.json (or whose data or model changed under the same path) is not reused.
 
-    A run saves its config with `train.precision: auto` resolved, so the comparison resolves it too."""
+    Both configs are compared with `train.precision` and `train.attention` resolved (`_resolved`)."""
     import yaml  # lazy: only to read a saved config, as prefalign.config does
 
     done = run_dir / "report.json"
@@ -154,8 +167,6 @@ def finished_run(run_dir: Path, cfg: Any) -> bool:
     inputs = run_dir / INPUTS_FILE
     if not (done.exists() and saved.exists() and inputs.exists()):
         return False
-    if cfg.train.precision == "auto":
-        cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, precision=decide_precision("auto").value))
-    if yaml.safe_load(saved.read_text()) != to_dict(cfg):
+    if _resolved(yaml.safe_load(saved.read_text())) != _resolved(to_dict(cfg)):
         return False
     return bool(json.loads(inputs.read_text(encoding="utf-8")) == run_inputs(cfg))

@@ -33,6 +33,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 from prefalign.config import build, dump_yaml, option
@@ -50,6 +51,7 @@ from reward_models.rm_train import summary_lines as rm_lines
 
 from . import iterative, online
 from .evaluate import evaluate_policy, report_lines
+from .figures import draw, figure_data
 from .iterative import IterativeConfig
 from .online import OnlineConfig
 from .pipeline import Pipeline
@@ -266,7 +268,36 @@ def run(cfg: QuickstartConfig, t0: float | None = None) -> dict[str, Any]:
             summary[name] = stage(cfg, p, summary)
     summary["seconds"] = round(p.elapsed(), 1)
     (p.root / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
+    if summary.get("eval"):
+        summary["figure"] = str(summary_figure(summary["eval"], p.root))
+        (p.root / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
     return summary
+
+
+EVAL_LABELS = {"online": "GRPO", "aligned": "RM-aligned", "dpo": "offline DPO"}
+"""How the eval stage's policies are named (printout, figure), the headline first."""
+
+
+def summary_figure(evals: dict[str, Any], root: Path) -> Path:
+    """summary.png (the eval stage's policies against the base model, `align.figures`) and report.html showing it,
+    with links to each stage's own run report."""
+    names = [n for n in EVAL_LABELS if n in evals][::-1]  # the comparison row first, the headline last
+    png = draw(figure_data({n: evals[n] for n in names}, EVAL_LABELS), root / "summary.png", "quickstart")
+    links = "".join(
+        f'<li><a href="{stage}/report.html">{stage}</a></li>'
+        for stage in ("rm", "dpo", "align", "online")
+        if (root / stage / "report.html").exists()
+    )
+    page = (
+        "<!doctype html><meta charset='utf-8'><title>quickstart</title>"
+        "<body style='font-family: system-ui, sans-serif; margin: 1.5em 2em'>"
+        "<h1>quickstart</h1><p>Gold-graded greedy answers of every policy to the same held-out prompts; numbers in "
+        "<a href='summary.json'>summary.json</a>.</p>"
+        f"<img src='{png.name}' style='max-width: 100%; border: 1px solid #ddd'>"
+        f"<h2>stage reports</h2><ul>{links}</ul></body>"
+    )
+    (root / "report.html").write_text(page, encoding="utf-8")
+    return png
 
 
 def _suite_file(p: Pipeline, stage: str, name: str) -> str:

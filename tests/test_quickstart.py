@@ -60,6 +60,18 @@ def test_quickstart_all_stages_on_the_tiny_model(tmp_path, capsys):
         assert (out / f).exists(), f
     assert "RM-aligned: gold score" in text and "offline DPO: gold score" in text and "held-out accuracy" in text
     assert "learned reward (the RM's score" in text
+    # summary.png draws the summary's own numbers (align.figures), shown in report.html beside the stage reports
+    from align.figures import figure_data
+    from align.quickstart import EVAL_LABELS
+
+    assert (out / "summary.png").exists() and "summary.png" in (out / "report.html").read_text()
+    drawn = figure_data({n: summary["eval"][n] for n in ("dpo", "aligned")}, EVAL_LABELS)
+    for name, label in (("aligned", "RM-aligned"), ("dpo", "offline DPO")):
+        e = summary["eval"][name]
+        assert drawn["policies"][label]["overall"][0] == e["after"]
+        assert drawn["reward"][label] == [e["after"], e["reward_after"]]
+        rate = e["safety_after"]["harmful_compliance"]
+        assert drawn["safety"]["harmful_compliance"][label]["rate"] == [rate["rate"], *rate["ci95"]]
     # a rerun with the same settings skips the trained stages
     assert main(["quickstart", "--out", str(out), *TINY]) == 0
     again = capsys.readouterr().out

@@ -289,3 +289,62 @@ def test_the_learned_reward_and_held_out_gold_share_the_first_panel():
     shown = panels(["loss", "reward", "eval_reward", "eval_gold/overall"])
     assert shown[0].twin == HACKING and "learned reward" in shown[0].title
     assert all(p.twin is None for p in panels(["loss", "eval_gold/overall"]))  # a run without a learned reward
+
+
+def _dashboard_of(tmp_path: Path, rows: list[dict], monkeypatch) -> tuple[list[int], list[str], str]:
+    """Draw the dashboard of a run with these metrics rows; (lengths of every series smoothed, the titles of the panels
+    drawn, the figure's caption)."""
+    from matplotlib.figure import Figure
+
+    import prefalign.training.report as R
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    smoothed: list[int] = []
+    monkeypatch.setattr(R, "smooth", lambda values, *a: smoothed.append(len(values)) or smooth(values, *a))
+    drawn: dict[str, Any] = {}
+    original = Figure.savefig
+    monkeypatch.setattr(Figure, "savefig", lambda fig, *a, **k: drawn.setdefault("fig", fig) and original(fig, *a, **k))
+    assert R.draw_dashboard(R.read_run(run), run / "dashboard.png")
+    fig = drawn["fig"]
+    titles = [ax.get_title() for ax in fig.axes if ax.get_visible() and ax.get_title()]
+    caption = " ".join(t.get_text() for t in fig.texts)
+    return smoothed, titles, caption
+
+
+def test_a_dashboard_never_smooths_a_few_points_and_leaves_out_constant_panels(tmp_path, monkeypatch):
+    rows = [{"step": s, "loss": 1.0 / (1 + s) + 0.1 * (s % 3)} for s in range(1, 21)]  # 20 points: smoothed
+    rows += [{"step": 20 * r, "round": r, "pairs/pairs": 96 + 32 * (r == 3), "dropped_nan": 0} for r in (1, 2, 3)]
+    rows += [{"step": 60, "prompts": 320}, {"step": 40, "prompts": 320}]
+    smoothed, titles, caption = _dashboard_of(tmp_path, rows, monkeypatch)
+    assert smoothed and all(n >= 10 for n in smoothed), smoothed  # the 3-point series were drawn as logged
+    assert "loss" in titles and "pairs/pairs" in titles and "round" in titles
+    assert "dropped_nan" not in titles and "prompts" not in titles
+    assert "dropped_nan = 0" in caption and "prompts = 320" in caption
+
+
+def test_an_iterative_run_that_evaluates_between_rounds_draws_reward_against_gold_first(tmp_path, monkeypatch):
+    """eval.limit > 0: each round's held-out answers scored by the learned reward and by gold, on the first panel."""
+    from align.cli.configs import config_class
+    from align.iterative import run
+
+    cfg = build(
+        config_class("iterative"),
+        {
+            "kind": "iterative",
+            "model": "builtin:tiny-llama",
+            "output_dir": str(tmp_path / "it"),
+            "prompts": {"source": "suite", "limit": 8},
+            "reward": [{"type": "scalar", "model": "builtin:tiny-llama", "dtype": "float32", "name": "rm"}],
+            "rounds": {"rounds": 2, "prompts_per_round": 2, "samples_per_prompt": 2, "max_new_tokens": 4},
+            "eval": {"prompts": "suite", "limit": 2, "max_new_tokens": 4},
+            "train": {"max_steps": 1, "batch_size": 2, "precision": "fp32", "compile": False},
+        },
+    )
+    run(cfg)
+    view = read_run(tmp_path / "it")
+    first = panels(view.series, (view.report or {}).get("dashboard_first") or ())[0]
+    assert first.twin is not None and "learned reward" in first.title
+    assert len(view.series["eval_reward"]) == 3 and len(view.series["eval_gold/overall"]) == 3  # rounds 0, 1, 2
+    assert (tmp_path / "it" / "dashboard.png").exists()

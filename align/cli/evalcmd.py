@@ -66,7 +66,7 @@ def cmd_overopt(s: OveroptSettings) -> int:
 COMPARE_EXAMPLE = (
     "align eval compare --policy runs/grpo_suite --baseline runs/dpo_suite_eval   (the run's last evaluation)\n"
     "  align eval compare --policy runs/grpo_suite@30 --baseline runs/grpo_suite@0   (steps of one run)\n"
-    "  align eval compare --policy runs/quickstart/eval/aligned --baseline runs/quickstart/eval/dpo\n"
+    "  align eval compare --policy runs/quickstart/eval/aligned --baseline runs/quickstart/eval/dpo --figure cmp.png\n"
     "  align eval compare --policy runs/iterative_dpo_suite --baseline runs/iterative_dpo_suite@0   (rounds)"
 )
 
@@ -80,6 +80,11 @@ def cmd_compare(s: CompareSettings) -> int:
         with open(s.out, "w", encoding="utf-8") as f:
             json.dump(result, f, indent=2)
         print(f"wrote {s.out}")
+    if s.figure:
+        from align.figures import compare_data, draw  # lazy: matplotlib, only to draw
+
+        draw(compare_data(result), s.figure, "comparison", base_label="baseline")
+        print(f"wrote {s.figure}")
     return 0
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from align.quickstart import QuickstartConfig, run
+from align.quickstart import EVAL_LABELS, QuickstartConfig, run
 from prefalign.config import load
 
 
@@ -62,10 +62,9 @@ def print_outputs(summary: dict, root: Path, seconds: float) -> None:
     if e:
         print(f"  generations   {root / 'eval'}/<policy>/generations.jsonl")
     print(f"  summary       {root / 'summary.json'}")
+    if summary.get("figure"):
+        print(f"  figure        {summary['figure']}  (and {root / 'report.html'})")
 
-
-EVAL_LABELS = {"online": "GRPO", "aligned": "RM-aligned", "dpo": "offline DPO"}
-"""How the eval stage's policies are named in the printout, the headline first."""
 
 SAFETY_LINES = (
     ("harmful_compliance", "harmful requests complied with"),

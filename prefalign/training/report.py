@@ -18,7 +18,9 @@ the report instead of stopping it. What it reads:
 
 The dashboard is one figure with a panel per metric (chosen and rejected variants of a metric share a panel;
 held-out values are marked points on their metric's panel). Raw logged values are drawn faint, with a smoothed
-line on top (`SMOOTHING`); NaN or infinite values are marked with a red x on the step axis.
+line on top (`SMOOTHING`), except a series of fewer than `MIN_SMOOTHED` points, drawn as its points joined by lines;
+NaN or infinite values are marked with a red x on the step axis. A panel whose every value is the same is left out
+and named in the figure's caption (`constant_panels`).
 """
 
 from __future__ import annotations
@@ -54,6 +56,9 @@ value instead of at 0. It follows about the last 1 / (1 - w) = 5 logged values: 
 per-batch accuracy that jumps between 0.4 and 1.0, short enough to follow a 30-step run."""
 NOT_SMOOTHED = frozenset({"learning_rate"})
 """Metrics drawn as logged: a schedule is not a noisy estimate."""
+MIN_SMOOTHED = 10
+"""A series logged fewer times than this (per round, per evaluation) is drawn as its points joined by lines, never
+smoothed: an average over three rounds would draw values no round had."""
 BOOKKEEPING = frozenset(
     {
         "step",
@@ -314,6 +319,19 @@ def _draw_twin(ax: Any, series: dict[str, list[tuple[int, float]]], twin: tuple[
         axis.tick_params(axis="y", labelcolor=color, labelsize=8)
 
 
+def constant_panels(shown: list[Panel], series: dict[str, list[tuple[int, float]]]) -> dict[str, float]:
+    """The panels whose finite values are all one number (a counter that stayed 0, a fixed prompt count): their
+    title -> that value. A panel with a single logged value is not constant: it has nothing to compare with."""
+    out = {}
+    for p in shown:
+        if p.twin is not None:
+            continue
+        values = [v for name in p.curves + p.held_out for _, v in series[name] if math.isfinite(v)]
+        if len(values) > 1 and len(set(values)) == 1:
+            out[p.title] = values[0]
+    return out
+
+
 # --- the figure -------------------------------------------------------------------------------------------
 
 
@@ -325,6 +343,8 @@ def draw_dashboard(view: RunView, path: Path) -> bool:
     series = view.series
     first = (view.report or {}).get("dashboard_first") or ()
     shown = panels(series, first)
+    constant = constant_panels(shown, series)
+    shown = [p for p in shown if p.title not in constant]
     if not shown:
         return False
     ncols = min(3, len(shown))
@@ -351,9 +371,10 @@ def draw_dashboard(view: RunView, path: Path) -> bool:
             label = name.rpartition("/")[2] if len(panel.curves) > 1 else "train"
             finite = [(x, y) for x, y in pts if math.isfinite(y)]
             nonfinite += [x for x, y in pts if not math.isfinite(y)]
-            if name in NOT_SMOOTHED:
+            if name in NOT_SMOOTHED or len(finite) < MIN_SMOOTHED:  # as logged: a schedule, or a few points
                 if finite:
-                    ax.plot(*zip(*finite, strict=True), color=color, lw=1.6, label=label)
+                    few = len(finite) < MIN_SMOOTHED
+                    ax.plot(*zip(*finite, strict=True), color=color, lw=1.6, marker="o" if few else None, label=label)
                 continue
             if finite:
                 ax.plot(
@@ -402,7 +423,10 @@ def draw_dashboard(view: RunView, path: Path) -> bool:
     for ax in axes.flat[len(shown) :]:
         ax.set_visible(False)
     fig.suptitle(f"{view.dir.name}: {view.status[1].split('. ')[0]}", fontsize=11)
-    fig.tight_layout()
+    if constant:
+        caption = "constant over the run (not drawn): " + ", ".join(f"{k} = {_num(v)}" for k, v in constant.items())
+        fig.text(0.5, 0.005, caption, ha="center", va="bottom", fontsize=8, color="#555", wrap=True)
+    fig.tight_layout(rect=(0, 0.03 if constant else 0, 1, 1))
     fig.savefig(str(path), dpi=80)
     return True
 
@@ -548,7 +572,8 @@ def _metrics_table(view: RunView) -> str:
         for name in p.curves:
             pts = series[name]
             finite = [v for _, v in pts if math.isfinite(v)]
-            sm = smooth([v for _, v in pts])[-1] if name not in NOT_SMOOTHED else math.nan
+            smoothed = name not in NOT_SMOOTHED and len(finite) >= MIN_SMOOTHED
+            sm = smooth([v for _, v in pts])[-1] if smoothed else math.nan
             held = series.get(f"eval_{name}", [])
             note = f"<br><span class='note'>{html.escape(METRIC_NOTES[name])}</span>" if name in METRIC_NOTES else ""
             rows.append(
@@ -644,7 +669,9 @@ def to_html(view: RunView, figure: str | None) -> str:
             f'<img src="{e(figure)}" alt="training dashboard">'
             f'<p class="note">Faint: the values as logged; line: smoothed (exponential moving average, weight '
             f"{SMOOTHING} per logged point, debiased as in TensorBoard); diamonds: held-out evaluation; red x: NaN "
-            f"or infinite values. {e(', '.join(sorted(NOT_SMOOTHED)))} is drawn as logged.</p>" + _metrics_table(view)
+            f"or infinite values. {e(', '.join(sorted(NOT_SMOOTHED)))}, and any metric logged fewer than "
+            f"{MIN_SMOOTHED} times, is drawn as logged (points joined by lines); a panel whose value never changed "
+            "is left out and named under the figure.</p>" + _metrics_table(view)
         )
     else:
         parts.append("<p><b>No steps logged yet.</b></p>")
