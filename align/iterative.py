@@ -264,7 +264,13 @@ def sample_round(
         if cached.get("key") == key:
             return Rollout.from_json(cached["rollout"]), key
     params = r.params(r.samples_per_prompt, stream_seed(r.seed, t))
-    rollout = draw(_engine(cfg, policy), prompts, [p.prompt for p in prompts], params, t)
+    rollout = draw(_engine(cfg, policy), prompts, [p.prompt for p in prompts], params, t, progress=True)
+    n, secs = len(rollout.texts), max(rollout.seconds, 1e-9)
+    print(
+        f"round {t}: sampled {n} answers in {secs:.1f}s ({n / secs:.1f} answers/s, "
+        f"{rollout.generated_tokens / secs:.0f} tokens/s)",
+        flush=True,
+    )
     path.write_text(json.dumps({"key": key, "rollout": rollout.to_json()}), encoding="utf-8")
     return rollout, key
 
@@ -413,9 +419,14 @@ def scores_of_round(
     if cached.get("key") == key:
         scores = cached["scores"]
     else:
+        n = sum(len(r) for r in pool.texts)
+        print(f"scoring {n} candidates of {len(pool.texts)} prompts with the reward ...", flush=True)
+        t0 = time.perf_counter()
         scores = [
             [None if not math.isfinite(x) else x for x in r] for r in score_round(rewards, pool, cfg.rounds.ranking)
         ]
+        secs = max(time.perf_counter() - t0, 1e-9)
+        print(f"scored {n} candidates in {secs:.1f}s ({n / secs:.1f}/s)", flush=True)
         path.write_text(json.dumps({"key": key, "scores": scores}), encoding="utf-8")
     return [[math.nan if x is None else x for x in r] for r in scores]
 

@@ -263,9 +263,12 @@ def run(cfg: QuickstartConfig, t0: float | None = None) -> dict[str, Any]:
     p.say(f"model: resolving {cfg.model}")
     summary["model_dir"] = resolve(cfg.model)
     p.say(f"model: {summary['model_dir']}")
+    summary["stage_seconds"] = {}
     for name, stage in STAGE_RUNNERS.items():
         if p.wants(name):
+            started = p.elapsed()
             summary[name] = stage(cfg, p, summary)
+            summary["stage_seconds"][name] = round(p.elapsed() - started, 1)
     summary["seconds"] = round(p.elapsed(), 1)
     (p.root / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
     if summary.get("eval"):

@@ -25,6 +25,9 @@ def run_quickstart(
 
 def print_outputs(summary: dict, root: Path, seconds: float) -> None:
     print(f"\nquickstart finished in {seconds:.0f}s. Outputs:")
+    stages = summary.get("stage_seconds") or {}
+    if stages:
+        print("  stage times   " + " | ".join(f"{k} {v / 60:.1f} min" for k, v in stages.items()))
     print(f"  config        {root / 'config.yaml'}")
     print(f"  model         {summary['model_dir']}")
     if "suite" in summary:

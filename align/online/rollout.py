@@ -152,9 +152,11 @@ def draw(
     params: SamplingParams,
     step: int,
     directions: list[float] | None = None,
+    progress: bool = False,
 ) -> Rollout:
-    """`params.n` completions of each prompt (sampled from `conversations`, the prompts as the policy sees them)."""
-    result = engine.generate(conversations, params)
+    """`params.n` completions of each prompt (sampled from `conversations`, the prompts as the policy sees them);
+    `progress`: a progress bar (samples done, rate, time left)."""
+    result = engine.generate(conversations, params, progress=progress)
     done = [c for out in result.outputs for c in out.completions]
     return Rollout(
         step=step,
