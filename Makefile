@@ -4,6 +4,7 @@
 # and what CI runs besides:
 #   make lint         ruff check, ruff format --check and mypy (settings in pyproject.toml), before the tests
 #   make test-slow    the tests marked slow: multi-process runs, resume after a kill, real-model checks
+#   make docs         build the manual (docs/) into site/
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
@@ -11,7 +12,7 @@ PIP    := $(PY) -m pip
 STAMP  := $(VENV)/.installed
 STAMP_DEV := $(VENV)/.installed-dev
 
-.PHONY: quickstart test test-slow lint setup setup-dev clean
+.PHONY: quickstart test test-slow lint docs setup setup-dev clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -50,5 +51,9 @@ lint: $(STAMP_DEV)
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 
+# the manual: docs/*.md as a site under site/ (mkdocs, material theme); warnings are errors
+docs: $(STAMP_DEV)
+	$(VENV)/bin/mkdocs build --strict
+
 clean:
-	rm -rf $(VENV) *.egg-info
+	rm -rf $(VENV) *.egg-info site

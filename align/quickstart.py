@@ -113,7 +113,7 @@ def _default_align() -> IterativeConfig:
                 # trains where the policy is furthest from what the RM prefers; harmful requests among them: ~28
                 # in a slice of 320, 14-22 kept) and 160 in round 3, whose margins are smaller (its 96th is 1.7
                 # against 3.0 in round 1): more of the policy's remaining errors, refusals of harmless look-alikes
-                # among them, at ~1.6 epochs instead of ~2.7 (README, "Two commands")
+                # among them, at ~1.6 epochs instead of ~2.7 (docs/results.md, the quickstart)
                 "prompts_per_round": 320,
                 "keep_pairs": [96, 96, 160],
                 "samples_per_prompt": 2,
@@ -129,7 +129,7 @@ def _default_align() -> IterativeConfig:
                 "method": "lora",
                 "lr": 2e-4,
                 # ~2.7 epochs of the round's 96 pairs (32 steps in fp32): at 16 steps (1.3 epochs) harmful
-                # compliance fell 19/20 -> 16/20, at 48 to 10/20 (README, "Two commands")
+                # compliance fell 19/20 -> 16/20, at 48 to 10/20 (docs/results.md, the quickstart)
                 "max_steps": 48,
                 "batch_size": 8,
                 "lr_scheduler": "constant",

@@ -38,7 +38,7 @@ class DataConfig:
         None, "a labelled comparison file in a public set's official format: one of `align ls presets`"
     )
     columns: ColumnMap | None = option(
-        None, "a labelled comparison file read through this column map (fields, label map; see README)"
+        None, "a labelled comparison file read through this column map (fields, label map; docs/data.md)"
     )
     split: Literal["train", "dev", "test", "all"] = option(
         "train",

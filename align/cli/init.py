@@ -84,12 +84,12 @@ def _rm(a: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def _pairs_policy(name: str, params: dict[str, Any]) -> Callable[[argparse.Namespace], dict[str, Any]]:
+def _pairs_policy(kind: str, name: str, params: dict[str, Any]) -> Callable[[argparse.Namespace], dict[str, Any]]:
     def values(a: argparse.Namespace) -> dict[str, Any]:
         return {
             "kind": "train",
             "model": a.model,
-            "output_dir": a.output_dir or f"runs/my_{name}",
+            "output_dir": a.output_dir or f"runs/my_{kind}",
             **_data(a),
             "loss": {"name": name, "params": params},
             "reference": {"kind": "auto"},
@@ -162,13 +162,13 @@ INIT_KINDS: dict[str, InitKind] = {
     "dpo": InitKind(
         "DPO on preference pairs (LoRA; the reference is the base with adapters off)",
         "train",
-        _pairs_policy("sigmoid", {"beta": 0.1}),
+        _pairs_policy("dpo", "sigmoid", {"beta": 0.1}),
         "align train {path}",
     ),
     "simpo": InitKind(
         "SimPO on preference pairs (reference-free, length-normalized)",
         "train",
-        _pairs_policy("simpo", {"beta": 2.0, "gamma_beta_ratio": 0.5}),
+        _pairs_policy("simpo", "simpo", {"beta": 2.0, "gamma_beta_ratio": 0.5}),
         "align train {path}",
     ),
     "grpo": InitKind(

@@ -123,7 +123,7 @@ class DoctorSettings:
     source: str = option(doc="'suite', a file or directory, or a hub id", positional=True, metavar="SOURCE")
     format: str = option("auto", "row format (default: detect; see `align ls formats`)")
     preset: str | None = option(None, "a labelled comparison file in a public set's format (`align ls presets`)")
-    columns: str | None = option(None, "a YAML column map for any labelled comparison file (see README: columns)")
+    columns: str | None = option(None, "a YAML column map for any labelled comparison file (docs/data.md, column maps)")
     split: Literal["train", "dev", "test", "all"] = option("all", "which deterministic split to report on")
     hub_split: str = option("train", "for a hub dataset: the split to read")
     hub_data_dir: str | None = option(None, "for a hub dataset: the folder of its repository to read")

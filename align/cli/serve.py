@@ -14,7 +14,7 @@ EXAMPLE = (
     "  align serve --reward-config configs/constrained_suite.yaml --state runs/serve_state.pt   (composed)\n"
     "  ALIGN_SERVE_API_KEY=$(cat key) align serve --model runs/rm/model --host 0.0.0.0   (beyond loopback: a key)\n"
     "endpoints: POST /openrlhf (OpenRLHF --reward.remote_url), POST /classify (vLLM pooling shape, verl),\n"
-    "  POST /score (native, batched), GET /health, GET /info; README: Serving rewards to other engines"
+    "  POST /score (native, batched), GET /health, GET /info; docs/serving.md"
 )
 
 
