@@ -63,6 +63,7 @@ BOOKKEEPING = frozenset(
     {
         "step",
         "epoch",
+        "round",
         "total_flos",
         "train_runtime",
         "train_samples_per_second",
