@@ -42,7 +42,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from prefalign.config import Alias, dump_yaml, option, to_dict
+from prefalign.config import MODEL_ALIASES, OUTPUT_DIR_ALIASES, dump_yaml, option, to_dict
 from prefalign.decoding import SamplingOptions
 from prefalign.errors import UserError
 from prefalign.generation import make_engine
@@ -179,11 +179,9 @@ class IterativeConfig:
     model: str = option(
         DEFAULT_MODEL,
         "initial policy π_1 (and the `initial` reference)",
-        aliases={"model_name_or_path": Alias("TRL"), "pretrain": Alias("OpenRLHF")},
+        aliases=MODEL_ALIASES,
     )
-    output_dir: str = option(
-        "runs/iterative_dpo", "run directory (round_<t>/ per round)", aliases={"save_path": Alias("OpenRLHF")}
-    )
+    output_dir: str = option("runs/iterative_dpo", "run directory (round_<t>/ per round)", aliases=OUTPUT_DIR_ALIASES)
     prompts: PromptsSection = option(factory=PromptsSection, doc="training prompts")
     rounds: RoundsSection = option(factory=RoundsSection, doc="the loop")
     reward: list[dict[str, Any]] = option(

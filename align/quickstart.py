@@ -269,11 +269,10 @@ def run(cfg: QuickstartConfig, t0: float | None = None) -> dict[str, Any]:
             started = p.elapsed()
             summary[name] = stage(cfg, p, summary)
             summary["stage_seconds"][name] = round(p.elapsed() - started, 1)
-    summary["seconds"] = round(p.elapsed(), 1)
-    (p.root / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
     if summary.get("eval"):
         summary["figure"] = str(summary_figure(summary["eval"], p.root))
-        (p.root / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
+    summary["seconds"] = round(p.elapsed(), 1)
+    (p.root / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
     return summary
 
 

@@ -55,7 +55,7 @@ from typing import Any, Literal, cast
 import torch
 from transformers import Trainer
 
-from prefalign.config import Alias, option
+from prefalign.config import MODEL_ALIASES, OUTPUT_DIR_ALIASES, Alias, option
 from prefalign.errors import UserError
 from prefalign.models.forward import PackedForward
 from prefalign.models.hub import DEFAULT_MODEL, load_model, load_tokenizer, pad_token_id
@@ -142,12 +142,12 @@ class TrainConfig:
     model: str = option(
         DEFAULT_MODEL,
         "initial policy: builtin:<name>, a local directory, or a hub id",
-        aliases={"model_name_or_path": Alias("TRL"), "pretrain": Alias("OpenRLHF")},
+        aliases=MODEL_ALIASES,
     )
     output_dir: str = option(
         "runs/dpo",
         "run directory (config, metrics, report, checkpoints, adapter/merged/model)",
-        aliases={"save_path": Alias("OpenRLHF")},
+        aliases=OUTPUT_DIR_ALIASES,
     )
     data: DataConfig = option(factory=DataConfig, doc="training pairs")
     eval: EvalSection = option(factory=EvalSection, doc="held-out implicit-reward accuracy")

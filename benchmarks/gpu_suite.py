@@ -51,50 +51,38 @@ TINY = "builtin:tiny-llama"
 
 # name: (script, its arguments, time limit in seconds, arguments of the CPU rehearsal)
 _SMOKE = ["--model", TINY, "--steps", "2", "--batch", "4", "--trl-settings", "eager", "--no-warm"]
+
+
+def _pair_part(
+    script: str,
+    shape: str,
+    modes: str,
+    steps: int,
+    batch: int,
+    trl: str,
+    compile_: str,
+    side: int,
+    limit: int,
+    smoke_modes: str | None = None,
+    smoke_compile: str | None = None,
+) -> tuple[str, list[str], int, list[str]]:
+    """A pair-training comparison (`rm_train_vs_trl.py`, `dpo_vs_trl.py`) at a model shape, and its rehearsal on the
+    tiny model (`--compile {best_compile}` takes what the rm-0.5b part found faster in this run)."""
+    args = ["--model", SHAPE[shape], "--modes", modes, "--steps", str(steps), "--batch", str(batch)]
+    args += ["--trl-settings", trl, "--no-warm", "--compile", compile_, "--side-timeout", str(side)]
+    smoke = _SMOKE + ["--modes", smoke_modes or modes, "--compile", smoke_compile or compile_]
+    return script, args, limit, smoke
+
+
+RM, DPO, BEST = "rm_train_vs_trl.py", "dpo_vs_trl.py", "{best_compile}"
 PARTS: dict[str, tuple[str, list[str], int, list[str]]] = {
     "check": ("", [], 90, []),
-    "rm-0.5b": (
-        "rm_train_vs_trl.py",
-        ["--model", SHAPE["0.5b"], "--modes", "full", "--steps", "10", "--batch", "32", "--trl-settings", "eager"]
-        + ["--no-warm", "--compile", "off,on", "--side-timeout", "90"],
-        210,
-        _SMOKE + ["--modes", "full", "--compile", "off,on"],
-    ),
-    "rm-1.5b": (
-        "rm_train_vs_trl.py",
-        ["--model", SHAPE["1.5b"], "--modes", "full", "--steps", "8", "--batch", "32", "--trl-settings", "eager"]
-        + ["--no-warm", "--compile", "{best_compile}", "--side-timeout", "100"],
-        170,
-        _SMOKE + ["--modes", "full", "--compile", "{best_compile}"],
-    ),
-    "dpo-0.5b": (
-        "dpo_vs_trl.py",
-        ["--model", SHAPE["0.5b"], "--modes", "full", "--steps", "8", "--batch", "16"]
-        + ["--trl-settings", "eager,eager-liger", "--no-warm", "--compile", "{best_compile}", "--side-timeout", "80"],
-        200,
-        _SMOKE + ["--modes", "full", "--compile", "{best_compile}"],
-    ),
-    "rm-lora-135m": (
-        "rm_train_vs_trl.py",
-        ["--model", SHAPE["135m"], "--modes", "lora", "--steps", "16", "--batch", "8", "--trl-settings", "eager"]
-        + ["--no-warm", "--compile", "off,on", "--side-timeout", "70"],
-        170,
-        _SMOKE + ["--modes", "lora", "--compile", "off"],
-    ),
-    "dpo-lora-0.5b": (
-        "dpo_vs_trl.py",
-        ["--model", SHAPE["0.5b"], "--modes", "lora", "--steps", "8", "--batch", "16"]
-        + ["--trl-settings", "eager,eager-liger", "--no-warm", "--compile", "{best_compile}", "--side-timeout", "80"],
-        200,
-        _SMOKE + ["--modes", "lora", "--compile", "{best_compile}"],
-    ),
-    "dpo-1.5b": (
-        "dpo_vs_trl.py",
-        ["--model", SHAPE["1.5b"], "--modes", "full,lora", "--steps", "8", "--batch", "16"]
-        + ["--trl-settings", "eager,eager-liger", "--no-warm", "--compile", "{best_compile}", "--side-timeout", "100"],
-        400,
-        _SMOKE + ["--modes", "lora", "--compile", "off"],
-    ),
+    "rm-0.5b": _pair_part(RM, "0.5b", "full", 10, 32, "eager", "off,on", 90, 210),
+    "rm-1.5b": _pair_part(RM, "1.5b", "full", 8, 32, "eager", BEST, 100, 170),
+    "dpo-0.5b": _pair_part(DPO, "0.5b", "full", 8, 16, "eager,eager-liger", BEST, 80, 200, smoke_compile=BEST),
+    "rm-lora-135m": _pair_part(RM, "135m", "lora", 16, 8, "eager", "off,on", 70, 170, smoke_compile="off"),
+    "dpo-lora-0.5b": _pair_part(DPO, "0.5b", "lora", 8, 16, "eager,eager-liger", BEST, 80, 200),
+    "dpo-1.5b": _pair_part(DPO, "1.5b", "full,lora", 8, 16, "eager,eager-liger", BEST, 100, 400, "lora", "off"),
     "grpo-0.5b": (
         "grpo_vs_trl.py",
         [
@@ -147,8 +135,8 @@ def check_part() -> dict:
     (o * g).sum().backward()
     got = [o.detach(), q.grad, k.grad, v.grad]
     q32, k32, v32 = (x.detach().double().requires_grad_() for x in (q, k, v))
-    kk = k32[0].transpose(0, 1)[plan.kv_index.cpu() if device == "cpu" else plan.kv_index]
-    vv = v32[0].transpose(0, 1)[plan.kv_index.cpu() if device == "cpu" else plan.kv_index]
+    kk = k32[0].transpose(0, 1)[plan.kv_index]
+    vv = v32[0].transpose(0, 1)[plan.kv_index]
     ref = varlen.reference_attention(q32[0].transpose(0, 1), kk, vv, plan.cu_q.tolist(), plan.cu_k.tolist(), d**-0.5)[
         None
     ]

@@ -39,6 +39,11 @@ class Alias:
     entry: str | None = None  # on a dict field (`params`): the entry it becomes, when not its own name
 
 
+MODEL_ALIASES = {"model_name_or_path": Alias("TRL"), "pretrain": Alias("OpenRLHF")}
+"""Other toolkits' names of a recipe's `model` (every recipe config declares them on its field)."""
+OUTPUT_DIR_ALIASES = {"save_path": Alias("OpenRLHF")}
+"""Other toolkits' names of a recipe's `output_dir`."""
+
 REFUSED: dict[str, str] = {
     "max_prompt_length": "TRL's separate prompt budget has no equivalent here: train.max_length bounds the prompt plus "
     "the longer response, and train.length_policy: truncate_prompt_left cuts a long prompt from the left",
@@ -232,7 +237,7 @@ def _section_aliases(cls: type) -> dict[str, tuple[str, str, Alias]]:
     hints = get_type_hints(cls)
     found: dict[str, list[tuple[str, str, Alias]]] = {}
     for f in dataclasses.fields(cls):
-        tp = _optional(hints[f.name])
+        tp = optional_of(hints[f.name])
         if isinstance(tp, type) and dataclasses.is_dataclass(tp):
             for name, (field, alias) in _aliases(tp).items():
                 found.setdefault(name, []).append((f.name, field, alias))
@@ -241,7 +246,8 @@ def _section_aliases(cls: type) -> dict[str, tuple[str, str, Alias]]:
     return {name: places[0] for name, places in found.items() if len({p[0] for p in places}) == 1}
 
 
-def _optional(tp: Any) -> Any:
+def optional_of(tp: Any) -> Any:
+    """`X` for `X | None`, else `tp`."""
     if get_origin(tp) in (Union, types.UnionType):
         rest = [a for a in get_args(tp) if a is not type(None)]
         if len(rest) == 1:
@@ -258,8 +264,9 @@ def _translate(cls: type, data: dict[str, Any], where: str, problems: list[str])
     moved: dict[str, dict[str, Any]] = {}
     for key, value in data.items():
         here = f"{where}.{key}" if where else str(key)
-        if key in fields:
-            out[key] = value
+        if key in fields:  # an alias met earlier may have filled a dict field (params) already: keep both
+            merged = isinstance(out.get(key), dict) and isinstance(value, dict)
+            out[key] = {**value, **out[key]} if merged else value
         elif key in own:
             field, alias = own[key]
             target = fields[field]
@@ -302,7 +309,8 @@ def _hashable(value: Any) -> bool:
 def _build(cls: type[C], data: dict[str, Any], where: str, problems: list[str]) -> C:
     hints = get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
-    data = _translate(cls, data, where, problems)
+    if not where:  # a section's own names were read as ours by its parent, before its defaults filled it in
+        data = _translate(cls, data, where, problems)
     kwargs: dict[str, Any] = {}
     for key, value in data.items():
         here = f"{where}.{key}" if where else str(key)
@@ -317,7 +325,7 @@ def _build(cls: type[C], data: dict[str, Any], where: str, problems: list[str]) 
             value = value_aliases[value]
         n = len(problems)
         default = _default_of(fields[key])
-        section = _optional(hints[key])
+        section = optional_of(hints[key])
         if isinstance(value, dict) and isinstance(section, type) and dataclasses.is_dataclass(section):
             value = _translate(section, value, here, problems)  # before the defaults fill it in
         if isinstance(value, dict) and dataclasses.is_dataclass(default):

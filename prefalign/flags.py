@@ -37,7 +37,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, TypeVar, Union, get_args, get_origin, get_type_hints
 
-from .config import build, read_yaml
+from .config import build, optional_of, read_yaml
 from .errors import ConfigError
 
 C = TypeVar("C")
@@ -64,18 +64,9 @@ def flag_name(field: dataclasses.Field) -> str:
     return field.metadata.get("flag") or "--" + field.name.replace("_", "-")
 
 
-def _optional_of(tp: Any) -> Any:
-    """`X` for `X | None`, else `tp`."""
-    if get_origin(tp) in (Union, types.UnionType):
-        rest = [a for a in get_args(tp) if a is not type(None)]
-        if len(rest) == 1:
-            return rest[0]
-    return tp
-
-
 def _is_text(tp: Any) -> bool:
     """Whether a value of type `tp` is typed on the command line verbatim (never read as YAML)."""
-    tp = _optional_of(tp)
+    tp = optional_of(tp)
     if tp is str:
         return True
     if get_origin(tp) is Literal:
@@ -88,7 +79,7 @@ def _is_text(tp: Any) -> bool:
 def _flag(f: dataclasses.Field, tp: Any) -> Flag:
     positional = bool(f.metadata.get("positional"))
     label = (f.metadata.get("metavar") or f.name.upper()) if positional else flag_name(f)
-    base = _optional_of(tp)
+    base = optional_of(tp)
     origin = get_origin(base)
     if base is bool:
         return Flag(f.name, label, "bool", bool, positional)
@@ -129,7 +120,7 @@ def _in_help_order(cls: type) -> list[dataclasses.Field]:
 def _choices(f: dataclasses.Field, tp: Any) -> tuple[Any, ...] | None:
     if "choices" in f.metadata:
         return tuple(f.metadata["choices"])
-    base = _optional_of(tp)
+    base = optional_of(tp)
     return get_args(base) if get_origin(base) is Literal else None
 
 
@@ -217,7 +208,7 @@ def _scalar(tp: Any, text: str) -> Any:
 
 
 def _numbers(tp: Any) -> bool:
-    return _optional_of(tp) in (int, float)
+    return optional_of(tp) in (int, float)
 
 
 def _value(flag: Flag, given: Any, problems: list[str]) -> Any:

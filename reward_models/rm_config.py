@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from prefalign.config import Alias, option
+from prefalign.config import MODEL_ALIASES, OUTPUT_DIR_ALIASES, Alias, option
 from prefalign.models.hub import DEFAULT_MODEL
 from prefalign.training.config import HeldOutSection, LoraSection, TrainSection
 from preference_data.sources import DataConfig
@@ -73,12 +73,12 @@ class RMTrainConfig:
     model: str = option(
         DEFAULT_MODEL,
         "base model: builtin:<name>, a local directory, or a hub id",
-        aliases={"model_name_or_path": Alias("TRL"), "pretrain": Alias("OpenRLHF")},
+        aliases=MODEL_ALIASES,
     )
     output_dir: str = option(
         "runs/rm",
         "run directory (config, metrics, report.html with its dashboard, checkpoints, model/)",
-        aliases={"save_path": Alias("OpenRLHF")},
+        aliases=OUTPUT_DIR_ALIASES,
     )
     data: DataConfig = option(factory=DataConfig, doc="training data")
     eval: EvalSection = option(factory=EvalSection, doc="held-out evaluation")

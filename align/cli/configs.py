@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import re
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import Any, get_origin, get_type_hints
 
-from prefalign.config import load, read_yaml
-from prefalign.errors import ConfigError, did_you_mean
+from prefalign.config import REFUSED, load, read_yaml
+from prefalign.errors import ConfigError, UserError, did_you_mean
+from prefalign.models.hub import BUILTINS, is_model_dir, looks_local
 from prefalign.registry import Table
 
 # kind -> (module, class); imported lazily
@@ -38,16 +41,11 @@ class OtherName:
 def other_names() -> Table[OtherName]:
     """Every other toolkit's name the recipe configs read (their `option(aliases=...)`), and those refused
     (`prefalign.config.REFUSED`) with what to use instead."""
-    import dataclasses as dc
-    from typing import get_origin, get_type_hints
-
-    from prefalign.config import REFUSED
-
     found: dict[str, OtherName] = {}
 
     def visit(cls: type, prefix: str) -> None:
         hints = get_type_hints(cls)
-        for f in dc.fields(cls):
+        for f in dataclasses.fields(cls):
             key = f"{prefix}{f.name}"
             for name, alias in f.metadata.get("aliases", {}).items():
                 is_dict = get_origin(hints[f.name]) is dict
@@ -56,7 +54,7 @@ def other_names() -> Table[OtherName]:
             for value, ours in f.metadata.get("value_aliases", {}).items():
                 found.setdefault(f"{key}: {value}", OtherName(f"{key}: {ours}", "value"))
             tp = hints[f.name]
-            if isinstance(tp, type) and dc.is_dataclass(tp):
+            if isinstance(tp, type) and dataclasses.is_dataclass(tp):
                 visit(tp, key + ".")
 
     for kind in ("rm_train", "train", "online", "iterative"):
@@ -98,8 +96,6 @@ RESERVED = ("none", "suite", "gold", "oracle", "auto", "base", "policy", "refere
 
 def _walk(node: Any, key: str = ""):
     """(dotted key, value) for every field of a typed config and every entry of its mappings and lists."""
-    import dataclasses
-
     if dataclasses.is_dataclass(node) and not isinstance(node, type):
         yield key, node
         for f in dataclasses.fields(node):
@@ -116,10 +112,6 @@ def _walk(node: Any, key: str = ""):
 
 
 def _check_model(key: str, ref: str, problems: list[str], notes: list[str]) -> None:
-    from pathlib import Path
-
-    from prefalign.models.hub import BUILTINS, is_model_dir, looks_local
-
     if ref.startswith("builtin:"):
         if ref.split(":", 1)[1] not in BUILTINS:
             problems.append(f"{key}: unknown builtin model '{ref}'{did_you_mean(ref[8:], list(BUILTINS))}")
@@ -143,11 +135,7 @@ def _check_model(key: str, ref: str, problems: list[str], notes: list[str]) -> N
 
 
 def _check_data(key: str, data: Any, problems: list[str], notes: list[str]) -> None:
-    from pathlib import Path
-
-    from prefalign.errors import UserError
-    from prefalign.models.hub import looks_local
-    from preference_data.io import is_hub_id
+    from preference_data.io import is_hub_id  # lazy: the data readers, only when a config is checked
 
     source = getattr(data, "source", None)
     if not isinstance(source, str) or source == "suite":
@@ -189,9 +177,7 @@ def check_resources(cfg: Any, where: str) -> list[str]:
     exists (each named by its key), every model is a builtin, a model directory or a well-formed hub id, and the
     first rows of every local data file are readable in the configured format. Raises one ConfigError listing every
     problem; returns notes (what could not be checked offline, what was read)."""
-    from pathlib import Path
-
-    from prefalign.training.config import HeldOutSection
+    from prefalign.training.config import HeldOutSection  # lazy, as the data readers
     from preference_data.sources import DataConfig
 
     problems: list[str] = []

@@ -100,21 +100,21 @@ def _pairs_policy(kind: str, name: str, params: dict[str, Any]) -> Callable[[arg
     return values
 
 
-def _reward(a: argparse.Namespace) -> list[dict[str, Any]]:
-    return [{"type": "scalar", "model": a.rm or "runs/my_rm/model", "name": "rm"}]
-
-
-def _prompts(a: argparse.Namespace) -> dict[str, Any]:
-    return {"source": a.prompts or a.data}
+def _against_rm(a: argparse.Namespace, kind: str, name: str) -> dict[str, Any]:
+    """What an online or iterative run against a trained reward model starts with: the policy, the run directory,
+    the prompts (of --prompts, else of --data) and the reward (--rm)."""
+    return {
+        "kind": kind,
+        "model": a.model,
+        "output_dir": a.output_dir or f"runs/my_{name}",
+        "prompts": {"source": a.prompts or a.data},
+        "reward": [{"type": "scalar", "model": a.rm or "runs/my_rm/model", "name": "rm"}],
+    }
 
 
 def _grpo(a: argparse.Namespace) -> dict[str, Any]:
     return {
-        "kind": "online",
-        "model": a.model,
-        "output_dir": a.output_dir or "runs/my_grpo",
-        "prompts": _prompts(a),
-        "reward": _reward(a),
+        **_against_rm(a, "online", "grpo"),
         "rollout": {"group_size": 4, "prompts_per_step": 8, "max_new_tokens": 256, "temperature": 1.0},
         "algorithm": {"loss": "grpo", "params": {"loss_type": "dapo", "epsilon": 0.2}},
         "kl": {"beta": 0.04},
@@ -126,11 +126,7 @@ def _grpo(a: argparse.Namespace) -> dict[str, Any]:
 
 def _iterative(a: argparse.Namespace) -> dict[str, Any]:
     return {
-        "kind": "iterative",
-        "model": a.model,
-        "output_dir": a.output_dir or "runs/my_iterative_dpo",
-        "prompts": _prompts(a),
-        "reward": _reward(a),
+        **_against_rm(a, "iterative", "iterative_dpo"),
         "rounds": {
             "rounds": 3,
             "prompts_per_round": 256,

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from prefalign.config import Alias, option
+from prefalign.config import MODEL_ALIASES, OUTPUT_DIR_ALIASES, option
 from prefalign.decoding import GREEDY_EVAL_TOKENS, SamplingOptions
 from prefalign.models.hub import DEFAULT_MODEL
 from prefalign.training.config import LoraSection, TrainSection
@@ -112,9 +112,9 @@ class OnlineConfig:
     model: str = option(
         DEFAULT_MODEL,
         "initial policy: builtin:<name>, a local directory, or a hub id",
-        aliases={"model_name_or_path": Alias("TRL"), "pretrain": Alias("OpenRLHF")},
+        aliases=MODEL_ALIASES,
     )
-    output_dir: str = option("runs/grpo", "run directory", aliases={"save_path": Alias("OpenRLHF")})
+    output_dir: str = option("runs/grpo", "run directory", aliases=OUTPUT_DIR_ALIASES)
     prompts: PromptsSection = option(factory=PromptsSection, doc="training prompts")
     rollout: RolloutSection = option(factory=RolloutSection, doc="sampling")
     reward: list[dict[str, Any]] = option(

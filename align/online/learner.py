@@ -38,7 +38,7 @@ from transformers import get_scheduler
 
 from prefalign.generation import GenerationEngine
 from prefalign.models.batch import Layout
-from prefalign.models.forward import PackedForward, body, layout_for
+from prefalign.models.forward import PackedForward, body
 from prefalign.models.hub import load_model, load_tokenizer, pad_token_id
 from prefalign.training.trainer import base_dtype, prepare_model
 
@@ -213,7 +213,7 @@ def build_learner(cfg: OnlineConfig, checkpoint: dict[str, Any] | None = None) -
     # FSDP2 shards parameters of one dtype: the base stays fp32 and the mixed-precision policy computes in bf16
     policy = load_model(cfg.model, dtype="float32" if fsdp else base_dtype(train), merge=True)
     policy = prepare_model(policy, train, cfg.lora, "CAUSAL_LM").to(device)
-    layout = "mask" if layout_for(policy) == "mask" else train.attention  # segments / varlen need the interface
+    layout = train.attention  # resolved by start_run; prepare_model fell back to mask for a model that needs it
     packed = PackedForward(policy, "token_logps", cfg.rollout.temperature)
     if checkpoint is not None:
         weights = {PREFIX + k: v for k, v in checkpoint["weights"].items()}

@@ -49,55 +49,43 @@ def hidden_states(model: torch.nn.Module, batch: PackedBatch) -> torch.Tensor:
     """Last hidden states (R, L, H) of the packed rows (any layout of `preference_data.packing`)."""
     net = body(model)
     if batch.cu_seqlens is not None:
-        return _varlen_hidden_states(model, net, batch)
-    if batch.segments is None:
-        out = net(
-            input_ids=batch.input_ids,
-            position_ids=batch.position_ids,
-            attention_mask=batch.attention_mask,
-            use_cache=False,
-        )
-        return out.last_hidden_state
-    inner = unwrap(model)
-    if not attention.supported(inner):
-        raise UserError(
-            f"{type(inner).__name__} does not route its attention through transformers' attention "
-            f"interface, so the 'segments' packing layout cannot be used with it; {_USE_MASK}"
-        )
-    attention.enable(inner)
-    plan = attention.make_plan(batch.segments, batch.input_ids.device)
+        if batch.kv_index is None or batch.max_seqlens is None:
+            raise ValueError("a varlen batch needs kv_index, cu_seqlens and max_seqlens (preference_data.packing)")
+        plan: Any = varlen.make_plan(batch.kv_index, batch.cu_seqlens, batch.max_seqlens)
+        return _planned(model, net, batch, "varlen", varlen_plan=plan)
+    if batch.segments is not None:
+        plan = attention.make_plan(batch.segments, batch.input_ids.device)
+        return _planned(model, net, batch, "segments", segment_plan=plan)
     out = net(
         input_ids=batch.input_ids,
         position_ids=batch.position_ids,
-        attention_mask=attention.NO_MASK,
+        attention_mask=batch.attention_mask,
         use_cache=False,
-        segment_plan=plan,
     )
-    if plan.calls == 0:
-        raise UserError(f"{type(inner).__name__} ignored the segment attention; {_USE_MASK}")
     return out.last_hidden_state
 
 
-def _varlen_hidden_states(model: torch.nn.Module, net: torch.nn.Module, batch: PackedBatch) -> torch.Tensor:
+def _planned(
+    model: torch.nn.Module, net: torch.nn.Module, batch: PackedBatch, layout: str, **plan: Any
+) -> torch.Tensor:
+    """The body run with the packed attention (`attention.segment_attention`) under its plan (`segment_plan` or
+    `varlen_plan`, passed through transformers to every attention call), the plan's calls checked after."""
     inner = unwrap(model)
     if not attention.supported(inner):
         raise UserError(
             f"{type(inner).__name__} does not route its attention through transformers' attention "
-            f"interface, so the 'varlen' packing layout cannot be used with it; {_USE_MASK}"
+            f"interface, so the '{layout}' packing layout cannot be used with it; {_USE_MASK}"
         )
-    if batch.kv_index is None or batch.max_seqlens is None:
-        raise ValueError("a varlen batch needs kv_index, cu_seqlens and max_seqlens (preference_data.packing)")
     attention.enable(inner)
-    plan = varlen.make_plan(batch.kv_index, batch.cu_seqlens, batch.max_seqlens)  # type: ignore[arg-type]
     out = net(
         input_ids=batch.input_ids,
         position_ids=batch.position_ids,
         attention_mask=attention.NO_MASK,
         use_cache=False,
-        varlen_plan=plan,
+        **plan,
     )
-    if plan.calls == 0:
-        raise UserError(f"{type(inner).__name__} ignored the varlen attention; {_USE_MASK}")
+    if next(iter(plan.values())).calls == 0:
+        raise UserError(f"{type(inner).__name__} ignored the {layout} attention; {_USE_MASK}")
     return out.last_hidden_state
 
 

@@ -134,8 +134,9 @@ def attend(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, plan: Va
     q = query[0].transpose(0, 1).to(dtype).contiguous()  # (T, H, d)
     k = key[0].transpose(0, 1).index_select(0, plan.kv_index).to(dtype)  # (Tk, Hkv, d): the key stream
     v = value[0].transpose(0, 1).index_select(0, plan.kv_index).to(dtype)
-    CALLS["kernel" if uses_kernel(q) else "reference"] += 1
-    if uses_kernel(q):
+    kernel_ok = uses_kernel(q)
+    CALLS["kernel" if kernel_ok else "reference"] += 1
+    if kernel_ok:
         kernel = _flash()
         assert kernel is not None
         rep = q.shape[1] // k.shape[1]

@@ -7,10 +7,12 @@ top to bottom around it.
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import logging
 import math
 import os
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -264,8 +266,6 @@ def compile_layers(model: torch.nn.Module, train: TrainSection) -> int:
         log.warning("train.compile: %s has no `layers` list to compile; running eager", type(model).__name__)
         return 0
     if torch.cuda.is_available():
-        import importlib.util
-
         if importlib.util.find_spec("triton") is None:
             log.warning("train.compile: triton is not installed (torch.compile needs it on a GPU); running eager")
             return 0
@@ -284,8 +284,6 @@ def compiled_graphs() -> dict[str, int]:
     """What torch.compile compiled in this process so far: `graphs` (distinct graphs traced: one layer's parts with
     the attention between them, and any recompilation for a new shape or guard) and `frames` (frames compiled);
     zeros when nothing was compiled. A run prints it at its end: more than a handful means recompiling."""
-    import sys
-
     if "torch._dynamo" not in sys.modules:  # never imported: nothing compiled (and no import cost)
         return {"graphs": 0, "frames": 0}
     from torch._dynamo.utils import counters  # lazy: see above
