@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from prefalign.decoding import DecodingSettings
+from prefalign.errors import UserError
 from prefalign.models.hub import load_tokenizer
 from prefalign.models.precision import decide_dtype
 from prefalign.stats import finite_mean, paired_bootstrap, win_rate
@@ -37,7 +38,7 @@ from preference_data.suite.heldout import (
     summarize,
 )
 from reward_models.model_scorers import ScalarScorer
-from reward_models.scorers import load_scorer
+from reward_models.scorers import load_scorer, scorer_spec
 
 SUITE_LIMIT = 120
 """Held-out prompts `align eval policy` draws from the suite without --limit (family-balanced)."""
@@ -67,6 +68,7 @@ def evaluate_policy(
     baseline_cache: str | None = None,
     safety_each: int = 0,
     reward_model: str | None = None,
+    judge_options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Generate with `model` (and `baseline`), grade, compare; write report.json and generations.jsonl.
     `settings` may be a verb's settings that extend DecodingSettings; the report records the decoding part."""
@@ -125,7 +127,9 @@ def evaluate_policy(
         if judge == "gold":
             report["win_rate"], report["judge_nan"] = win_rate(pa, pb), 0
         else:
-            report["win_rate"], report["judge_nan"] = _rm_win_rate(judge, prompts, responses, base_responses)
+            report["win_rate"], report["judge_nan"] = _rm_win_rate(
+                judge, prompts, responses, base_responses, judge_options
+            )
         report["judge"] = judge
     report["warnings"] = safety_warnings(report)
     report["seconds"] = round(time.time() - t0, 1)
@@ -173,9 +177,18 @@ def _mean_score(scorer: ScalarScorer, prompts: list[PromptOnly], texts: list[str
     return finite_mean([float(v) for v in values])
 
 
-def _rm_win_rate(judge: str, prompts: list[PromptOnly], a: list[str], b: list[str]) -> tuple[float | None, int]:
-    """(win rate of `a` over `b` judged by the reward model `judge`, prompts left out for a NaN score)."""
-    scorer = cast(ScalarScorer, load_scorer("scalar", model=judge))
+def _rm_win_rate(
+    judge: str, prompts: list[PromptOnly], a: list[str], b: list[str], options: dict[str, Any] | None = None
+) -> tuple[float | None, int]:
+    """(win rate of `a` over `b` judged by the pointwise scorer `judge` (a scorer spec: a reward model directory,
+    KIND:MODEL, a mapping), prompts left out for a NaN score)."""
+    loaded = load_scorer(scorer_spec(judge, options=options, flag="--judge"))
+    if loaded.kind != "pointwise":
+        raise UserError(
+            f"--judge {judge}: a {loaded.kind} scorer; the suite's win rate needs a pointwise one (a reward model: "
+            "scalar, implicit, grm); pairwise judges compare against reference answers with --bench"
+        )
+    scorer = cast(ScalarScorer, loaded)
     conv = [p.prompt for p in prompts]
     sa = scorer.score(conv, [[Message("assistant", x)] for x in a])
     sb = scorer.score(conv, [[Message("assistant", x)] for x in b])

@@ -40,7 +40,7 @@ from prefalign.models.precision import decide_dtype
 from prefalign.registry import Table
 from prefalign.stats import bootstrap_ci
 from preference_data.records import Message
-from reward_models.scorers import default_scorer, load_scorer
+from reward_models.scorers import load_scorer, scorer_spec
 
 from .ifeval import DETECTORS, ifeval_scores
 from .policy_data import BenchData, BenchItem, read_alpacaeval, read_arenahard, read_ifeval, read_mtbench
@@ -379,9 +379,11 @@ class PolicyBenchSettings(DecodingSettings):
     )
     judge: str = option(
         "gold",
-        "'gold' (the suite graders) or a reward-model directory; prompts the reward model scores NaN are left out "
-        "of the win rate and counted. --bench: the judge model (alpacaeval, arenahard, mtbench), built with "
-        "--judge-kind",
+        "'gold' (the suite graders), or a scorer SPEC as everywhere (`align bench run --help`): a reward-model "
+        "directory, KIND:MODEL (pair_pm:builtin:smollm2-135m-instruct), or '{type: KIND, model: ...}'; on the "
+        "suite a pointwise scorer, whose NaN prompts are left out of the win rate and counted; --bench: the judge "
+        "of alpacaeval, arenahard (pointwise or pairwise) and mtbench (pointwise)",
+        metavar="SPEC",
     )
     bench: str | None = option(
         None,
@@ -391,15 +393,10 @@ class PolicyBenchSettings(DecodingSettings):
     )
     data: str | None = option(None, "--bench: the set's file (official format) or a hub id")
     reference: str | None = option(None, "arenahard: the reference model's answer file (model_answer/<model>.jsonl)")
-    judge_kind: str | None = option(
-        None,
-        "--bench: scorer kind of --judge (`align ls scorers`): scalar (default for a reward model), judge, "
-        "pair_pm, think (pairwise, asked in both orders), grm (1-10, mtbench) ...",
-    )
-    judge_options: dict[str, Any] = option(
+    options: dict[str, Any] = option(
         factory=dict,
-        doc="--bench: an option of the judge scorer, e.g. normalize=true, dtype=float32 (repeatable)",
-        flag="--judge-option",
+        doc="an option of the --judge scorer, e.g. normalize=true, dtype=float32 (repeatable)",
+        flag="--option",
     )
     allow_partial: bool = option(
         False,
@@ -490,12 +487,11 @@ def check_problems(data: BenchData, allow_partial: bool) -> None:
 
 
 def load_judge(s: PolicyBenchSettings) -> Any | None:
-    """The judge scorer of a run: --judge MODEL with --judge-kind (default: scalar for a reward model) and
-    --judge-option KEY=VALUE, built through the scorer table; None for 'gold' (no judge model)."""
+    """The judge scorer of a run: --judge SPEC with --option KEY=VALUE, built through the scorer table (a reward
+    model is scalar); None for 'gold' (no judge model)."""
     if s.judge == "gold":
         return None
-    kind = s.judge_kind or default_scorer(s.judge, None)
-    return load_scorer(kind, **{"model": s.judge, **s.judge_options})
+    return load_scorer(scorer_spec(s.judge, options=s.options, flag="--judge"))
 
 
 def run_policy_bench(settings: PolicyBenchSettings, judge: Any = None) -> tuple[dict[str, Any], Record]:
@@ -516,7 +512,7 @@ def run_policy_bench(settings: PolicyBenchSettings, judge: Any = None) -> tuple[
     if not bench.judge and judge is not None:
         raise UserError(f"{s.bench} is scored by its rules ({bench.rule}), not a judge; drop --judge")
     if bench.judge and judge is None:
-        raise UserError(f"{s.bench} needs a judge: --judge MODEL (a reward model directory, or --judge-kind judge ...)")
+        raise UserError(f"{s.bench} needs a judge: --judge SPEC (a reward model directory, or judge:MODEL ...)")
     t0 = time.time()
     answers, reused = cached_answers(s.model, data, s, s.out)
     t_gen = time.time() - t0

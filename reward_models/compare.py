@@ -25,26 +25,35 @@ from prefalign.errors import UserError
 from prefalign.stats import bootstrap_ci, paired_bootstrap
 from preference_data.records import PreferencePair
 
-from .scorers import load_scorer
+from .scorers import load_scorer, scorer_spec
 
 
 @dataclass
 class ScorerSpec:
+    """One compared scorer: its label and its spec (a mapping with `type`, as `load_scorer` takes it)."""
+
     label: str
-    kind: str
-    model: str
+    spec: dict[str, Any]
+
+    @property
+    def kind(self) -> str:
+        return str(self.spec["type"])
+
+    @property
+    def model(self) -> str | None:
+        return self.spec.get("model")
 
     @classmethod
     def parse(cls, text: str) -> ScorerSpec:
-        """LABEL=KIND:MODEL, e.g. bt=scalar:runs/rm_suite/model."""
+        """LABEL=SPEC, the spec as every command writes it (`scorer_spec`): bt=scalar:runs/rm_suite/model,
+        bt=runs/rm_suite/model, judge=judge:builtin:smollm2-135m-instruct, '{type: grm, ...}'."""
         label, sep, rest = text.partition("=")
-        kind, sep2, model = rest.partition(":")
-        if not (sep and sep2 and label and kind and model):
+        if not (sep and label and rest) or label.lstrip().startswith("{"):
             raise UserError(
-                f"--scorer {text!r}: write LABEL=KIND:MODEL, e.g. polar=polar:runs/polar_finetune_suite/model or "
-                "bt=scalar:runs/quickstart/rm/model"
+                f"--scorer {text!r}: write LABEL=SPEC, e.g. polar=polar:runs/polar_finetune_suite/model or "
+                "bt=scalar:runs/quickstart/rm/model (the label names the row)"
             )
-        return cls(label, kind, model)
+        return cls(label, scorer_spec(rest, flag=f"--scorer {label}="))
 
 
 def correct_per_pair(scorer: Any, pairs: list[PreferencePair], batch: int = 64) -> list[float]:
@@ -83,11 +92,11 @@ def _same(reference: Any, chosen: list[Any]) -> bool:
 def compare(specs: list[ScorerSpec], pairs: list[PreferencePair], bootstrap: int = 2000, seed: int = 0) -> dict:
     """Accuracy, interval, per-family accuracy and cost of each scorer on `pairs`; paired differences to the first."""
     if not specs:
-        raise UserError("give at least one --scorer LABEL=KIND:MODEL")
+        raise UserError("give at least one --scorer LABEL=SPEC, e.g. bt=scalar:runs/rm/model")
     results: dict[str, Any] = {}
     correct: dict[str, list[float]] = {}
     for spec in specs:
-        scorer: Any = load_scorer(spec.kind, model=spec.model)
+        scorer: Any = load_scorer(spec.spec)
         t0 = time.perf_counter()
         c = correct_per_pair(scorer, pairs)
         seconds = time.perf_counter() - t0

@@ -37,13 +37,14 @@ How the model scorers (scalar, implicit, judge) run:
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
 from prefalign.config import build, option
-from prefalign.errors import UserError
+from prefalign.errors import UserError, did_you_mean
 from prefalign.models.hub import is_adapter, resolve
 from prefalign.registry import Table
 
@@ -223,6 +224,67 @@ def _hub_architectures(ref: str) -> list[str]:
         return []
 
 
+SPEC_FORMS = """  KIND            a scorer kind (`align ls scorers`); its model from --model (grader needs none)
+  KIND:MODEL      that kind over that model: scalar:runs/rm/model, pair_pm:builtin:smollm2-135m-instruct
+  MODEL           a model directory, builtin:NAME or hub id; its kind told from it (a reward model: scalar,
+                  a policy adapter: implicit)
+  {type: KIND, model: MODEL, OPTION: VALUE}   a YAML mapping, as in a config's reward: list"""
+"""The one way a command names a scorer (`scorer_spec`); shown in the help of every flag that takes one."""
+
+
+def scorer_spec(
+    text: str | None,
+    *,
+    model: str | None = None,
+    options: dict[str, Any] | None = None,
+    flag: str = "--scorer",
+) -> dict[str, Any]:
+    """A scorer spec (a mapping with `type`, as `load_scorer` and a config's `reward:` list take it) from the one
+    string every command takes (`SPEC_FORMS`), with a separate `model` (--model) and `options` (--option KEY=VALUE,
+    which win over the string's own). `flag` names the flag in errors."""
+    spec: dict[str, Any]
+    text = None if text is None else text.strip()
+    if text is None:
+        spec = {}
+    elif text.startswith("{"):
+        import yaml  # lazy: only for an inline mapping
+
+        try:
+            spec = yaml.safe_load(text)
+        except yaml.YAMLError as e:
+            raise UserError(f"{flag} {text!r}: not a valid YAML mapping ({e})") from None
+        if not isinstance(spec, dict) or not isinstance(spec.get("type"), str):
+            raise UserError(f"{flag} {text!r}: a mapping needs type: KIND, e.g. '{{type: scalar, model: DIR}}'")
+        spec = dict(spec)
+    else:
+        kind, sep, rest = text.partition(":")
+        if kind in SCORERS:
+            spec = {"type": kind, **({"model": rest} if sep else {})}
+            if sep and not rest:
+                raise UserError(f"{flag} {text!r}: the model after '{kind}:' is missing")
+        elif not text:
+            raise UserError(f"{flag}: empty; write one of\n{SPEC_FORMS}")
+        elif sep and kind != "builtin" and re.fullmatch(r"[a-z][a-z0-9_]+", kind):
+            spec = {"type": kind}  # KIND:MODEL with a kind not in the table: reported below, with did-you-mean
+        else:
+            spec = {"model": text}
+    if model is not None:
+        if "model" in spec and spec["model"] != model:
+            raise UserError(f"{flag} {text!r} names its model and --model {model} names another: give it once")
+        spec["model"] = model
+    spec.update(options or {})
+    if "type" not in spec:
+        if "model" not in spec:
+            raise UserError(f"{flag}: say what scores: one of\n{SPEC_FORMS}")
+        spec["type"] = default_scorer(spec["model"], spec.get("reference"))
+    if spec["type"] not in SCORERS:
+        raise UserError(
+            f"{flag}: unknown scorer kind '{spec['type']}'{did_you_mean(spec['type'], SCORERS.names())}; one of "
+            f"{', '.join(SCORERS.names())}"
+        )
+    return spec
+
+
 def load_scorer(spec: str | dict[str, Any], **options: Any) -> Scorer:
     """Build a scorer: `load_scorer("scalar", model=...)` or `load_scorer({"type": "scalar", "model": ...})`.
 
@@ -247,8 +309,10 @@ def load_scorer(spec: str | dict[str, Any], **options: Any) -> Scorer:
 __all__ = [
     "BATCH_TOKENS",
     "SCORERS",
+    "SPEC_FORMS",
     "MultiObjectiveOptions",
     "ScorerEntry",
     "default_scorer",
     "load_scorer",
+    "scorer_spec",
 ]

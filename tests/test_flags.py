@@ -254,11 +254,11 @@ def test_eval_policy_settings_from_a_config_file(tmp_path):
     from leaderboards.policy_bench import PolicyBenchSettings
 
     f = tmp_path / "eval.yaml"
-    f.write_text("model: runs/dpo/model\nbench: alpacaeval\ndata: ref.json\njudge_options: {normalize: true}\n")
-    args = build_parser().parse_args(["eval", "policy", "--config", str(f), "--judge-option", "dtype=float32"])
+    f.write_text("model: runs/dpo/model\nbench: alpacaeval\ndata: ref.json\noptions: {normalize: true}\n")
+    args = build_parser().parse_args(["eval", "policy", "--config", str(f), "--option", "dtype=float32"])
     s = from_args(settings_class(args), args)
     assert isinstance(s, PolicyBenchSettings)
-    assert (s.model, s.bench, s.data, s.judge_options) == (
+    assert (s.model, s.bench, s.data, s.options) == (
         "runs/dpo/model",
         "alpacaeval",
         "ref.json",

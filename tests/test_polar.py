@@ -411,7 +411,7 @@ def test_compare_reports_intervals_paired_differences_and_cost(polar_runs, tmp_p
     assert "paired 95% interval" in capsys.readouterr().out
     from reward_models.compare import ScorerSpec
 
-    with pytest.raises(UserError, match="LABEL=KIND:MODEL"):
+    with pytest.raises(UserError, match="LABEL=SPEC"):
         ScorerSpec.parse(str(ft))
 
 

@@ -485,8 +485,8 @@ def test_alpacaeval_cli_with_pointwise_then_pairwise_judge_reuses_generations(tm
     data = alpacaeval_file(tmp_path / "alpaca_eval_gpt4_baseline.json")
     out = tmp_path / "run"
     common = ("--bench", "alpacaeval", "--data", str(data), "--model", tiny_model_ref, "--out", str(out))
-    implicit = ("--judge", tiny_model_ref, "--judge-kind", "implicit", "--judge-option", "reference_free=true")
-    assert _run(*common, *implicit, "--judge-option", "normalization=mean", "--judge-option", "dtype=float32") == 0
+    implicit = ("--judge", f"implicit:{tiny_model_ref}", "--option", "reference_free=true")
+    assert _run(*common, *implicit, "--option", "normalization=mean", "--option", "dtype=float32") == 0
     first = json.loads((out / "report.json").read_text())
     rec = first["record"]
     assert rec["scorer"]["name"] == "implicit" and rec["settings"]["reference_model"] == "gpt4_turbo"
@@ -496,7 +496,7 @@ def test_alpacaeval_cli_with_pointwise_then_pairwise_judge_reuses_generations(tm
         and judged["wins"] + judged["ties"] + judged["losses"] == judged["items"]
     )
     assert not first["generations_reused"]
-    assert _run(*common, "--judge", tiny_model_ref, "--judge-kind", "judge", "--judge-option", "dtype=float32") == 0
+    assert _run(*common, "--judge", f"judge:{tiny_model_ref}", "--option", "dtype=float32") == 0
     second = json.loads((out / "report.json").read_text())
     assert second["generations_reused"] and second["record"]["scorer"]["kind"] == "pairwise"
     prefs = [json.loads(x)["preference"] for x in (out / "generations.jsonl").read_text().splitlines()]
@@ -528,7 +528,7 @@ def test_mtbench_cli_two_turns(tmp_path, tiny_model_ref, capsys):
         ],
     )
     out = tmp_path / "run"
-    judge = ("--judge", tiny_model_ref, "--judge-kind", "implicit", "--judge-option", "reference_free=true")
+    judge = ("--judge", f"implicit:{tiny_model_ref}", "--option", "reference_free=true")
     assert _run("--bench", "mtbench", "--data", str(data), "--model", tiny_model_ref, "--out", str(out), *judge) == 0
     rows = [json.loads(x) for x in (out / "generations.jsonl").read_text().splitlines()]
     assert all(len(r["answers"]) == 2 and len(r["scores"]) == 2 for r in rows)
@@ -536,7 +536,7 @@ def test_mtbench_cli_two_turns(tmp_path, tiny_model_ref, capsys):
     assert set(rec["scores"]["subsets"]) == {"writing", "math"}
     t1 = [r["scores"][0] for r in rows if r["scores"][0] is not None]
     assert rec["scores"]["sections"]["turn_1"] == pytest.approx(sum(t1) / len(t1))
-    pairwise = ("--judge", tiny_model_ref, "--judge-kind", "judge")
+    pairwise = ("--judge", f"judge:{tiny_model_ref}")
     assert _run("--bench", "mtbench", "--data", str(data), "--model", tiny_model_ref, "--out", str(out), *pairwise) == 2
     assert "mtbench scores each answer on its own" in capsys.readouterr().err
 

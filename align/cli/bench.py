@@ -28,24 +28,30 @@ from prefalign.flags import flag_of
 from prefalign.models.precision import DTYPES
 from preference_data.comparisons import read_columns
 from preference_data.io import SUFFIXES, is_hub_id
-from reward_models.scorers import BATCH_TOKENS, SCORERS, default_scorer, load_scorer
+from reward_models.scorers import BATCH_TOKENS, SCORERS, SPEC_FORMS, load_scorer, scorer_spec
 
-RUN_EXAMPLES = """align bench run rewardbench --model runs/rm
+RUN_EXAMPLES = (
+    """align bench run rewardbench --model runs/rm
   align bench run rewardbench --model runs/rm --data filtered.parquet --limit 200
   align bench run rm-bench --model runs/rm --data total_dataset.json --dtype float32 --option normalize=true
   align bench run suite --model runs/dpo-lora                       (a peft adapter: implicit reward vs its base)
   align bench run suite --model runs/dpo --reference builtin:smollm2-135m-instruct --option beta=0.05
   align bench run pairs --data pairs.jsonl --model runs/simpo --scorer implicit \\
       --option reference_free=true --option normalization=mean
-  align bench run judgebench --model builtin:smollm2-135m-instruct --scorer judge --data gpt.jsonl
+  align bench run judgebench --scorer judge:builtin:smollm2-135m-instruct --data gpt.jsonl
   align bench run suite --scorer grader                              (the gold graders: the suite's ceiling)
   align bench run agreement --data testdata_pairwise.jsonl --preset autoj --model runs/rm
-  align bench run agreement --data testset-v1.json --preset pandalm --model builtin:smollm2-135m-instruct \
-      --scorer judge --tie-threshold 0.05
+  align bench run agreement --data testset-v1.json --preset pandalm --scorer judge:builtin:smollm2-135m-instruct \\
+      --tie-threshold 0.05
   align bench run agreement --data my_labels.jsonl --columns my_columns.yaml --model runs/rm
 
---scorer (default: scalar for a model with a score head; implicit for a peft adapter or with --reference;
-each takes the options of its dataclass in reward_models/scorers.py, e.g. ScalarOptions):"""
+--scorer SPEC, the one way every command names a scorer (--judge of eval policy, --proxy of eval overopt,
+LABEL=SPEC in rm compare, --scorer of serve take the same):
+"""
+    + SPEC_FORMS
+    + """
+the kinds (each takes the options of its dataclass in reward_models/scorers.py, e.g. ScalarOptions):"""
+)
 
 SHOW_EXAMPLES = """align bench show
   align bench show --records leaderboards/records --site leaderboards/site"""
@@ -62,7 +68,10 @@ class BenchRunSettings:
         None, "the model to score: a directory, builtin:<name> or a hub id (not used by --scorer grader)"
     )
     scorer: str | None = option(
-        None, "how to turn the model into scores (default: from the model, see below)", choices=SCORERS
+        None,
+        "how to score (default: told from --model, see below): a scorer kind, KIND:MODEL, or a YAML mapping "
+        "{type: KIND, model: ..., OPTION: VALUE}",
+        metavar="SPEC",
     )
     reference: str | None = option(None, "reference model of --scorer implicit")
     data: str | None = option(
@@ -158,24 +167,20 @@ def _check_data(data: str) -> None:
     )
 
 
-def _scorer_options(name: str, s: BenchRunSettings) -> dict[str, Any]:
-    """Scorer options from the flags and --option KEY=VALUE; a flag the scorer does not take is an error."""
-    fields = [f.name for f in dataclasses.fields(SCORERS[name].options)]
-    opts: dict[str, Any] = {}
-    problems = []
-    for key in ("model", "reference", "dtype", "batch_tokens"):
-        value = getattr(s, key)
-        if value is None:
-            continue
-        if key not in fields:
-            problems.append(
-                f"{flag_of(BenchRunSettings, key)} does not apply to --scorer {name} (its options: {', '.join(fields)})"
-            )
-        opts[key] = value
-    opts.update(s.options)  # a dotted or unknown key is reported by the options check, with did-you-mean
-    if problems:
+def _scorer_spec(s: BenchRunSettings) -> dict[str, Any]:
+    """The scorer spec from --scorer, the model flags and --option KEY=VALUE; a flag the scorer does not take is an
+    error."""
+    flags = {key: getattr(s, key) for key in ("reference", "dtype", "batch_tokens") if getattr(s, key) is not None}
+    spec = scorer_spec(s.scorer, model=s.model, options={**flags, **s.options})
+    fields = [f.name for f in dataclasses.fields(SCORERS[spec["type"]].options)]
+    problems = [
+        f"{flag_of(BenchRunSettings, key)} does not apply to --scorer {spec['type']} (its options: {', '.join(fields)})"
+        for key in ("model", *flags)
+        if key in spec and key not in fields
+    ]
+    if problems:  # a dotted or unknown --option key is reported by the options check, with did-you-mean
         raise UserError("; ".join(problems))
-    return opts
+    return spec
 
 
 def _bench_options(bench: str, s: BenchRunSettings) -> dict[str, Any] | None:
@@ -217,21 +222,21 @@ def cmd_run(s: BenchRunSettings) -> int:
     if s.data is not None:
         _check_data(s.data)
     bench_options = _bench_options(bench.name, s)
-    name = s.scorer or default_scorer(s.model, s.reference)
+    spec = _scorer_spec(s)
+    name = spec["type"]
     kind = SCORERS[name].kind
     if kind not in bench.scorer_kinds:
         raise UserError(
             f"benchmark '{bench.name}' cannot use the {kind} scorer '{name}'; it accepts "
             f"{', '.join(bench.scorer_kinds)} scorers"
         )
-    if name != "grader" and s.model is None:
-        raise UserError(f"--scorer {name} needs --model")
-    options = _scorer_options(name, s)
+    if name != "grader" and "model" not in spec:
+        raise UserError(f"--scorer {name} needs a model: --model MODEL or --scorer {name}:MODEL")
 
     pairs = None
     if bench.name == "suite" and s.data is None:
         pairs = functools.partial(_default_suite_pairs, references=kind == "reference")
-    scorer = load_scorer(name, **options)
+    scorer = load_scorer(spec)
     settings = BenchSettings(
         data=s.data,
         limit=s.limit,

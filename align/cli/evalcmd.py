@@ -26,7 +26,7 @@ EXAMPLE = (
     "  align eval policy --bench alpacaeval --data alpaca_eval_gpt4_baseline.json --model runs/dpo/adapter \\\n"
     "      --judge runs/rm/model --out runs/alpacaeval\n"
     "  align eval policy --bench arenahard --data question.jsonl --reference model_answer/gpt-4-0314.jsonl \\\n"
-    "      --model runs/dpo/merged --judge builtin:smollm2-135m-instruct --judge-kind pair_pm\n"
+    "      --model runs/dpo/merged --judge pair_pm:builtin:smollm2-135m-instruct\n"
     "  align eval policy --bench mtbench --data mt_bench/question.jsonl --model runs/dpo/merged --judge runs/rm/model\n"
     "  align eval policy --bench alpacaeval --data suite --model builtin:smollm2-135m-instruct \\\n"
     "      --write-reference runs/base_reference.json   (reference answers from a base model)"
@@ -40,7 +40,7 @@ def cmd_policy(s: PolicyBenchSettings) -> int:
     from align.evaluate import SUITE_LIMIT, evaluate_policy, report_lines
 
     limit = SUITE_LIMIT if s.limit is None else s.limit
-    report = evaluate_policy(s.model, s.baseline, s.prompts, limit, s.judge, s.out, s)
+    report = evaluate_policy(s.model, s.baseline, s.prompts, limit, s.judge, s.out, s, judge_options=s.options)
     print("\n".join(report_lines(report)))
     if s.out:
         print(f"wrote {s.out}/report.json and {s.out}/generations.jsonl")

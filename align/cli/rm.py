@@ -165,7 +165,10 @@ COMPARE_EXAMPLE = (
 class CompareSettings:
     """`align rm compare`: the scorers (the first is the baseline) and the held-out pairs they score."""
 
-    scorer: list[str] = option(doc="LABEL=KIND:MODEL (repeat; the first is the baseline)")
+    scorer: list[str] = option(
+        doc="LABEL=SPEC, the spec as in `align bench run --help`: bt=scalar:runs/rm/model, bt=runs/rm/model, "
+        "j=judge:builtin:smollm2-135m-instruct (repeat; the first is the baseline)"
+    )
     data: str = option("suite", "suite (its pairs with reference answers) or a pairs file")
     split: Literal["train", "test"] = option("test", "suite split")
     suite_per_family: int = option(200, "suite tasks per family")

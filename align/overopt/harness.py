@@ -13,19 +13,18 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import yaml
 
 from prefalign.config import load
 from prefalign.errors import ConfigError, UserError
 from prefalign.generation import make_engine
 from prefalign.models.forward import PackedForward, layout_for
-from prefalign.models.hub import load_model, load_tokenizer, pad_token_id, weights_fingerprint
+from prefalign.models.hub import load_model, load_tokenizer, looks_local, pad_token_id, weights_fingerprint
 from prefalign.models.precision import default_device
 from prefalign.stats import stream_seed
 from prefalign.training.trainer import prepare_model
 from preference_data.records import Message, PromptOnly
 from preference_data.suite import grade_prompt_only
-from reward_models.scorers import SCORERS, default_scorer, load_scorer
+from reward_models.scorers import SCORERS, load_scorer, scorer_spec
 
 from ..online.config import OnlineConfig
 from ..online.logps import Seq, micro_batches, per_token_logps
@@ -41,16 +40,10 @@ def _hash(obj: Any) -> str:
 # --- the proxy -------------------------------------------------------------------------------------------
 
 
-def _looks_local(ref: str) -> bool:
-    """A reference that names a local path (a hub id is `org/name`; builtin refs start with builtin:)."""
-    if ref.startswith("builtin:"):
-        return False
-    return ref.startswith((".", "/", "~")) or ref.count("/") != 1 or Path(ref).exists()
-
-
 def proxy_spec(text: str | None, run_cfg: Any | None = None) -> dict[str, Any]:
-    """The proxy as a scorer spec: an inline mapping (`{type: scalar, model: DIR}`), a reward-model directory
-    (its kind found by `default_scorer`), or, without --proxy, the one model-based reward of the online run."""
+    """The proxy as a scorer spec, written as everywhere (`scorer_spec`: a reward-model directory, KIND:MODEL, an
+    inline mapping `{type: scalar, model: DIR}`), or, without --proxy, the one model-based reward of the online
+    run."""
     if text is None:
         comps = [s for s in (run_cfg.reward if run_cfg is not None else []) if s.get("type") != "grader"]
         if len(comps) != 1:
@@ -60,22 +53,14 @@ def proxy_spec(text: str | None, run_cfg: Any | None = None) -> dict[str, Any]:
                 + ("" if run_cfg is None else f"; the run's reward has {len(comps)} non-gold components")
             )
         spec = {k: v for k, v in comps[0].items() if k not in ("weight", "name")}
-    elif text.lstrip().startswith("{"):
-        try:
-            spec = yaml.safe_load(text)
-        except yaml.YAMLError as e:
-            raise UserError(f"--proxy {text!r}: not a valid mapping: {e}") from None
-        if not isinstance(spec, dict) or not isinstance(spec.get("type"), str):
-            raise UserError(
-                f"--proxy {text!r}: a scorer spec is a mapping with 'type', e.g. {{type: scalar, model: DIR}}"
-            )
     else:
-        if _looks_local(text) and not Path(text).expanduser().exists():
+        model = text.partition(":")[2] if text.partition(":")[0] in SCORERS else text
+        if not text.lstrip().startswith("{") and looks_local(model) and not Path(model).expanduser().exists():
             raise UserError(
                 f"--proxy {text}: no such reward model directory; train one with "
                 "`align rm train --config configs/rm_suite.yaml` (it writes runs/rm_suite/model)"
             )
-        spec = {"type": default_scorer(text, None), "model": text}
+        spec = scorer_spec(text, flag="--proxy")
     kind = spec["type"]
     if kind not in SCORERS:
         raise UserError(f"--proxy: unknown scorer type '{kind}'; one of {', '.join(SCORERS.names())}")
@@ -83,7 +68,7 @@ def proxy_spec(text: str | None, run_cfg: Any | None = None) -> dict[str, Any]:
         raise UserError(f"--proxy: a '{kind}' scorer is {SCORERS[kind].kind}; best-of-n needs a pointwise score")
     for key in ("model", "reference"):
         ref = spec.get(key)
-        if isinstance(ref, str) and _looks_local(ref) and not Path(ref).expanduser().exists():
+        if isinstance(ref, str) and looks_local(ref) and not Path(ref).expanduser().exists():
             raise UserError(f"--proxy: {key} {ref} does not exist")
     return spec
 

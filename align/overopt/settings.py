@@ -16,8 +16,9 @@ class OveroptSettings(SamplingOptions):
 
     proxy: str | None = option(
         None,
-        "the proxy: a reward-model directory or a scorer spec '{type: KIND, model: ..., ...}'; default with --run: "
-        "the run's one non-gold reward component",
+        "the proxy, a pointwise scorer SPEC as everywhere (`align bench run --help`): a reward-model directory, "
+        "KIND:MODEL or '{type: KIND, model: ..., ...}'; default with --run: the run's one non-gold reward component",
+        metavar="SPEC",
     )
     run: str | None = option(
         None, "an online run directory (kind online, keep_checkpoints: 0): evaluate each saved checkpoint"

@@ -18,23 +18,9 @@ def reward_sections(s: ServeSettings) -> tuple[list[dict[str, Any]], Composition
     """The `reward:` list and `composition:` section the settings ask to serve."""
     if s.reward_config is not None:
         return read_reward_config(s.reward_config)
-    if s.scorer is not None and s.scorer.lstrip().startswith("{"):
-        import yaml
+    from reward_models.scorers import scorer_spec  # lazy: the scorer table (and torch), when a server starts
 
-        try:
-            spec = yaml.safe_load(s.scorer)
-        except yaml.YAMLError as e:
-            raise UserError(f"--scorer: not a YAML mapping ({e})") from None
-        if not isinstance(spec, dict):
-            raise UserError(f"--scorer: expected a mapping like '{{type: grm, model: DIR}}', got {s.scorer!r}")
-        return [{**spec, **s.options}], None
-    assert s.model is not None  # ServeSettings.check
-    kind = s.scorer
-    if kind is None:
-        from reward_models.scorers import default_scorer  # lazy: reads the model directory
-
-        kind = default_scorer(s.model, s.options.get("reference"))
-    return [{"type": kind, "model": s.model, **s.options}], None
+    return [scorer_spec(s.scorer, model=s.model, options=s.options)], None
 
 
 def read_reward_config(path: str) -> tuple[list[dict[str, Any]], CompositionSection | None]:

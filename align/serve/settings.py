@@ -32,7 +32,9 @@ class ServeSettings:
     )
     scorer: str | None = option(
         None,
-        "the scorer kind for --model (`align ls scorers`), or a whole scorer spec '{type: grm, model: DIR, k: 4}'",
+        "what scores, as everywhere (`align bench run --help`): a scorer kind for --model, KIND:MODEL, or a YAML "
+        "mapping '{type: grm, model: DIR, k: 4}' (default: the kind told from --model)",
+        metavar="SPEC",
     )
     options: dict[str, Any] = option(
         factory=dict, doc="a scorer option for --model / --scorer (repeat), e.g. dtype=float32", flag="--option"
@@ -77,13 +79,10 @@ class ServeSettings:
     def check(self) -> list[str]:
         out = []
         given = [n for n in ("model", "reward_config") if getattr(self, n) is not None]
-        spec = self.scorer is not None and self.scorer.lstrip().startswith("{")
-        if self.model is None and self.reward_config is None and not spec:
-            out.append(
-                "model: say what to serve: --model DIR, --scorer '{type: KIND, model: ...}' or --reward-config FILE"
-            )
-        if len(given) > 1 or (spec and given):
-            out.append("reward_config: serve one reward: --model, a --scorer spec, or --reward-config, not several")
+        if self.model is None and self.reward_config is None and self.scorer is None:
+            out.append("model: say what to serve: --model DIR, --scorer KIND:MODEL or --reward-config FILE")
+        if len(given) > 1:
+            out.append("reward_config: serve one reward: --model (with --scorer) or --reward-config, not both")
         if self.reward_config is not None and (self.scorer is not None or self.options):
             out.append("scorer: --scorer and --option shape --model; a --reward-config file carries its own options")
         if not 0 <= self.port <= 65535:
