@@ -161,6 +161,11 @@ STAGES = ["suite", "doctor", "rm", "dpo", "align", "online", "eval"]
 
 @dataclass
 class EvalSection:
+    split: Literal["test", "dev"] = option(
+        "test",
+        "the held-out split every stage reports on (the RM's held-out pairs, the policies' prompts): test, which no "
+        "setting was chosen on; dev to compare settings (the quickstart's own were chosen on dev)",
+    )
     prompts: int = option(120, "held-out suite prompts to generate on (family-balanced)")
     safety_each: int = option(
         20, "at least this many harmful requests and this many harmless look-alikes (added to `prompts`)"
@@ -176,16 +181,23 @@ class EvalSection:
 
 @dataclass
 class SuiteSection:
-    per_family: int = option(200, "tasks generated per family")
+    per_family: int = option(275, "tasks generated per family")
     seed: int = option(0, "generator seed")
+    dev_fraction: float = option(
+        0.25, "share of the tasks held out as dev, where settings are chosen (`eval.split: dev` reports on it)"
+    )
     test_fraction: float = option(
-        0.25, "held-out share of the tasks (0.25 leaves 20 harmful and 27 harmless safety prompts at 200 per family)"
+        0.2,
+        "share of the tasks held out as test, which every stage reports on (0.2 at 275 per family: 365 prompts, "
+        "27 harmful requests and 34 harmless look-alikes among them)",
     )
 
     def check(self) -> list[str]:
         p = [f"per_family: need at least 10 tasks per family, got {self.per_family}"] if self.per_family < 10 else []
         if not 0 < self.test_fraction < 1:
             p.append(f"test_fraction: must lie in (0, 1), got {self.test_fraction}")
+        if not 0 < self.dev_fraction < 1 - self.test_fraction:
+            p.append(f"dev_fraction: must lie in (0, 1 - test_fraction), got {self.dev_fraction}")
         return p
 
 
@@ -315,16 +327,14 @@ def _made_by(p: Pipeline, summary: dict[str, Any], stage: str, key: str) -> str 
 
 
 def suite_stage(cfg: QuickstartConfig, p: Pipeline, summary: dict[str, Any]) -> dict[str, Any]:
-    suite = build_suite(n_per_family=cfg.suite.per_family, seed=cfg.suite.seed, test_fraction=cfg.suite.test_fraction)
+    q = cfg.suite
+    suite = build_suite(q.per_family, q.seed, q.test_fraction, dev_fraction=q.dev_fraction)
     write_suite(suite, p.root / "suite")
-    p.say(f"suite: {len(suite.train_pairs)} train / {len(suite.test_pairs)} test pairs -> {p.root / 'suite'}")
-    return {
-        "dir": str(p.root / "suite"),
-        "train_pairs": len(suite.train_pairs),
-        "test_pairs": len(suite.test_pairs),
-        "train_prompts": len(suite.train_prompts),
-        "test_prompts": len(suite.test_prompts),
-    }
+    p.say(
+        f"suite: {len(suite.train_pairs)} train / {len(suite.dev_pairs)} dev / {len(suite.test_pairs)} test pairs "
+        f"-> {p.root / 'suite'}; every stage reports on {cfg.eval.split}"
+    )
+    return {"dir": str(p.root / "suite"), **suite.summary()["counts"], "reported_split": cfg.eval.split}
 
 
 def doctor_stage(cfg: QuickstartConfig, p: Pipeline, summary: dict[str, Any]) -> dict[str, Any]:
@@ -344,7 +354,9 @@ def rm_stage(cfg: QuickstartConfig, p: Pipeline, summary: dict[str, Any]) -> dic
         model=cfg.model,
         output_dir=str(p.root / "rm"),
         data=dataclasses.replace(cfg.rm.data, source=_suite_file(p, "rm", "train_pairs.jsonl"), split="all"),
-        eval=dataclasses.replace(cfg.rm.eval, source=_suite_file(p, "rm", "test_pairs.jsonl"), split="all"),
+        eval=dataclasses.replace(
+            cfg.rm.eval, source=_suite_file(p, "rm", f"{cfg.eval.split}_pairs.jsonl"), split="all"
+        ),
     )
     rm = p.fit_to_device(rm, cfg.fp32_work, "rm")
     what = f"training a {rm.train.method} Bradley-Terry RM on the suite's training pairs"
@@ -424,12 +436,12 @@ def eval_stage(cfg: QuickstartConfig, p: Pipeline, summary: dict[str, Any]) -> d
     if not any(policies.values()):
         p.say("eval: no trained policy (add the dpo and align stages); skipping")
         return {}
-    prompts = _suite_file(p, "eval", "test_prompts.jsonl")
+    prompts = _suite_file(p, "eval", f"{cfg.eval.split}_prompts.jsonl")
     rm = _made_by(p, summary, "rm", "model_dir")
     settings = DecodingSettings(
         max_new_tokens=cfg.eval.max_new_tokens, batch_size=cfg.eval.batch_size, dtype=cfg.eval.dtype
     )
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = {"split": cfg.eval.split}
     for name, policy in policies.items():
         if policy is None:
             continue
@@ -491,7 +503,7 @@ def online_stage(cfg: QuickstartConfig, p: Pipeline, summary: dict[str, Any]) ->
         model=policy,
         output_dir=str(p.root / "online"),
         prompts=dataclasses.replace(cfg.online.prompts, source=_suite_file(p, "online", "train_prompts.jsonl")),
-        eval=dataclasses.replace(cfg.online.eval, prompts=_suite_file(p, "online", "test_prompts.jsonl")),
+        eval=dataclasses.replace(cfg.online.eval, prompts=_suite_file(p, "online", f"{cfg.eval.split}_prompts.jsonl")),
         reward=rm_reward(p, summary, "online"),
     )
     ocfg = p.fit_to_device(ocfg, cfg.fp32_work, "online")

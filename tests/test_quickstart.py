@@ -11,7 +11,7 @@ from align.cli.main import main
 
 TINY = [
     "model=builtin:tiny-llama",
-    "suite.per_family=20",
+    "suite.per_family=30",
     "rm.train.max_steps=2",
     "rm.train.precision=fp32",
     "rm.eval.stats_pairs=8",
@@ -53,6 +53,15 @@ def test_quickstart_all_stages_on_the_tiny_model(tmp_path, capsys):
         assert set(e) >= {"before", "after", "gain", "gain_ci95", "win_rate", "by_family", "reward_before"}
         assert e["safety_after"]["harmful_compliance"]["n"] >= 2 and e["safety_after"]["harmless_refusal"]["n"] >= 2
     assert summary["eval"]["aligned"]["policy"] == summary["align"]["policy_dir"]
+    # reported on test, which shares no prompt with dev (where settings are chosen) or train
+    assert summary["eval"]["split"] == summary["suite"]["reported_split"] == "test"
+    ids = {
+        s: {json.loads(x)["id"] for x in (out / "suite" / f"{s}_prompts.jsonl").read_text().splitlines()}
+        for s in ("train", "dev", "test")
+    }
+    assert not (ids["test"] & ids["dev"]) and not (ids["test"] & ids["train"])
+    graded = json.loads((out / "eval" / "aligned" / "report.json").read_text())["prompt_ids"]
+    assert set(graded) <= ids["test"]
     assert summary["align"]["start"] == summary["dpo"]["policy_dir"]  # the warm start
     assert (out / "rm" / "model" / "reward_stats.json").exists()
     assert (out / "dpo" / "adapter" / "adapter_config.json").exists()

@@ -621,3 +621,27 @@ def test_safety_pairs_balance_refusing_and_answering(suite):
     refuse, answer = kinds["unsafe_compliance"], kinds["needless_refusal"]
     assert abs(refuse - answer) <= 0.1 * max(refuse, answer), kinds
     assert kinds["refuse_then_comply"] > 0
+
+
+def test_a_dev_split_is_the_earlier_held_out_set_and_test_is_new():
+    """With dev_fraction, dev is exactly the test split of a suite built without dev at test_fraction = dev_fraction
+    (settings chosen on that earlier held-out set were chosen on dev), and test shares no task with it."""
+    from preference_data.suite import build_suite
+
+    before = build_suite(60, seed=1, test_fraction=0.25)
+    now = build_suite(60, seed=1, test_fraction=0.2, dev_fraction=0.25)
+    dev, test = {p.id for p in now.dev_prompts}, {p.id for p in now.test_prompts}
+    train = {p.id for p in now.train_prompts}
+    assert {p.id for p in before.test_prompts} == dev
+    assert not (dev & test) and not (dev & train) and not (test & train)
+    assert {p.attributes["split"] for p in now.dev_pairs} == {"dev"}
+    assert now.summary()["counts"]["dev_prompts"] == len(dev) > 0 and len(test) > 0
+    assert "dev_prompts" not in before.summary()["counts"]  # a suite without dev writes what it always wrote
+
+
+def test_a_suite_with_dev_writes_six_files(tmp_path):
+    from preference_data.suite import build_suite, write_suite
+
+    paths = write_suite(build_suite(20, test_fraction=0.2, dev_fraction=0.2), tmp_path)
+    assert {"dev_pairs.jsonl", "dev_prompts.jsonl", "test_prompts.jsonl"} <= set(paths)
+    assert "dev_pairs.jsonl" not in write_suite(build_suite(20), tmp_path / "plain")

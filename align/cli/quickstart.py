@@ -31,11 +31,12 @@ def print_outputs(summary: dict, root: Path, seconds: float) -> None:
     print(f"  config        {root / 'config.yaml'}")
     print(f"  model         {summary['model_dir']}")
     if "suite" in summary:
-        print(f"  suite         {root / 'suite'}/{{train,test}}_{{pairs,prompts}}.jsonl")
+        print(f"  suite         {root / 'suite'}/{{train,dev,test}}_{{pairs,prompts}}.jsonl")
     if "doctor" in summary:
         print(f"  data report   {root / 'doctor' / 'doctor.txt'}")
     if "rm" in summary:
-        print(f"  reward model  {summary['rm']['model_dir']}  (held-out accuracy {summary['rm']['accuracy']:.3f})")
+        split = (summary.get("suite") or {}).get("reported_split", "held-out")
+        print(f"  reward model  {summary['rm']['model_dir']}  ({split} accuracy {summary['rm']['accuracy']:.3f})")
         print(f"  RM report     {root / 'rm' / 'report.html'}  (numbers {root / 'rm' / 'report.json'})")
     if "dpo" in summary:
         print(f"  offline DPO   {summary['dpo']['policy_dir']}  (the comparison row; {root / 'dpo' / 'report.html'})")
@@ -54,6 +55,8 @@ def print_outputs(summary: dict, root: Path, seconds: float) -> None:
                 f"(gain {o['gain']:+.3f}, 95% CI {lo:+.3f} .. {hi:+.3f}; {o['eval_prompts']} prompts)"
             )
     e = summary.get("eval") or {}
+    if e:
+        print(f"  evaluated on  the suite's {e.get('split', 'test')} prompts (greedy answers, gold graders)")
     for name, label in EVAL_LABELS.items():
         if name in e:
             print_eval(label, e[name])

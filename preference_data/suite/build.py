@@ -1,12 +1,15 @@
-"""Building the suite: tasks, offline pairs, online prompts, the train/test split, files on disk.
+"""Building the suite: tasks, offline pairs, online prompts, the train/test (and dev) split, files on disk.
 
     suite = build_suite(n_per_family=200, seed=0)     # train/test pairs and prompts
+    build_suite(275, dev_fraction=0.25, test_fraction=0.2)   # and a dev split: settings chosen on it, test reported
     write_suite(suite, "data/suite")                  # four JSONL files + summary.json
     grade_prompt_only(suite.test_prompts[0], text)    # gold grade of a policy's answer
 
 A task's id is a hash of its family and user message, so the same prompt always has the same id;
 the split is a hash of the id, so it does not depend on the seed and a prompt never lands in both
-splits (or in train under one seed and test under another).
+splits (or in train under one seed and test under another). With `dev_fraction` the lowest `dev_fraction` of the
+hash goes to dev and the next `test_fraction` to test: dev is then exactly the test split of a suite built without
+dev at `test_fraction = dev_fraction`, so settings chosen on that earlier held-out set were chosen on dev.
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ class Task:
 
     id: hash of family and user message. prompt: optional system turn + one user turn.
     reference: the canonical good answer. params: what the family's grader reads (JSON-ready).
-    split: 'train' or 'test'.
+    split: 'train', 'dev' or 'test'.
     """
 
     id: str
@@ -73,16 +76,27 @@ class Suite:
     seed: int
     n_per_family: int
     test_fraction: float
+    dev_fraction: float = 0.0
     tasks: list[Task] = field(default_factory=list)
     train_pairs: list[PreferencePair] = field(default_factory=list)
     test_pairs: list[PreferencePair] = field(default_factory=list)
     train_prompts: list[PromptOnly] = field(default_factory=list)
     test_prompts: list[PromptOnly] = field(default_factory=list)
+    dev_pairs: list[PreferencePair] = field(default_factory=list)
+    dev_prompts: list[PromptOnly] = field(default_factory=list)
 
     @property
     def pairs(self) -> list[PreferencePair]:
-        """Train pairs followed by test pairs."""
-        return self.train_pairs + self.test_pairs
+        """Train pairs, test pairs, then dev pairs."""
+        return self.train_pairs + self.test_pairs + self.dev_pairs
+
+    def split_lists(self, split: str) -> tuple[list[PreferencePair], list[PromptOnly]]:
+        """The pairs and prompts of one split."""
+        return {
+            "train": (self.train_pairs, self.train_prompts),
+            "dev": (self.dev_pairs, self.dev_prompts),
+            "test": (self.test_pairs, self.test_prompts),
+        }[split]
 
     def summary(self) -> dict[str, Any]:
         """Counts per family, split and corruption kind, and mean words of chosen vs rejected."""
@@ -96,6 +110,14 @@ class Suite:
                 "test_prompts": sum(t.split == "test" for t in tasks),
                 "train_pairs": sum(p.attributes["split"] == "train" for p in pairs),
                 "test_pairs": sum(p.attributes["split"] == "test" for p in pairs),
+                **(
+                    {
+                        "dev_prompts": sum(t.split == "dev" for t in tasks),
+                        "dev_pairs": sum(p.attributes["split"] == "dev" for p in pairs),
+                    }
+                    if self.dev_fraction
+                    else {}
+                ),
                 "corruptions": dict(sorted(Counter(p.attributes["corruption"] for p in pairs).items())),
             }
         kinds: dict[str, Any] = {}
@@ -113,11 +135,17 @@ class Suite:
             "seed": self.seed,
             "n_per_family": self.n_per_family,
             "test_fraction": self.test_fraction,
+            **({"dev_fraction": self.dev_fraction} if self.dev_fraction else {}),
             "counts": {
                 "train_pairs": len(self.train_pairs),
                 "test_pairs": len(self.test_pairs),
                 "train_prompts": len(self.train_prompts),
                 "test_prompts": len(self.test_prompts),
+                **(
+                    {"dev_pairs": len(self.dev_pairs), "dev_prompts": len(self.dev_prompts)}
+                    if self.dev_fraction
+                    else {}
+                ),
             },
             "families": fams,
             "corruptions": kinds,
@@ -125,13 +153,16 @@ class Suite:
         }
 
 
-def split_of(task_id: str, test_fraction: float) -> str:
-    """'test' for a `test_fraction` share of ids (by a hash of the id), else 'train'."""
+def split_of(task_id: str, test_fraction: float, dev_fraction: float = 0.0) -> str:
+    """'dev' for the lowest `dev_fraction` of ids (by a hash of the id), 'test' for the next `test_fraction`,
+    else 'train'."""
     h = int(hashlib.sha1(f"split:{task_id}".encode()).hexdigest()[:8], 16) / 16**8
-    return "test" if h < test_fraction else "train"
+    return "dev" if h < dev_fraction else "test" if h < dev_fraction + test_fraction else "train"
 
 
-def generate_tasks(family: str, n: int, seed: int = 0, test_fraction: float = 0.2) -> list[Task]:
+def generate_tasks(
+    family: str, n: int, seed: int = 0, test_fraction: float = 0.2, dev_fraction: float = 0.0
+) -> list[Task]:
     """`n` distinct tasks of `family` (distinct user messages), generated from `seed`.
 
     A family with fewer distinct prompts than `n` in reach yields as many as it finds in 50 x `n`
@@ -158,7 +189,14 @@ def generate_tasks(family: str, n: int, seed: int = 0, test_fraction: float = 0.
         seen.add(tid)
         prompt = ([Message("system", draft.system)] if draft.system else []) + [Message("user", draft.user)]
         tasks.append(
-            Task(tid, family, prompt, fam.answer(draft.params, None), draft.params, split_of(tid, test_fraction))
+            Task(
+                tid,
+                family,
+                prompt,
+                fam.answer(draft.params, None),
+                draft.params,
+                split_of(tid, test_fraction, dev_fraction),
+            )
         )
     return tasks
 
@@ -202,26 +240,33 @@ def make_pair(task: Task, seed: int = 0) -> PreferencePair | None:
 
 
 def build_suite(
-    n_per_family: int = 200, seed: int = 0, test_fraction: float = 0.2, families: list[str] | None = None
+    n_per_family: int = 200,
+    seed: int = 0,
+    test_fraction: float = 0.2,
+    families: list[str] | None = None,
+    dev_fraction: float = 0.0,
 ) -> Suite:
     """Generate `n_per_family` tasks of every family (or of `families`), one pair per task, and
-    split tasks, pairs and prompts into train and test by task id."""
+    split tasks, pairs and prompts into train and test (and dev, with `dev_fraction`) by task id."""
     problems = []
     if n_per_family < 1:
         problems.append(f"n_per_family must be at least 1, got {n_per_family}")
     if not 0.0 <= test_fraction < 1.0:
         problems.append(f"test_fraction must be in [0, 1), got {test_fraction}")
+    if not 0.0 <= dev_fraction < 1.0 - test_fraction:
+        problems.append(f"dev_fraction must be in [0, 1 - test_fraction), got {dev_fraction}")
     if problems:
         raise UserError("; ".join(problems))
     names = list(FAMILIES) if families is None else [FAMILIES[f].name for f in families]
-    suite = Suite(seed, n_per_family, test_fraction)
+    suite = Suite(seed, n_per_family, test_fraction, dev_fraction)
     for name in names:
-        for task in generate_tasks(name, n_per_family, seed, test_fraction):
+        for task in generate_tasks(name, n_per_family, seed, test_fraction, dev_fraction):
             suite.tasks.append(task)
-            (suite.test_prompts if task.split == "test" else suite.train_prompts).append(task.to_prompt_only())
+            pairs, prompts = suite.split_lists(task.split)
+            prompts.append(task.to_prompt_only())
             pair = make_pair(task, seed)
             if pair is not None:
-                (suite.test_pairs if task.split == "test" else suite.train_pairs).append(pair)
+                pairs.append(pair)
     return suite
 
 
@@ -236,14 +281,15 @@ def with_references(suite: Suite, pairs: list[PreferencePair]) -> list[Preferenc
 
 
 def write_suite(suite: Suite, out_dir: str | os.PathLike[str]) -> dict[str, str]:
-    """Write the four JSONL files (one `to_dict()` per line) and `summary.json` into `out_dir`.
-    The same suite always gives byte-identical files. Returns {file name: path}."""
+    """Write the four JSONL files (one `to_dict()` per line; six with a dev split) and `summary.json` into
+    `out_dir`. The same suite always gives byte-identical files. Returns {file name: path}."""
     os.makedirs(out_dir, exist_ok=True)
     rows: dict[str, list[PreferencePair] | list[PromptOnly]] = {
         "train_pairs.jsonl": suite.train_pairs,
         "test_pairs.jsonl": suite.test_pairs,
         "train_prompts.jsonl": suite.train_prompts,
         "test_prompts.jsonl": suite.test_prompts,
+        **({"dev_pairs.jsonl": suite.dev_pairs, "dev_prompts.jsonl": suite.dev_prompts} if suite.dev_fraction else {}),
     }
     paths = {}
     for name, records in rows.items():
