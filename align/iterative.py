@@ -46,7 +46,7 @@ from prefalign.config import MODEL_ALIASES, OUTPUT_DIR_ALIASES, dump_yaml, optio
 from prefalign.decoding import SamplingOptions
 from prefalign.errors import UserError
 from prefalign.generation import make_engine
-from prefalign.models.hub import DEFAULT_MODEL, load_causal_lm, load_tokenizer, weights_fingerprint
+from prefalign.models.hub import DEFAULT_MODEL, load_model, load_tokenizer, weights_fingerprint
 from prefalign.models.precision import decide_precision
 from prefalign.registry import Table
 from prefalign.stats import finite_mean, stream_seed
@@ -121,6 +121,13 @@ class RoundsSection(SamplingOptions):
     length_penalty: float = option(0.0, "length_penalized: reward penalty per completion token")
     reference: Literal["initial", "previous"] = option(
         "previous", "DPO reference of round t: the initial model, or π_t (the released RLHFlow loop)"
+    )
+    reference_pass: Literal["auto", "once", "every_step"] = option(
+        "auto",
+        "how a round gets the reference's log-probs: once = one pass over the round's pairs before it trains "
+        "(reference.kind: precomputed), every_step = in each step (under LoRA the base with adapters disabled: no "
+        "pass before, a forward more per step); auto = once when the round's steps draw its pairs more than once "
+        "(max_steps x batch_size > pairs), else every_step",
     )
     data: Literal["current", "cumulative"] = option("current", "train on this round's pairs, or all rounds' so far")
     ranking: Literal["round_robin", "knockout"] = option(
@@ -234,7 +241,9 @@ def round_prompts(prompts: list[PromptOnly], t: int, n: int) -> list[PromptOnly]
 def _engine(cfg: IterativeConfig, policy: str) -> Any:
     """A generation engine on `policy` (bf16 where the training precision is)."""
     bf16 = decide_precision(cfg.train.precision).value != "fp32"
-    return make_engine(load_causal_lm(policy, dtype="bfloat16" if bf16 else "float32"), load_tokenizer(policy))
+    # an adapter (the quickstart's offline-DPO warm start) merged: unmerged LoRA layers decode at half the speed
+    model = load_model(policy, dtype="bfloat16" if bf16 else "float32", merge=True)
+    return make_engine(model, load_tokenizer(policy))
 
 
 def sample_key(cfg: IterativeConfig, policy: str, prompts: list[PromptOnly], t: int) -> dict[str, Any]:
@@ -381,7 +390,16 @@ def eval_policy(cfg: IterativeConfig, policy: str, path: Path, rewards: RewardSe
     return out
 
 
-def round_train_config(cfg: IterativeConfig, t: int, policy: str, pairs_file: Path) -> TrainConfig:
+def reference_pass(cfg: IterativeConfig, pairs: int) -> Literal["once", "every_step"]:
+    """`rounds.reference_pass` for a round of `pairs` training pairs (`auto` resolved)."""
+    if cfg.rounds.reference_pass != "auto":
+        return cfg.rounds.reference_pass
+    t = cfg.train
+    revisited = t.max_steps * t.batch_size * t.grad_accum > pairs if t.max_steps > 0 else t.epochs > 1
+    return "once" if revisited else "every_step"
+
+
+def round_train_config(cfg: IterativeConfig, t: int, policy: str, pairs_file: Path, pairs: int) -> TrainConfig:
     spec = LOSSES[cfg.loss.name]
     if spec.needs_previous_iterate:  # INPO: π_ref = the initial model, π_t = this round's starting policy
         reference = ReferenceSection(kind="auto", model=cfg.model)
@@ -390,8 +408,9 @@ def round_train_config(cfg: IterativeConfig, t: int, policy: str, pairs_file: Pa
         reference, previous = ReferenceSection(kind="none"), PreviousSection()
     else:
         ref_model = cfg.model if cfg.rounds.reference == "initial" else policy
+        kind = "precomputed" if reference_pass(cfg, pairs) == "once" else "auto"
         reference, previous = (
-            ReferenceSection(kind="auto", model=None if ref_model == policy else ref_model),
+            ReferenceSection(kind=kind, model=None if ref_model == policy else ref_model),
             PreviousSection(),
         )
     return TrainConfig(
@@ -478,7 +497,7 @@ def run_round(
         raise UserError(f"round {t}: no pairs left ({counts}); raise samples_per_prompt or the temperature")
     pairs_file = rdir / "pairs.jsonl"
     pairs_file.write_text("".join(json.dumps(p.to_dict()) + "\n" for p in use), encoding="utf-8")
-    tcfg = round_train_config(cfg, t, policy, pairs_file)
+    tcfg = round_train_config(cfg, t, policy, pairs_file, len(use))
     out = Path(tcfg.output_dir)
     if finished_run(out, tcfg):
         report = json.loads((out / "report.json").read_text(encoding="utf-8"))

@@ -42,6 +42,7 @@ from prefalign.errors import did_you_mean
 from prefalign.models.hub import DEFAULT_MODEL, resolve
 from prefalign.models.precision import decide_precision
 from prefalign.stats import paired_bootstrap
+from prefalign.training.report import write_report
 from preference_data.doctor import run_doctor
 from preference_data.sources import DataConfig
 from preference_data.suite import build_suite, write_suite
@@ -74,6 +75,9 @@ def _default_rm() -> RMTrainConfig:
                 "warmup_ratio": 0.05,
                 "max_length": 256,
                 "log_every": 5,
+                # compiled steps were 1.08x faster here, not enough to pay ~30 s of compiling on a first run
+                # (benchmarks/quickstart_steps.py, docs/performance.md)
+                "compile": False,
             },
         },
     )
@@ -98,6 +102,7 @@ def _default_dpo() -> TrainConfig:
                 "lr_scheduler": "cosine",
                 "max_length": 256,
                 "log_every": 5,
+                "compile": False,  # 1.02x faster steps compiled: not worth compiling (benchmarks/quickstart_steps.py)
             },
         },
     )
@@ -109,12 +114,12 @@ def _default_align() -> IterativeConfig:
         {
             "rounds": {
                 "rounds": 3,
-                # of 320 prompts a round, the 96 pairs with the largest RM margins in rounds 1 and 2 (the round
-                # trains where the policy is furthest from what the RM prefers; harmful requests among them: ~28
-                # in a slice of 320, 14-22 kept) and 160 in round 3, whose margins are smaller (its 96th is 1.7
-                # against 3.0 in round 1): more of the policy's remaining errors, refusals of harmless look-alikes
-                # among them, at ~1.6 epochs instead of ~2.7 (docs/results.md, the quickstart)
-                "prompts_per_round": 320,
+                # of 256 prompts a round (three disjoint slices of the ~900 training prompts), the 96 pairs with
+                # the largest RM margins in rounds 1 and 2 (the round trains where the policy is furthest from what
+                # the RM prefers) and 160 in round 3, whose margins are smaller: more of the policy's remaining
+                # errors, refusals of harmless look-alikes among them (48 steps of 8 pairs: 4 epochs of 96 pairs,
+                # 2.4 of 160; sizes chosen on the dev split, docs/results.md)
+                "prompts_per_round": 256,
                 "keep_pairs": [96, 96, 160],
                 "samples_per_prompt": 2,
                 "max_new_tokens": 80,
@@ -135,7 +140,9 @@ def _default_align() -> IterativeConfig:
                 "lr_scheduler": "constant",
                 "max_length": 256,
                 "log_every": 4,
-                "compile": False,  # a round trains a few steps: compiling every round would cost more than it saves
+                # a round's steps ran 1.52x faster with the reference log-probs computed once before it trains
+                # (rounds.reference_pass: auto) and no faster compiled (benchmarks/quickstart_steps.py)
+                "compile": False,
             },
         },
     )
@@ -171,7 +178,7 @@ class EvalSection:
         20, "at least this many harmful requests and this many harmless look-alikes (added to `prompts`)"
     )
     max_new_tokens: int = option(80, "generation budget per answer")
-    batch_size: int = option(16, "prompts per generation batch")
+    batch_size: int = option(48, "prompts per generation batch (48: 1.3x the speed of 16 on a 2-core CPU)")
     dtype: Literal["auto", "bfloat16", "float32"] = option(
         "auto",
         "generation precision: auto is bfloat16 where the device runs it natively, else float32 "
@@ -466,7 +473,30 @@ def eval_stage(cfg: QuickstartConfig, p: Pipeline, summary: dict[str, Any]) -> d
             a, d = out[name], out["dpo"]
             lo, hi = paired_bootstrap(a["per_prompt"], d["per_prompt"])
             out[f"{name}_vs_dpo"] = {"gain": a["after"] - d["after"], "gain_ci95": [lo, hi]}
+    if "aligned" in out and (p.root / "align" / "metrics.jsonl").exists():
+        start = out.get("dpo") if cfg.align_from == "dpo" else None
+        record_eval_in_run(p.root / "align", out["aligned"], start, cfg.eval.split)
     return out
+
+
+EVAL_ROW = "quickstart eval"
+"""The `from` of the rows the eval stage writes into the align run's metrics (replaced when the stage runs again)."""
+
+
+def record_eval_in_run(run_dir: Path, end: dict[str, Any], start: dict[str, Any] | None, split: str) -> None:
+    """Write the eval stage's numbers into the align run it graded, at the steps its policies were at (the start
+    policy at step 0, the aligned one at the last step), and redraw its report: its dashboard's first panel is then
+    the learned reward and the gold score of the same held-out answers, start and end, as an online run's."""
+    path = run_dir / "metrics.jsonl"
+    rows = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
+    rows = [r for r in rows if r.get("from") != EVAL_ROW]
+    last = max((int(r["step"]) for r in rows), default=0)
+    for step, e in ((0, start), (last, end)):
+        if e is not None:
+            reward = {"eval_reward": e["reward_after"]} if e.get("reward_after") is not None else {}
+            rows.append({"step": step, "eval_gold/overall": e["after"], **reward, "from": EVAL_ROW, "split": split})
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    write_report(run_dir)
 
 
 def eval_summary(report: dict[str, Any]) -> dict[str, Any]:

@@ -98,37 +98,53 @@ class BatchedModel:
         return p_ids, r_ids
 
     def _run(self, items: list[Item | None], forward: Callable[[Any], Any]) -> list[float]:
-        """`forward(packed batch) -> (S,)` over every item, in length buckets; NaN where an item is None or fails."""
+        """`forward(packed batch) -> (S,)` over every item, in length buckets; NaN where an item is None or fails.
+
+        Items with the same prompt tokens go two by two into one segment, the prompt encoded once (a pair's chosen
+        and rejected answer, a prompt's samples): the same tokens at the same positions, each response attending
+        its prompt and itself, so each score is what the item alone gets, for fewer tokens through the model."""
         out = [math.nan] * len(items)
-        size = {i: len(it[0]) + len(it[1]) for i, it in enumerate(items) if it is not None}
-        order = sorted(size, key=lambda i: -size[i])  # similar lengths share a batch; the longest run first
-        batch: list[int] = []
-        used = 0
-        for i in order:
-            if batch and used + size[i] > self.opts.batch_tokens:
+        by_prompt: dict[tuple[int, ...], list[int]] = {}
+        for i, it in enumerate(items):
+            if it is not None:
+                by_prompt.setdefault(tuple(it[0]), []).append(i)
+        shared: list[tuple[int, ...]] = []
+        alone: list[tuple[int, ...]] = []
+        for idx in by_prompt.values():
+            shared += [(idx[k], idx[k + 1]) for k in range(0, len(idx) - 1, 2)]
+            alone += [(idx[-1],)] if len(idx) % 2 else []
+        for units in (shared, alone):  # one number of responses per packed batch
+            size = {
+                u: len(cast("Item", items[u[0]])[0]) + sum(len(cast("Item", items[i])[1]) for i in u) for u in units
+            }
+            order = sorted(units, key=lambda u: -size[u])  # similar lengths share a batch; the longest run first
+            batch: list[tuple[int, ...]] = []
+            used = 0
+            for u in order:
+                if batch and used + size[u] > self.opts.batch_tokens:
+                    self._forward(batch, items, forward, out)
+                    batch, used = [], 0
+                batch.append(u)
+                used += size[u]
+            if batch:
                 self._forward(batch, items, forward, out)
-                batch, used = [], 0
-            batch.append(i)
-            used += size[i]
-        if batch:
-            self._forward(batch, items, forward, out)
         return out
 
     def _forward(
-        self, idx: list[int], items: list[Item | None], forward: Callable[[Any], Any], out: list[float]
+        self, units: list[tuple[int, ...]], items: list[Item | None], forward: Callable[[Any], Any], out: list[float]
     ) -> None:
         import torch  # lazy (with packing): the scorer table and `align ls` load without torch
 
-        from preference_data.packing import pack_single
+        from preference_data.packing import pack
 
         try:
-            # "mask" layout: rows as long as the batch's longest item (attention costs tokens x row length
+            # "mask" layout: rows as long as the batch's longest segment (attention costs tokens x row length
             # under the block-diagonal mask, and the batch is one length bucket, so rows come out nearly full)
-            encoded = cast("list[Item]", [items[i] for i in idx])  # `_run` batches only encoded items
-            longest = max(len(p) + len(r) for p, r in encoded)
-            packed = pack_single(
-                [p for p, _ in encoded],
-                [r for _, r in encoded],
+            encoded = [[cast("Item", items[i]) for i in u] for u in units]  # `_run` batches only encoded items
+            longest = max(len(g[0][0]) + sum(len(r) for _, r in g) for g in encoded)
+            packed = pack(
+                [g[0][0] for g in encoded],
+                [tuple(r for _, r in g) for g in encoded],
                 self.pad_id,
                 row_tokens=longest,
                 layout=self.layout,
@@ -137,14 +153,16 @@ class BatchedModel:
                 values = forward(packed.to(self.device)).float().cpu().tolist()
         except RuntimeError as e:
             # e.g. out of memory on one long batch: retry item by item, so one item cannot sink the run
-            if len(idx) > 1:
-                for i in idx:
-                    self._forward([i], items, forward, out)
+            if len(units) > 1 or len(units[0]) > 1:
+                for i in (i for u in units for i in u):
+                    self._forward([(i,)], items, forward, out)
                 return
             self._fail("forward_error", str(e).splitlines()[0] if str(e) else type(e).__name__)
             return
-        for i, v in zip(idx, values, strict=True):
-            out[i] = float(v)
+        B = len(units)
+        for b, u in enumerate(units):
+            for k, i in enumerate(u):  # response k of segment b is sequence k * B + b
+                out[i] = float(values[k * B + b])
 
 
 class RewardHeadModel(BatchedModel):

@@ -17,9 +17,12 @@ How the model scorers (scalar, implicit, judge) run:
 - Tokenization is stage 1's (`tokenize_single`, `tokenize_prompts`): the chat template is rendered once, the
   prompt/response boundary is found on tokens and every response ends with the EOS generation stops at, exactly
   as in training.
-- Length bucketing: items are sorted by token count (longest first) and cut into batches of at most
-  `batch_tokens` tokens; a batch is packed (`pack_single`, rows as long as its longest item) and run once
-  under `torch.no_grad`. Scores go back in input order; batch size and order do not change them (tests check it).
+- Shared prompts: items with the same prompt tokens (a pair's two answers, a prompt's samples) go two by two into
+  one segment with the prompt encoded once, each response attending its prompt and itself (the training layout).
+- Length bucketing: segments are sorted by token count (longest first) and cut into batches of at most
+  `batch_tokens` tokens; a batch is packed (`preference_data.packing.pack`, rows as long as its longest segment)
+  and run once under `torch.no_grad`. Scores go back in input order; batch size, order and which items share a
+  prompt do not change them (tests check it).
 - Reading the reward: by position (`last_token_rewards` reads the packed batch's last response token), never by
   searching for a pad id. SmolLM2's pad token is its EOS `<|im_end|>`, so `AutoModelForSequenceClassification`'s
   own pooling ("last token that is not pad") would read the token *before* the closing EOS.

@@ -62,6 +62,13 @@ def test_quickstart_all_stages_on_the_tiny_model(tmp_path, capsys):
     assert not (ids["test"] & ids["dev"]) and not (ids["test"] & ids["train"])
     graded = json.loads((out / "eval" / "aligned" / "report.json").read_text())["prompt_ids"]
     assert set(graded) <= ids["test"]
+    # the eval stage's numbers drawn in the align run it graded: the start policy at step 0, the aligned at the end
+    rows = [json.loads(x) for x in (out / "align" / "metrics.jsonl").read_text().splitlines()]
+    ev = [r for r in rows if r.get("from") == "quickstart eval"]
+    assert [r["step"] for r in ev] == [0, summary["align"]["steps"]]
+    assert ev[0]["eval_gold/overall"] == pytest.approx(summary["eval"]["dpo"]["after"])
+    assert ev[1]["eval_gold/overall"] == pytest.approx(summary["eval"]["aligned"]["after"])
+    assert ev[1]["eval_reward"] == pytest.approx(summary["eval"]["aligned"]["reward_after"])
     assert summary["align"]["start"] == summary["dpo"]["policy_dir"]  # the warm start
     assert (out / "rm" / "model" / "reward_stats.json").exists()
     assert (out / "dpo" / "adapter" / "adapter_config.json").exists()
