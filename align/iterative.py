@@ -65,7 +65,7 @@ from .online.evaluation import eval_lines, gold_eval, gold_eval_report, hacking_
 from .online.rollout import Rollout, draw, load_train_prompts
 from .pipeline import finished_run, record_inputs
 from .rewards import RewardSet, check_reward_specs
-from .train import LossSection, PreviousSection, ReferenceSection, TrainConfig
+from .train import LossSection, PreviousSection, ReferenceKind, ReferenceSection, TrainConfig
 
 PairRule = Literal["max_min", "max_random", "max_second", "length_penalized"]
 
@@ -408,7 +408,7 @@ def round_train_config(cfg: IterativeConfig, t: int, policy: str, pairs_file: Pa
         reference, previous = ReferenceSection(kind="none"), PreviousSection()
     else:
         ref_model = cfg.model if cfg.rounds.reference == "initial" else policy
-        kind = "precomputed" if reference_pass(cfg, pairs) == "once" else "auto"
+        kind: ReferenceKind = "precomputed" if reference_pass(cfg, pairs) == "once" else "auto"
         reference, previous = (
             ReferenceSection(kind=kind, model=None if ref_model == policy else ref_model),
             PreviousSection(),
