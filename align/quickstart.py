@@ -303,7 +303,8 @@ def summary_figure(evals: dict[str, Any], root: Path) -> Path:
     """summary.png (the eval stage's policies against the base model, `align.figures`) and report.html showing it,
     with links to each stage's own run report."""
     names = [n for n in EVAL_LABELS if n in evals][::-1]  # the comparison row first, the headline last
-    png = draw(figure_data({n: evals[n] for n in names}, EVAL_LABELS), root / "summary.png", "quickstart")
+    title = f"quickstart, the suite's {evals.get('split', 'test')} split"
+    png = draw(figure_data({n: evals[n] for n in names}, EVAL_LABELS), root / "summary.png", title)
     links = "".join(
         f'<li><a href="{stage}/report.html">{stage}</a></li>'
         for stage in ("rm", "dpo", "align", "online")
@@ -312,7 +313,8 @@ def summary_figure(evals: dict[str, Any], root: Path) -> Path:
     page = (
         "<!doctype html><meta charset='utf-8'><title>quickstart</title>"
         "<body style='font-family: system-ui, sans-serif; margin: 1.5em 2em'>"
-        "<h1>quickstart</h1><p>Gold-graded greedy answers of every policy to the same held-out prompts; numbers in "
+        f"<h1>quickstart</h1><p>Gold-graded greedy answers of every policy to the same held-out prompts (the "
+        f"suite's {evals.get('split', 'test')} split); numbers in "
         "<a href='summary.json'>summary.json</a>.</p>"
         f"<img src='{png.name}' style='max-width: 100%; border: 1px solid #ddd'>"
         f"<h2>stage reports</h2><ul>{links}</ul></body>"
