@@ -475,3 +475,20 @@ def test_a_prompt_without_a_reference_is_named():
     r = Rollout(0, [p], 2, [[1]], ["a", "b"], [[5], [6]], [[-1.0], [-1.0]], ["eos", "eos"])
     with pytest.raises(UserError, match=rf"prompt {p.id}: no reference response \(meta.reference\)"):
         with_references(r, tok, 8)
+
+
+def test_a_round_computes_its_reference_log_probs_once_when_its_steps_revisit_its_pairs(tmp_path):
+    """`rounds.reference_pass: auto`: precomputed (one pass before the round trains) when max_steps x batch_size
+    draws the round's pairs more than once, else in every step (the LoRA base with adapters disabled)."""
+    from pathlib import Path
+
+    from align.iterative import IterativeConfig, reference_pass, round_train_config
+
+    cfg = build(IterativeConfig, {"train": {"max_steps": 48, "batch_size": 8}, "loss": {"name": "sigmoid"}})
+    assert reference_pass(cfg, 96) == "once" and reference_pass(cfg, 384) == "every_step"
+    assert round_train_config(cfg, 1, "builtin:tiny-llama", Path("p.jsonl"), 96).reference.kind == "precomputed"
+    assert round_train_config(cfg, 1, "builtin:tiny-llama", Path("p.jsonl"), 500).reference.kind == "auto"
+    fixed = build(IterativeConfig, {"rounds": {"reference_pass": "every_step"}, "train": {"max_steps": 48}})
+    assert round_train_config(fixed, 1, "builtin:tiny-llama", Path("p.jsonl"), 8).reference.kind == "auto"
+    inpo = build(IterativeConfig, {"loss": {"name": "inpo"}, "train": {"max_steps": 48}})
+    assert round_train_config(inpo, 2, "r1", Path("p.jsonl"), 8).previous.model == "r1"  # INPO keeps its own roles
