@@ -75,9 +75,6 @@ def _default_rm() -> RMTrainConfig:
                 "warmup_ratio": 0.05,
                 "max_length": 256,
                 "log_every": 5,
-                # compiled steps were 1.08x faster here, not enough to pay ~30 s of compiling on a first run
-                # (benchmarks/quickstart_steps.py, docs/performance.md)
-                "compile": False,
             },
         },
     )
@@ -102,7 +99,6 @@ def _default_dpo() -> TrainConfig:
                 "lr_scheduler": "cosine",
                 "max_length": 256,
                 "log_every": 5,
-                "compile": False,  # 1.02x faster steps compiled: not worth compiling (benchmarks/quickstart_steps.py)
             },
         },
     )
@@ -141,7 +137,8 @@ def _default_align() -> IterativeConfig:
                 "max_length": 256,
                 "log_every": 4,
                 # a round's steps ran 1.52x faster with the reference log-probs computed once before it trains
-                # (rounds.reference_pass: auto) and no faster compiled (benchmarks/quickstart_steps.py)
+                # (rounds.reference_pass: auto); eager: a round's 48 steps do not repay compiling
+                # (benchmarks/quickstart_steps.py)
                 "compile": False,
             },
         },

@@ -5,12 +5,12 @@ DPO step, each run in its own process with the quickstart's settings, timed per 
     .venv/bin/python benchmarks/quickstart_steps.py --only round --round-pairs runs/quickstart/align/round_1/pairs.jsonl
 
 Variants (each stage's config is the quickstart's built-in one, `align/quickstart.py`, with only what is named
-changed), "before" first (the quickstart's settings until 2026-11-28), then "after" (what it runs now):
-  rm     before: compiled (`train.compile: auto` on a CPU) | after: eager
-  dpo    before: compiled | after: eager
-  round  before: eager, the reference log-probs from the base with adapters disabled in every step | after: eager,
-         the reference log-probs computed once before the round trains (`rounds.reference_pass: auto` -> once) |
-         after+compile: the same compiled
+changed):
+  rm     eager | compiled (`train.compile: auto` on a CPU: what the quickstart runs)
+  dpo    eager | compiled (what the quickstart runs)
+  round  before (the quickstart's rounds until 2026-11-28): eager, the reference log-probs from the base with
+         adapters disabled in every step | after (what they run now): eager, the reference log-probs computed once
+         before the round trains (`rounds.reference_pass: auto` -> once) | after+compile: the same compiled
 Data: the quickstart's suite (its train pairs, 275 tasks per family); a round trains on `--round-pairs` (a round's
 pairs.jsonl of a finished quickstart: on-policy samples ranked by the RM; default runs/quickstart/align/round_1/
 pairs.jsonl where it exists, else the suite's pairs) from `--round-model` (default: the quickstart's offline-DPO
@@ -47,8 +47,8 @@ from benchmarks.common import (  # noqa: E402
 )
 
 VARIANTS = {
-    "rm": {"before": {"compile": "auto"}, "after": {"compile": False}},
-    "dpo": {"before": {"compile": "auto"}, "after": {"compile": False}},
+    "rm": {"eager": {"compile": False}, "compiled": {"compile": "auto"}},
+    "dpo": {"eager": {"compile": False}, "compiled": {"compile": "auto"}},
     "round": {
         "before": {"compile": False, "reference": "adapters_disabled"},
         "after": {"compile": False, "reference": "precomputed"},
@@ -179,10 +179,11 @@ def main() -> None:
                     f"{STEPS[stage]} steps: {r['projected_seconds']:.0f}s",
                     flush=True,
                 )
-            b, a = rows["before"], rows["after"]
+            b, a = (rows[k] for k in list(VARIANTS[stage])[:2])
             print(
-                f"{stage:5s} after / before: steady step {b['steady_step_seconds'] / a['steady_step_seconds']:.2f}x "
-                f"faster, {STEPS[stage]} steps {b['projected_seconds'] / a['projected_seconds']:.2f}x faster"
+                f"{stage:5s} {' / '.join(list(VARIANTS[stage])[1::-1])}: steady step "
+                f"{b['steady_step_seconds'] / a['steady_step_seconds']:.2f}x faster, {STEPS[stage]} steps "
+                f"{b['projected_seconds'] / a['projected_seconds']:.2f}x faster"
             )
             results["rows"][stage] = rows
     if args.json_out:
