@@ -5,10 +5,11 @@ Stages (each writes under `out_dir`; a rerun skips a training stage whose report
 interrupted quickstart resumes at the stage where it stopped; `stages` picks which run, and a stage whose inputs an
 earlier stage writes finds them in `out_dir`):
   1. model   - resolve `builtin:smollm2-135m-instruct` (converted once from the wheel's GGUF, then cached)
-  2. suite   - generate the verifiable preference suite (train/test pairs and prompts) as JSONL
+  2. suite   - generate the verifiable preference suite, split by task into train, dev (where settings are chosen)
+               and test (which every stage reports on, `eval.split`), as JSONL
   3. doctor  - the data report for the suite's training pairs with the model's tokenizer
-  4. rm      - a LoRA Bradley-Terry reward model on the suite's training pairs, evaluated on its held-out pairs
-               (accuracy per task family and per corruption kind)
+  4. rm      - a LoRA Bradley-Terry reward model on the suite's training pairs, evaluated on the reported split's
+               pairs (accuracy per task family and per corruption kind)
   5. dpo     - LoRA DPO with the chosen answer's NLL (RPO) on the suite's offline pairs: the comparison row (what
                the data alone gives) and the warm start of the next stage
   6. align   - the policy aligned against the RM (`align.iterative`): rounds in which the policy samples answers to
@@ -32,6 +33,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -451,7 +453,7 @@ def eval_stage(cfg: QuickstartConfig, p: Pipeline, summary: dict[str, Any]) -> d
     for name, policy in policies.items():
         if policy is None:
             continue
-        p.say(f"eval: {name} policy against the base model on held-out prompts ({cfg.eval.prompts} + safety)")
+        p.say(f"eval: {name} policy against the base model on {cfg.eval.split} prompts ({cfg.eval.prompts} + safety)")
         report = evaluate_policy(
             policy,
             cfg.model,
@@ -492,7 +494,8 @@ def record_eval_in_run(run_dir: Path, end: dict[str, Any], start: dict[str, Any]
     last = max((int(r["step"]) for r in rows), default=0)
     for step, e in ((0, start), (last, end)):
         if e is not None:
-            reward = {"eval_reward": e["reward_after"]} if e.get("reward_after") is not None else {}
+            r = e.get("reward_after")
+            reward = {"eval_reward": r} if r is not None and math.isfinite(r) else {}  # NaN: no point drawn
             rows.append({"step": step, "eval_gold/overall": e["after"], **reward, "from": EVAL_ROW, "split": split})
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     write_report(run_dir)

@@ -177,11 +177,15 @@ def test_eval_counts_nan_judge_scores_instead_of_losses(monkeypatch, tmp_path, c
     _fake_models(monkeypatch, {"a": same, "b": same})
 
     class HalfBroken:  # a judge that fails on every other prompt and scores the rest 0
+        kind = "pointwise"
+
         def score(self, conv, responses):
             return [math.nan if i % 2 else 0.0 for i in range(len(responses))]
 
-    monkeypatch.setattr(align.evaluate, "load_scorer", lambda kind, model: HalfBroken())
-    report = evaluate_policy("a", "b", "suite", 12, judge="rm_dir", out_dir=str(tmp_path))
+    specs = []
+    monkeypatch.setattr(align.evaluate, "load_scorer", lambda spec: specs.append(spec) or HalfBroken())
+    report = evaluate_policy("a", "b", "suite", 12, judge="scalar:rm_dir", out_dir=str(tmp_path))
+    assert specs == [{"type": "scalar", "model": "rm_dir"}]  # the judge is a scorer spec, as everywhere
     assert report["judge_nan"] == 6 and report["win_rate"] == 0.5  # ties on the 6 finite prompts
     assert json.loads((tmp_path / "report.json").read_text())["judge_nan"] == 6
     assert "6 of 12 prompts scored NaN by the judge, left out" in "\n".join(report_lines(report))

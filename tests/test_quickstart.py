@@ -68,7 +68,8 @@ def test_quickstart_all_stages_on_the_tiny_model(tmp_path, capsys):
     assert [r["step"] for r in ev] == [0, summary["align"]["steps"]]
     assert ev[0]["eval_gold/overall"] == pytest.approx(summary["eval"]["dpo"]["after"])
     assert ev[1]["eval_gold/overall"] == pytest.approx(summary["eval"]["aligned"]["after"])
-    assert ev[1]["eval_reward"] == pytest.approx(summary["eval"]["aligned"]["reward_after"])
+    reward = summary["eval"]["aligned"]["reward_after"]  # NaN where the tiny RM scores NaN: then not drawn
+    assert ev[1].get("eval_reward", float("nan")) == pytest.approx(reward, nan_ok=True)
     assert summary["align"]["start"] == summary["dpo"]["policy_dir"]  # the warm start
     assert (out / "rm" / "model" / "reward_stats.json").exists()
     assert (out / "dpo" / "adapter" / "adapter_config.json").exists()
