@@ -376,6 +376,14 @@ def _rated(rows: Rows, report: DataReport) -> Iterator[Record]:
             scores = _field(row, "scores")
             if not isinstance(scores, list) or len(scores) != len(responses):
                 raise Skip("wrong_type", "field 'scores' must be a list with one mapping per response")
+            for i, sc in enumerate(scores):
+                if not isinstance(sc, dict) or not all(
+                    isinstance(v, (int, float)) and not isinstance(v, bool) for v in sc.values()
+                ):
+                    raise Skip(
+                        "wrong_type",
+                        f'scores[{i}] must map objectives to numbers, e.g. {{"overall_score": 4}}; got {sc!r}',
+                    )
         except Skip as s:
             report.drop(s.reason, row_no, s.detail)
             continue

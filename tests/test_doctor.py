@@ -58,3 +58,33 @@ def test_doctor_on_the_suite(tmp_path, capsys):
     assert main(["data", "doctor", "suite", "--out", str(tmp_path), "--model", "builtin:tiny-llama"]) == 0
     report = json.loads((tmp_path / "doctor.json").read_text())
     assert report["pairs"] > 1000 and report["tokenization"]["counts"].get("boundary_mismatch", 0) == 0
+
+
+def test_doctor_pairs_rated_data_as_the_recipe_would(tmp_path, capsys):
+    """--pairing and --objective reach the pair builder: rated rows become the pairs a recipe with the same
+    data.pairing and data.objective trains on, so the report counts those."""
+
+    def scored(*xs):
+        return [{"overall_score": x, "brevity": -x} for x in xs]
+
+    rows = [
+        {"prompt": "Name a color.", "responses": ["Red.", "Blue is a color.", "A chair."], "scores": scored(3, 2, 1)},
+        {"prompt": "Say hi.", "responses": ["Hi!", "Hello there.", "No."], "scores": scored(3, 1, 2)},
+        {"prompt": "Count.", "responses": ["1 2 3", "one"], "scores": [3, 1]},  # numbers, not mappings: dropped
+    ]
+    f = tmp_path / "rated.jsonl"
+    f.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    common = ["data", "doctor", str(f), "--model", "builtin:tiny-llama", "--format", "rated"]
+    assert main([*common, "--out", str(tmp_path / "a"), "--pairing", "max_second"]) == 0
+    second = json.loads((tmp_path / "a" / "doctor.json").read_text())
+    assert main([*common, "--out", str(tmp_path / "b"), "--pairing", "none"]) == 0
+    none = json.loads((tmp_path / "b" / "doctor.json").read_text())
+    assert second["data"] != none["data"]  # the pair builder ran (or not) as asked
+    assert second["data"]["dropped"] == {"wrong_type": 1}  # the row of bare numbers, counted, never a traceback
+    reports = {}
+    for objective in ("overall_score", "brevity"):
+        assert main([*common, "--out", str(tmp_path / objective), "--objective", objective]) == 0
+        reports[objective] = json.loads((tmp_path / objective / "doctor.json").read_text())
+    assert reports["brevity"]["example"] != reports["overall_score"]["example"]  # ranked by another objective
+    assert main([*common, "--out", str(tmp_path / "c"), "--pairing", "max_mn"]) != 0
+    assert "did you mean 'max_min'" in capsys.readouterr().err

@@ -127,6 +127,8 @@ class DoctorSettings:
     split: Literal["train", "dev", "test", "all"] = option("all", "which deterministic split to report on")
     hub_split: str = option("train", "for a hub dataset: the split to read")
     hub_data_dir: str | None = option(None, "for a hub dataset: the folder of its repository to read")
+    pairing: str = option("max_min", "rated data: the pair builder (`align ls pairing`), as the recipe's data.pairing")
+    objective: str = option("overall_score", "rated data: the score dimension the pair builder ranks by")
     model: str = option("builtin:smollm2-135m-instruct", "tokenizer to check against")
     max_length: int = option(1024, "token budget per sequence")
     policy: LengthPolicy = option("drop", "what to do with pairs longer than --max-length")
@@ -145,6 +147,8 @@ def cmd_doctor(s: DoctorSettings) -> int:
         "split": s.split,
         "hub_split": s.hub_split,
         "hub_data_dir": s.hub_data_dir,
+        "pairing": s.pairing,
+        "objective": s.objective,
     }
     if s.preset is not None:
         fields["preset"] = s.preset
