@@ -79,7 +79,7 @@ PARTS: dict[str, tuple[str, list[str], int, list[str]]] = {
     "check": ("", [], 90, []),
     "rm-0.5b": _pair_part(RM, "0.5b", "full", 10, 32, "eager", "off,on", 90, 210),
     "rm-1.5b": _pair_part(RM, "1.5b", "full", 8, 32, "eager", BEST, 100, 170),
-    "dpo-0.5b": _pair_part(DPO, "0.5b", "full", 8, 16, "eager,eager-liger", BEST, 80, 200, smoke_compile=BEST),
+    "dpo-0.5b": _pair_part(DPO, "0.5b", "full", 8, 16, "eager,eager-liger", BEST, 80, 200),
     "rm-lora-135m": _pair_part(RM, "135m", "lora", 16, 8, "eager", "off,on", 70, 170, smoke_compile="off"),
     "dpo-lora-0.5b": _pair_part(DPO, "0.5b", "lora", 8, 16, "eager,eager-liger", BEST, 80, 200),
     "dpo-1.5b": _pair_part(DPO, "1.5b", "full,lora", 8, 16, "eager,eager-liger", BEST, 100, 400, "lora", "off"),

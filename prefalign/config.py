@@ -11,7 +11,8 @@
 - Other toolkits' names (TRL's `learning_rate`, OpenRLHF's `micro_train_batch_size`, ...) are declared on the field
   they mean (`option(..., aliases={...})`): `build` reads them as that field with a one-line note, also written flat
   at the top level of a recipe (a TRL-style config), and refuses the names with no equivalent (`REFUSED`), saying
-  which keys to use. `ALIASES_TABLE` lists them all (the manual's table is generated from it).
+  which keys to use. `align ls names` lists them all (`align.cli.configs.other_names`; the manual's table is
+  generated from it).
 """
 
 from __future__ import annotations
@@ -270,7 +271,7 @@ def _translate(cls: type, data: dict[str, Any], where: str, problems: list[str])
         elif key in own:
             field, alias = own[key]
             target = fields[field]
-            if isinstance(_default_of(target), dict) and not dataclasses.is_dataclass(_default_of(target)):
+            if isinstance(_default_of(target), dict):
                 entry = alias.entry or key  # an entry of a dict field (params)
                 out[field] = {**(out.get(field) or data.get(field) or {}), entry: value}
                 NOTES.append(f"{here} ({alias.note}) read as {where + '.' if where else ''}{field}.{entry}")

@@ -81,33 +81,30 @@ def test_every_relative_link_points_at_a_file(page: Path) -> None:
     assert not missing, f"{page.relative_to(ROOT)} links to files that do not exist: {missing}"
 
 
-def test_every_align_command_in_the_readme_parses() -> None:
-    from align.cli.main import build_parser
-
-    commands = _commands(README.read_text(encoding="utf-8"))
-    assert len(commands) >= 8, "the README's recipes lost their commands"
-    parser = build_parser()
+def _assert_parse(parser, commands: list[list[str]], where: str) -> None:
+    """Each `align` command (its argv) parses; --help and --version count as parsed."""
     for argv in commands:
         try:
             parser.parse_args(argv)
         except SystemExit as e:
             if e.code in (0, None):  # --help or --version: it parsed
                 continue
-            pytest.fail(f"README.md: `align {shlex.join(argv)}` does not parse (argparse said why above)")
+            pytest.fail(f"{where}: `align {shlex.join(argv)}` does not parse (argparse said why above)")
+
+
+def test_every_align_command_in_the_readme_parses() -> None:
+    from align.cli.main import build_parser
+
+    commands = _commands(README.read_text(encoding="utf-8"))
+    assert len(commands) >= 8, "the README's recipes lost their commands"
+    _assert_parse(build_parser(), commands, "README.md")
 
 
 @pytest.mark.parametrize("page", sorted(DOCS.glob("*.md")), ids=lambda p: p.name)
 def test_every_align_command_in_the_manual_parses(page: Path) -> None:
     from align.cli.main import build_parser
 
-    parser = build_parser()
-    for argv in _commands(page.read_text(encoding="utf-8")):
-        try:
-            parser.parse_args(argv)
-        except SystemExit as e:
-            if e.code in (0, None):  # --help or --version: it parsed
-                continue
-            pytest.fail(f"docs/{page.name}: `align {shlex.join(argv)}` does not parse (argparse said why above)")
+    _assert_parse(build_parser(), _commands(page.read_text(encoding="utf-8")), f"docs/{page.name}")
 
 
 def _align(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:

@@ -187,7 +187,7 @@ def segment_attention(
     rep = H // Hkv
     scaling = d**-0.5 if scaling is None else scaling
     device = query.device.type
-    dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else query.dtype
+    dtype = varlen.compute_dtype(query)
     dropping = bool(dropout) and module.training
     # one layer-wide copy each: the softmax scale folded into the queries, query heads folded token-major
     q = (query[0] * scaling).to(dtype).view(Hkv, rep, L, d).transpose(1, 2).reshape(Hkv, L * rep, d)

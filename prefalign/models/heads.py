@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import torch
 
+from .varlen import compute_dtype
+
 CHUNK_ELEMENTS = 1 << 27
 """Logits per chunk (tokens x vocabulary): 512 MB in fp32, e.g. 883 tokens of a 152k vocabulary."""
 
@@ -19,11 +21,6 @@ CHUNK_ELEMENTS = 1 << 27
 def chunk_tokens(vocab: int) -> int:
     """Tokens per chunk for a vocabulary of `vocab` entries (`CHUNK_ELEMENTS` logits, at least 16 tokens)."""
     return max(16, CHUNK_ELEMENTS // max(vocab, 1))
-
-
-def _compute_dtype(h: torch.Tensor) -> torch.dtype:
-    device = h.device.type
-    return torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else h.dtype
 
 
 class ChunkedTokenLogps(torch.autograd.Function):
@@ -78,4 +75,4 @@ def token_logps_from_hidden(
     if h.shape[0] == 0:
         return h.new_zeros(0, dtype=torch.float32)
     chunk = chunk or chunk_tokens(weight.shape[0])
-    return ChunkedTokenLogps.apply(h, weight, targets, float(temperature), chunk, _compute_dtype(h))
+    return ChunkedTokenLogps.apply(h, weight, targets, float(temperature), chunk, compute_dtype(h))

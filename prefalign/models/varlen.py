@@ -125,12 +125,17 @@ def uses_kernel(q: torch.Tensor) -> bool:
     )
 
 
+def compute_dtype(t: torch.Tensor) -> torch.dtype:
+    """The dtype attention and the log-prob head compute in: the autocast dtype where autocast is on (the rotary
+    embedding leaves queries and keys in fp32 under it), else the tensor's own."""
+    device = t.device.type
+    return torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else t.dtype
+
+
 def attend(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, plan: VarlenPlan, scale: float) -> torch.Tensor:
     """transformers' layout in and out: query (1, H, T, d), key/value (1, Hkv, T, d) -> (1, T, H, d)."""
     plan.calls += 1
-    device = query.device.type
-    # under autocast the rotary embedding leaves queries and keys in fp32: attend in the autocast dtype, as SDPA would
-    dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else query.dtype
+    dtype = compute_dtype(query)  # as SDPA would
     q = query[0].transpose(0, 1).to(dtype).contiguous()  # (T, H, d)
     k = key[0].transpose(0, 1).index_select(0, plan.kv_index).to(dtype)  # (Tk, Hkv, d): the key stream
     v = value[0].transpose(0, 1).index_select(0, plan.kv_index).to(dtype)

@@ -374,8 +374,8 @@ def draw_dashboard(view: RunView, path: Path) -> bool:
             nonfinite += [x for x, y in pts if not math.isfinite(y)]
             if name in NOT_SMOOTHED or len(finite) < MIN_SMOOTHED:  # as logged: a schedule, or a few points
                 if finite:
-                    few = len(finite) < MIN_SMOOTHED
-                    ax.plot(*zip(*finite, strict=True), color=color, lw=1.6, marker="o" if few else None, label=label)
+                    marker = "o" if len(finite) < MIN_SMOOTHED else None  # a few points: drawn as points
+                    ax.plot(*zip(*finite, strict=True), color=color, lw=1.6, marker=marker, label=label)
                 continue
             if finite:
                 ax.plot(
