@@ -109,12 +109,11 @@ def train_reward_model(config: dict[str, Any] | str | Path, overrides: Sequence[
 def load_scorer(model_or_spec: str | dict[str, Any], **options: Any) -> Scorer:
     """A scorer from a trained model directory (its kind told from what it is: a reward model is `scalar`, a policy
     adapter `implicit`), or from a spec: a kind name with `options`, or a mapping with `type` (`align ls scorers`)."""
-    from reward_models.scorers import SCORERS, default_scorer
     from reward_models.scorers import load_scorer as load
+    from reward_models.scorers import scorer_spec
 
-    if isinstance(model_or_spec, str) and model_or_spec not in SCORERS:
-        kind = default_scorer(model_or_spec, options.get("reference"))
-        return load(kind, model=model_or_spec, **options)
+    if isinstance(model_or_spec, str):  # a kind, KIND:MODEL, a model directory, as every command takes it
+        return load(scorer_spec(model_or_spec, options=options, flag="load_scorer"))
     return load(model_or_spec, **options)
 
 

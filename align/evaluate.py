@@ -38,7 +38,7 @@ from preference_data.suite.heldout import (
     summarize,
 )
 from reward_models.model_scorers import ScalarScorer
-from reward_models.scorers import load_scorer, scorer_spec
+from reward_models.scorers import SCORERS, load_scorer, scorer_spec
 
 SUITE_LIMIT = 120
 """Held-out prompts `align eval policy` draws from the suite without --limit (family-balanced)."""
@@ -77,6 +77,7 @@ def evaluate_policy(
 
     s = (settings or DecodingSettings()).decoding()
     s = replace(s, dtype=decide_dtype(s.dtype, knob="--dtype").value)  # records hold the dtype that ran
+    judge_spec = None if judge == "gold" else _judge_spec(judge, judge_options)  # a wrong judge fails before generating
     prompts = load_prompts(prompts_source, limit, s.seed, safety_each)
     t0 = time.time()
     conv = [p.prompt for p in prompts]
@@ -127,9 +128,8 @@ def evaluate_policy(
         if judge == "gold":
             report["win_rate"], report["judge_nan"] = win_rate(pa, pb), 0
         else:
-            report["win_rate"], report["judge_nan"] = _rm_win_rate(
-                judge, prompts, responses, base_responses, judge_options
-            )
+            assert judge_spec is not None
+            report["win_rate"], report["judge_nan"] = _rm_win_rate(judge_spec, prompts, responses, base_responses)
         report["judge"] = judge
     report["warnings"] = safety_warnings(report)
     report["seconds"] = round(time.time() - t0, 1)
@@ -177,18 +177,23 @@ def _mean_score(scorer: ScalarScorer, prompts: list[PromptOnly], texts: list[str
     return finite_mean([float(v) for v in values])
 
 
-def _rm_win_rate(
-    judge: str, prompts: list[PromptOnly], a: list[str], b: list[str], options: dict[str, Any] | None = None
-) -> tuple[float | None, int]:
-    """(win rate of `a` over `b` judged by the pointwise scorer `judge` (a scorer spec: a reward model directory,
-    KIND:MODEL, a mapping), prompts left out for a NaN score)."""
-    loaded = load_scorer(scorer_spec(judge, options=options, flag="--judge"))
-    if loaded.kind != "pointwise":
+def _judge_spec(judge: str, options: dict[str, Any] | None) -> dict[str, Any]:
+    """The suite's judge as a scorer spec (a reward model directory, KIND:MODEL, a mapping): a pointwise kind."""
+    spec = scorer_spec(judge, options=options, flag="--judge")
+    kind = SCORERS[spec["type"]].kind
+    if kind != "pointwise":
         raise UserError(
-            f"--judge {judge}: a {loaded.kind} scorer; the suite's win rate needs a pointwise one (a reward model: "
+            f"--judge {judge}: a {kind} scorer; the suite's win rate needs a pointwise one (a reward model: "
             "scalar, implicit, grm); pairwise judges compare against reference answers with --bench"
         )
-    scorer = cast(ScalarScorer, loaded)
+    return spec
+
+
+def _rm_win_rate(
+    spec: dict[str, Any], prompts: list[PromptOnly], a: list[str], b: list[str]
+) -> tuple[float | None, int]:
+    """(win rate of `a` over `b` judged by the pointwise scorer of `spec`, prompts left out for a NaN score)."""
+    scorer = cast(ScalarScorer, load_scorer(spec))
     conv = [p.prompt for p in prompts]
     sa = scorer.score(conv, [[Message("assistant", x)] for x in a])
     sb = scorer.score(conv, [[Message("assistant", x)] for x in b])

@@ -241,10 +241,12 @@ def scorer_spec(
     model: str | None = None,
     options: dict[str, Any] | None = None,
     flag: str = "--scorer",
+    other_kinds: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """A scorer spec (a mapping with `type`, as `load_scorer` and a config's `reward:` list take it) from the one
     string every command takes (`SPEC_FORMS`), with a separate `model` (--model) and `options` (--option KEY=VALUE,
-    which win over the string's own). `flag` names the flag in errors."""
+    which win over the string's own). `flag` names the flag in errors; `other_kinds` are kinds the caller takes
+    besides the scorers (the served reward's rules)."""
     spec: dict[str, Any]
     text = None if text is None else text.strip()
     if text is None:
@@ -261,7 +263,7 @@ def scorer_spec(
         spec = dict(spec)
     else:
         kind, sep, rest = text.partition(":")
-        if kind in SCORERS:
+        if kind in SCORERS or kind in other_kinds:
             spec = {"type": kind, **({"model": rest} if sep else {})}
             if sep and not rest:
                 raise UserError(f"{flag} {text!r}: the model after '{kind}:' is missing")
@@ -280,10 +282,11 @@ def scorer_spec(
         if "model" not in spec:
             raise UserError(f"{flag}: say what scores: one of\n{SPEC_FORMS}")
         spec["type"] = default_scorer(spec["model"], spec.get("reference"))
-    if spec["type"] not in SCORERS:
+    kinds = [*SCORERS.names(), *other_kinds]
+    if spec["type"] not in kinds:
         raise UserError(
-            f"{flag}: unknown scorer kind '{spec['type']}'{did_you_mean(spec['type'], SCORERS.names())}; one of "
-            f"{', '.join(SCORERS.names())}"
+            f"{flag}: unknown scorer kind '{spec['type']}'{did_you_mean(spec['type'], kinds)}; one of "
+            f"{', '.join(kinds)}"
         )
     return spec
 

@@ -79,3 +79,14 @@ def test_bench_run_flags_join_the_spec(rm_dir):
     assert _scorer_spec(s) == {"type": "scalar", "model": rm_dir, "dtype": "float32", "normalize": True}
     with pytest.raises(UserError, match="--reference does not apply to --scorer scalar"):
         _scorer_spec(BenchRunSettings(bench="suite", model=rm_dir, reference="builtin:smollm2-135m-instruct"))
+
+
+def test_a_served_rule_stays_a_served_reward():
+    """`align serve --scorer '{type: length}'`: a rule of the reward: list is served as before, not refused as an
+    unknown scorer kind."""
+    from align.serve.run import reward_sections
+    from align.serve.settings import ServeSettings
+
+    assert reward_sections(ServeSettings(scorer="{type: length}"))[0] == [{"type": "length"}]
+    with pytest.raises(UserError, match="unknown scorer kind 'lenght'"):
+        reward_sections(ServeSettings(scorer="{type: lenght}"))

@@ -232,7 +232,7 @@ def _add(
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="align", description=__doc__, formatter_class=HelpFormatter)
-    parser.add_argument("--version", action="version", version=f"align (prefalign) {_version()}")
+    parser.add_argument("--version", action=_Version, nargs=0, help="show the installed version and exit")
     sub = parser.add_subparsers(dest="verb", metavar="VERB")
 
     p = _add(sub, "quickstart", cmd_quickstart, "run the main job on the embedded default model and data", "quickstart")
@@ -295,8 +295,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _Version(argparse.Action):
+    """`align --version`: the installed version, looked up only when asked for (not at every start)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"align (prefalign) {_version()}")  # on stdout, as argparse's own version action
+        parser.exit()
+
+
 def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version  # lazy: only for --version and help
+    from importlib.metadata import PackageNotFoundError, version  # lazy: only for --version
 
     try:
         return version("prefalign")

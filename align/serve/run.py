@@ -18,9 +18,11 @@ def reward_sections(s: ServeSettings) -> tuple[list[dict[str, Any]], Composition
     """The `reward:` list and `composition:` section the settings ask to serve."""
     if s.reward_config is not None:
         return read_reward_config(s.reward_config)
-    from reward_models.scorers import scorer_spec  # lazy: the scorer table (and torch), when a server starts
+    from reward_models.scorers import scorer_spec
 
-    return [scorer_spec(s.scorer, model=s.model, options=s.options)], None
+    from ..rewards import RULES  # a served reward may be a rule ({type: length}), as in a reward: list
+
+    return [scorer_spec(s.scorer, model=s.model, options=s.options, other_kinds=tuple(RULES.names()))], None
 
 
 def read_reward_config(path: str) -> tuple[list[dict[str, Any]], CompositionSection | None]:
