@@ -138,7 +138,7 @@ def _default_align() -> IterativeConfig:
                 "lr_scheduler": "constant",
                 "max_length": 256,
                 "log_every": 4,
-                # a round's steps ran 1.52x faster with the reference log-probs computed once before it trains
+                # a round's steps ran 1.37x faster with the reference log-probs computed once before it trains
                 # (rounds.reference_pass: auto); eager: a round's 48 steps do not repay compiling
                 # (benchmarks/quickstart_steps.py)
                 "compile": False,
