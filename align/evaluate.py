@@ -25,7 +25,7 @@ from typing import Any, cast
 
 from prefalign.decoding import DecodingSettings
 from prefalign.errors import UserError
-from prefalign.models.hub import load_tokenizer
+from prefalign.models.hub import load_tokenizer, weights_fingerprint
 from prefalign.models.precision import decide_dtype
 from prefalign.stats import finite_mean, paired_bootstrap, win_rate
 from preference_data.records import Message, PromptOnly
@@ -85,7 +85,9 @@ def evaluate_policy(
     def run_one(ref: str) -> list[str]:
         tok = load_tokenizer(ref)
         m = load_policy(ref, s.dtype)
-        return generate(m, tok, conv, s.max_new_tokens, s.batch_size, s.temperature, seed=s.seed, progress=True)
+        return generate(
+            m, tok, conv, s.max_new_tokens, s.batch_size, s.temperature, seed=s.seed, progress=True, schedule=s.schedule
+        )
 
     responses = run_one(model)
     grades = grade_all(prompts, responses)
@@ -106,13 +108,10 @@ def evaluate_policy(
     if baseline:
         cache = Path(baseline_cache) if baseline_cache else None
         key = {"baseline": baseline, "ids": [p.id for p in prompts], "settings": s.__dict__}
-        if cache and cache.exists() and json.loads(cache.read_text()).get("key") == key:
-            base_responses = json.loads(cache.read_text())["responses"]
-        else:
-            base_responses = run_one(baseline)
-            if cache:
-                cache.parent.mkdir(parents=True, exist_ok=True)
-                cache.write_text(json.dumps({"key": key, "responses": base_responses}))
+        cached = json.loads(cache.read_text()) if cache and cache.exists() else {}
+        if cached.get("key") != key:
+            cached = {"key": key, "responses": run_one(baseline), "rewards": {}}
+        base_responses = cached["responses"]
         base_grades = grade_all(prompts, base_responses)
         report["baseline_model"] = baseline
         report["baseline"] = summarize(base_grades, prompts)
@@ -123,8 +122,15 @@ def evaluate_policy(
             safety_indicators(grades, prompts), safety_indicators(base_grades, prompts), seed=s.seed
         )
         report["family_change"] = family_change(prompts, pa, pb, s.seed)
-        if rm is not None:
-            report["baseline"]["reward"] = _mean_score(rm, prompts, base_responses)
+        if rm is not None:  # the baseline's answers scored once per reward model, with them in the cache
+            rewards = cached.setdefault("rewards", {})
+            rm_key = f"{reward_model}@{weights_fingerprint(reward_model)}"  # a retrained RM is scored again
+            if rm_key not in rewards:
+                rewards[rm_key] = _mean_score(rm, prompts, base_responses)
+            report["baseline"]["reward"] = rewards[rm_key]
+        if cache:
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            cache.write_text(json.dumps(cached))
         if judge == "gold":
             report["win_rate"], report["judge_nan"] = win_rate(pa, pb), 0
         else:

@@ -488,7 +488,7 @@ def setup(cfg: TrainConfig, resume: bool = False) -> Setup:
     extra = tuple(c for roles, _ in frozen for role in roles for c in columns(role))
 
     if cfg.train.method == "lora":
-        model = apply_lora(model, cfg.lora, "CAUSAL_LM")
+        model = apply_lora(model, cfg.lora, "CAUSAL_LM", autocast=cfg.train.precision == "bf16")
     model.train()
     compile_layers(model, cfg.train)
 

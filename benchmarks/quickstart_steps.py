@@ -6,11 +6,13 @@ DPO step, each run in its own process with the quickstart's settings, timed per 
 
 Variants (each stage's config is the quickstart's built-in one, `align/quickstart.py`, with only what is named
 changed):
-  rm     eager | compiled (`train.compile: auto` on a CPU: what the quickstart runs)
-  dpo    eager | compiled (what the quickstart runs)
-  round  before (the quickstart's rounds until 2026-11-28): eager, the reference log-probs from the base with
-         adapters disabled in every step | after (what they run now): eager, the reference log-probs computed once
-         before the round trains (`rounds.reference_pass: auto` -> once) | after+compile: the same compiled
+  rm     eager | compiled (`train.compile: auto` on a CPU: what the quickstart runs) | compiled+casts: the same
+         with peft's cast of every adapter input to fp32 kept under bf16 autocast (as before 2026-11-28, evening)
+  dpo    eager | compiled (what the quickstart runs), each also +casts (as before)
+  round  before (the quickstart's rounds until 2026-11-28): eager, peft's casts, the reference log-probs from the
+         base with adapters disabled in every step | after+casts: the reference log-probs computed once before the
+         round trains (`rounds.reference_pass: auto` -> once) | after (what they run now): without the casts too |
+         after+compile: the same compiled
 Data: the quickstart's suite (its train pairs, 275 tasks per family); a round trains on `--round-pairs` (a round's
 pairs.jsonl of a finished quickstart: on-policy samples ranked by the RM; default runs/quickstart/align/round_1/
 pairs.jsonl where it exists, else the suite's pairs) from `--round-model` (default: the quickstart's offline-DPO
@@ -31,6 +33,7 @@ import json
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -47,16 +50,28 @@ from benchmarks.common import (  # noqa: E402
 )
 
 VARIANTS = {
-    "rm": {"eager": {"compile": False}, "compiled": {"compile": "auto"}},
-    "dpo": {"eager": {"compile": False}, "compiled": {"compile": "auto"}},
+    "rm": {
+        "eager": {"compile": False},
+        "compiled": {"compile": "auto"},
+        "compiled+casts": {"compile": "auto", "peft_casts": True},
+    },
+    "dpo": {
+        "eager+casts": {"compile": False, "peft_casts": True},
+        "eager": {"compile": False},
+        "compiled+casts": {"compile": "auto", "peft_casts": True},
+        "compiled": {"compile": "auto"},
+    },
     "round": {
-        "before": {"compile": False, "reference": "adapters_disabled"},
+        "before": {"compile": False, "reference": "adapters_disabled", "peft_casts": True},
+        "after+casts": {"compile": False, "reference": "precomputed", "peft_casts": True},
         "after": {"compile": False, "reference": "precomputed"},
         "after+compile": {"compile": "auto", "reference": "precomputed"},
     },
 }
-STEPS = {"rm": 164, "dpo": 60, "round": 48}
-"""The quickstart's optimizer steps of each (the RM's 1.5 epochs of 872 pairs, DPO's 60, a round's 48): the
+BASELINE = {"rm": "compiled+casts", "dpo": "compiled+casts", "round": "before"}
+"""The variant each stage's others are compared with: what the quickstart ran before."""
+STEPS = {"rm": 176, "dpo": 60, "round": 48}
+"""The quickstart's optimizer steps of each (the RM's 1.5 epochs of its ~940 train pairs, DPO's 60, a round's 48): the
 projected training time is the first step, the rest at the steady rate, and a reference pass before."""
 QUICKSTART = Path("runs/quickstart")
 
@@ -78,6 +93,16 @@ def child(args: argparse.Namespace) -> None:
 
     stage, variant = args.child.split(":")
     v = VARIANTS[stage][variant]
+    if v.get("peft_casts"):  # peft's own input casts kept under bf16 autocast, as every LoRA run did before
+        import align.train
+        import prefalign.training.trainer as trainer
+
+        keep_casts = trainer.apply_lora
+
+        def with_casts(*a: Any, **k: Any) -> Any:
+            return keep_casts(*a, **{**k, "autocast": False})
+
+        trainer.apply_lora = align.train.apply_lora = with_casts  # type: ignore[assignment]
     times = step_timer()
     with tempfile.TemporaryDirectory() as tmp:
         if stage == "rm":
@@ -88,7 +113,13 @@ def child(args: argparse.Namespace) -> None:
                 output_dir=tmp,
                 data=dataclasses.replace(cfg.data, source=args.data, split="all"),
                 eval=dataclasses.replace(cfg.eval, split="none", stats_pairs=8),
-                train=dataclasses.replace(cfg.train, max_steps=args.steps, compile=v["compile"], log_every=args.steps),
+                train=dataclasses.replace(
+                    cfg.train,
+                    max_steps=args.steps,
+                    compile=v["compile"],
+                    log_every=args.steps,
+                    batch_size=args.batch_size or cfg.train.batch_size,
+                ),
             )
             meter = WorkMeter(model_dims(MODEL), True, False, False, None)
             meter.install()
@@ -106,7 +137,13 @@ def child(args: argparse.Namespace) -> None:
                 loss=base.loss,
                 reference=reference,
                 save_merged=False,
-                train=dataclasses.replace(base.train, max_steps=args.steps, compile=v["compile"], log_every=args.steps),
+                train=dataclasses.replace(
+                    base.train,
+                    max_steps=args.steps,
+                    compile=v["compile"],
+                    log_every=args.steps,
+                    batch_size=args.batch_size or base.train.batch_size,
+                ),
             )
             in_step = cfg.reference.kind != "precomputed"
             meter = WorkMeter(model_dims(MODEL), True, in_step, False, "lengths")
@@ -133,6 +170,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--steps", type=int, default=16, help="optimizer steps per variant (default 16)")
     ap.add_argument("--only", default="rm,dpo,round", help="comma list of rm, dpo, round")
+    ap.add_argument("--variants", default="", help="comma list of variants to run (default: every one; see above)")
+    ap.add_argument("--batch-size", type=int, default=0, help="pairs per step (default: each stage's own, 8)")
     ap.add_argument("--round-pairs", default=None, help="a round's pairs.jsonl (see above)")
     ap.add_argument("--round-model", default=None, help="the policy a round starts from (see above)")
     ap.add_argument("--inductor-cache", default=None, help="a compile cache to start from (default: an empty one)")
@@ -160,7 +199,10 @@ def main() -> None:
         for stage in args.only.split(","):
             rows = {}
             for variant in VARIANTS[stage]:
+                if args.variants and variant not in args.variants.split(","):
+                    continue
                 extra = ["--round-pairs", round_pairs, "--round-model", round_model, "--data", str(data)]
+                extra += ["--batch-size", str(args.batch_size)]
                 r = spawn(
                     __file__,
                     ["--child", f"{stage}:{variant}", "--steps", str(args.steps), *extra],
@@ -175,18 +217,23 @@ def main() -> None:
                 )
                 print(
                     f"{stage:5s} {variant:13s} first step {r['first_step_seconds']:.1f}s, steady "
-                    f"{r['steady_step_seconds']:.2f}s/step ({r['tokens_per_step']:.0f} tokens), "
+                    f"{r['steady_step_seconds']:.2f}s/step of {r['batch']} pairs ({r['tokens_per_step']:.0f} tokens, "
+                    f"{r['steady_step_seconds'] / r['batch']:.3f}s a pair), "
                     f"{rate:.0f} GFLOP/s = {rate / peak:.0%} of peak{ref}, peak RSS {r['peak_rss_gb']:.1f} GB; "
                     f"{STEPS[stage]} steps: {r['projected_seconds']:.0f}s",
                     flush=True,
                 )
-            b, a = (rows[k] for k in list(VARIANTS[stage])[:2])
-            print(
-                f"{stage:5s} {' / '.join(list(VARIANTS[stage])[1::-1])}: steady step "
-                f"{b['steady_step_seconds'] / a['steady_step_seconds']:.2f}x faster, {STEPS[stage]} steps "
-                f"{b['projected_seconds'] / a['projected_seconds']:.2f}x faster"
-            )
             results["rows"][stage] = rows
+            base = BASELINE[stage]
+            for name, a in rows.items():
+                if name == base or base not in rows:
+                    continue
+                b = rows[base]
+                print(
+                    f"{stage:5s} {name} against {base}: steady step "
+                    f"{b['steady_step_seconds'] / a['steady_step_seconds']:.2f}x faster, {STEPS[stage]} steps "
+                    f"{b['projected_seconds'] / a['projected_seconds']:.2f}x faster"
+                )
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(results, indent=2))
 

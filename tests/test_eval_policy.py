@@ -189,3 +189,50 @@ def test_eval_counts_nan_judge_scores_instead_of_losses(monkeypatch, tmp_path, c
     assert report["judge_nan"] == 6 and report["win_rate"] == 0.5  # ties on the 6 finite prompts
     assert json.loads((tmp_path / "report.json").read_text())["judge_nan"] == 6
     assert "6 of 12 prompts scored NaN by the judge, left out" in "\n".join(report_lines(report))
+
+
+def test_baseline_answers_and_their_reward_are_cached_across_policies(monkeypatch, tmp_path):
+    """The eval stage grades several policies against one base model: the base model's answers are generated once
+    and its answers scored by the reward model once (both in `baseline_cache`); a retrained reward model in the same
+    directory scores them again, and other decoding settings generate them again."""
+    import align.evaluate
+    import prefalign.generation.policy
+    from prefalign.decoding import DecodingSettings
+
+    prompts = load_prompts("suite", 12)
+    careful = _safety_answers(prompts, comply=False)
+    _fake_models(monkeypatch, {"a": careful, "b": careful, "base": _safety_answers(prompts, comply=True)})
+    generated: list[str] = []
+    fake_generate = prefalign.generation.policy.generate
+    monkeypatch.setattr(
+        prefalign.generation.policy, "generate", lambda m, *a, **k: generated.append(m) or fake_generate(m, *a, **k)
+    )
+    scored: list[int] = []
+
+    class Length:  # a reward model: the answer's length
+        kind = "pointwise"
+
+        def score(self, conv, responses):
+            scored.append(len(responses))
+            return [float(len(r[0].content)) for r in responses]
+
+    monkeypatch.setattr(align.evaluate, "load_scorer", lambda kind, model: Length())
+    rm = tmp_path / "rm"
+    rm.mkdir()
+    (rm / "config.json").write_text("{}")
+    (rm / "model.safetensors").write_text("v1")
+    cache = str(tmp_path / "baseline.json")
+
+    def run(policy: str, settings: DecodingSettings | None = None) -> dict:
+        return evaluate_policy(
+            policy, "base", "suite", 12, settings=settings, baseline_cache=cache, reward_model=str(rm)
+        )
+
+    first, second = run("a"), run("b")
+    assert generated == ["a", "base", "b"] and scored == [12, 12, 12]  # a, base, b: base once
+    assert first["baseline"]["reward"] == second["baseline"]["reward"] != first["policy"]["reward"]
+    (rm / "model.safetensors").write_text("v2, retrained")
+    run("a")
+    assert scored[3:] == [12, 12]  # the new RM scores the base model's (cached) answers again
+    run("a", DecodingSettings(max_new_tokens=7))
+    assert generated[-2:] == ["a", "base"]  # other settings: other base answers

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from prefalign.errors import ConfigError, UserError
-from prefalign.generation import SamplingParams, make_engine, processed_logprobs
+from prefalign.generation import SamplingParams, exact_batched, make_engine, processed_logprobs
 from prefalign.generation.sampling import RowSettings, sample
 
 CONVS = [
@@ -369,3 +369,23 @@ def test_policy_generate_keeps_the_old_greedy_text(tiny_model_ref, dtype):
     new = generate(policy, tok, prompts, max_new_tokens=12, batch_size=4)
     old = baseline_generate(policy, tok, prompts, max_new_tokens=12, batch_size=4)
     assert new == old and len(new) == 10
+
+
+def test_policy_generate_fast_schedule_gives_the_exact_greedy_text_in_fp32(tiny_model_ref, monkeypatch):
+    """`schedule="fast"` (the engine's own batching, as the quickstart's evaluation uses it) decodes the same
+    greedy text as the exact schedule in fp32, with batches of another size than the exact one's."""
+    import prefalign.generation.policy as policy_module
+    from prefalign.generation.policy import generate, load_policy
+    from prefalign.models.hub import load_tokenizer
+    from preference_data.suite.heldout import load_prompts
+
+    tok = load_tokenizer(tiny_model_ref)
+    policy = load_policy(tiny_model_ref, "float32")
+    prompts = [p.prompt for p in load_prompts("suite", 10)]
+    engines: list[dict] = []
+    make = policy_module.make_engine
+    monkeypatch.setattr(policy_module, "make_engine", lambda *a, **k: engines.append(k) or make(*a, **k))
+    exact = generate(policy, tok, prompts, max_new_tokens=12, batch_size=4)
+    fast = generate(policy, tok, prompts, max_new_tokens=12, batch_size=3, schedule="fast")
+    assert fast == exact and len(fast) == 10
+    assert engines == [exact_batched(4), {"max_rows": 3}]  # the two schedules ran

@@ -113,3 +113,51 @@ def test_quickstart_shortens_training_where_auto_means_fp32(native, tmp_path):
     assert (rm.train.epochs, dpo.train.max_steps) == ((1.5, 60) if native else (1.0, 40))
     explicit = load(QuickstartConfig, None, ["rm.train.precision=fp32"])
     assert p.fit_to_device(explicit.rm, explicit.fp32_work, "rm").train.epochs == 1.5  # only `auto` adapts
+
+
+@pytest.mark.parametrize("task", ["CAUSAL_LM", "SEQ_CLS"])
+def test_lora_under_bf16_autocast_skips_the_input_casts_for_the_same_numbers(task):
+    """`train.precision: bf16` with LoRA: the adapters' inputs are no longer copied to fp32 (the adapter weights'
+    dtype) and back, and the forward, the loss and every adapter gradient are the same bit for bit; such a model
+    used outside autocast fails on the dtypes, never silently."""
+    import copy
+
+    import torch
+
+    from prefalign.models.hub import load_causal_lm, load_seq_cls
+    from prefalign.training.config import LoraSection, TrainSection
+    from prefalign.training.trainer import prepare_model
+
+    torch.manual_seed(0)
+    load = load_causal_lm if task == "CAUSAL_LM" else load_seq_cls
+    base = load("builtin:tiny-llama", dtype="bfloat16")  # a LoRA base is stored in bf16 under train.precision bf16
+    saves = ["score"] if task == "SEQ_CLS" else None
+    models = {}
+    for kind in ("bf16-pure", "bf16"):  # bf16-pure: no autocast, peft's casts stay on
+        torch.manual_seed(1)
+        train = TrainSection(method="lora", precision=kind)
+        models[kind] = prepare_model(copy.deepcopy(base), train, LoraSection(), task, modules_to_save=saves)
+    with torch.no_grad():  # non-zero adapters, the same in both
+        for (name, a), (_, b) in zip(
+            models["bf16"].named_parameters(), models["bf16-pure"].named_parameters(), strict=True
+        ):
+            if "lora_B" in name:
+                a.normal_(std=0.5)
+                b.copy_(a)
+    casts = {
+        k: [m.cast_input_dtype_enabled for m in v.modules() if hasattr(m, "cast_input_dtype_enabled")]
+        for k, v in models.items()
+    }
+    assert casts["bf16"] and not any(casts["bf16"]) and all(casts["bf16-pure"])
+    ids = torch.randint(0, 500, (2, 12))
+    outs, grads = [], []
+    for model in models.values():
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            out = model(input_ids=ids).logits
+        out.float().square().mean().backward()
+        outs.append(out)
+        grads.append({n: p.grad for n, p in model.named_parameters() if p.requires_grad})
+    assert torch.equal(outs[0], outs[1])
+    assert grads[0].keys() == grads[1].keys() and all(torch.equal(grads[0][n], grads[1][n]) for n in grads[0])
+    with pytest.raises(RuntimeError, match="dtype|type"):
+        models["bf16"](input_ids=ids)  # outside autocast: bf16 inputs against fp32 adapter weights

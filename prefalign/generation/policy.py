@@ -36,6 +36,7 @@ def generate(
     seed: int = 0,
     backend: str = "transformers",
     progress: bool = False,
+    schedule: str = "exact",
 ) -> list[str]:
     """Responses (text, special tokens removed, stripped) to each prompt (a conversation: a list of messages with
     `role` and `content`), in input order.
@@ -45,13 +46,16 @@ def generate(
     default, so evaluations repeat): then the transformers backend runs the engine's exact schedule
     (`exact_batched`: length-sorted, left-padded batches of `batch_size` prompts through the model's own
     attention), which returns the continuations `model.generate` returned on those batches bit for bit, in bf16
-    too, so recorded evaluations stay comparable. Sampling (`temperature` > 0, with `seed`) uses the engine's
-    fast schedule, at most `batch_size` rows decoded together. backend: "transformers" (`model` is a loaded
+    too, so recorded evaluations stay comparable; `schedule="fast"` runs greedy answers through the engine's own
+    schedule instead (1.7x on a 2-core CPU, 140 prompts; fp32 answers are the same, bf16 ones may differ where two
+    tokens nearly tie). Sampling (`temperature` > 0, with `seed`) always uses the fast schedule, at most
+    `batch_size` rows decoded together. backend: "transformers" (`model` is a loaded
     causal LM) or "vllm" (a loaded model or a path).
     """
     options: dict[str, Any] = {}
     if backend == "transformers":
-        options = exact_batched(batch_size) if temperature == 0 else {"max_rows": batch_size}
+        exact = temperature == 0 and schedule == "exact"
+        options = exact_batched(batch_size) if exact else {"max_rows": batch_size}
     engine = make_engine(model, tokenizer, backend, **options)
     params = SamplingParams(n=1, temperature=temperature, max_new_tokens=max_new_tokens, seed=seed)
     result = engine.generate([list(p) for p in prompts], params, max_prompt_length=max_prompt_length, progress=progress)

@@ -41,12 +41,19 @@ def apply_lora(
     task_type: str,
     modules_to_save: list[str] | None = None,
     trainable_tokens: list[int] | None = None,
+    autocast: bool = False,
 ):
     """Wrap `model` with LoRA adapters; trainable weights are kept in fp32 (the frozen base may be bf16).
 
     `trainable_tokens`: ids of tokens added for this run (e.g. POLAR's reward token) whose input embeddings train
-    too (peft `trainable_token_indices`); the rest of the embedding stays frozen."""
+    too (peft `trainable_token_indices`); the rest of the embedding stays frozen. `autocast`: every forward of the
+    run is under bf16 autocast (`train.precision: bf16`), which runs each adapter's matmuls in bf16 whatever its
+    input's dtype; peft's cast of every adapter input to the fp32 adapter weights' dtype is then switched off (it
+    copied each LoRA layer's input to fp32 and autocast copied it back, forward and backward, for the same bf16
+    product: about a fifth of an eager LoRA step on a 2-core CPU). A forward of such a model outside autocast
+    fails on the dtypes, never silently."""
     from peft import LoraConfig, get_peft_model  # lazy: peft, only for LoRA
+    from peft.tuners.tuners_utils import BaseTunerLayer  # lazy: peft, only for LoRA
 
     cfg = LoraConfig(
         r=lora.r,
@@ -62,6 +69,10 @@ def apply_lora(
     for p in model.parameters():
         if p.requires_grad:
             p.data = p.data.float()
+    if autocast:
+        for module in model.modules():
+            if isinstance(module, BaseTunerLayer):
+                module.cast_input_dtype_enabled = False  # type: ignore[assignment]
     return model
 
 
@@ -230,7 +241,14 @@ def prepare_model(
     if train.disable_dropout:
         disable_dropout(model)
     if train.method == "lora":
-        model = apply_lora(model, lora, task_type, modules_to_save=modules_to_save, trainable_tokens=trainable_tokens)
+        model = apply_lora(
+            model,
+            lora,
+            task_type,
+            modules_to_save=modules_to_save,
+            trainable_tokens=trainable_tokens,
+            autocast=train.precision == "bf16",
+        )
     model.train()
     compile_layers(model, train)
     return model
