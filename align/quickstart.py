@@ -44,11 +44,13 @@ from prefalign.errors import did_you_mean
 from prefalign.models.hub import DEFAULT_MODEL, resolve
 from prefalign.models.precision import decide_precision
 from prefalign.stats import paired_bootstrap
+from prefalign.training.evaluation import group_lines
 from prefalign.training.report import write_report
 from preference_data.doctor import run_doctor
 from preference_data.sources import DataConfig
 from preference_data.suite import build_suite, write_suite
 from reward_models.rm_train import RMTrainConfig
+from reward_models.rm_train import heldout_report as rm_heldout
 from reward_models.rm_train import run as train_rm
 from reward_models.rm_train import summary_lines as rm_lines
 
@@ -368,18 +370,27 @@ def rm_stage(cfg: QuickstartConfig, p: Pipeline, summary: dict[str, Any]) -> dic
         model=cfg.model,
         output_dir=str(p.root / "rm"),
         data=dataclasses.replace(cfg.rm.data, source=_suite_file(p, "rm", "train_pairs.jsonl"), split="all"),
-        eval=dataclasses.replace(
-            cfg.rm.eval, source=_suite_file(p, "rm", f"{cfg.eval.split}_pairs.jsonl"), split="all"
-        ),
+        # trained without a held-out set, so the trained RM is the same whichever split is reported (a rerun with
+        # another eval.split reuses it); its held-out numbers are measured below
+        eval=dataclasses.replace(cfg.rm.eval, source=None, split="none"),
     )
     rm = p.fit_to_device(rm, cfg.fp32_work, "rm")
     what = f"training a {rm.train.method} Bradley-Terry RM on the suite's training pairs"
     report = p.train("rm", rm, train_rm, rm_lines, what)
+    held = rm_heldout(rm, report["model_dir"], str(_suite_file(p, "rm", f"{cfg.eval.split}_pairs.jsonl")))
+    p.say(
+        f"rm: held-out accuracy {held['accuracy']:.3f} on {held['pairs']} {cfg.eval.split} pairs "
+        f"(margin {held['margin']:.3f})"
+    )
+    for line in group_lines(held):
+        p.say(f"rm: {line}")
     return {
         "model_dir": report["model_dir"],
-        "accuracy": report["eval"]["accuracy"],
-        "by_family": {k: v["accuracy"] for k, v in report["eval"].get("by_family", {}).items()},
-        "by_corruption": {k: v["accuracy"] for k, v in report["eval"].get("by_corruption", {}).items()},
+        "accuracy": held["accuracy"],
+        "pairs": held["pairs"],
+        "split": cfg.eval.split,
+        "by_family": {k: v["accuracy"] for k, v in held.get("by_family", {}).items()},
+        "by_corruption": {k: v["accuracy"] for k, v in held.get("by_corruption", {}).items()},
         "train_seconds": report["train_seconds"],
     }
 

@@ -20,15 +20,16 @@ from typing import Any
 from prefalign.config import dump_yaml
 from prefalign.errors import UserError
 from prefalign.models.hub import load_seq_cls, load_tokenizer, pad_token_id
-from prefalign.training.evaluation import group_lines
+from prefalign.models.precision import decide_precision
+from prefalign.training.evaluation import accuracy_report, group_lines
 from prefalign.training.recipe import start_run
 from prefalign.training.trainer import base_dtype, prepare_model, resolve_precision, whole_state_dict
 from preference_data.training_pairs import load_training_pairs
 
-from .checkpoint import save_rm
+from .checkpoint import load_rm, save_rm
 from .rm_config import RMLossSection, RMTrainConfig, StrengthSection  # RMTrainConfig: `align validate` finds it here
 from .strength import StrengthConfig, measure_strength
-from .training import PLOT_KEYS, RMTrainer, reward_statistics
+from .training import PLOT_KEYS, RMTrainer, pair_rewards, reward_statistics
 
 
 def select_margins(pairs: list[Any], loss: RMLossSection) -> dict[str, Any]:
@@ -160,6 +161,36 @@ def run(cfg: RMTrainConfig, resume: bool = False) -> dict[str, Any]:
         },
         PLOT_KEYS,
     )
+
+
+def heldout_report(cfg: RMTrainConfig, model_dir: str, source: str) -> dict[str, Any]:
+    """What `run` reports as `eval` (accuracy and margin, overall and per source / family / corruption), for the
+    RM saved in `model_dir` on the pairs of `source`, tokenized with `cfg`'s length settings and scored in its
+    precision: one trained RM evaluated on another held-out set without training it again. `tokenization` says
+    what the length policy dropped."""
+    from prefalign.models.forward import layout_for  # lazy: torch, as the trainer's own imports
+
+    precision = decide_precision(cfg.train.precision).value
+    tokenizer = load_tokenizer(model_dir)
+    data = load_training_pairs(
+        dataclasses.replace(cfg.data, source=source, split="all", limit=None),
+        dataclasses.replace(cfg.eval, source=None, split="none"),
+        tokenizer,
+        cfg.train.max_length,
+        cfg.train.length_policy,
+        response_end="template",
+    )
+    model, _, _ = load_rm(model_dir, dtype="bfloat16" if precision != "fp32" else "float32")
+    rc, rr = pair_rewards(
+        model,
+        data.train,
+        pad_token_id(tokenizer),
+        cfg.train.batch_size,
+        cfg.train.row_tokens,
+        precision == "bf16",
+        layout_for(model),
+    )
+    return {**accuracy_report(data.train, rc, rr), "source": source, "tokenization": data.reports()["tokenization"]}
 
 
 def run_strength(cfg: StrengthConfig) -> dict[str, Any]:

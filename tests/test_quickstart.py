@@ -43,8 +43,7 @@ def test_quickstart_all_stages_on_the_tiny_model(tmp_path, capsys):
     scorer = load_scorer("scalar", model=summary["rm"]["model_dir"], dtype="float32")
     sc = scorer.score([p.prompt for p in test_pairs], [p.chosen for p in test_pairs])
     sr = scorer.score([p.prompt for p in test_pairs], [p.rejected for p in test_pairs])
-    rm_report = json.loads((out / "rm" / "report.json").read_text())
-    assert rm_report["eval"]["pairs"] == len(test_pairs)  # no test pair dropped for length here
+    assert summary["rm"]["pairs"] == len(test_pairs) and summary["rm"]["split"] == "test"  # none dropped for length
     assert summary["rm"]["accuracy"] == pytest.approx(sum(a > b for a, b in zip(sc, sr, strict=True)) / len(test_pairs))
     assert set(summary["rm"]["by_family"]) == {p.attributes["family"] for p in test_pairs}
     for name in ("aligned", "dpo"):  # the RM-aligned policy (headline) and the offline-DPO comparison row
@@ -93,6 +92,15 @@ def test_quickstart_all_stages_on_the_tiny_model(tmp_path, capsys):
     assert main(["quickstart", "--out", str(out), *TINY]) == 0
     again = capsys.readouterr().out
     assert "rm: already trained" in again and "dpo: already trained" in again and "align: already trained" in again
+    # another reported split evaluates the same trained stages again, on dev
+    assert main(["quickstart", "--out", str(out), *TINY, "eval.split=dev"]) == 0
+    dev = capsys.readouterr().out
+    assert "rm: already trained" in dev and "align: already trained" in dev and "dev pairs" in dev
+    on_dev = json.loads((out / "summary.json").read_text())
+    assert on_dev["rm"]["split"] == on_dev["eval"]["split"] == "dev"
+    assert on_dev["rm"]["pairs"] == len((out / "suite" / "dev_pairs.jsonl").read_text().splitlines())
+    graded = json.loads((out / "eval" / "aligned" / "report.json").read_text())["prompt_ids"]
+    assert set(graded) <= ids["dev"]
     # --full adds the online stage: GRPO against the RM from the aligned policy (the rest is skipped)
     online = ["online.train.max_steps=1", "online.rollout.max_new_tokens=4", "online.rollout.prompts_per_step=2"]
     online += ["online.eval.limit=4", "online.eval.max_new_tokens=4", "online.train.compile=false"]
