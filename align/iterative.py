@@ -35,12 +35,15 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
+
+from tqdm.auto import tqdm
 
 from prefalign.config import MODEL_ALIASES, OUTPUT_DIR_ALIASES, dump_yaml, option, to_dict
 from prefalign.decoding import SamplingOptions
@@ -316,14 +319,29 @@ def score_round(rewards: RewardSet, pool: Pool, method: Method) -> list[list[flo
             [float(x) for x in rank(scorer, p.prompt, [[Message("assistant", x)] for x in group], method).scores]
             for p, group in zip(pool.prompts, pool.texts, strict=True)
         ]
-    records = [p for p, group in zip(pool.prompts, pool.texts, strict=True) for _ in group]
-    comps = rewards.score(records, [t for group in pool.texts for t in group])
-    flat = weighted_sum(comps, rewards.weights).tolist()
-    out, at = [], 0
-    for group in pool.texts:
-        out.append([float(v) for v in flat[at : at + len(group)]])
-        at += len(group)
+    out: list[list[float]] = []
+    bar = tqdm(
+        total=sum(len(g) for g in pool.texts),
+        desc="scoring",
+        unit="answer",
+        disable=os.environ.get("CI") == "true",
+    )
+    for s in range(0, len(pool.prompts), SCORE_PROMPTS):  # a prompt's candidates scored together (prefix shared)
+        groups = pool.texts[s : s + SCORE_PROMPTS]
+        records = [p for p, group in zip(pool.prompts[s : s + SCORE_PROMPTS], groups, strict=True) for _ in group]
+        comps = rewards.score(records, [t for group in groups for t in group])
+        flat = weighted_sum(comps, rewards.weights).tolist()
+        at = 0
+        for group in groups:
+            out.append([float(v) for v in flat[at : at + len(group)]])
+            at += len(group)
+        bar.update(len(records))
+    bar.close()
     return out
+
+
+SCORE_PROMPTS = 64
+"""Prompts whose candidates one call of the reward scores (the progress bar moves between calls)."""
 
 
 def build_pairs(

@@ -163,7 +163,7 @@ def check_part() -> dict:
     def plain():
         with torch.autocast(device, dtype=torch.bfloat16, enabled=device == "cuda"):
             logits = (h @ w.T).float()
-        return logits.gather(-1, t[:, None])[:, 0] - torch.logsumexp(logits, -1)
+        return heads.plain_token_logps(logits, t)
 
     def chunked():
         with torch.autocast(device, dtype=torch.bfloat16, enabled=device == "cuda"):

@@ -24,14 +24,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 
 from benchmarks.common import machine_line, resolve_precision, sync  # noqa: E402
-from prefalign.models.heads import token_logps_from_hidden  # noqa: E402
+from prefalign.models.heads import plain_token_logps, token_logps_from_hidden  # noqa: E402
 
 SHAPES = {"smollm2-135m": (576, 49152), "qwen2.5-0.5b": (896, 151936), "qwen2.5-1.5b": (1536, 151936)}
 
 
 def plain(h: torch.Tensor, w: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
     logits = (h @ w.T).float()
-    return logits.gather(-1, t[:, None])[:, 0] - torch.logsumexp(logits, -1)
+    return plain_token_logps(logits, t)
 
 
 def chunked(h: torch.Tensor, w: torch.Tensor, t: torch.Tensor) -> torch.Tensor:

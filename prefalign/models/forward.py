@@ -110,7 +110,7 @@ def token_logps(
         if temperature != 1.0:
             logits = logits / temperature
         ids = batch.target_ids[s : s + step]
-        out.append(logits.gather(-1, ids[:, None]).squeeze(-1) - torch.logsumexp(logits, dim=-1))
+        out.append(heads.plain_token_logps(logits, ids))
     return torch.cat(out) if out else h.new_zeros(0, dtype=torch.float32)
 
 

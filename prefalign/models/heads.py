@@ -68,6 +68,12 @@ class ChunkedTokenLogps(torch.autograd.Function):
         return dh, None if dw is None else dw.to(weight.dtype), None, None, None, None
 
 
+def plain_token_logps(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """log p(targets) (N,) from full logits (N, V): the plain head, the reference `ChunkedTokenLogps` is checked and
+    measured against, and the path of a head that is not a plain `nn.Linear`."""
+    return logits.gather(-1, targets[:, None])[:, 0] - torch.logsumexp(logits, -1)
+
+
 def token_logps_from_hidden(
     h: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, temperature: float = 1.0, chunk: int | None = None
 ) -> torch.Tensor:
