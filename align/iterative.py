@@ -65,6 +65,7 @@ from . import train as offline
 from .losses import LOSSES, check_loss_config
 from .online.config import PolicyEvalSection, PromptsSection
 from .online.evaluation import eval_lines, gold_eval, gold_eval_report, hacking_check, log_row
+from .online.parallel import ranks
 from .online.rollout import Rollout, draw, load_train_prompts
 from .pipeline import finished_run, record_inputs
 from .rewards import RewardSet, check_reward_specs
@@ -408,12 +409,14 @@ def eval_policy(cfg: IterativeConfig, policy: str, path: Path, rewards: RewardSe
     return out
 
 
-def reference_pass(cfg: IterativeConfig, pairs: int) -> Literal["once", "every_step"]:
-    """`rounds.reference_pass` for a round of `pairs` training pairs (`auto` resolved)."""
+def reference_pass(cfg: IterativeConfig, pairs: int, processes: int | None = None) -> Literal["once", "every_step"]:
+    """`rounds.reference_pass` for a round of `pairs` training pairs (`auto` resolved): once when the round's steps
+    draw more pairs than it has (max_steps x batch_size x grad_accum x `processes`, default this launch's count)."""
     if cfg.rounds.reference_pass != "auto":
         return cfg.rounds.reference_pass
     t = cfg.train
-    revisited = t.max_steps * t.batch_size * t.grad_accum > pairs if t.max_steps > 0 else t.epochs > 1
+    drawn = t.max_steps * t.batch_size * t.grad_accum * (processes or ranks()[1])
+    revisited = drawn > pairs if t.max_steps > 0 else t.epochs > 1
     return "once" if revisited else "every_step"
 
 

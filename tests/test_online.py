@@ -486,6 +486,7 @@ def test_a_round_computes_its_reference_log_probs_once_when_its_steps_revisit_it
 
     cfg = build(IterativeConfig, {"train": {"max_steps": 48, "batch_size": 8}, "loss": {"name": "sigmoid"}})
     assert reference_pass(cfg, 96) == "once" and reference_pass(cfg, 384) == "every_step"
+    assert reference_pass(cfg, 384, processes=2) == "once"  # two processes draw 2 x 8 pairs a step
     assert round_train_config(cfg, 1, "builtin:tiny-llama", Path("p.jsonl"), 96).reference.kind == "precomputed"
     assert round_train_config(cfg, 1, "builtin:tiny-llama", Path("p.jsonl"), 500).reference.kind == "auto"
     fixed = build(IterativeConfig, {"rounds": {"reference_pass": "every_step"}, "train": {"max_steps": 48}})
