@@ -90,6 +90,11 @@ class Suite:
         """Train pairs, test pairs, then dev pairs."""
         return self.train_pairs + self.test_pairs + self.dev_pairs
 
+    @property
+    def splits(self) -> tuple[str, ...]:
+        """The splits this suite has: train and test, and dev with a `dev_fraction`."""
+        return ("train", "test", "dev") if self.dev_fraction else ("train", "test")
+
     def split_lists(self, split: str) -> tuple[list[PreferencePair], list[PromptOnly]]:
         """The pairs and prompts of one split."""
         return {
@@ -106,18 +111,8 @@ class Suite:
             pairs = [p for p in self.pairs if p.attributes["family"] == name]
             fams[name] = {
                 "tasks": len(tasks),
-                "train_prompts": sum(t.split == "train" for t in tasks),
-                "test_prompts": sum(t.split == "test" for t in tasks),
-                "train_pairs": sum(p.attributes["split"] == "train" for p in pairs),
-                "test_pairs": sum(p.attributes["split"] == "test" for p in pairs),
-                **(
-                    {
-                        "dev_prompts": sum(t.split == "dev" for t in tasks),
-                        "dev_pairs": sum(p.attributes["split"] == "dev" for p in pairs),
-                    }
-                    if self.dev_fraction
-                    else {}
-                ),
+                **{f"{split}_prompts": sum(t.split == split for t in tasks) for split in self.splits},
+                **{f"{split}_pairs": sum(p.attributes["split"] == split for p in pairs) for split in self.splits},
                 "corruptions": dict(sorted(Counter(p.attributes["corruption"] for p in pairs).items())),
             }
         kinds: dict[str, Any] = {}
@@ -129,6 +124,10 @@ class Suite:
                 "mean_words_rejected": round(sum(word_count(p.rejected[0].content) for p in ps) / len(ps), 2),
             }
         longer = sum(word_count(p.chosen[0].content) > word_count(p.rejected[0].content) for p in self.pairs)
+        counts = {}
+        for split in self.splits:
+            split_pairs, split_prompts = self.split_lists(split)
+            counts[f"{split}_pairs"], counts[f"{split}_prompts"] = len(split_pairs), len(split_prompts)
         return {
             "source": SOURCE,
             "version": SUITE_VERSION,
@@ -136,17 +135,7 @@ class Suite:
             "n_per_family": self.n_per_family,
             "test_fraction": self.test_fraction,
             **({"dev_fraction": self.dev_fraction} if self.dev_fraction else {}),
-            "counts": {
-                "train_pairs": len(self.train_pairs),
-                "test_pairs": len(self.test_pairs),
-                "train_prompts": len(self.train_prompts),
-                "test_prompts": len(self.test_prompts),
-                **(
-                    {"dev_pairs": len(self.dev_pairs), "dev_prompts": len(self.dev_prompts)}
-                    if self.dev_fraction
-                    else {}
-                ),
-            },
+            "counts": counts,
             "families": fams,
             "corruptions": kinds,
             "chosen_longer_fraction": round(longer / max(1, len(self.pairs)), 4),
@@ -284,13 +273,9 @@ def write_suite(suite: Suite, out_dir: str | os.PathLike[str]) -> dict[str, str]
     """Write the four JSONL files (one `to_dict()` per line; six with a dev split) and `summary.json` into
     `out_dir`. The same suite always gives byte-identical files. Returns {file name: path}."""
     os.makedirs(out_dir, exist_ok=True)
-    rows: dict[str, list[PreferencePair] | list[PromptOnly]] = {
-        "train_pairs.jsonl": suite.train_pairs,
-        "test_pairs.jsonl": suite.test_pairs,
-        "train_prompts.jsonl": suite.train_prompts,
-        "test_prompts.jsonl": suite.test_prompts,
-        **({"dev_pairs.jsonl": suite.dev_pairs, "dev_prompts.jsonl": suite.dev_prompts} if suite.dev_fraction else {}),
-    }
+    rows: dict[str, list[PreferencePair] | list[PromptOnly]] = {}
+    for split in suite.splits:
+        rows[f"{split}_pairs.jsonl"], rows[f"{split}_prompts.jsonl"] = suite.split_lists(split)
     paths = {}
     for name, records in rows.items():
         paths[name] = os.path.join(out_dir, name)
