@@ -123,7 +123,7 @@ def _type_name(tp: Any) -> str:
     return getattr(tp, "__name__", str(tp))
 
 
-def _convert(tp: Any, value: Any, where: str, problems: list[str]) -> Any:
+def _convert(tp: Any, value: Any, where: str, problems: list[str], notes: list[str]) -> Any:
     """Check `value` against type `tp`; return the converted value (or None after recording a problem)."""
     origin = get_origin(tp)
     if tp is Any:
@@ -134,13 +134,15 @@ def _convert(tp: Any, value: Any, where: str, problems: list[str]) -> Any:
             return None
         others = [a for a in args if a is not type(None)]
         if len(others) == 1 and isinstance(others[0], type) and dataclasses.is_dataclass(others[0]):
-            return _convert(others[0], value, where, problems)  # an optional section: report its own problems
+            return _convert(others[0], value, where, problems, notes)  # an optional section: report its own problems
         for a in args:
             if a is type(None):
                 continue
             trial: list[str] = []
-            out = _convert(a, value, where, trial)
+            trial_notes: list[str] = []  # an alternative that fails leaves no notes
+            out = _convert(a, value, where, trial, trial_notes)
             if not trial:
+                notes.extend(trial_notes)
                 return out
         problems.append(f"{where}: expected {_type_name(tp)}, got {value!r}")
         return None
@@ -158,18 +160,18 @@ def _convert(tp: Any, value: Any, where: str, problems: list[str]) -> Any:
         if not isinstance(value, list):
             problems.append(f"{where}: expected a list ({_type_name(tp)}), got {value!r}")
             return None
-        return [_convert(a, v, f"{where}[{i}]", problems) for i, v in enumerate(value)]
+        return [_convert(a, v, f"{where}[{i}]", problems, notes) for i, v in enumerate(value)]
     if origin is dict:
         k, v = get_args(tp) or (Any, Any)
         if not isinstance(value, dict):
             problems.append(f"{where}: expected a mapping ({_type_name(tp)}), got {value!r}")
             return None
-        return {kk: _convert(v, vv, f"{where}.{kk}", problems) for kk, vv in value.items()}
+        return {kk: _convert(v, vv, f"{where}.{kk}", problems, notes) for kk, vv in value.items()}
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         if not isinstance(value, dict):
             problems.append(f"{where}: expected a mapping of {tp.__name__} fields, got {value!r}")
             return None
-        return _build(tp, value, where, problems)
+        return _build(tp, value, where, problems, notes)
     if tp is bool:
         if isinstance(value, bool):
             return value
@@ -218,10 +220,6 @@ def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-NOTES: list[str] = []
-"""Notes of the last `build` (other toolkits' names read as ours), printed by `build` to stderr."""
-
-
 def _aliases(cls: type) -> dict[str, tuple[str, Alias]]:
     """Other toolkits' names of `cls`'s fields: name -> (field, Alias)."""
     out = {}
@@ -256,7 +254,7 @@ def optional_of(tp: Any) -> Any:
     return tp
 
 
-def _translate(cls: type, data: dict[str, Any], where: str, problems: list[str]) -> dict[str, Any]:
+def _translate(cls: type, data: dict[str, Any], where: str, problems: list[str], notes: list[str]) -> dict[str, Any]:
     """`data` with other toolkits' names of `cls`'s fields (and, at the top level, of its sections' fields) read
     as ours, each with a note; names in REFUSED become problems saying what to use."""
     fields = {f.name: f for f in dataclasses.fields(cls)}
@@ -274,18 +272,18 @@ def _translate(cls: type, data: dict[str, Any], where: str, problems: list[str])
             if isinstance(_default_of(target), dict):
                 entry = alias.entry or key  # an entry of a dict field (params)
                 out[field] = {**(out.get(field) or data.get(field) or {}), entry: value}
-                NOTES.append(f"{here} ({alias.note}) read as {where + '.' if where else ''}{field}.{entry}")
+                notes.append(f"{here} ({alias.note}) read as {where + '.' if where else ''}{field}.{entry}")
                 continue
             if field in data:
                 problems.append(f"{here}: {field} is given too; give one of them ({alias.note})")
                 continue
             out[field] = alias.values.get(value, value) if alias.values and _hashable(value) else value
-            NOTES.append(f"{here} ({alias.note}) read as {where + '.' if where else ''}{field}")
+            notes.append(f"{here} ({alias.note}) read as {where + '.' if where else ''}{field}")
         elif key in flat:  # written flat at the top level: moved into its section, whose build reads it
             section, field, alias = flat[key]
             moved.setdefault(section, {})[key] = value
             if not alias.note:
-                NOTES.append(f"{here} read as {section}.{field} (it belongs in the {section} section)")
+                notes.append(f"{here} read as {section}.{field} (it belongs in the {section} section)")
         elif key in REFUSED:
             problems.append(f"{here}: not a key here: {REFUSED[key]}")
         else:
@@ -307,11 +305,11 @@ def _hashable(value: Any) -> bool:
     return True
 
 
-def _build(cls: type[C], data: dict[str, Any], where: str, problems: list[str]) -> C:
+def _build(cls: type[C], data: dict[str, Any], where: str, problems: list[str], notes: list[str]) -> C:
     hints = get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
     if not where:  # a section's own names were read as ours by its parent, before its defaults filled it in
-        data = _translate(cls, data, where, problems)
+        data = _translate(cls, data, where, problems, notes)
     kwargs: dict[str, Any] = {}
     for key, value in data.items():
         here = f"{where}.{key}" if where else str(key)
@@ -322,18 +320,18 @@ def _build(cls: type[C], data: dict[str, Any], where: str, problems: list[str]) 
             continue
         value_aliases = fields[key].metadata.get("value_aliases")
         if value_aliases and _hashable(value) and value in value_aliases:
-            NOTES.append(f"{here}: {value!r} read as {value_aliases[value]!r}")
+            notes.append(f"{here}: {value!r} read as {value_aliases[value]!r}")
             value = value_aliases[value]
         n = len(problems)
         default = _default_of(fields[key])
         section = optional_of(hints[key])
         if isinstance(value, dict) and isinstance(section, type) and dataclasses.is_dataclass(section):
-            value = _translate(section, value, here, problems)  # before the defaults fill it in
+            value = _translate(section, value, here, problems, notes)  # before the defaults fill it in
         if isinstance(value, dict) and dataclasses.is_dataclass(default):
             # a partial section changes the fields it names and keeps the rest of the field's own default
             # (which may differ from its class's defaults, as the quickstart's rm and dpo sections do)
             value = _merge(to_dict(default), value)
-        converted = _convert(hints[key], value, here, problems)
+        converted = _convert(hints[key], value, here, problems, notes)
         allowed = fields[key].metadata.get("choices")
         if allowed is not None and len(problems) == n and converted is not None and converted not in allowed:
             problems.append(
@@ -365,14 +363,14 @@ def build(cls: type[C], data: dict[str, Any], source: str = "config") -> C:
             [f"the top level must be a mapping of {cls.__name__} fields, got {type(data).__name__}"], source
         )
     problems: list[str] = []
-    NOTES.clear()
-    obj = _build(cls, data, "", problems)
+    notes: list[str] = []  # other toolkits' names read as ours: printed to stderr
+    obj = _build(cls, data, "", problems, notes)
     if problems:
         raise ConfigError(problems, source)
-    if NOTES:
+    if notes:
         import sys
 
-        for note in dict.fromkeys(NOTES):
+        for note in dict.fromkeys(notes):
             print(f"note: {source}: {note}", file=sys.stderr)
     return obj
 
