@@ -20,7 +20,7 @@ from typing import Any
 from prefalign.config import dump_yaml
 from prefalign.errors import UserError
 from prefalign.models.hub import load_seq_cls, load_tokenizer, pad_token_id
-from prefalign.models.precision import decide_precision
+from prefalign.models.precision import decide_precision, default_device
 from prefalign.training.evaluation import accuracy_report, group_lines
 from prefalign.training.recipe import start_run
 from prefalign.training.trainer import base_dtype, prepare_model, resolve_precision, whole_state_dict
@@ -181,6 +181,7 @@ def heldout_report(cfg: RMTrainConfig, model_dir: str, source: str) -> dict[str,
         response_end="template",
     )
     model, _, _ = load_rm(model_dir, dtype="bfloat16" if precision != "fp32" else "float32")
+    model.to(default_device())
     rc, rr = pair_rewards(
         model,
         data.train,

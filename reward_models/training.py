@@ -38,12 +38,12 @@ def pair_rewards(
     autocast: bool,
     layout: Layout,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Rewards (B,) of chosen and rejected for tokenized pairs, in order."""
+    """Rewards (B,) of chosen and rejected for tokenized pairs, in order (no gradients: an evaluation's pass)."""
     rc, rr = [], []
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device
-    with torch.autocast(device.type, dtype=torch.bfloat16, enabled=autocast):
+    with torch.no_grad(), torch.autocast(device.type, dtype=torch.bfloat16, enabled=autocast):
         for s in range(0, len(pairs), batch_size):
             chunk = pairs[s : s + batch_size]
             r = last_token_rewards(model, pack_pairs(chunk, pad_id, row_tokens, layout).to(device))[:, 0].float().cpu()
