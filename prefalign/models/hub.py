@@ -17,6 +17,7 @@ Loading here is I/O only (no training code); every later stage loads models thro
 from __future__ import annotations
 
 import contextlib
+import copy
 import hashlib
 import importlib.util
 import json
@@ -113,16 +114,20 @@ def _gguf_tokenizer():
 
 def _build_smollm2(dest: Path) -> None:
     import torch  # lazy: torch, not needed to resolve a reference
-    from transformers import AutoConfig, AutoModelForCausalLM  # lazy: transformers, not needed to resolve a reference
+    from transformers import AutoModelForCausalLM  # lazy: transformers, not needed to resolve a reference
+    from transformers.initialization import no_init_weights  # lazy: as above
 
     _require("gguf", "gguf")
     gguf = _smollm2_gguf()
     quantized = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
-    config = AutoConfig.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    # transformers will not save a model loaded from a GGUF: its weights go into a plain model of the same config,
+    # built without initialising the weights it is about to receive
+    config = copy.deepcopy(quantized.config)
     if hasattr(config, "quantization_config"):
         del config.quantization_config
     config.dtype = "float32"
-    model = AutoModelForCausalLM.from_config(config)
+    with no_init_weights():
+        model = AutoModelForCausalLM.from_config(config)
     for name, token_id in _gguf_special_ids(gguf).items():
         if name != "unk":  # the config and generation config carry BOS, EOS and PAD
             setattr(model.config, f"{name}_token_id", token_id)
