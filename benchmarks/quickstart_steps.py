@@ -85,6 +85,18 @@ def suite_pairs(out: Path) -> Path:
     return out / "train_pairs.jsonl"
 
 
+def timed(train: Any, args: argparse.Namespace, variant: dict[str, Any]) -> Any:
+    """A stage's train section as the timed child runs it: `--steps` steps (one log line), the variant's compile
+    setting, `--batch-size` pairs a step where given."""
+    return dataclasses.replace(
+        train,
+        max_steps=args.steps,
+        compile=variant["compile"],
+        log_every=args.steps,
+        batch_size=args.batch_size or train.batch_size,
+    )
+
+
 def child(args: argparse.Namespace) -> None:
     from align import quickstart
     from align.train import ReferenceSection
@@ -113,13 +125,7 @@ def child(args: argparse.Namespace) -> None:
                 output_dir=tmp,
                 data=dataclasses.replace(cfg.data, source=args.data, split="all"),
                 eval=dataclasses.replace(cfg.eval, split="none", stats_pairs=8),
-                train=dataclasses.replace(
-                    cfg.train,
-                    max_steps=args.steps,
-                    compile=v["compile"],
-                    log_every=args.steps,
-                    batch_size=args.batch_size or cfg.train.batch_size,
-                ),
+                train=timed(cfg.train, args, v),
             )
             meter = WorkMeter(model_dims(MODEL), True, False, False, None)
             meter.install()
@@ -137,13 +143,7 @@ def child(args: argparse.Namespace) -> None:
                 loss=base.loss,
                 reference=reference,
                 save_merged=False,
-                train=dataclasses.replace(
-                    base.train,
-                    max_steps=args.steps,
-                    compile=v["compile"],
-                    log_every=args.steps,
-                    batch_size=args.batch_size or base.train.batch_size,
-                ),
+                train=timed(base.train, args, v),
             )
             in_step = cfg.reference.kind != "precomputed"
             meter = WorkMeter(model_dims(MODEL), True, in_step, False, "lengths")

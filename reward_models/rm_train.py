@@ -29,7 +29,7 @@ from preference_data.training_pairs import load_training_pairs
 from .checkpoint import load_rm, save_rm
 from .rm_config import RMLossSection, RMTrainConfig, StrengthSection  # RMTrainConfig: `align validate` finds it here
 from .strength import StrengthConfig, measure_strength
-from .training import PLOT_KEYS, RMTrainer, pair_rewards, reward_statistics
+from .training import PLOT_KEYS, RMTrainer, reward_statistics, train_pair_rewards
 
 
 def select_margins(pairs: list[Any], loss: RMLossSection) -> dict[str, Any]:
@@ -182,15 +182,8 @@ def heldout_report(cfg: RMTrainConfig, model_dir: str, source: str) -> dict[str,
     )
     model, _, _ = load_rm(model_dir, dtype="bfloat16" if precision != "fp32" else "float32")
     model.to(default_device())
-    rc, rr = pair_rewards(
-        model,
-        data.train,
-        pad_token_id(tokenizer),
-        cfg.train.batch_size,
-        cfg.train.row_tokens,
-        precision == "bf16",
-        layout_for(model),
-    )
+    train = dataclasses.replace(cfg.train, precision=precision, attention=layout_for(model))  # type: ignore[arg-type]
+    rc, rr = train_pair_rewards(model, data.train, pad_token_id(tokenizer), train)
     return {**accuracy_report(data.train, rc, rr), "source": source, "tokenization": data.reports()["tokenization"]}
 
 
