@@ -388,4 +388,4 @@ def test_policy_generate_fast_schedule_gives_the_exact_greedy_text_in_fp32(tiny_
     exact = generate(policy, tok, prompts, max_new_tokens=12, batch_size=4)
     fast = generate(policy, tok, prompts, max_new_tokens=12, batch_size=3, schedule="fast")
     assert fast == exact and len(fast) == 10
-    assert engines == [exact_batched(4), {"max_rows": 3}]  # the two schedules ran
+    assert engines == [exact_batched(4), {"max_rows": 3, "token_budget": 1 << 15}]  # the two schedules ran

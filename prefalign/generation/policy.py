@@ -55,7 +55,9 @@ def generate(
     options: dict[str, Any] = {}
     if backend == "transformers":
         exact = temperature == 0 and schedule == "exact"
-        options = exact_batched(batch_size) if exact else {"max_rows": batch_size}
+        # the fast schedule's batches hold `batch_size` rows however long the prompts are (up to the truncation)
+        slots = max(1 << 15, batch_size * (max_prompt_length + max_new_tokens))
+        options = exact_batched(batch_size) if exact else {"max_rows": batch_size, "token_budget": slots}
     engine = make_engine(model, tokenizer, backend, **options)
     params = SamplingParams(n=1, temperature=temperature, max_new_tokens=max_new_tokens, seed=seed)
     result = engine.generate([list(p) for p in prompts], params, max_prompt_length=max_prompt_length, progress=progress)
