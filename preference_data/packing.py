@@ -1,12 +1,13 @@
 """Packed, prefix-shared batches: no padding waste and the shared prompt encoded once.
 
-A pair becomes one segment `prompt + chosen + rejected`. Position ids restart at len(prompt) for the
-rejected part, and rejected tokens see the prompt and themselves but never the chosen tokens, so every
+A pair becomes one segment `prompt + chosen + rejected` (K responses of one prompt: `prompt + r_1 + ... + r_K`).
+Position ids restart at len(prompt) for each later response, whose tokens see the prompt and themselves but never
+an earlier response's tokens, so every
 token sees exactly what it would see in its own sequence `prompt + response` (tests check the log-probs
 match separate encoding). Three layouts (`prefalign.models.batch.PACKABLE`) say how that visibility reaches the model:
 
   "segments"  all segments back to back in ONE row, no padding at all, no mask; `segments` lists
-              (offset, P, n1, n2) per segment and `prefalign.models.attention` attends each segment on its
+              (offset, P, n_1, ..., n_K) per segment and `prefalign.models.attention` attends each segment on its
               own (the work is the sum of the segments' squares). A CPU's choice.
   "mask"      segments packed into rows of at most `row_tokens` tokens (or the longest segment, if
               longer) by first-fit-decreasing, rows padded at the end to the longest row, and a 4D
@@ -25,7 +26,7 @@ N response tokens in all):
   input_ids      (R, L)        token ids, pad at the end of rows
   position_ids   (R, L)
   attention_mask (R, 1, L, L)  bool, True = may attend ("mask" layout; None for "segments" and "varlen")
-  segments       (G, 4)        (offset, P, n1, n2) per segment of the row ("segments" layout; R = 1)
+  segments       (G, 2 + K')   (offset, P, n_1, ..., n_K') per segment of the row, K' = max(K, 2) ("segments"; R = 1)
   kv_index       (Tk,)         key/value stream positions ("varlen" layout; R = 1)
   cu_seqlens     (2, M + 1)    int32 cumulative query and key lengths of the M attention sequences ("varlen")
   max_seqlens    (2,)          the longest query and key sequence, as Python ints ("varlen")
@@ -81,8 +82,8 @@ def pack(
     row_tokens: int,
     layout: Layout,
 ) -> PackedBatch:
-    """Pack B prompts, each with K responses (K = 2 for pairs: chosen, rejected; K = 1 for single sequences; any K
-    in the mask layout, e.g. the answers of one prompt encoded behind it once).
+    """Pack B prompts, each with K responses (K = 2 for pairs: chosen, rejected; K = 1 for single sequences; any K,
+    e.g. a prompt's candidates encoded behind it once).
 
     Sequence numbering: response k of prompt i is sequence k*B + i (all chosen first, then all rejected).
     `row_tokens` only matters for the "mask" layout.
@@ -91,8 +92,6 @@ def pack(
         raise ValueError(f"layout must be one of {PACKABLE} (decide 'auto' first: decide_layout), got {layout!r}")
     B = len(prompts)
     K = len(responses[0]) if B else 1
-    if layout == "segments" and K > 2:
-        raise ValueError(f"the segments layout holds at most 2 responses per prompt, got {K}; use the mask layout")
     seg_len = [len(p) + sum(len(r) for r in rs) for p, rs in zip(prompts, responses, strict=True)]
     rows = [list(range(B))] if layout != "mask" else _segments_fit(seg_len, row_tokens)
     L = max(sum(seg_len[i] for i in row) for row in rows)
@@ -103,7 +102,7 @@ def pack(
     position_ids = torch.zeros((R, L), dtype=torch.long)
     use_mask = layout == "mask"
     mask = torch.zeros((R, 1, L, L), dtype=torch.bool) if use_mask else None
-    segments = torch.zeros((B, 4), dtype=torch.long)
+    segments = torch.zeros((B, 2 + max(K, 2)), dtype=torch.long)
     t_row: list[int] = []
     t_pos: list[int] = []
     t_ids: list[int] = []
@@ -121,7 +120,7 @@ def pack(
             input_ids[r, off : off + P] = torch.tensor(p, dtype=torch.long)
             position_ids[r, off : off + P] = torch.arange(P)
             if layout == "segments":
-                segments[i] = torch.tensor([off, P, *[len(x) for x in responses[i]], *([0] * (2 - K))])
+                segments[i, : 2 + K] = torch.tensor([off, P, *[len(x) for x in responses[i]]])
             if mask is not None:
                 mask[r, 0, off : off + P, off : off + P] = torch.ones(P, P, dtype=torch.bool).tril()
             cur = off + P

@@ -100,20 +100,21 @@ class BatchedModel:
     def _run(self, items: list[Item | None], forward: Callable[[Any], Any]) -> list[float]:
         """`forward(packed batch) -> (S,)` over every item, in length buckets; NaN where an item is None or fails.
 
-        Items with the same prompt tokens go two by two into one segment, the prompt encoded once (a pair's chosen
-        and rejected answer, a prompt's samples): the same tokens at the same positions, each response attending
-        its prompt and itself, so each score is what the item alone gets, for fewer tokens through the model."""
+        Items with the same prompt tokens go into one segment, up to `SHARED_RESPONSES` of them, the prompt encoded
+        once (a pair's chosen and rejected answer, a prompt's samples and its reference): the same tokens at the
+        same positions, each response attending its prompt and itself, so each score is what the item alone gets,
+        for fewer tokens through the model."""
         out = [math.nan] * len(items)
         by_prompt: dict[tuple[int, ...], list[int]] = {}
         for i, it in enumerate(items):
             if it is not None:
                 by_prompt.setdefault(tuple(it[0]), []).append(i)
-        shared: list[tuple[int, ...]] = []
-        alone: list[tuple[int, ...]] = []
+        by_size: dict[int, list[tuple[int, ...]]] = {}  # units of k responses (one k per packed batch)
         for idx in by_prompt.values():
-            shared += [(idx[k], idx[k + 1]) for k in range(0, len(idx) - 1, 2)]
-            alone += [(idx[-1],)] if len(idx) % 2 else []
-        for units in (shared, alone):  # one number of responses per packed batch
+            for k in range(0, len(idx), SHARED_RESPONSES):
+                unit = tuple(idx[k : k + SHARED_RESPONSES])
+                by_size.setdefault(len(unit), []).append(unit)
+        for units in by_size.values():
             size = {
                 u: len(cast("Item", items[u[0]])[0]) + sum(len(cast("Item", items[i])[1]) for i in u) for u in units
             }
@@ -163,6 +164,11 @@ class BatchedModel:
         for b, u in enumerate(units):
             for k, i in enumerate(u):  # response k of segment b is sequence k * B + b
                 out[i] = float(values[k * B + b])
+
+
+SHARED_RESPONSES = 4
+"""Responses of one prompt in one packed segment at most (a segment's attention is one square over its prompt and
+all its responses: with more, the masked-out part of the square grows)."""
 
 
 class RewardHeadModel(BatchedModel):

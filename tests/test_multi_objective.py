@@ -191,7 +191,3 @@ def test_answers_packed_behind_a_shared_prompt_match_each_encoded_alone(tiny_mod
     assert not torch.allclose(hr[0], hr[1]) and torch.allclose(hp[0], hp[1])  # one prompt, two answers
     long = bb.features([user("word " * 200)], [said("short")])  # cut from the left to max_length
     assert long[3].all() and long[2][0] < 64
-    from preference_data.packing import pack
-
-    with pytest.raises(ValueError, match="at most 2 responses"):  # three answers need the block mask
-        pack([[1, 2]], [[[3], [4], [5]]], 0, 64, "segments")

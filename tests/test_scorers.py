@@ -488,17 +488,25 @@ def test_real_model_implicit_and_judge_smoke():
 
 
 def test_answers_to_one_prompt_share_its_encoding_and_score_as_alone(rm_dir, scalar, monkeypatch):
-    """Three answers to one prompt and a pair's two: the prompt is encoded once for two of them (packed as one
-    segment with two responses), and every score equals the item scored in a call of its own."""
+    """Five answers to one prompt and a pair's two: the prompt is encoded once per segment of up to
+    `SHARED_RESPONSES` answers (4 + 1 here) and once for the pair, and every score equals the item scored in a call
+    of its own."""
     import preference_data.packing as packing
+    from reward_models.batched import SHARED_RESPONSES
 
-    prompts = [PROMPTS[0]] * 3 + [PROMPTS[1]] * 2
-    responses = [RESPONSES[0], RESPONSES[1], _conv(("assistant", "A much longer answer. " * 6)), *RESPONSES[:2]]
+    assert SHARED_RESPONSES == 4
+    extra = [
+        _conv(("assistant", "A much longer answer. " * 6)),
+        _conv(("assistant", "No.")),
+        _conv(("assistant", "Yes")),
+    ]
+    prompts = [PROMPTS[0]] * 5 + [PROMPTS[1]] * 2
+    responses = [RESPONSES[0], RESPONSES[1], *extra, *RESPONSES[:2]]
     alone = [scalar.score([p], [r])[0] for p, r in zip(prompts, responses, strict=True)]
     seen: list[int] = []
     original = packing.pack
     monkeypatch.setattr(packing, "pack", lambda p, rs, *a, **k: seen.append(len(rs[0])) or original(p, rs, *a, **k))
     together = scalar.score(prompts, responses)
     assert together == pytest.approx(alone, abs=1e-4)
-    assert 2 in seen and 1 in seen  # shared segments (two pairs) and the third answer alone
-    assert len({round(x, 3) for x in together}) >= 3  # not vacuous
+    assert sorted(seen) == [1, 2, 4]  # four answers behind one prompt, the fifth alone, the pair
+    assert len({round(x, 3) for x in together}) >= 5  # not vacuous

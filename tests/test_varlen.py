@@ -75,15 +75,16 @@ def test_varlen_logps_and_gradients_equal_the_other_layouts(tiny, layout):
         torch.testing.assert_close(got_g[n], want_g[n], atol=1e-5, rtol=1e-4, msg=n)
 
 
-def test_varlen_holds_several_responses_per_prompt(tiny):
-    """Three answers behind one prompt (the scorers' shape): each later answer sees the prompt and itself only."""
+def test_every_layout_holds_several_responses_per_prompt(tiny):
+    """Three answers behind one prompt (the scorers' shape: a prompt's samples and its reference): in every layout
+    each later answer sees the prompt and itself only, so each gets what it gets encoded alone."""
     tok, model = tiny
     tp = _pairs(tok, 4)
     prompts = [p.prompt_ids for p in tp]
     responses = [(p.chosen_ids, p.rejected_ids, p.chosen_ids[:2] + p.rejected_ids[:3]) for p in tp]
     with torch.no_grad():
         out = {}
-        for layout in ("mask", "varlen"):
+        for layout in ("mask", "varlen", "segments"):
             b = pack(prompts, responses, tok.pad_token_id, 150, layout)
             out[layout] = per_sequence_sum(token_logps(model, b), b)
         separate = []
@@ -94,6 +95,30 @@ def test_varlen_holds_several_responses_per_prompt(tiny):
                 separate.append(lp[len(p) - 1 :, 0].sum())
     torch.testing.assert_close(out["varlen"], out["mask"], atol=1e-4, rtol=0)
     torch.testing.assert_close(out["varlen"], torch.stack(separate), atol=1e-4, rtol=0)
+    torch.testing.assert_close(out["segments"], torch.stack(separate), atol=1e-4, rtol=0)
+    seg = pack(prompts, responses, tok.pad_token_id, 150, "segments").segments
+    assert seg.shape == (4, 5) and seg[:, 2:].tolist() == [[len(r) for r in rs] for rs in responses]
+
+
+def test_segments_of_three_answers_give_the_mask_layouts_gradients(tiny):
+    """The segment attention's own backward over a segment of three answers equals autograd under the block mask."""
+    tok, model = tiny
+    tp = _pairs(tok, 4)
+    prompts = [p.prompt_ids for p in tp]
+    responses = [(p.rejected_ids, p.chosen_ids, p.rejected_ids[:4]) for p in tp]
+
+    def grads(layout: str):
+        model.zero_grad()
+        b = pack(prompts, responses, tok.pad_token_id, 150, layout)
+        lp = per_sequence_sum(token_logps(model, b), b)
+        (lp * torch.linspace(-1, 1, lp.numel())).sum().backward()
+        return lp.detach(), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+    want, want_g = grads("mask")
+    got, got_g = grads("segments")
+    torch.testing.assert_close(got, want, atol=1e-4, rtol=0)
+    for n in want_g:
+        torch.testing.assert_close(got_g[n], want_g[n], atol=1e-5, rtol=1e-4, msg=n)
 
 
 def test_varlen_rewards_equal_segments_and_isolate_pairs(tiny_model_ref, tiny):

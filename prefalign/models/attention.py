@@ -1,11 +1,11 @@
 """Segment attention: exact attention over packed prefix-shared segments, without a dense mask.
 
 A packed batch in the "segments" layout (`preference_data.packing`) is one row of segments
-`prompt + response_1 [+ response_2]`. Each token must see its own segment's prompt and, for response
+`prompt + response_1 [+ response_2 ...]`. Each token must see its own segment's prompt and, for response
 tokens, the earlier tokens of its own response only. A dense (L, L) mask over the row expresses that but
 makes every attention kernel do (and differentiate) the full L x L work; here each segment is attended on
-its own, as one square of its N = P + n1 + n2 tokens under its own mask (causal, and response_2's rows
-blind to response_1's columns), so the work is the sum of the segments' squares.
+its own, as one square of its N = P + n_1 + ... + n_K tokens under its own mask (causal, and each response's
+rows blind to the earlier responses' columns), so the work is the sum of the segments' squares.
 
 Segments of at most `MATH_MAX_TOKENS` tokens go through `SquareAttention`, an autograd function that runs
 each segment as three batched matmuls forward (scores with the mask added in the same call, softmax,
@@ -41,12 +41,15 @@ MATH_MAX_TOKENS = 1024  # tokens per segment above which the memory-light SDPA k
 NO_MASK = torch.ones(1, 1, 1, 1, dtype=torch.bool)
 
 
-def segment_mask(P: int, n1: int, n2: int, device: torch.device | str = "cpu") -> torch.Tensor:
-    """(N, N) bool, True where a query (row) may attend a key (column): causal over prompt + response_1 +
-    response_2, with response_2's rows blind to response_1's columns."""
-    n = P + n1 + n2
+def segment_mask(P: int, *lengths: int, device: torch.device | str = "cpu") -> torch.Tensor:
+    """(N, N) bool, True where a query (row) may attend a key (column): causal over prompt + response_1 + ... +
+    response_K (`lengths` n_1 .. n_K), each response's rows blind to every earlier response's columns."""
+    n = P + sum(lengths)
     allowed = torch.ones(n, n, dtype=torch.bool, device=device).tril()
-    allowed[P + n1 :, P : P + n1] = False
+    start = P
+    for k in lengths:
+        allowed[start + k :, start : start + k] = False
+        start += k
     return allowed
 
 
@@ -54,13 +57,13 @@ def segment_mask(P: int, n1: int, n2: int, device: torch.device | str = "cpu") -
 class SegmentPlan:
     """Per-forward description of the segments, shared by all layers.
 
-    segments: (offset, P, n1, n2) per segment in row order (n2 = 0 for single sequences). masks: each
-    segment's `segment_mask`. calls: attention calls served (checked after the forward). The additive biases
-    of the matmul path (the mask's rows repeated per folded query head, in the compute dtype; only for the
-    segments that path serves) are built on the first layer's call and reused by the others.
+    segments: (offset, P, n_1, ..., n_K) per segment in row order (n_k = 0 past a segment's responses, e.g. n_2
+    for single sequences). masks: each segment's `segment_mask`. calls: attention calls served (checked after the
+    forward). The additive biases of the matmul path (the mask's rows repeated per folded query head, in the compute
+    dtype; only for the segments that path serves) are built on the first layer's call and reused by the others.
     """
 
-    segments: list[tuple[int, int, int, int]]
+    segments: list[tuple[int, ...]]
     masks: list[torch.Tensor]
     calls: int = field(default=0)
     _biases: dict = field(default_factory=dict, repr=False)
@@ -81,14 +84,14 @@ class SegmentPlan:
 
 
 def make_plan(segments: torch.Tensor, device: torch.device | str = "cpu") -> SegmentPlan:
-    """segments: (G, 4) long tensor of (offset, P, n1, n2) in row order, as built by the packer."""
-    rows = [(int(a), int(b), int(c), int(d)) for a, b, c, d in segments.tolist()]
+    """segments: (G, 2 + K) long tensor of (offset, P, n_1, ..., n_K) in row order, as built by the packer."""
+    rows = [tuple(int(x) for x in row) for row in segments.tolist()]
     expect = 0
-    for off, P, n1, n2 in rows:
+    for off, P, *lengths in rows:
         if off != expect:
             raise ValueError(f"segments must tile the row: segment at {off}, expected {expect}")
-        expect = off + P + n1 + n2
-    return SegmentPlan(rows, [segment_mask(P, n1, n2, device) for _, P, n1, n2 in rows])
+        expect = off + P + sum(lengths)
+    return SegmentPlan(rows, [segment_mask(P, *lengths, device=device) for _, P, *lengths in rows])
 
 
 class SquareAttention(torch.autograd.Function):
@@ -192,7 +195,7 @@ def segment_attention(
     # one layer-wide copy each: the softmax scale folded into the queries, query heads folded token-major
     q = (query[0] * scaling).to(dtype).view(Hkv, rep, L, d).transpose(1, 2).reshape(Hkv, L * rep, d)
     k, v = key[0].to(dtype), value[0].to(dtype)
-    spans = [(off, P + n1 + n2) for off, P, n1, n2 in plan.segments]
+    spans = [(off, P + sum(lengths)) for off, P, *lengths in plan.segments]
     square = [not dropping and n <= MATH_MAX_TOKENS for _, n in spans]
     with torch.autocast(device, enabled=False):  # every operand is already in `dtype`
         served = [span for span, s in zip(spans, square, strict=True) if s]
