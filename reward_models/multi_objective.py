@@ -50,7 +50,7 @@ from tqdm.auto import tqdm
 
 from prefalign.config import option
 from prefalign.errors import UserError
-from prefalign.models.forward import hidden_states
+from prefalign.models.forward import hidden_states, layout_for
 from prefalign.models.hub import DEFAULT_MODEL, load_model, load_tokenizer, pad_token_id, resolve
 from prefalign.models.precision import announce, decide_dtype, default_device
 from prefalign.training.evaluation import accuracy_report
@@ -153,6 +153,7 @@ class Backbone:
         seq_cls = any(str(a).endswith("ForSequenceClassification") for a in cfg.get("architectures", []))
         model = load_model(ref, dtype=self.dtype, merge=True, head="seq_cls" if seq_cls else "causal_lm")
         self.model = model.to(self.device).eval()
+        self.layout = layout_for(self.model, device=self.device)  # the CPU's segments, a block mask elsewhere
         self.model.requires_grad_(False)
         self.trunk = getattr(model, "model", None) or model.base_model
         self.max_length, self.batch_size = max_length, batch_size
@@ -206,7 +207,7 @@ class Backbone:
                 [[items[i][1] for i in members] for members in rows],  # type: ignore[index]
                 self.pad_id,
                 self.max_length,
-                "mask",
+                self.layout,
             ).to(self.device)
             with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.dtype == "bfloat16"):
                 h = hidden_states(self.model, batch).float().cpu()

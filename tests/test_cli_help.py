@@ -168,3 +168,26 @@ def test_python_api_doctests_run():
 def test_packages_are_typed():
     for pkg in ("prefalign", "preference_data", "reward_models", "align", "leaderboards"):
         assert (ROOT / pkg / "py.typed").exists(), pkg
+
+
+def test_the_quickstart_help_names_only_keys_its_config_has():
+    """The `keys:` lines of `align quickstart --help` name real fields of the quickstart config (and every top-level
+    one), so the help stays true to the code."""
+    import dataclasses
+
+    from align.cli.main import EXAMPLES as HELP
+    from align.quickstart import QuickstartConfig
+
+    text = HELP["quickstart"].split("keys:", 1)[1]
+    names = []
+    for token in re.findall(r"[a-z0-9_]+(?:\.\{[a-z_,]+\}|\.[a-z_]+|\.\*)?", text.split("(docs/")[0]):
+        head, _, rest = token.partition(".")
+        names += [head] if not rest or rest == "*" else [f"{head}.{k}" for k in rest.strip("{}").split(",")]
+    top = {f.name: f for f in dataclasses.fields(QuickstartConfig)}
+    listed = {n for n in names if n in top or "." in n}
+    for name in listed:
+        head, _, key = name.partition(".")
+        assert head in top, name
+        if key:
+            assert key in {f.name for f in dataclasses.fields(top[head].default_factory())}, name
+    assert set(top) - {"kind"} <= {n.split(".")[0] for n in listed}
