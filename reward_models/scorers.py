@@ -17,8 +17,9 @@ How the model scorers (scalar, implicit, judge) run:
 - Tokenization is stage 1's (`tokenize_single`, `tokenize_prompts`): the chat template is rendered once, the
   prompt/response boundary is found on tokens and every response ends with the EOS generation stops at, exactly
   as in training.
-- Shared prompts: items with the same prompt tokens (a pair's two answers, a prompt's samples) go two by two into
-  one segment with the prompt encoded once, each response attending its prompt and itself (the training layout).
+- Shared prompts: items with the same prompt tokens (a pair's two answers, a prompt's samples) go up to four at a
+  time (`batched.SHARED_RESPONSES`) into one segment with the prompt encoded once, each response attending its
+  prompt and itself (the training layout).
 - Length bucketing: segments are sorted by token count (longest first) and cut into batches of at most
   `batch_tokens` tokens; a batch is packed (`preference_data.packing.pack`, rows as long as its longest segment)
   and run once under `torch.no_grad`. Scores go back in input order; batch size, order and which items share a
