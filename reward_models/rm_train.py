@@ -181,8 +181,10 @@ def heldout_report(cfg: RMTrainConfig, model_dir: str, source: str) -> dict[str,
         response_end="template",
     )
     model, _, _ = load_rm(model_dir, dtype="bfloat16" if precision != "fp32" else "float32")
-    model.to(default_device())
-    train = dataclasses.replace(cfg.train, precision=precision, attention=layout_for(model))  # type: ignore[arg-type]
+    device = default_device()
+    model.to(device)
+    layout = layout_for(model, device=device)  # segments on a CPU, a block mask on a GPU (as the scorers pick)
+    train = dataclasses.replace(cfg.train, precision=precision, attention=layout)  # type: ignore[arg-type]
     rc, rr = train_pair_rewards(model, data.train, pad_token_id(tokenizer), train)
     return {**accuracy_report(data.train, rc, rr), "source": source, "tokenization": data.reports()["tokenization"]}
 
