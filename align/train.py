@@ -65,6 +65,7 @@ from prefalign.training.evaluation import accuracy_report, group_lines
 from prefalign.training.metrics import MetricsMixin
 from prefalign.training.recipe import RecipeRun, save_policy, start_run
 from prefalign.training.trainer import (
+    TokenBudgetSteps,
     apply_lora,
     base_dtype,
     compile_layers,
@@ -260,7 +261,7 @@ def batch_diagnostics(logps: PairLogps, out: LossOutput) -> dict[str, float]:
     return d
 
 
-class PreferenceTrainer(MetricsMixin, Trainer):
+class PreferenceTrainer(TokenBudgetSteps, MetricsMixin, Trainer):
     """`transformers.Trainer` on packed pairs with a loss from `LOSSES`, frozen log-probs from the batch (or the
     adapters-disabled base) and held-out implicit-reward accuracy."""
 
@@ -326,7 +327,7 @@ class PreferenceTrainer(MetricsMixin, Trainer):
         losses = out.losses
         if self.margin_scale is not None:  # pair_weights: margin (every training pair has one: `margin_weights`)
             losses = losses * (inputs["margins"].to(losses) * self.margin_scale)
-        loss = losses.mean()
+        loss = losses.mean() * self.item_share  # a micro-batch of a batch cut by train.token_budget: its share
         self.stash(batch_diagnostics(logps, out))
         return (loss, {"chosen_rewards": out.chosen_rewards}) if return_outputs else loss
 
@@ -358,7 +359,7 @@ class PreferenceTrainer(MetricsMixin, Trainer):
         bs = self.args.per_device_eval_batch_size
         with self.accelerator.autocast():
             for s in range(0, len(self.eval_pairs), bs):
-                inputs = self._prepare_inputs(self.data_collator(self.eval_pairs[s : s + bs]))
+                inputs = self._prepare_inputs(self.data_collator.pack(self.eval_pairs[s : s + bs]))
                 out = compute_loss(self.loss_cfg.name, self.loss_cfg.params, self.pair_logps(model, inputs))
                 rc.append(out.chosen_rewards.float().cpu())
                 rr.append(out.rejected_rewards.float().cpu())
@@ -499,7 +500,14 @@ def setup(cfg: TrainConfig, resume: bool = False) -> Setup:
         train_dataset=PairDataset(train_pairs),
         # a pair without frozen columns (one the run was not expected to draw) gets NaN, refused in `pair_logps`: the
         # dataloader collates a batch ahead, so the batch after the last step may be such pairs and never be used
-        data_collator=PackCollator(pad_id, cfg.train.row_tokens, cfg.train.attention, extra, missing=float("nan")),
+        data_collator=PackCollator(
+            pad_id,
+            cfg.train.row_tokens,
+            cfg.train.attention,
+            extra,
+            missing=float("nan"),
+            token_budget=cfg.train.token_budget,
+        ),
         loss=cfg.loss,
         ref_mode=ref_mode,
         use_previous=spec.needs_previous_iterate,

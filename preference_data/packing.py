@@ -48,7 +48,7 @@ from typing import Any
 import torch
 from torch.utils.data import Dataset
 
-from prefalign.models.batch import PACKABLE, PACKED_FIELDS, Layout, PackedBatch
+from prefalign.models.batch import MICRO_BATCHES, PACKABLE, PACKED_FIELDS, Layout, PackedBatch
 
 STREAM_MULTIPLE = 64
 """The "varlen" layout pads its one stream to a multiple of this many tokens (a few shapes repeat; matmul tiles)."""
@@ -217,11 +217,43 @@ class PairDataset(Dataset):
         return self.pairs[i]
 
 
+def pair_tokens(pair: Any) -> int:
+    """Tokens a tokenized pair takes in a packed batch: its prompt once, both responses."""
+    return len(pair.prompt_ids) + len(pair.chosen_ids) + len(pair.rejected_ids)
+
+
+def token_parts(sizes: Sequence[int], budget: int) -> list[list[int]]:
+    """Item indices cut into micro-batches of at most `budget` tokens (`sizes`: each item's tokens), longest first,
+    so items of like length share a micro-batch and a micro-batch's shape repeats from batch to batch; an item
+    longer than the budget is a micro-batch of its own. Deterministic: equal sizes keep their order."""
+    order = sorted(range(len(sizes)), key=lambda i: (-sizes[i], i))
+    parts: list[list[int]] = []
+    used = budget + 1
+    for i in order:
+        if used + sizes[i] > budget:
+            parts.append([])
+            used = 0
+        parts[-1].append(i)
+        used += sizes[i]
+    return parts
+
+
 class PackCollator:
-    """Packs a list of tokenized pairs into one `PackedBatch`, returned as a dict of tensors plus extras."""
+    """Packs a list of tokenized pairs into one `PackedBatch`, returned as a dict of tensors plus extras.
+
+    token_budget: when > 0 and a batch's pairs take more tokens than this (`pair_tokens`), the batch comes back as
+    `{MICRO_BATCHES: [packed, ...]}`, cut by `token_parts`; a trainer runs one forward and backward per micro-batch
+    with each loss weighted by its share of the batch's pairs, which gives the whole batch's gradient at the peak
+    memory of its largest micro-batch (verl's `use_dynamic_bsz`, OpenRLHF's packed micro-batches)."""
 
     def __init__(
-        self, pad_id: int, row_tokens: int, layout: Layout, extra: Sequence[str] = (), missing: float | None = None
+        self,
+        pad_id: int,
+        row_tokens: int,
+        layout: Layout,
+        extra: Sequence[str] = (),
+        missing: float | None = None,
+        token_budget: int = 0,
     ) -> None:
         self.pad_id = pad_id
         self.row_tokens = row_tokens
@@ -229,8 +261,16 @@ class PackCollator:
         self.extra = extra  # attribute names of per-pair float tensors to carry (e.g. reference log-probs)
         # the value of an `extra` a pair lacks (e.g. NaN, for the consumer to refuse); None: such a batch is an error
         self.missing = missing
+        self.token_budget = token_budget
 
     def __call__(self, pairs: list[Any]) -> dict[str, Any]:
+        sizes = [pair_tokens(p) for p in pairs]
+        if self.token_budget <= 0 or sum(sizes) <= self.token_budget:
+            return self.pack(pairs)
+        return {MICRO_BATCHES: [self.pack([pairs[i] for i in part]) for part in token_parts(sizes, self.token_budget)]}
+
+    def pack(self, pairs: list[Any]) -> dict[str, Any]:
+        """The pairs in one packed batch, whatever the token budget."""
         b = pack_pairs(pairs, self.pad_id, self.row_tokens, self.layout)
         out: dict[str, Any] = {f: getattr(b, f) for f in PACKED_FIELDS}
         out["num_pairs"] = torch.tensor(len(pairs))

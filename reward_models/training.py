@@ -20,7 +20,7 @@ from prefalign.training.config import TrainSection
 from prefalign.training.evaluation import accuracy_report
 from prefalign.training.metrics import MetricsMixin
 from prefalign.training.recipe import RecipeRun
-from prefalign.training.trainer import training_arguments
+from prefalign.training.trainer import TokenBudgetSteps, training_arguments
 from preference_data.packing import PackCollator, PairDataset, pack_pairs
 
 from .checkpoint import RewardStats
@@ -55,7 +55,7 @@ def pair_rewards(
     return torch.cat(rc), torch.cat(rr)
 
 
-class RMTrainer(MetricsMixin, Trainer):
+class RMTrainer(TokenBudgetSteps, MetricsMixin, Trainer):
     """`transformers.Trainer` on packed pairs with a loss from `RM_LOSSES` and held-out pair accuracy."""
 
     def __init__(
@@ -96,7 +96,9 @@ class RMTrainer(MetricsMixin, Trainer):
             model=PackedForward(model, "rewards"),
             args=training_arguments(train, str(run.checkpoints)),
             train_dataset=PairDataset(train_pairs),
-            data_collator=PackCollator(pad_id, train.row_tokens, train.attention, extra),
+            data_collator=PackCollator(
+                pad_id, train.row_tokens, train.attention, extra, token_budget=train.token_budget
+            ),
             loss=loss,
             eval_pairs=eval_pairs,
             pad_id=pad_id,
@@ -114,7 +116,7 @@ class RMTrainer(MetricsMixin, Trainer):
         out = compute_rm_loss(
             self.loss_cfg.name, self.loss_cfg.params, rc, rr, margins, label_smoothing=inputs.get("soft_alpha")
         )
-        loss = out.losses.mean()
+        loss = out.losses.mean() * self.item_share  # a micro-batch of a batch cut by train.token_budget: its share
         self.stash(
             {
                 "accuracy": out.accuracies.mean().item(),

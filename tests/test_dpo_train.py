@@ -348,16 +348,59 @@ def test_grad_accumulation_invariance(tmp_path, data, perturbed_policy):
     assert_same_weights(w1, weights(Path(r8["policy_dir"]) / "model.safetensors"), atol=1e-5)
 
 
+def test_token_budget_micro_batches_give_the_one_batch_step(tmp_path, data, perturbed_policy, monkeypatch):
+    """train.token_budget cuts a batch of 8 pairs into forwards of at most that many tokens, each backpropagated with
+    its share of the loss: the loss and the step equal one forward of the whole batch."""
+    from align.train import run
+    from preference_data.packing import PackCollator
+
+    packed: list[int] = []
+    real_pack = PackCollator.pack
+
+    def counting_pack(self, pairs):
+        packed.append(len(pairs))
+        return real_pack(self, pairs)
+
+    common = one_full_step_from(perturbed_policy)
+    r1 = run(config(tmp_path, data, *common, "train.batch_size=8", out="whole"))
+    monkeypatch.setattr(PackCollator, "pack", counting_pack)
+    r2 = run(config(tmp_path, data, *common, "train.batch_size=8", "train.token_budget=200", out="cut"))
+    assert len(packed) >= 3 and sum(packed) == 8  # the one batch of 8 pairs went through in several forwards
+    assert r1["train_loss"] == pytest.approx(r2["train_loss"], abs=1e-5)
+    assert_same_weights(
+        weights(Path(r1["policy_dir"]) / "model.safetensors"),
+        weights(Path(r2["policy_dir"]) / "model.safetensors"),
+        atol=1e-5,
+    )
+
+
 # --- (d) data parallel: 2 processes x 4 pairs equals 1 process x 8 pairs -------------------------------
 
 
 @pytest.mark.slow
-def test_two_process_data_parallel_matches_one_process(tmp_path, data, private_cache):
+@pytest.mark.parametrize("budget", [0, 150])
+def test_two_process_data_parallel_matches_one_process(tmp_path, data, private_cache, budget):
+    """2 processes x 4 pairs = 1 process x 8; with train.token_budget each rank's 4 pairs go in several forwards
+    (the ranks may need different numbers of them: they run in lock step)."""
     from align.train import run
     from prefalign.config import dump_yaml
 
+    if budget:  # pairs of unlike lengths, so the ranks' batches need different numbers of forwards
+        longer = " Let me check that again."
+        data = write_rows(
+            tmp_path / "varied.jsonl",
+            [
+                {
+                    **r,
+                    "rejected": [
+                        {"role": "assistant", "content": r["rejected"][0]["content"] + longer * (3 * (i % 4))}
+                    ],
+                }
+                for i, r in enumerate(ROWS)
+            ],
+        )
     one = run(config(tmp_path, data, out="one"))
-    cfg = config(tmp_path, data, "train.batch_size=4", out="two")
+    cfg = config(tmp_path, data, "train.batch_size=4", f"train.token_budget={budget}", out="two")
     dump_yaml(cfg, tmp_path / "ddp.yaml")
     env = {
         **os.environ,

@@ -106,9 +106,12 @@ def test_micro_batches_give_the_single_batch_update(tmp_path, tiny_model_ref):
         params = {"params": {"loss_type": loss_type}}
         one = online.run(online_config(tmp_path, f"one_{loss_type}", algorithm=params, **steps))
         many = online.run(online_config(tmp_path, f"many_{loss_type}", algorithm=params, train__batch_size=2, **steps))
+        # a token budget below any pair's tokens: every pair of completions its own forward
+        cut = online.run(online_config(tmp_path, f"cut_{loss_type}", algorithm=params, train__token_budget=1, **steps))
         a, b = adapter(Path(one["adapter_dir"]).parent), adapter(Path(many["adapter_dir"]).parent)
         if not gpu:
             same(a, b, atol=1e-6)
+            same(a, adapter(Path(cut["adapter_dir"]).parent), atol=1e-6)
             continue
         update = sum(float(v.pow(2).sum()) for k, v in b.items() if "lora_B" in k) ** 0.5  # B starts at zero
         diff = sum(float((a[k] - b[k]).pow(2).sum()) for k in a if "lora_B" in k) ** 0.5

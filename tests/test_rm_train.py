@@ -227,6 +227,30 @@ def test_resume_reaches_the_same_weights(tmp_path):
     assert a.keys() == b.keys() and all(torch.allclose(a[k], b[k], atol=1e-6) for k in a)
 
 
+def test_token_budget_micro_batches_give_the_one_batch_steps(tmp_path, monkeypatch):
+    """train.token_budget: each batch of 8 pairs in forwards of at most 100 tokens, each loss weighted by its share
+    of the pairs, trains the weights one forward of 8 does (the centering term included)."""
+    from safetensors.torch import load_file
+
+    from preference_data.packing import PackCollator
+
+    data = write_pairs(tmp_path / "pairs.jsonl", suite_like_pairs(16))
+    train = {"max_steps": 2, "batch_size": 8, "method": "full"}
+    loss = {"name": "bradley_terry", "params": {"center_rewards_coefficient": 0.01}}
+    whole = tiny_cfg(tmp_path / "a", data, train=train, loss=loss)
+    a = run(whole)
+    packed: list[int] = []
+    real_pack = PackCollator.pack
+    monkeypatch.setattr(PackCollator, "pack", lambda self, pairs: packed.append(len(pairs)) or real_pack(self, pairs))
+    cut = tiny_cfg(tmp_path / "b", data, train={**train, "token_budget": 100}, loss=loss)
+    b = run(cut)
+    assert len(packed) > 2 and sum(packed) == 16  # 2 batches of 8 pairs, in more forwards than 2
+    assert a["train_loss"] == pytest.approx(b["train_loss"], abs=1e-5)
+    wa = load_file(str(Path(whole.output_dir) / "model" / "model.safetensors"))
+    wb = load_file(str(Path(cut.output_dir) / "model" / "model.safetensors"))
+    assert wa.keys() == wb.keys() and all(torch.allclose(wa[k], wb[k], atol=1e-5) for k in wa)
+
+
 @pytest.mark.skipif(
     not any(shutil.which(c) for c in ("g++", "c++", "clang++")), reason="torch.compile on CPU needs a C++ compiler"
 )

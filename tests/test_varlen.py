@@ -261,3 +261,37 @@ def test_token_logps_takes_the_chunked_head_for_a_plain_linear_head(tiny, monkey
     with torch.no_grad():
         token_logps(model, pack_pairs(_pairs(tok, 2), tok.pad_token_id, 150, "segments"))
     assert calls
+
+
+@pytest.mark.parametrize("budget", [1, 40, 95, 10_000])
+def test_token_parts_cut_longest_first_within_the_budget(budget):
+    from preference_data.packing import token_parts
+
+    sizes = [30, 5, 50, 30, 12, 90, 7, 30]
+    parts = token_parts(sizes, budget)
+    assert sorted(i for p in parts for i in p) == list(range(len(sizes)))  # every item once
+    for p in parts:
+        assert len(p) == 1 or sum(sizes[i] for i in p) <= budget  # only a lone item may exceed the budget
+    flat = [i for p in parts for i in p]
+    assert [sizes[i] for i in flat] == sorted(sizes, reverse=True)  # longest first; ties keep their order
+    assert flat == sorted(range(len(sizes)), key=lambda i: (-sizes[i], i))
+    if budget == 10_000:
+        assert len(parts) == 1
+
+
+def test_the_collator_cuts_a_batch_only_over_its_budget():
+    from prefalign.models.batch import MICRO_BATCHES
+    from preference_data.packing import PackCollator, pair_tokens
+
+    pairs = [
+        dataclasses.make_dataclass("P", ["prompt_ids", "chosen_ids", "rejected_ids", "margin", "attributes"])(
+            list(range(1, 2 + k)), [7] * (3 + k), [8] * (2 + 2 * k), None, {}
+        )
+        for k in range(6)
+    ]
+    need = sum(pair_tokens(p) for p in pairs)
+    whole = PackCollator(0, 512, "segments", token_budget=need)(pairs)
+    assert MICRO_BATCHES not in whole and int(whole["num_pairs"]) == 6
+    cut = PackCollator(0, 512, "segments", token_budget=need - 1)(pairs)[MICRO_BATCHES]
+    assert len(cut) >= 2 and sum(int(m["num_pairs"]) for m in cut) == 6
+    assert all(int(m["real_tokens"]) <= need - 1 for m in cut)

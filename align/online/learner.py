@@ -69,6 +69,7 @@ class Learner:
     fsdp: bool
     world: int
     rebuild: Callable[[], torch.nn.Module]  # the policy as built before wrapping, with its initial weights
+    token_budget: int = 0  # train.token_budget: a micro-batch taking more tokens is cut into forwards of at most this
 
     @property
     def mode(self) -> str:
@@ -91,7 +92,7 @@ class Learner:
         was = self.policy.training
         self.policy.eval()
         try:
-            for mb in lockstep(micro_batches(seqs, self.batch_size)):
+            for mb in lockstep(micro_batches(seqs, self.batch_size, self.token_budget)):
                 with self.autocast(), self._frozen_forward(which) as forward:
                     lp = per_token_logps(forward, mb or [dummy()], self.pad_id, self.device, self.layout)
                 for k, s in enumerate(mb or []):
@@ -255,6 +256,7 @@ def build_learner(cfg: OnlineConfig, checkpoint: dict[str, Any] | None = None) -
         fsdp,
         ranks()[1],
         lambda: prepare_model(load_model(cfg.model, dtype="float32", merge=True), train, cfg.lora, "CAUSAL_LM"),
+        token_budget=train.token_budget,
     )
     if checkpoint is not None:
         learner.load_optimizer_state(checkpoint["optimizer"])

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from prefalign.models.batch import Layout
-from preference_data.packing import pack
+from preference_data.packing import pack, token_parts
 
 
 @dataclass
@@ -44,15 +44,20 @@ def units(seqs: list[Seq]) -> tuple[list[tuple[Seq, Seq]], list[Seq]]:
     return pairs, singles
 
 
-def micro_batches(seqs: list[Seq], batch_size: int) -> list[list[Seq]]:
-    """Micro-batches of about `batch_size` completions, each all pairs or all singles (one pack call each)."""
+def micro_batches(seqs: list[Seq], batch_size: int, token_budget: int = 0) -> list[list[Seq]]:
+    """Micro-batches of about `batch_size` completions, each all pairs or all singles (one pack call each); with
+    `token_budget` > 0 (`train.token_budget`) one that takes more tokens (prompts once per pair) is cut into
+    micro-batches of at most that many (`preference_data.packing.token_parts`, longest first)."""
     pairs, singles = units(seqs)
-    out: list[list[Seq]] = []
+    groups: list[list[tuple[Seq, ...]]] = []
     per = max(1, batch_size // 2)
-    for s in range(0, len(pairs), per):
-        out.append([x for pair in pairs[s : s + per] for x in pair])
-    for s in range(0, len(singles), batch_size):
-        out.append(singles[s : s + batch_size])
+    groups += [list(pairs[s : s + per]) for s in range(0, len(pairs), per)]
+    groups += [[(x,) for x in singles[s : s + batch_size]] for s in range(0, len(singles), batch_size)]
+    out: list[list[Seq]] = []
+    for group in groups:
+        sizes = [len(u[0].prompt_ids) + sum(len(x.ids) for x in u) for u in group]
+        parts = token_parts(sizes, token_budget) if token_budget > 0 else [list(range(len(group)))]
+        out += [[x for k in part for x in group[k]] for part in parts]
     return out
 
 

@@ -76,7 +76,7 @@ def backward(
     μ passes each followed by an optimizer step (the update). Returns the last pass's loss and per-micro-batch
     stats."""
     name, params = cfg.algorithm.loss, loss_params(cfg)
-    mbs = lockstep(micro_batches(seqs, learner.batch_size))
+    mbs = lockstep(micro_batches(seqs, learner.batch_size, learner.token_budget))
     den = 0.0  # the denominators never depend on θ: the whole rollout's first
     for mb in mbs:
         if mb:

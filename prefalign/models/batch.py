@@ -76,6 +76,11 @@ class PackedBatch:
         )
 
 
+MICRO_BATCHES = "micro_batches"
+"""The key under which a collator returns a batch it cut by a token budget (`preference_data.packing.PackCollator`):
+a list of packed micro-batches, each the dict a whole batch would be, trained one forward and backward each
+(`prefalign.training.trainer.TokenBudgetSteps`)."""
+
 PACKED_FIELDS = (
     "input_ids",
     "position_ids",

@@ -72,6 +72,14 @@ class TrainSection:
     grad_accum: int = option(
         1, "micro-batches per optimizer step", aliases={"gradient_accumulation_steps": Alias("TRL")}
     )
+    token_budget: int = option(
+        0,
+        "tokens per forward at most (0 = no limit): a micro-batch of batch_size pairs (completions, in the online "
+        "loop) that takes more is cut, longest first, into forwards of at most this many tokens, each backpropagated "
+        "with its share of the loss: the same gradient at the memory of the largest piece, so batch_size can "
+        "stay as the recipe wants it on a smaller device (verl's use_dynamic_bsz; a pair longer than the budget "
+        "is a forward of its own)",
+    )
     warmup_ratio: float = option(
         0.0,
         "fraction of the optimizer steps spent in linear warm-up, in [0, 1)",
@@ -142,6 +150,8 @@ class TrainSection:
         for name in ("lr", "batch_size", "grad_accum", "max_length", "row_tokens", "log_every"):
             if getattr(self, name) <= 0:
                 problems.append(f"{name}: must be positive, got {getattr(self, name)}")
+        if self.token_budget < 0:
+            problems.append(f"token_budget: must be >= 0 (0 = no limit), got {self.token_budget}")
         if self.max_steps <= 0 and self.epochs <= 0:
             problems.append("epochs: must be positive when max_steps is -1")
         if not 0 <= self.warmup_ratio < 1:

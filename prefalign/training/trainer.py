@@ -6,6 +6,7 @@ top to bottom around it.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib.util
 import logging
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from accelerate.utils import gather_object
 from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 from torch.distributed.fsdp import FSDPModule
 from transformers import TrainerCallback, TrainingArguments
@@ -25,7 +27,7 @@ from transformers.trainer_utils import get_last_checkpoint
 from prefalign.cpu import tune_allocator
 from prefalign.errors import UserError
 from prefalign.models import attention
-from prefalign.models.batch import decide_layout
+from prefalign.models.batch import MICRO_BATCHES, decide_layout
 from prefalign.models.forward import body
 from prefalign.models.hub import cache_dir
 from prefalign.models.precision import announce, decide_precision, default_device
@@ -180,6 +182,51 @@ def training_arguments(train: TrainSection, output_dir: str, **extra: Any):
         **checkpointing,
         **extra,
     )
+
+
+class TokenBudgetSteps:
+    """A `transformers.Trainer` mixin (before the Trainer in the bases) for batches that the collator cut by
+    `train.token_budget` (`{MICRO_BATCHES: [packed, ...]}`, `preference_data.packing.PackCollator`): one forward and
+    backward per micro-batch, each loss weighted by the micro-batch's share of the batch's pairs (`item_share`,
+    which the trainer's `compute_loss` multiplies its batch-mean loss by), so the sum is the whole batch's mean
+    loss and its gradient, at the peak memory of the largest micro-batch.
+
+    With several processes every rank runs as many micro-batches as the rank with the most (the extra ones repeat
+    its last micro-batch with weight 0: FSDP's forwards and backwards are collective), and the gradients are
+    reduced in the last backward only (`accelerator.no_sync` around the others)."""
+
+    item_share: float = 1.0
+
+    def training_step(self, model: Any, inputs: dict[str, Any], num_items_in_batch: Any = None) -> torch.Tensor:
+        parts = inputs.get(MICRO_BATCHES)
+        if parts is None:
+            return super().training_step(model, inputs, num_items_in_batch)  # type: ignore[misc]
+        accelerator = self.accelerator  # type: ignore[attr-defined]
+        items = [int(p["num_pairs"]) for p in parts]
+        shares = [k / sum(items) for k in items]
+        count = len(parts)
+        if accelerator.num_processes > 1:
+            if accelerator.distributed_type.name == "DEEPSPEED":
+                raise UserError(
+                    "train.token_budget: micro-batches by token budget run under DDP and FSDP, not DeepSpeed "
+                    "(its engine counts the backward passes of a step itself); set train.token_budget: 0 and size "
+                    "the batch with train.batch_size and train.grad_accum"
+                )
+            count = max(gather_object([count]))
+        parts = [*parts, *[parts[-1]] * (count - len(parts))]
+        shares = [*shares, *[0.0] * (count - len(shares))]
+        total = None
+        try:
+            for i, (part, share) in enumerate(zip(parts, shares, strict=True)):
+                self.item_share = share
+                sync = i == count - 1 or accelerator.num_processes == 1
+                with contextlib.nullcontext() if sync else accelerator.no_sync(model):
+                    loss = super().training_step(model, part, num_items_in_batch)  # type: ignore[misc]
+                total = loss if total is None else total + loss
+        finally:
+            self.item_share = 1.0
+        assert total is not None  # a cut batch has at least two micro-batches
+        return total
 
 
 def drawn_indices(args: Any, n: int) -> list[int] | None:
