@@ -157,6 +157,12 @@ class RoundsSection(SamplingOptions):
     token_budget: int = option(
         1 << 17, "generation: KV-cache slots per batch (rows x (longest prompt + max_new_tokens); 3 GB at 135M)"
     )
+    static: Literal["auto", "compiled", "eager", "off"] = option(
+        "off",
+        "generation: the decode step on fixed-shape caches per batch bucket, compiled once (CUDA graphs on a GPU) and "
+        "kept across rounds, each round's policy copied into it (`prefalign.generation.static`); off = caches sized "
+        "to each batch, eager steps (a CPU's fastest); auto = compiled on a GPU, off on a CPU",
+    )
 
     def check(self) -> list[str]:
         p = self.sampling_problems()
@@ -250,14 +256,28 @@ def round_prompts(prompts: list[PromptOnly], t: int, n: int) -> list[PromptOnly]
     return [prompts[(start + i) % len(prompts)] for i in range(n)]
 
 
-def _engine(cfg: IterativeConfig, policy: str) -> Any:
-    """A generation engine on `policy` (bf16 where the training precision is)."""
-    bf16 = decide_precision(cfg.train.precision).value != "fp32"
-    # an adapter (the quickstart's offline-DPO warm start) merged: unmerged LoRA layers decode at half the speed
-    model = load_model(policy, dtype="bfloat16" if bf16 else "float32", merge=True)
-    return make_engine(
-        model, load_tokenizer(policy), max_rows=cfg.rounds.max_rows, token_budget=cfg.rounds.token_budget
-    )
+@dataclass
+class RoundEngine:
+    """One generation engine for every round: round t's policy is loaded and copied into the engine's model in
+    place (`sync_weights`), so what the engine built for its model (on the static path, a decode step compiled and
+    captured per batch bucket) is built in round 1 and serves every round."""
+
+    cfg: IterativeConfig
+    engine: Any = None
+
+    def on(self, policy: str) -> Any:
+        """The engine decoding with `policy`'s weights (bf16 where the training precision is)."""
+        bf16 = decide_precision(self.cfg.train.precision).value != "fp32"
+        # an adapter (the quickstart's offline-DPO warm start) merged: unmerged LoRA layers decode at half the speed
+        model = load_model(policy, dtype="bfloat16" if bf16 else "float32", merge=True)
+        if self.engine is None:
+            r = self.cfg.rounds
+            self.engine = make_engine(
+                model, load_tokenizer(policy), max_rows=r.max_rows, token_budget=r.token_budget, static=r.static
+            )
+        else:
+            self.engine.sync_weights(model)
+        return self.engine
 
 
 def sample_key(cfg: IterativeConfig, policy: str, prompts: list[PromptOnly], t: int) -> dict[str, Any]:
@@ -273,7 +293,7 @@ def sample_key(cfg: IterativeConfig, policy: str, prompts: list[PromptOnly], t: 
 
 
 def sample_round(
-    cfg: IterativeConfig, policy: str, prompts: list[PromptOnly], t: int, path: Path
+    cfg: IterativeConfig, policy: str, prompts: list[PromptOnly], t: int, path: Path, engines: RoundEngine | None = None
 ) -> tuple[Rollout, dict[str, Any]]:
     """K completions per prompt from `policy` (the rollout phase) and their cache key: cached in `path` and reused
     only for the same policy (its path and its weights' fingerprint: a round retrained with other settings into the
@@ -285,7 +305,8 @@ def sample_round(
         if cached.get("key") == key:
             return Rollout.from_json(cached["rollout"]), key
     params = r.params(r.samples_per_prompt, stream_seed(r.seed, t))
-    rollout = draw(_engine(cfg, policy), prompts, [p.prompt for p in prompts], params, t, progress=True)
+    engine = (engines or RoundEngine(cfg)).on(policy)
+    rollout = draw(engine, prompts, [p.prompt for p in prompts], params, t, progress=True)
     n, secs = len(rollout.texts), max(rollout.seconds, 1e-9)
     print(
         f"round {t}: sampled {n} answers in {secs:.1f}s ({n / secs:.1f} answers/s, "
@@ -405,7 +426,9 @@ def build_pairs(
     return pairs, counts
 
 
-def eval_policy(cfg: IterativeConfig, policy: str, path: Path, rewards: RewardSet) -> dict[str, Any] | None:
+def eval_policy(
+    cfg: IterativeConfig, policy: str, path: Path, rewards: RewardSet, engines: RoundEngine | None = None
+) -> dict[str, Any] | None:
     """The held-out gold evaluation of `policy`, with the learned reward of the same answers (cached in `path`)."""
     if cfg.eval.limit <= 0:
         return None
@@ -414,7 +437,11 @@ def eval_policy(cfg: IterativeConfig, policy: str, path: Path, rewards: RewardSe
         cached = json.loads(path.read_text(encoding="utf-8"))
         if cached.get("key") == key:
             return cached
-    out = {"key": key, "policy": policy, **(gold_eval(_engine(cfg, policy), cfg.eval, rewards=rewards) or {})}
+    out = {
+        "key": key,
+        "policy": policy,
+        **(gold_eval((engines or RoundEngine(cfg)).on(policy), cfg.eval, rewards=rewards) or {}),
+    }
     path.write_text(json.dumps(out), encoding="utf-8")
     return out
 
@@ -508,6 +535,7 @@ def run_round(
     t: int,
     earlier: list[PreferencePair],
     resume: bool,
+    engines: RoundEngine | None = None,
 ) -> Round:
     """Round t from `policy`: sample, score, pair, train (or read the finished training back), evaluate."""
     rdir = Path(cfg.output_dir) / f"round_{t}"
@@ -516,7 +544,7 @@ def run_round(
     print(
         f"round {t}/{cfg.rounds.rounds}: sampling {cfg.rounds.samples_per_prompt} x {len(rp)} from {policy}", flush=True
     )
-    rollout, sample_key = sample_round(cfg, policy, rp, t, rdir / "samples.json")
+    rollout, sample_key = sample_round(cfg, policy, rp, t, rdir / "samples.json", engines)
     pool = candidate_pool(cfg, rollout, load_tokenizer(policy))
     scores = scores_of_round(cfg, rewards, pool, rdir / "scores.json", sample_key)
     pairs, counts = build_pairs(cfg, pool, scores, t)
@@ -537,7 +565,7 @@ def run_round(
         report = offline.run(tcfg, resume=resume)
         record_inputs(out, tcfg)
     trained = str(report["policy_dir"])
-    ev = eval_policy(cfg, trained, rdir / "eval.json", rewards)
+    ev = eval_policy(cfg, trained, rdir / "eval.json", rewards, engines)
     row = {
         "round": t,
         "reward": finite_mean(on_policy),  # the learned reward of π_t's samples (not the reference's)
@@ -579,7 +607,8 @@ def run(cfg: IterativeConfig, resume: bool = False) -> dict[str, Any]:
     rewards = RewardSet(cfg.reward)
     policy = cfg.model
     evals: dict[str, Any] = {}
-    ev0 = eval_policy(cfg, policy, root / "eval_round_0.json", rewards)
+    engines = RoundEngine(cfg)
+    ev0 = eval_policy(cfg, policy, root / "eval_round_0.json", rewards, engines)
     if ev0 is not None:
         evals["0"] = ev0
         row0 = {"step": 0, "round": 0, "eval_gold/overall": ev0["overall"]}
@@ -590,7 +619,7 @@ def run(cfg: IterativeConfig, resume: bool = False) -> dict[str, Any]:
     hacked = False
     (root / ALERTS_FILE).unlink(missing_ok=True)
     for t in range(1, cfg.rounds.rounds + 1):
-        r = run_round(cfg, rewards, prompts, policy, t, all_pairs, resume)
+        r = run_round(cfg, rewards, prompts, policy, t, all_pairs, resume, engines)
         all_pairs.extend(r.pairs)
         policy, steps = r.policy, steps + r.steps
         if r.eval is not None:

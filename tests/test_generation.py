@@ -389,3 +389,57 @@ def test_policy_generate_fast_schedule_gives_the_exact_greedy_text_in_fp32(tiny_
     fast = generate(policy, tok, prompts, max_new_tokens=12, batch_size=3, schedule="fast")
     assert fast == exact and len(fast) == 10
     assert engines == [exact_batched(4), {"max_rows": 3, "token_budget": 1 << 15}]  # the two schedules ran
+
+
+# ------------------------------------------------------------------------------------------------------------
+# the static path: fixed-shape caches per bucket, the decode step compiled once per bucket
+
+
+def _tokens(engine, convs, params):
+    return [c.token_ids for o in engine.generate(convs, params).outputs for c in o.completions]
+
+
+def test_static_path_gives_the_eager_paths_tokens(model, tok):
+    """Fixed-shape caches (rows in buckets, prompts padded to a multiple of 64 columns, finished rows moved to a
+    smaller bucket) give the eager engine's greedy tokens and its seeded samples exactly (fp32)."""
+    greedy = [SamplingParams(temperature=0, max_new_tokens=m) for m in (16, 5, 16, 9)]  # rows finish apart
+    sampled = SamplingParams(n=5, temperature=1.0, top_p=0.95, max_new_tokens=12, seed=11)
+    eager = make_engine(model, tok)
+    static = make_engine(model, tok, static="eager", max_rows=32)
+    assert _tokens(static, CONVS, greedy) == _tokens(eager, CONVS, greedy)
+    assert _tokens(static, CONVS, sampled) == _tokens(eager, CONVS, sampled)
+    assert static.static is not None and len(static.static.caches) >= 2  # 20 rows in 64, then fewer in a smaller one
+    with pytest.raises(ConfigError, match="static='fast'.*compiled"):
+        make_engine(model, tok, static="fast")
+
+
+def test_static_path_follows_a_weight_sync(model, tok):
+    """New weights copied into the engine's model (`sync_weights`) change what the static step decodes, to what
+    an engine built on the new weights decodes."""
+    sampler, trainer = copy.deepcopy(model), copy.deepcopy(model)
+    engine = make_engine(sampler, tok, static="eager")
+    greedy = SamplingParams(temperature=0, max_new_tokens=8)
+    before = _tokens(engine, CONVS, greedy)
+    with torch.no_grad():
+        trainer.model.layers[0].mlp.up_proj.weight.mul_(-1.0)
+    engine.sync_weights(trainer)
+    after = _tokens(engine, CONVS, greedy)
+    assert after != before and after == _tokens(make_engine(trainer, tok), CONVS, greedy)
+
+
+@pytest.mark.slow
+def test_compiled_static_path_compiles_once_per_bucket(model, tok):
+    """The compiled decode step (inductor on a CPU; CUDA graphs on a GPU) gives the eager tokens, and a second
+    call after a weight sync compiles nothing more (counted): the new weights reach the compiled step."""
+    from prefalign.training.trainer import compiled_graphs
+
+    sampler, trainer = copy.deepcopy(model), copy.deepcopy(model)
+    engine = make_engine(sampler, tok, static="compiled", max_rows=16)
+    greedy = [SamplingParams(temperature=0, max_new_tokens=m) for m in (12, 5, 12, 9)]
+    assert _tokens(engine, CONVS, greedy) == _tokens(make_engine(sampler, tok), CONVS, greedy)
+    graphs = compiled_graphs()["graphs"]
+    with torch.no_grad():
+        trainer.model.layers[0].mlp.up_proj.weight.mul_(-1.0)
+    engine.sync_weights(trainer)
+    assert _tokens(engine, CONVS, greedy) == _tokens(make_engine(trainer, tok), CONVS, greedy)
+    assert compiled_graphs()["graphs"] == graphs

@@ -196,6 +196,42 @@ def test_iterative_rounds_cache_and_resume(tmp_path, tiny_model_ref):
     assert (tmp_path / "iter" / "round_2" / "train" / "report.json").stat().st_mtime == mtime
 
 
+@pytest.mark.parametrize("static", ["off", "eager"])
+def test_one_engine_serves_every_round_with_that_rounds_weights(tmp_path, tiny_model_ref, static):
+    """The rounds share one generation engine (`RoundEngine`): round 2's policy is copied into it, and it samples
+    what an engine built on that policy samples."""
+    from transformers import AutoModelForCausalLM
+
+    from align.iterative import IterativeConfig, RoundEngine
+    from prefalign.generation import SamplingParams
+    from prefalign.models.hub import load_tokenizer, resolve
+
+    moved = AutoModelForCausalLM.from_pretrained(resolve(tiny_model_ref), dtype=torch.float32)
+    g = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for p in moved.parameters():
+            p.add_(0.05 * torch.randn(p.shape, generator=g))
+    moved.save_pretrained(str(tmp_path / "moved"))
+    load_tokenizer(tiny_model_ref).save_pretrained(str(tmp_path / "moved"))
+    cfg = build(
+        IterativeConfig,
+        {"model": "builtin:tiny-llama", "train": {"precision": "fp32"}, "rounds": {"static": static, "max_rows": 16}},
+    )
+    params = SamplingParams(n=3, temperature=1.0, max_new_tokens=8, seed=4)
+    convs = [[{"role": "user", "content": "Name a colour."}], [{"role": "user", "content": "What is 3 + 4?"}]]
+
+    def samples(engine):
+        return [c.token_ids for o in engine.generate(convs, params).outputs for c in o.completions]
+
+    shared = RoundEngine(cfg)
+    first = shared.on("builtin:tiny-llama")
+    before = samples(first)
+    second = shared.on(str(tmp_path / "moved"))
+    assert second is first
+    after = samples(second)
+    assert after != before and after == samples(RoundEngine(cfg).on(str(tmp_path / "moved")))
+
+
 def test_iterative_samples_are_redrawn_when_a_round_is_retrained_into_the_same_directory(tmp_path):
     """Round t's samples (and their scores) are cached by a key that holds the policy's weights' fingerprint, so a
     round 1 retrained with other settings into the same directory gives round 2 fresh samples, not stale ones."""

@@ -50,6 +50,12 @@ class RolloutSection(SamplingOptions):
     )
     backend: str = option("transformers", "generation backend: transformers | vllm (gpu extra)")
     token_budget: int = option(1 << 15, "transformers backend: KV-cache slots per generation batch")
+    static: Literal["auto", "compiled", "eager", "off"] = option(
+        "off",
+        "transformers backend: the decode step on fixed-shape caches per batch bucket, compiled once (CUDA graphs on a "
+        "GPU), the policy's weights copied into it at every sync (`prefalign.generation.static`); off = caches sized "
+        "to each batch, eager steps (a CPU's fastest); auto = compiled on a GPU, off on a CPU",
+    )
 
     @property
     def rows_per_prompt(self) -> int:

@@ -141,7 +141,9 @@ def conditioned(prompts: list[PromptOnly], directions: list[float] | None, names
 def build_sampler(model: str, tokenizer: Any, rollout: RolloutSection, bf16: bool, device: Any) -> GenerationEngine:
     """A generation engine on its own copy of `model` (a peft adapter merged), the rollout's backend and settings."""
     m = load_model(model, dtype="bfloat16" if bf16 else "float32", merge=True).to(device)
-    options = {"token_budget": rollout.token_budget} if rollout.backend == "transformers" else {}
+    options = (
+        {"token_budget": rollout.token_budget, "static": rollout.static} if rollout.backend == "transformers" else {}
+    )
     return make_engine(m, tokenizer, rollout.backend, **options)
 
 

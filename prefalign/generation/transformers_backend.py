@@ -26,7 +26,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from tqdm import tqdm
@@ -40,6 +40,7 @@ from .attention import PLAIN_ATTENTION, supports_decode_attention, using_decode_
 from .cache import SharedPrefixCache, SlabCache
 from .sampling import RowSettings, sample, sample_uniforms
 from .schedule import BATCH_ORDERS, Unit, batches, pieces
+from .static import BucketCache, StaticSteps, prompt_bucket, row_bucket
 from .weights import copy_weights
 
 
@@ -56,6 +57,15 @@ def exact_batched(batch_size: int) -> dict[str, Any]:
     }
 
 
+STATIC_MODES = {
+    "auto": "compiled on a GPU (one CUDA-graph capture per batch bucket), off on a CPU",
+    "compiled": "fixed-shape caches and a decode step compiled once per bucket (CUDA graphs on a GPU)",
+    "eager": "the fixed-shape caches and step, not compiled (the static path's reference)",
+    "off": "caches sized to each batch, the step run eagerly (the reference)",
+}
+"""`TransformersEngine(static=...)`: how decode steps run (`static.py`)."""
+
+
 def _option_problems(
     model: Any,
     tokenizer: Any,
@@ -63,6 +73,7 @@ def _option_problems(
     prune_fraction: Any,
     batch_order: Any,
     eos_token_ids: Sequence[int] | None,
+    static: Any = "off",
 ) -> list[str]:
     """Every invalid `TransformersEngine` option (`sizes`: token_budget, max_rows, prefill_tokens), with what is
     allowed."""
@@ -72,6 +83,11 @@ def _option_problems(
             problems.append(f"{name}={value!r}: must be an integer >= 1")
     if not isinstance(prune_fraction, int | float) or not 0 <= prune_fraction <= 1:
         problems.append(f"prune_fraction={prune_fraction!r}: must be in [0, 1]")
+    if static not in STATIC_MODES:
+        problems.append(
+            f"static={static!r}{did_you_mean(str(static), list(STATIC_MODES))}: choose one of "
+            + "; ".join(f"'{k}' ({v})" for k, v in STATIC_MODES.items())
+        )
     if batch_order not in BATCH_ORDERS:
         problems.append(
             f"batch_order={batch_order!r}{did_you_mean(str(batch_order), list(BATCH_ORDERS))}: "
@@ -130,9 +146,10 @@ class TransformersEngine(GenerationEngine):
         eos_token_ids: Sequence[int] | None = None,
         decode_attention: bool | None = None,
         batch_order: str = "longest_first",
+        static: Literal["auto", "compiled", "eager", "off"] = "off",
     ) -> None:
         sizes = {"token_budget": token_budget, "max_rows": max_rows, "prefill_tokens": prefill_tokens}
-        problems = _option_problems(model, tokenizer, sizes, prune_fraction, batch_order, eos_token_ids)
+        problems = _option_problems(model, tokenizer, sizes, prune_fraction, batch_order, eos_token_ids, static)
         if problems:
             raise ConfigError(problems, "TransformersEngine")
         if eos_token_ids is None:
@@ -161,6 +178,8 @@ class TransformersEngine(GenerationEngine):
         self.attention_scale = float(head_dim) ** -0.5
         self.max_positions: int | None = getattr(text_config, "max_position_embeddings", None)
         self.weight_version = 0
+        mode = ("compiled" if self._device().type == "cuda" else "off") if static == "auto" else static
+        self.static: StaticSteps | None = None if mode == "off" else StaticSteps(compile=mode == "compiled")
         if self._device().type == "cpu":
             # a step allocates and frees (rows x vocabulary) logits and probabilities; glibc's defaults hand
             # them back to the OS and page-fault them in again, zeroed, at every step (5x the sampling time)
@@ -239,10 +258,16 @@ class TransformersEngine(GenerationEngine):
         unit_of_row = torch.tensor([k for k, u in enumerate(batch) for _ in u.samples], device=device)
         prompt_lengths = torch.tensor([len(u.ids) for u in batch], device=device)
         capacity = max(plist[i].max_new_tokens for i, _ in samples)
-        if self.decode_attention:
-            cache: SharedPrefixCache | SlabCache = SharedPrefixCache(
-                self.num_layers, unit_of_row, prompt_lengths, capacity, self.attention_scale
+        cache: SharedPrefixCache | SlabCache | BucketCache
+        if self.static is not None:
+            width = prompt_bucket(int(prompt_lengths.max()))
+            param = next(self.model.parameters())
+            cache = self.static.cache(
+                self.model.config, row_bucket(R, self.max_rows), width + capacity, param.dtype, device
             )
+            cache.start(unit_of_row, prompt_lengths, width)
+        elif self.decode_attention:
+            cache = SharedPrefixCache(self.num_layers, unit_of_row, prompt_lengths, capacity, self.attention_scale)
         else:
             cache = SlabCache(self.num_layers, unit_of_row, prompt_lengths, capacity)
 
@@ -252,13 +277,18 @@ class TransformersEngine(GenerationEngine):
         timings.prompt_tokens += sum(len(u.ids) for u in batch)
 
         t = time.perf_counter()
-        state = _DecodeState(self, batch, plist, samples, cache, device)
+        state = (
+            _StaticState(self, batch, plist, samples, cache, device)
+            if isinstance(cache, BucketCache)
+            else _DecodeState(self, batch, plist, samples, cache, device)
+        )
         lengths, reasons = [0] * R, [""] * R
         texts: dict[int, tuple[str, str]] = {}  # row -> (text cut right before the stop string, the stop string)
         stops = {row: plist[i].stop for row, (i, _) in enumerate(samples) if plist[i].stop}
         windows = {row: 4 * max(len(x) for x in st) + 8 for row, st in stops.items()}  # tokens that spell any stop
         eos_ids = set(self.eos_token_ids)
-        attend = using_decode_attention(self.text_config) if self.decode_attention else contextlib.nullcontext()
+        plain = self.decode_attention and self.static is None
+        attend = using_decode_attention(self.text_config) if plain else contextlib.nullcontext()
         with attend:
             step = 0
             while True:
@@ -299,7 +329,7 @@ class TransformersEngine(GenerationEngine):
 
 
 def prefill(
-    model: Any, batch: list[Unit], cache: SharedPrefixCache | SlabCache, pad_id: int, prefill_tokens: int
+    model: Any, batch: list[Unit], cache: SharedPrefixCache | SlabCache | BucketCache, pad_id: int, prefill_tokens: int
 ) -> torch.Tensor:
     """Run the batch's distinct prompts (left-padded, at most `prefill_tokens` padded tokens a forward) and
     write their keys/values into `cache`. Returns the last-position logits of every row (R, V)."""
@@ -372,7 +402,7 @@ class _DecodeState:
         batch: list[Unit],
         plist: list[SamplingParams],
         samples: list[tuple[int, int]],
-        cache: SharedPrefixCache | SlabCache,
+        cache: Any,
         device: torch.device,
     ) -> None:
         self.engine, self.cache, self.device = engine, cache, device
@@ -426,10 +456,14 @@ class _DecodeState:
         been sampled so far."""
         keep = self.alive.nonzero().squeeze(1)
         self.limit = self.limit[keep]
-        self.cache.keep_rows(keep, self.cache.generated + int((self.limit - step).max()) + 1)
+        self.keep_cache_rows(keep, step)
         self.rows, self.tok, self.prompt_len = self.rows[keep], self.tok[keep], self.prompt_len[keep]
         self.settings, self.uniforms = self.settings.select(keep), self.uniforms.index_select(0, keep)
         self.alive = torch.ones(keep.numel(), dtype=torch.bool, device=self.device)
+
+    def keep_cache_rows(self, keep: torch.Tensor, step: int) -> None:
+        """The cache keeps live rows `keep` (of the current R') and the capacity they still need."""
+        self.cache.keep_rows(keep, self.cache.generated + int((self.limit - step).max()) + 1)
 
     def forward(self, step: int) -> torch.Tensor:
         """Feed the tokens just sampled (position prompt length + step - 1); returns the next logits (R', V)."""
@@ -442,3 +476,30 @@ class _DecodeState:
         )
         self.cache.advance()
         return out.logits[:, -1]
+
+
+class _StaticState(_DecodeState):
+    """The live rows of a batch decoded on the static path (`static.py`): rows keep their cache slot until the live
+    rows fit a smaller row bucket, where they are then copied; the step is the engine's `StaticSteps.step`."""
+
+    cache: BucketCache
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.slots = torch.arange(len(self.rows), device=self.device)  # each live row's row in the bucket cache
+
+    def keep_cache_rows(self, keep: torch.Tensor, step: int) -> None:
+        self.slots = self.slots.index_select(0, keep)
+        steps = self.engine.static
+        assert steps is not None  # a static state runs on an engine with the static path
+        rows = row_bucket(keep.numel(), self.engine.max_rows)
+        if rows < self.cache.rows:
+            old = self.cache
+            self.cache = steps.cache(old.config, rows, old.columns, old.dtype, self.device)
+            self.cache.take(old, self.slots)
+            self.slots = torch.arange(keep.numel(), device=self.device)
+
+    def forward(self, step: int) -> torch.Tensor:
+        steps = self.engine.static
+        assert steps is not None
+        return steps.step(self.engine.model, self.cache, self.tok, self.prompt_len + step - 1, self.slots)
