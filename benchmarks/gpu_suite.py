@@ -18,7 +18,10 @@ out of time is recorded as such and the suite goes on):
   rm-lora-135m   RM LoRA at SmolLM2-135M's shape, 8 pairs a step (the setting measured before on an H100)
   dpo-lora-0.5b  DPO with LoRA at Qwen2.5-0.5B's shape
   dpo-1.5b       DPO full and LoRA at Qwen2.5-1.5B's shape
-  grpo-0.5b      GRPO, LoRA, Qwen2.5-0.5B's shape: TRL GRPOTrainer (no vLLM on either side) vs ours
+  grpo-0.5b      GRPO, LoRA, Qwen2.5-0.5B's shape: TRL GRPOTrainer (no vLLM on either side) vs ours (eager rollouts,
+                 and on the static path: the decode step captured once per bucket)
+  decoder-135m   the decoder at batch 1, 16, 64, 256, SmolLM2-135M's shape: the engine (eager and static, compiled)
+                 vs model.generate (static cache and compiled forward; and as it comes) and the machine's limit
   cuda-tests     `pytest -m cuda`
 
 Models are `builtin:<shape>-shape` (`prefalign.models.hub.SHAPES`): the architecture and vocabulary at full size,
@@ -95,10 +98,27 @@ PARTS: dict[str, tuple[str, list[str], int, list[str]]] = {
             "--trl-settings",
             "eager",
             "--ours-settings",
-            "eager",
+            "eager,static",
         ],
+        300,
+        [
+            "--model",
+            TINY,
+            "--modes",
+            "lora",
+            "--steps",
+            "1",
+            "--trl-settings",
+            "eager",
+            "--ours-settings",
+            "eager,static",
+        ],
+    ),
+    "decoder-135m": (
+        "decoder.py",
+        ["--model", SHAPE["135m"], "--batches", "1,16,64,256", "--new-tokens", "64"],
         240,
-        ["--model", TINY, "--modes", "lora", "--steps", "1", "--trl-settings", "eager", "--ours-settings", "eager"],
+        ["--model", TINY, "--batches", "1,4", "--new-tokens", "8", "--repeats", "1"],
     ),
     "cuda-tests": ("", [], 420, []),
 }

@@ -135,7 +135,12 @@ def side_ours(args: argparse.Namespace, out: str) -> dict:
             "output_dir": out,
             "save_merged": False,
             "reward": [{"type": "grader"}],
-            "rollout": {"group_size": GROUP, "prompts_per_step": PROMPTS_PER_STEP, "max_new_tokens": MAX_NEW},
+            "rollout": {
+                "group_size": GROUP,
+                "prompts_per_step": PROMPTS_PER_STEP,
+                "max_new_tokens": MAX_NEW,
+                "static": "compiled" if args.setting == "static" else "off",
+            },
             "algorithm": {"loss": "grpo", "params": {"loss_type": "dapo", "epsilon": 0.2}},
             "eval": {"limit": 0},
             "train": {
@@ -144,7 +149,7 @@ def side_ours(args: argparse.Namespace, out: str) -> dict:
                 "batch_size": 32,
                 "lr": LR,
                 "precision": args.precision,
-                "compile": args.setting != "eager",
+                "compile": args.setting == "compile",
                 "lr_scheduler": "linear",
             },
         },
@@ -182,7 +187,10 @@ def main() -> None:
     ap.add_argument("--precision", default="auto", help="auto, bf16 or fp32 (both sides)")
     ap.add_argument("--trl-settings", default="eager", help="comma list of TRL settings: eager, compile")
     ap.add_argument(
-        "--ours-settings", default="eager,compile", help="comma list of our settings: eager, compile (cold cache)"
+        "--ours-settings",
+        default="eager,compile",
+        help="comma list of our settings: eager, compile (the update's layers compiled, cold cache), static (the "
+        "rollout's decode step on the static path, compiled: CUDA graphs on a GPU)",
     )
     ap.add_argument("--model", default=MODEL, help="the model both sides train (default: the builtin SmolLM2)")
     ap.add_argument("--json-out", default="", help="also write the results (the JSON printed last) to this file")

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import hashlib
 import importlib.util
 import json
@@ -92,7 +93,9 @@ GGUF_SPECIAL_TOKENS = {
 }
 
 
+@functools.cache
 def _gguf_special_ids(gguf: Path) -> dict[str, int]:
+    """The GGUF's special token ids (read once: parsing the file's fields takes seconds)."""
     from gguf import GGUFReader  # lazy: gguf, only to build the builtin
 
     fields = GGUFReader(str(gguf)).fields
