@@ -181,22 +181,17 @@ def main() -> None:
         f"\nmatmul peak {peak / 1e12:.2f} TFLOP/s ({dtype}), memory bandwidth {bw / 1e9:.0f} GB/s, "
         f"{any_side['params'] / 1e6:.0f}M parameters, {args.new_tokens} new tokens a row"
     )
-    head = (
-        "| batch | "
-        + " | ".join(results)
-        + " | limit | "
-        + " | ".join(f"engine-static / {n}" for n in results if n != "engine-static" and "engine-static" in results)
-        + " |"
-    )
-    print(head)
+    ours = [n for n in results if n.startswith("engine")]
+    theirs = [n for n in results if n.startswith("generate")]
+    pairs = [(a, b) for a in ours for b in theirs]
+    head = ["batch", *results, "limit", *[f"{a} / {b}" for a, b in pairs], *[f"{a} of limit" for a in ours]]
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
     for row in table:
-        ratios = [
-            f"{row['engine-static'] / row[n]:.2f}x"
-            for n in results
-            if n != "engine-static" and "engine-static" in results
-        ]
-        cells = [f"{row[n]:.0f}" for n in results] + [f"{row['limit_tokens_per_s']:.0f}"] + ratios
-        print(f"| {row['batch']} | " + " | ".join(cells) + " |")
+        cells = [str(row["batch"]), *[f"{row[n]:.0f}" for n in results], f"{row['limit_tokens_per_s']:.0f}"]
+        cells += [f"{row[a] / row[b]:.2f}x" for a, b in pairs]
+        cells += [f"{row[a] / row['limit_tokens_per_s']:.0%}" for a in ours]
+        print("| " + " | ".join(cells) + " |")
     if args.json_out:
         Path(args.json_out).parent.mkdir(parents=True, exist_ok=True)
         record = {

@@ -61,6 +61,19 @@ def test_adapter_loads_with_or_without_merging(adapter_dir, tiny_model_ref):
     torch.testing.assert_close(_logits(plain), _logits(base), atol=0, rtol=0)
 
 
+def test_a_merged_adapter_in_bf16_decodes_as_its_weights_saved_and_loaded(adapter_dir, tmp_path):
+    """Merged and cast to bf16, an adapter is the model its merged weights give when saved and loaded in bf16:
+    the same weights, the same fp32 buffers (the rotary inverse frequencies, which `from_pretrained` keeps in fp32),
+    the same logits bit for bit."""
+    merged = load_model(str(adapter_dir), "bfloat16", merge=True)
+    merged.save_pretrained(str(tmp_path / "saved"))
+    loaded = load_causal_lm(str(tmp_path / "saved"), dtype="bfloat16")
+    assert {p.dtype for p in merged.parameters()} == {torch.bfloat16} and merged.dtype == torch.bfloat16
+    for (name, a), b in zip(merged.named_buffers(), loaded.buffers(), strict=True):
+        assert a.dtype == b.dtype and torch.equal(a, b), name
+    assert torch.equal(_logits(merged), _logits(loaded))
+
+
 def test_an_adapter_goes_onto_another_model_and_a_resized_vocabulary(adapter_dir, tiny_model_ref, tmp_path):
     """`onto` puts the adapter on a model other than the base it records (here: the base with its embeddings
     changed), the same delta added; `vocab` resizes that base first (the rows an RM's tokens were added to)."""

@@ -459,7 +459,13 @@ def load_model(
     if vocab is not None and base.get_input_embeddings().num_embeddings != vocab:
         base.resize_token_embeddings(vocab)
     if merge:
-        model = PeftModel.from_pretrained(base, path).merge_and_unload().to(torch_dtype(dtype))
+        model = PeftModel.from_pretrained(base, path).merge_and_unload()
+        # the weights only, as `from_pretrained(dtype=...)` loads them: `.to(dtype)` would also round the buffers
+        # it keeps in fp32 (the rotary embedding's inverse frequencies), and the merged adapter would then decode
+        # differently from the same weights saved and loaded
+        for p in model.parameters():
+            p.data = p.data.to(torch_dtype(dtype))
+        model.config.dtype = torch_dtype(dtype)
     else:
         model = PeftModel.from_pretrained(base, path, torch_dtype=torch_dtype(dtype))
     model.eval()
