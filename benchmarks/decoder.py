@@ -125,7 +125,8 @@ def side(args: argparse.Namespace) -> dict:
             rows.append({"batch": b, "first_s": first, "seconds": best, "tokens_per_s": b * args.new_tokens / best})
     params = sum(p.numel() for p in model.parameters())
     weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
-    return {"side": args.child, "rows": rows, "params": params, "weight_bytes": weight_bytes}
+    dtype = str(next(model.parameters()).dtype).removeprefix("torch.")
+    return {"side": args.child, "rows": rows, "params": params, "weight_bytes": weight_bytes, "dtype": dtype}
 
 
 def bandwidth_gb_s(mb: int = 1024) -> float:
@@ -166,7 +167,7 @@ def main() -> None:
         results[name] = spawn(__file__, ["--child", name, *passed])
         print(f"{name}: " + ", ".join(f"B={r['batch']} {r['tokens_per_s']:.0f} tok/s" for r in results[name]["rows"]))
     any_side = next(iter(results.values()))
-    dtype = "bfloat16" if any_side["weight_bytes"] < 3 * any_side["params"] else "float32"
+    dtype = any_side["dtype"]
     peak = matmul_peak(dtype) * 1e9
     bw = bandwidth_gb_s() * 1e9
     table = []

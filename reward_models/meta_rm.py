@@ -71,12 +71,7 @@ class MetaRMTrainConfig:
     lora: LoraSection = option(factory=LoraSection, doc="LoRA settings (train.method: lora)")
 
     def check(self) -> list[str]:
-        if self.train.token_budget:
-            return [
-                f"train.token_budget: {self.train.token_budget}: this recipe's examples are not cut by tokens; set it "
-                "to 0 and size the batch with train.batch_size and train.grad_accum"
-            ]
-        return []
+        return self.train.token_budget_unsupported()
 
 
 @dataclass

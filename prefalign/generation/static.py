@@ -146,8 +146,7 @@ class StaticSteps:
     def __init__(self, compile: bool) -> None:
         self.caches: dict[tuple[int, int], BucketCache] = {}
         self.compile = compile
-        self.compiles = 0
-        self._seen: set[tuple[int, int]] = set()
+        self.shapes: set[tuple[int, int]] = set()  # the (rows, columns) shapes the step has run at
         self._step: Callable[..., torch.Tensor] = _decode_step
         if compile:
             import torch._dynamo  # lazy: only a compiled static path raises the limit on graphs a function keeps
@@ -156,6 +155,11 @@ class StaticSteps:
             torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 64)
             mode = "reduce-overhead" if torch.cuda.is_available() else None
             self._step = torch.compile(_decode_step, mode=mode, dynamic=False, fullgraph=False)
+
+    @property
+    def compiles(self) -> int:
+        """Shapes compiled so far (one graph each)."""
+        return len(self.shapes) if self.compile else 0
 
     def cache(self, config: Any, rows: int, columns: int, dtype: torch.dtype, device: torch.device) -> BucketCache:
         key = (rows, columns)
@@ -167,10 +171,7 @@ class StaticSteps:
         self, model: Any, cache: BucketCache, tokens: torch.Tensor, positions: torch.Tensor, slots: torch.Tensor
     ) -> torch.Tensor:
         """Feed `tokens` (R',) at `positions` (R',) in cache rows `slots` (R',); the next logits of those rows."""
-        key = (cache.rows, cache.columns)
-        if key not in self._seen:
-            self._seen.add(key)
-            self.compiles += int(self.compile)
+        self.shapes.add((cache.rows, cache.columns))
         ids = torch.zeros(cache.rows, 1, dtype=torch.long, device=tokens.device)
         pos = torch.zeros(cache.rows, 1, dtype=torch.long, device=tokens.device)
         ids[slots, 0] = tokens

@@ -145,6 +145,16 @@ class TrainSection:
     report_to: list[str] = option(factory=list, doc="transformers integrations, e.g. [tensorboard] or [wandb]")
     num_threads: int = option(0, "torch CPU threads (0 = torch default)")
 
+    def token_budget_unsupported(self) -> list[str]:
+        """The problem a recipe whose examples are not cut by tokens (the judge, the meta-RM) reports for a set
+        `token_budget` (its `check` returns it)."""
+        if not self.token_budget:
+            return []
+        return [
+            f"train.token_budget: {self.token_budget}: this recipe's examples are not cut by tokens; set it to 0 and "
+            "size the batch with train.batch_size and train.grad_accum"
+        ]
+
     def check(self) -> list[str]:
         problems = []
         for name in ("lr", "batch_size", "grad_accum", "max_length", "row_tokens", "log_every"):

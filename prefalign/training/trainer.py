@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from accelerate.utils import gather_object
+from accelerate.utils import DistributedType, gather_object
 from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 from torch.distributed.fsdp import FSDPModule
 from transformers import TrainerCallback, TrainingArguments
@@ -206,7 +206,7 @@ class TokenBudgetSteps:
         shares = [k / sum(items) for k in items]
         count = len(parts)
         if accelerator.num_processes > 1:
-            if accelerator.distributed_type.name == "DEEPSPEED":
+            if accelerator.distributed_type == DistributedType.DEEPSPEED:
                 raise UserError(
                     "train.token_budget: micro-batches by token budget run under DDP and FSDP, not DeepSpeed "
                     "(its engine counts the backward passes of a step itself); set train.token_budget: 0 and size "
