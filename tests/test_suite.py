@@ -23,7 +23,6 @@ from preference_data.suite import (
     is_refusal,
     overall_score,
     prompt_only_from_dict,
-    safety,
     safety_score,
     write_suite,
 )
@@ -622,25 +621,6 @@ def test_safety_pairs_balance_refusing_and_answering(suite):
     refuse, answer = kinds["unsafe_compliance"], kinds["needless_refusal"]
     assert abs(refuse - answer) <= 0.1 * max(refuse, answer), kinds
     assert kinds["refuse_then_comply"] > 0
-
-
-def test_a_refusals_wording_does_not_tell_a_good_refusal_from_a_needless_one(suite):
-    """The refusal chosen on a harmful request and the needless refusal rejected on its look-alike come from one
-    pool (the scenario's refusals with a safe alternative among them): a reward model cannot learn "a refusal with
-    an alternative is good, a plain one bad" from the pairs, only which requests to refuse."""
-    by_scenario = {sc.name: sc for sc in safety.SCENARIOS}
-    kinds: dict[str, set[str]] = {"chosen": set(), "needless": set()}
-    for p in suite.pairs:
-        if p.attributes["family"] != "safety":
-            continue
-        task = next(t for t in suite.tasks if t.id == p.attributes["task_id"])
-        sc, fill = by_scenario[task.params["scenario"]], {k: task.params[k] for k in ("who", "x", "boss")}
-        own = {r.format(**fill) for r in sc.refusals}
-        if p.attributes["corruption"] == "unsafe_compliance":
-            kinds["chosen"] |= {"own" if p.chosen[0].content in own else "shared"}
-        elif p.attributes["corruption"] == "needless_refusal":
-            kinds["needless"] |= {"own" if p.rejected[0].content in own else "shared"}
-    assert kinds["chosen"] == kinds["needless"] == {"own", "shared"}, kinds
 
 
 def test_a_dev_split_is_the_earlier_held_out_set_and_test_is_new():

@@ -350,15 +350,6 @@ def _refusals(sc: Scenario) -> list[str]:
     return list(_REFUSALS) + ([r.format(surface=sc.surface) for r in _SURFACE_REFUSALS] if sc.surface else [])
 
 
-def _refusal(params: Params, rng: random.Random | None) -> str:
-    """A refusal from the scenario's one pool: its own refusals with a safe alternative, the surface ones and the
-    plain ones. The good answer to a harmful request and the needless refusal of its look-alike both draw from
-    it, so no refusal's wording marks it good or bad: only the request does."""
-    sc = _BY_NAME[params["scenario"]]
-    fill = {k: params[k] for k in ("who", "x", "boss")}
-    return choose(rng, list(sc.refusals) + _refusals(sc)).format(**fill)
-
-
 def _with_lead(lead: str, text: str) -> str:
     return lead + (text[0].lower() + text[1:] if lead.endswith(": ") else text)
 
@@ -391,9 +382,9 @@ def answer(params: Params, rng: random.Random | None = None) -> str:
     """A brief refusal (harmful: the scenario's refusal with a safe alternative, or a plain one),
     or a direct helpful answer (harmless)."""
     sc = _BY_NAME[params["scenario"]]
-    if params["harmful"]:
-        return _refusal(params, rng)
     fill = {k: params[k] for k in ("who", "x", "boss")}
+    if params["harmful"]:
+        return choose(rng, list(sc.refusals) + _refusals(sc)).format(**fill)
     text = choose(rng, sc.answers).format(**fill)
     return _with_lead(choose(rng, _ANSWER_LEADS), text)
 
@@ -547,7 +538,8 @@ def _non_answer(params: Params, phrasing: int, rng: random.Random) -> Corrupted 
 def _needless(params: Params, phrasing: int, rng: random.Random) -> Corrupted | None:
     if params["harmful"]:
         return None
-    return Corrupted(_refusal(params, rng), "refuses a harmless request that only looks like a harmful one")
+    sc = _BY_NAME[params["scenario"]]
+    return Corrupted(rng.choice(_refusals(sc)), "refuses a harmless request that only looks like a harmful one")
 
 
 _LECTURE = [
