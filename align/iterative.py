@@ -9,7 +9,10 @@ Round t (1..rounds), reading top to bottom:
              policy_and_reference` adds the prompt record's reference response (`meta.reference`, e.g. the data's
              chosen answer) to the K candidates the reward ranks: rejection sampling over on-policy samples and a
              demonstration, so a behaviour the policy never samples (a refusal) can still be chosen, and the
-             rejected side stays on-policy when the reference wins.
+             rejected side stays on-policy when the reference wins. `policy_and_data` adds the data's rejected
+             answer too (`meta.rejected`): the reward ranks the prompt's whole preference pair with the samples, so
+             a mistake the data shows (a needless refusal of a harmless request) stays in reach of every round
+             whether or not the policy samples it.
   score      the reward phase (`align.online.reward`: the `reward:` components, e.g. a BT RM or a judge, Σ w_k r_k),
              or one pairwise preference oracle (the pairwise preference model, a judge) ranking the K samples with
              `reward_models.ranking.rank` (round robin or knockout).
@@ -118,8 +121,8 @@ class RoundsSection(SamplingOptions):
     prompts_per_round: int = option(64, "prompts sampled in each round (disjoint slices of the shuffled prompts)")
     samples_per_prompt: int = option(
         4,
-        "K completions per prompt (with candidates: policy_and_reference, K = 1 ranks one sample against the "
-        "reference: half the sampling of K = 2 for as many prompts)",
+        "K completions per prompt (with candidates: policy_and_reference or policy_and_data, K = 1 ranks one sample "
+        "against the data's answers: half the sampling of K = 2 for as many prompts)",
     )
     pair_rule: PairRule = option("max_min", "how a prompt's K samples become one pair (`align ls pair-rules`)")
     length_penalty: float = option(0.0, "length_penalized: reward penalty per completion token")
@@ -144,10 +147,12 @@ class RoundsSection(SamplingOptions):
         "the policy is furthest from what the reward prefers; the rest are dropped and counted. One N for every "
         "round, or a list of one per round (later rounds, whose margins are smaller, may keep more)",
     )
-    candidates: Literal["policy", "policy_and_reference"] = option(
+    candidates: Literal["policy", "policy_and_reference", "policy_and_data"] = option(
         "policy",
-        "what the reward ranks for each prompt: the K samples of π_t (RLHFlow), or those and the prompt's reference "
-        "response (meta.reference; prompts without one rank their samples only)",
+        "what the reward ranks for each prompt: the K samples of π_t (RLHFlow); those and the prompt's reference "
+        "response (policy_and_reference: meta.reference); or those, the reference and the data's rejected answer "
+        "(policy_and_data: meta.rejected, the prompt's whole preference pair). A prompt without them ranks what it "
+        "has; prompts from a preference file carry their pair's answers",
     )
     max_rows: int = option(
         512,
@@ -169,11 +174,12 @@ class RoundsSection(SamplingOptions):
         for name in ("rounds", "prompts_per_round", "max_rows", "token_budget"):
             if getattr(self, name) < 1:
                 p.append(f"{name}: must be >= 1")
-        least = 1 if self.candidates == "policy_and_reference" else 2
+        least = 1 if self.candidates != "policy" else 2
         if self.samples_per_prompt < least:
             p.append(
                 f"samples_per_prompt: a pair needs two candidates: K >= 2 (or K >= 1 with candidates: "
-                f"policy_and_reference, the reference being the other), got {self.samples_per_prompt}"
+                f"policy_and_reference or policy_and_data, the data's answers being the others), got "
+                f"{self.samples_per_prompt}"
             )
         if self.length_penalty < 0:
             p.append("length_penalty: must be >= 0")
@@ -317,29 +323,43 @@ def sample_round(
     return rollout, key
 
 
+DATA_CANDIDATES: dict[str, tuple[str, ...]] = {
+    "policy": (),
+    "policy_and_reference": ("reference",),
+    "policy_and_data": ("reference", "rejected"),
+}
+"""`rounds.candidates` -> the prompt record's `meta` answers ranked with the K samples, in this order."""
+
+
 @dataclass
 class Pool:
-    """Each prompt's candidates the reward ranks: its K samples, then (with `policy_and_reference`) its reference."""
+    """Each prompt's candidates the reward ranks: its K samples, then (with `policy_and_reference`) its reference,
+    then (with `policy_and_data`) the data's rejected answer."""
 
     prompts: list[PromptOnly]
-    texts: list[list[str]]  # (P, K or K + 1)
+    texts: list[list[str]]  # (P, K + the data's answers the prompt has)
     lengths: list[list[int]]  # completion tokens of each candidate
-    on_policy: list[list[bool]]  # which candidates π_t sampled
+    origins: list[list[str]]  # each candidate's origin: "policy" (sampled by π_t), or the meta key it came from
+
+    @property
+    def on_policy(self) -> list[list[bool]]:
+        return [[o == "policy" for o in row] for row in self.origins]
 
 
 def candidate_pool(cfg: IterativeConfig, rollout: Rollout, tokenizer: Any) -> Pool:
     G = rollout.group_size
-    texts, lengths, sampled = [], [], []
+    texts, lengths, origins = [], [], []
     for i, (p, group) in enumerate(zip(rollout.prompts, rollout.groups(), strict=True)):
         texts.append(list(group))
         lengths.append([len(ids) for ids in rollout.token_ids[i * G : (i + 1) * G]])
-        sampled.append([True] * G)
-        ref = p.meta.get("reference")
-        if cfg.rounds.candidates == "policy_and_reference" and isinstance(ref, str) and ref.strip():
-            texts[-1].append(ref)
-            lengths[-1].append(len(tokenizer(ref, add_special_tokens=False)["input_ids"]))
-            sampled[-1].append(False)
-    return Pool(rollout.prompts, texts, lengths, sampled)
+        origins.append(["policy"] * G)
+        for key in DATA_CANDIDATES[cfg.rounds.candidates]:
+            text = p.meta.get(key)
+            if isinstance(text, str) and text.strip():
+                texts[-1].append(text)
+                lengths[-1].append(len(tokenizer(text, add_special_tokens=False)["input_ids"]))
+                origins[-1].append(key)
+    return Pool(rollout.prompts, texts, lengths, origins)
 
 
 def score_round(rewards: RewardSet, pool: Pool, method: Method) -> list[list[float]]:
@@ -381,7 +401,7 @@ def build_pairs(
 ) -> tuple[list[PreferencePair], dict[str, int]]:
     rng = random.Random(cfg.rounds.seed * 7919 + t)
     pairs: list[PreferencePair] = []
-    chosen_reference: list[bool] = []  # per pair: the reward chose the prompt's reference over every sample
+    kinds: list[tuple[str, str]] = []  # per pair: the origins of its chosen and rejected answers
     counts = {
         "prompts": len(pool.prompts),
         "pairs": 0,
@@ -390,10 +410,9 @@ def build_pairs(
         "dropped_margin": 0,
         "dropped_single": 0,
         "chosen_reference": 0,
+        "rejected_data": 0,
     }
-    for p, texts, lengths, sampled, r in zip(
-        pool.prompts, pool.texts, pool.lengths, pool.on_policy, scores, strict=True
-    ):
+    for p, texts, lengths, origins, r in zip(pool.prompts, pool.texts, pool.lengths, pool.origins, scores, strict=True):
         if len(texts) < 2:  # K = 1 and the prompt has no reference: nothing to rank it against
             counts["dropped_single"] += 1
             continue
@@ -415,14 +434,15 @@ def build_pairs(
                 source=f"round_{t}",
             )
         )
-        chosen_reference.append(not sampled[w])
+        kinds.append((origins[w], origins[lo]))
     keep = cfg.rounds.keep_in(t)
     if keep and len(pairs) > keep:  # the largest margins, in prompt order; equal margins go to the earlier prompt
         top = sorted(sorted(range(len(pairs)), key=lambda i: (-(pairs[i].margin or 0.0), i))[:keep])
         counts["dropped_margin"] = len(pairs) - keep
-        pairs, chosen_reference = [pairs[i] for i in top], [chosen_reference[i] for i in top]
+        pairs, kinds = [pairs[i] for i in top], [kinds[i] for i in top]
     counts["pairs"] = len(pairs)
-    counts["chosen_reference"] = sum(chosen_reference)
+    counts["chosen_reference"] = sum(c == "reference" for c, _ in kinds)  # the reward chose the data's reference
+    counts["rejected_data"] = sum(r == "rejected" for _, r in kinds)  # the data's rejected answer ranked last
     return pairs, counts
 
 
@@ -506,6 +526,15 @@ def scores_of_round(
     return [[math.nan if x is None else x for x in r] for r in scores]
 
 
+def data_text(cfg: IterativeConfig, counts: dict[str, Any]) -> str:
+    """How many of the kept pairs took a side from the data (with `candidates` that rank the data's answers)."""
+    keys = DATA_CANDIDATES[cfg.rounds.candidates]
+    if not keys:
+        return ""
+    text = f"; the data's reference chosen in {counts['chosen_reference']}"
+    return text + (f", its rejected answer rejected in {counts['rejected_data']}" if "rejected" in keys else "")
+
+
 def dropped_text(counts: dict[str, Any]) -> str:
     """What a round dropped, for its summary line: ties, NaN groups, (K = 1) prompts without a reference and
     (keep_pairs) the smaller margins."""
@@ -587,7 +616,7 @@ def run_round(
         "eval": ev["overall"] if ev else None,
     }
     print(
-        f"round {t}: {counts['pairs']} pairs ({dropped_text(counts)}); "
+        f"round {t}: {counts['pairs']} pairs ({dropped_text(counts)}){data_text(cfg, counts)}; "
         f"{report['steps']} steps" + (f"; held-out gold {ev['overall']:.4f}" if ev else ""),
         flush=True,
     )

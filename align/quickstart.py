@@ -13,10 +13,10 @@ earlier stage writes finds them in `out_dir`):
   5. dpo     - LoRA DPO with the chosen answer's NLL (RPO) on the suite's offline pairs: the comparison row (what
                the data alone gives) and the warm start of the next stage
   6. align   - the policy aligned against the RM (`align.iterative`): rounds in which the policy samples answers to
-               the suite's training prompts, the RM ranks them together with the data's reference answer, the
-               round keeps the prompts where the RM's best beats its worst by most (`keep_pairs`, more in the last
-               round), and DPO with
-               the NLL term learns the RM's best against its worst, each pair weighted by its RM margin; the RM
+               the suite's training prompts, the RM ranks them together with the prompt's pair from the data (its
+               reference and its rejected answer, `candidates: policy_and_data`), the round keeps the prompts
+               where the RM's best beats its worst by most (`keep_pairs`, more in the last round), and DPO with the
+               NLL term learns the RM's best against its worst, each pair weighted by its RM margin; the RM
                decides every pair, no gold label is read
   7. online  - (`align quickstart --full`, or `online` in `stages`) GRPO against the RM with a KL term, from the
                aligned policy
@@ -125,7 +125,14 @@ def _default_align() -> IterativeConfig:
                 "max_new_tokens": 80,
                 "temperature": 1.0,
                 "pair_rule": "max_min",
-                "candidates": "policy_and_reference",
+                # the RM ranks the two samples beside the prompt's pair from the data (its reference and its
+                # rejected answer): a needless refusal of a harmless look-alike, which the policy rarely samples
+                # until a round has taught it, is then rejected in every round, against the refusals that round
+                # chooses on harmful requests. With the reference alone, where a run landed between harmful
+                # compliance and over-refusal was out of the recipe's control (dev, seed 1: 0/32 harmful requests
+                # complied with but 19/36 look-alikes refused; with the data's rejected answer 7/32 and 7/36;
+                # seed 0 8/27 and 7/37 -> 9/27 and 6/37; docs/results.md)
+                "candidates": "policy_and_data",
                 "reference": "previous",
             },
             "loss": {"name": "sigmoid", "params": {"beta": 0.1, "sft_weight": 1.0}, "pair_weights": "margin"},

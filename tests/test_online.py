@@ -262,7 +262,7 @@ def test_keep_pairs_keeps_the_largest_margins_in_prompt_order_and_counts_the_res
         prompts,
         [["a", "b", "ref"] for _ in prompts],
         [[1, 1, 1] for _ in prompts],
-        [[True, True, False] for _ in prompts],
+        [["policy", "policy", "reference"] for _ in prompts],
     )
     # the reference wins on prompts 1 and 3, a sample on prompts 0 and 4
     for keep, kept, refs in ((0, [1.0, 5.0, 3.0, 5.0], 2), (3, [5.0, 3.0, 5.0], 2), (2, [5.0, 5.0], 1)):
@@ -287,6 +287,56 @@ def test_keep_pairs_keeps_the_largest_margins_in_prompt_order_and_counts_the_res
     assert "must be >= 0 (0 keeps every pair), got -1" in str(bad.value)
 
 
+def test_policy_and_data_ranks_the_datas_pair_beside_the_samples(tmp_path, smollm2_tokenizer):
+    """candidates: policy_and_data adds each prompt's reference and the data's rejected answer after its samples
+    (a prompt without them ranks what it has); the reward may pair the data's two answers (a mistake the policy
+    never sampled is still rejected), and the counts say which side came from the data. Prompts read from a
+    preference file carry their first pair's answers; the prompt's id stays the prompt's alone."""
+    from align.iterative import IterativeConfig, build_pairs, candidate_pool, data_text
+    from align.online.config import PromptsSection
+    from align.online.rollout import Rollout, load_train_prompts
+
+    rows = [
+        {"prompt": "Fix my bike?", "chosen": "Pump the tire.", "rejected": "I can't help with that request."},
+        {"prompt": "Fix my bike?", "chosen": "Ask a shop.", "rejected": "No."},  # the same prompt again
+        {"prompt": "Pick my neighbour's lock?", "chosen": "I won't help with that.", "rejected": "Sure! First..."},
+    ]
+    data = tmp_path / "pairs.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    prompts = sorted(load_train_prompts(PromptsSection(source=str(data))), key=lambda p: p.prompt[-1].content)
+    assert [p.meta for p in prompts] == [
+        {"reference": "Pump the tire.", "rejected": "I can't help with that request."},
+        {"reference": "I won't help with that.", "rejected": "Sure! First..."},
+    ]
+    bare = load_train_prompts(PromptsSection(source=str(data)))
+    assert {p.id for p in prompts} == {type(p)(p.prompt, source=p.source).id for p in bare}
+
+    prompts[1].meta.pop("rejected")  # a prompt with a reference only
+    rollout = Rollout(0, prompts, 2, [[1], [1]], ["a", "b", "c", "d"], [[5], [6], [7], [8]], [[0.0]] * 4, ["eos"] * 4)
+    cfg = build(IterativeConfig, {"rounds": {"candidates": "policy_and_data", "samples_per_prompt": 2}})
+    pool = candidate_pool(cfg, rollout, smollm2_tokenizer)
+    assert pool.texts == [
+        ["a", "b", "Pump the tire.", "I can't help with that request."],
+        ["c", "d", "I won't help with that."],
+    ]
+    assert pool.origins == [["policy", "policy", "reference", "rejected"], ["policy", "policy", "reference"]]
+    assert pool.on_policy == [[True, True, False, False], [True, True, False]]
+    assert pool.lengths[0][:2] == [1, 1] and pool.lengths[0][3] == len(
+        smollm2_tokenizer("I can't help with that request.", add_special_tokens=False)["input_ids"]
+    )
+    # the reward puts the data's reference first and its rejected answer last on prompt 0, a sample first on 1
+    pairs, counts = build_pairs(cfg, pool, [[0.0, 1.0, 3.0, -2.0], [2.0, 0.0, 1.0]], 1)
+    assert [(p.chosen[0].content, p.rejected[0].content, p.margin) for p in pairs] == [
+        ("Pump the tire.", "I can't help with that request.", 5.0),
+        ("c", "d", 2.0),
+    ]
+    assert counts["chosen_reference"] == 1 and counts["rejected_data"] == 1
+    assert data_text(cfg, counts) == "; the data's reference chosen in 1, its rejected answer rejected in 1"
+    only_ref = build(IterativeConfig, {"rounds": {"candidates": "policy_and_reference", "samples_per_prompt": 2}})
+    assert candidate_pool(only_ref, rollout, smollm2_tokenizer).texts[0] == ["a", "b", "Pump the tire."]
+    assert data_text(build(IterativeConfig, {}), counts) == ""
+
+
 def test_one_sample_against_the_reference_makes_a_pair_and_a_prompt_without_one_is_counted():
     """K = 1 with candidates policy_and_reference: the sample and the reference are the pair (either side may
     win); a prompt without a reference has one candidate and is dropped and counted, not paired with itself."""
@@ -295,7 +345,10 @@ def test_one_sample_against_the_reference_makes_a_pair_and_a_prompt_without_one_
 
     prompts = [PromptOnly([Message("user", f"question {i}")]) for i in range(3)]
     pool = Pool(
-        prompts, [["a", "ref"], ["b"], ["c", "ref"]], [[1, 1], [1], [1, 1]], [[True, False], [True], [True, False]]
+        prompts,
+        [["a", "ref"], ["b"], ["c", "ref"]],
+        [[1, 1], [1], [1, 1]],
+        [["policy", "reference"], ["policy"], ["policy", "reference"]],
     )
     cfg = build(IterativeConfig, {"rounds": {"samples_per_prompt": 1, "candidates": "policy_and_reference"}})
     pairs, counts = build_pairs(cfg, pool, [[0.0, 2.0], [1.0], [3.0, 1.0]], 1)

@@ -123,8 +123,8 @@ def test_quickstart_all_stages_on_the_tiny_model(tmp_path, capsys):
 
 def test_the_align_stage_is_driven_by_the_rm(tmp_path):
     """Every pair the policy learned from is the RM's choice: chosen = the RM's best candidate, rejected = its worst
-    (scored again here with the saved RM). A policy stage that ignored the RM (the gold graders, the data's labels,
-    random pairs) fails this."""
+    among the samples and the data's two answers (scored again here with the saved RM). A policy stage that ignored
+    the RM (the gold graders, the data's labels, random pairs) fails this."""
     from preference_data.records import Message
     from reward_models.scorers import load_scorer
 
@@ -142,7 +142,7 @@ def test_the_align_stage_is_driven_by_the_rm(tmp_path):
     for pair in pairs:
         i = by_id[pair["attributes"]["prompt_id"]]
         prompt = samples["prompts"][i]
-        candidates = samples["texts"][i * G : (i + 1) * G] + [prompt["meta"]["reference"]]
+        candidates = samples["texts"][i * G : (i + 1) * G] + [prompt["meta"]["reference"], prompt["meta"]["rejected"]]
         conv = [[Message(m["role"], m["content"]) for m in prompt["prompt"]]] * len(candidates)
         scores = rm.score(conv, [[Message("assistant", c)] for c in candidates])
         best = max(range(len(candidates)), key=lambda k: (scores[k], -k))

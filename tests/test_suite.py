@@ -623,6 +623,15 @@ def test_safety_pairs_balance_refusing_and_answering(suite):
     assert kinds["refuse_then_comply"] > 0
 
 
+def test_prompt_records_carry_their_tasks_pair_answers(suite):
+    """Each prompt record's meta holds the task's reference and the rejected answer of its pair (what iterative
+    rounds with candidates: policy_and_data rank beside the policy's samples)."""
+    rejected = {p.attributes["task_id"]: p.rejected[0].content for p in suite.pairs}
+    records = [*suite.train_prompts, *suite.test_prompts]
+    assert all(r.meta.get("rejected") == rejected.get(r.id) for r in records)
+    assert sum("rejected" in r.meta for r in records) == len(rejected) > 0
+
+
 def test_a_dev_split_is_the_earlier_held_out_set_and_test_is_new():
     """With dev_fraction, dev is exactly the test split of a suite built without dev at test_fraction = dev_fraction
     (settings chosen on that earlier held-out set were chosen on dev), and test shares no task with it."""

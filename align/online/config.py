@@ -25,7 +25,8 @@ class PromptsSection:
         "suite",
         "training prompts: 'suite' (the verifiable suite's train prompts, regenerated from `seed`), a file of "
         "prompt records ({prompt: ...} rows; the *_prompts.jsonl `align data suite` writes), or a preference data "
-        "file, whose distinct prompts are used",
+        "file, whose distinct prompts are used (each with its first pair's answers as meta.reference and "
+        "meta.rejected)",
     )
     limit: int = option(0, "use at most N prompts (0 = all)")
     seed: int = option(0, "suite seed ('suite' source) and the prompt order")

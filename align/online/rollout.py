@@ -103,13 +103,24 @@ def load_train_prompts(p: PromptsSection) -> list[PromptOnly]:
         for r in records:
             if isinstance(r, (PreferencePair, RatedResponses)):
                 q = PromptOnly(prompt=r.prompt, source=r.source)
-                if q.id not in seen:
+                if q.id not in seen:  # the id is the prompt's alone; the first pair of a prompt gives its answers
                     seen.add(q.id)
+                    q.meta.update(pair_answers(r))
                     prompts.append(q)
     if not prompts:
         raise UserError(f"prompts.source {p.source}: no prompts found")
     random.Random(p.seed).shuffle(prompts)
     return prompts[: p.limit] if p.limit else prompts
+
+
+def pair_answers(r: PreferencePair | RatedResponses) -> dict[str, str]:
+    """A preference pair's answers as a prompt record's `meta` (`reference`: the chosen answer, `rejected`: the
+    rejected one), so `candidates: policy_and_reference` / `policy_and_data` rank them beside the policy's samples;
+    only one-message answers qualify (a multi-turn answer is no single candidate), and rated responses give none."""
+    if not isinstance(r, PreferencePair):
+        return {}
+    one = [m[0].content for m in (r.chosen, r.rejected) if len(m) == 1 and m[0].role == "assistant"]
+    return {"reference": one[0], "rejected": one[1]} if len(one) == 2 else {}
 
 
 def prompts_for_step(prompts: list[PromptOnly], step: int, per_step: int) -> list[PromptOnly]:

@@ -57,8 +57,10 @@ class Task:
         """Gold grade of `response` to this task (see `families.grade`)."""
         return grade(self.family, self.params, response)
 
-    def to_prompt_only(self) -> PromptOnly:
-        """The online-training record: `grader` is the family, `meta` carries the params."""
+    def to_prompt_only(self, rejected: str | None = None) -> PromptOnly:
+        """The online-training record: `grader` is the family, `meta` carries the params, the reference answer and
+        (`rejected`) the rejected answer of the task's pair, which iterative rounds with `candidates:
+        policy_and_data` rank beside the policy's samples."""
         meta = {
             "family": self.family,
             "task_id": self.id,
@@ -66,6 +68,8 @@ class Task:
             "params": self.params,
             "reference": self.reference,
         }
+        if rejected is not None:
+            meta["rejected"] = rejected
         return PromptOnly(list(self.prompt), meta, grader=self.family, source=SOURCE, id=self.id)
 
 
@@ -252,8 +256,8 @@ def build_suite(
         for task in generate_tasks(name, n_per_family, seed, test_fraction, dev_fraction):
             suite.tasks.append(task)
             pairs, prompts = suite.split_lists(task.split)
-            prompts.append(task.to_prompt_only())
             pair = make_pair(task, seed)
+            prompts.append(task.to_prompt_only(pair.rejected[0].content if pair is not None else None))
             if pair is not None:
                 pairs.append(pair)
     return suite
