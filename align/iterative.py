@@ -115,6 +115,14 @@ PAIR_RULES: Table[PairRuleSpec] = Table(
 """`align ls pair-rules`."""
 
 
+DATA_CANDIDATES: dict[str, tuple[str, ...]] = {
+    "policy": (),
+    "policy_and_reference": ("reference",),
+    "policy_and_data": ("reference", "rejected"),
+}
+"""`rounds.candidates` -> the prompt record's `meta` answers ranked with the K samples, in this order."""
+
+
 @dataclass
 class RoundsSection(SamplingOptions):
     rounds: int = option(3, "iterations T")
@@ -174,7 +182,7 @@ class RoundsSection(SamplingOptions):
         for name in ("rounds", "prompts_per_round", "max_rows", "token_budget"):
             if getattr(self, name) < 1:
                 p.append(f"{name}: must be >= 1")
-        least = 1 if self.candidates != "policy" else 2
+        least = 1 if DATA_CANDIDATES[self.candidates] else 2  # the data's answers can be a pair's other side
         if self.samples_per_prompt < least:
             p.append(
                 f"samples_per_prompt: a pair needs two candidates: K >= 2 (or K >= 1 with candidates: "
@@ -321,14 +329,6 @@ def sample_round(
     )
     path.write_text(json.dumps({"key": key, "rollout": rollout.to_json()}), encoding="utf-8")
     return rollout, key
-
-
-DATA_CANDIDATES: dict[str, tuple[str, ...]] = {
-    "policy": (),
-    "policy_and_reference": ("reference",),
-    "policy_and_data": ("reference", "rejected"),
-}
-"""`rounds.candidates` -> the prompt record's `meta` answers ranked with the K samples, in this order."""
 
 
 @dataclass
