@@ -62,7 +62,7 @@ from prefalign.training.report import write_report
 from preference_data.records import Message, PreferencePair, PromptOnly
 from preference_data.sources import DataConfig
 from reward_models.composition import weighted_sum
-from reward_models.ranking import Method, rank
+from reward_models.ranking import Method, rank_many
 
 from . import train as offline
 from .losses import LOSSES, check_loss_config
@@ -365,12 +365,11 @@ def candidate_pool(cfg: IterativeConfig, rollout: Rollout, tokenizer: Any) -> Po
 def score_round(rewards: RewardSet, pool: Pool, method: Method) -> list[list[float]]:
     """(P, candidates) rewards: Σ w_k r_k of the pointwise components (the reward phase), or the pairwise oracle's
     ranking score."""
-    if rewards.pairwise:
+    if rewards.pairwise:  # every prompt's comparisons in one call of the oracle (a judge batches them)
         scorer = next(c.scorer for c in rewards.components if c.kind == "pairwise")
-        return [
-            [float(x) for x in rank(scorer, p.prompt, [[Message("assistant", x)] for x in group], method).scores]
-            for p, group in zip(pool.prompts, pool.texts, strict=True)
-        ]
+        cands = [[[Message("assistant", x)] for x in group] for group in pool.texts]
+        ranked = rank_many(scorer, [p.prompt for p in pool.prompts], cands, method)
+        return [[float(x) for x in r.scores] for r in ranked]
     out: list[list[float]] = []
     bar = tqdm(
         total=sum(len(g) for g in pool.texts),

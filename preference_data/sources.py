@@ -60,6 +60,12 @@ class DataConfig:
     limit: int | None = option(None, "keep only the first N records of the split (after splitting)")
     suite_per_family: int = option(200, "suite: tasks generated per family")
     suite_seed: int = option(0, "suite: generator seed")
+    suite_dev_fraction: float = option(
+        0.0,
+        "suite: share of its tasks held out as dev (0: none, and split dev is a hash slice of its train part); the "
+        "quickstart's suite holds out 0.25, so split dev and test here are the quickstart's dev and test",
+    )
+    suite_test_fraction: float = option(0.2, "suite: share of its tasks held out as test")
 
     def check(self) -> list[str]:
         problems = []
@@ -91,6 +97,12 @@ class DataConfig:
             )
         if self.limit is not None and self.limit <= 0:
             problems.append(f"limit: must be positive, got {self.limit}")
+        if not 0 < self.suite_test_fraction < 1:
+            problems.append(f"suite_test_fraction: must lie in (0, 1), got {self.suite_test_fraction}")
+        elif not 0 <= self.suite_dev_fraction < 1 - self.suite_test_fraction:
+            problems.append(
+                f"suite_dev_fraction: must lie in [0, 1 - suite_test_fraction), got {self.suite_dev_fraction}"
+            )
         return problems
 
 
@@ -209,12 +221,27 @@ def _drop_duplicates(records: list[tuple[Record, int | str]], report: DataReport
     return out
 
 
+def suite_label(cfg: DataConfig) -> str:
+    """How the suite of `cfg` was built, as its data report names it."""
+    label = f"per_family={cfg.suite_per_family}, seed={cfg.suite_seed}"
+    if cfg.suite_dev_fraction:
+        label += f", dev_fraction={cfg.suite_dev_fraction}, test_fraction={cfg.suite_test_fraction}"
+    elif cfg.suite_test_fraction != 0.2:
+        label += f", test_fraction={cfg.suite_test_fraction}"
+    return label
+
+
 def _suite(cfg: DataConfig) -> Loaded:
     from .suite import build_suite  # lazy: the suite's generators (0.16 s), only for source: suite
 
-    suite = build_suite(n_per_family=cfg.suite_per_family, seed=cfg.suite_seed)
-    report = DataReport(source=f"suite(per_family={cfg.suite_per_family}, seed={cfg.suite_seed})", row_unit="record")
-    if cfg.split == "test":
+    suite = build_suite(cfg.suite_per_family, cfg.suite_seed, cfg.suite_test_fraction, None, cfg.suite_dev_fraction)
+    report = DataReport(source=f"suite({suite_label(cfg)})", row_unit="record")
+    if suite.dev_fraction:  # the suite's own three splits
+        if cfg.split == "all":
+            pairs, prompts = suite.pairs, suite.train_prompts + suite.test_prompts + suite.dev_prompts
+        else:
+            pairs, prompts = (list(x) for x in suite.split_lists(cfg.split))
+    elif cfg.split == "test":
         pairs, prompts = list(suite.test_pairs), list(suite.test_prompts)
     elif cfg.split == "all":
         pairs, prompts = suite.train_pairs + suite.test_pairs, suite.train_prompts + suite.test_prompts
@@ -227,6 +254,16 @@ def _suite(cfg: DataConfig) -> Loaded:
         prompts = [p for p in suite.train_prompts if pick(p.prompt)]
     report.rows_read = len(pairs) + len(prompts)
     return Loaded(pairs=pairs, prompts=prompts, report=report)
+
+
+def suite_tasks(cfg: DataConfig) -> dict[str, Any]:
+    """The suite's tasks as checks read them (`suite.checks.TaskView`), by task id (a suite pair's
+    `attributes.task_id`): the suite `cfg` builds, every split."""
+    from .suite import build_suite  # lazy: the suite's generators, only for source: suite
+    from .suite.checks import TaskView
+
+    suite = build_suite(cfg.suite_per_family, cfg.suite_seed, cfg.suite_test_fraction, None, cfg.suite_dev_fraction)
+    return {t.id: TaskView(t.family, t.params, t.prompt[-1].content) for t in suite.tasks}
 
 
 def load(cfg: DataConfig) -> Loaded:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,16 +57,49 @@ class ScorerSpec:
         return cls(label, scorer_spec(rest, flag=f"--scorer {label}="))
 
 
-def correct_per_pair(scorer: Any, pairs: list[PreferencePair], batch: int = 64) -> list[float]:
-    """1.0 where the scorer puts chosen strictly above rejected, else 0.0 (ties and NaN wrong)."""
-    out: list[float] = []
+CHECKED_CORRUPTIONS = ("wrong_value", "violated_constraint")
+"""The suite's corruptions a judge must check to catch (compute the value, find the span, count the items or the
+rules): a scalar RM that reads the surface is at chance on them. `compare` reports them together as `checked`."""
+
+
+@dataclass
+class Scored:
+    """One scorer's verdicts on the pairs: `correct` per pair (1.0: chosen strictly above rejected; ties and NaN
+    0.0) and, for a pairwise scorer that judges each order apart (`compare_orders`), whether the two orders agree
+    (`consistent`: both put the same response first; a tie or NaN in either order is not consistent)."""
+
+    correct: list[float]
+    consistent: list[float] | None = None
+
+
+def _pairwise(scorer: Any, chunk: list[PreferencePair]) -> tuple[list[float], list[float] | None]:
+    prompts, chosen, rejected = [p.prompt for p in chunk], [p.chosen for p in chunk], [p.rejected for p in chunk]
+    if not callable(getattr(scorer, "compare_orders", None)):
+        probs = scorer.compare(prompts, chosen, rejected)
+        return [float(not math.isnan(x) and x > 0.5) for x in probs], None
+    correct, consistent = [], []
+    orders = scorer.compare_orders(prompts, chosen, rejected)
+    for shares in orders:
+        valid = [x for x in shares if not math.isnan(x)]
+        mean = sum(valid) / len(valid) if valid else math.nan
+        correct.append(float(not math.isnan(mean) and mean > 0.5))
+        firsts = {x > 0.5 for x in valid if x != 0.5}
+        consistent.append(float(len(valid) == len(shares) and 0.5 not in valid and len(firsts) == 1))
+    return correct, consistent if all(len(s) > 1 for s in orders) else None
+
+
+def score_pairs(scorer: Any, pairs: list[PreferencePair], batch: int = 64) -> Scored:
+    """`Scored` for `scorer` on `pairs`, asked by its kind (see the module docstring)."""
+    out = Scored([], [] if callable(getattr(scorer, "compare_orders", None)) else None)
     for s in range(0, len(pairs), batch):
         chunk = pairs[s : s + batch]
         prompts = [p.prompt for p in chunk]
         chosen, rejected = [p.chosen for p in chunk], [p.rejected for p in chunk]
         if scorer.kind == "pairwise":
-            probs = scorer.compare(prompts, chosen, rejected)
-            out += [float(not math.isnan(x) and x > 0.5) for x in probs]
+            c, k = _pairwise(scorer, chunk)
+            out.correct += c
+            if out.consistent is not None and k is not None:
+                out.consistent += k
             continue
         if scorer.kind == "reference":
             refs = [p.attributes.get("reference") for p in chunk]
@@ -78,10 +112,15 @@ def correct_per_pair(scorer: Any, pairs: list[PreferencePair], batch: int = 64) 
         else:
             both = scorer.score(prompts + prompts, chosen + rejected)
         n = len(chunk)
-        out += [
+        out.correct += [
             float(not math.isnan(c) and not math.isnan(r) and c > r) for c, r in zip(both[:n], both[n:], strict=True)
         ]
     return out
+
+
+def correct_per_pair(scorer: Any, pairs: list[PreferencePair], batch: int = 64) -> list[float]:
+    """1.0 where the scorer puts chosen strictly above rejected, else 0.0 (ties and NaN wrong)."""
+    return score_pairs(scorer, pairs, batch).correct
 
 
 def _same(reference: Any, chosen: list[Any]) -> bool:
@@ -89,63 +128,124 @@ def _same(reference: Any, chosen: list[Any]) -> bool:
     return ref.strip() == "\n".join(m.content for m in chosen).strip()
 
 
+def _groups(pairs: list[PreferencePair], key: Callable[[PreferencePair], str | None]) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = defaultdict(list)
+    for i, p in enumerate(pairs):
+        k = key(p)
+        if k is not None:
+            out[k].append(i)
+    return dict(sorted(out.items()))
+
+
+def _summary(values: list[float], idx: list[int], bootstrap: int, seed: int) -> dict[str, Any]:
+    picked = [values[i] for i in idx]
+    lo, hi = bootstrap_ci(picked, bootstrap, seed)
+    return {"accuracy": sum(picked) / len(picked), "pairs": len(picked), "interval": [lo, hi]}
+
+
+def _paired(ours: list[float], theirs: list[float], idx: list[int], bootstrap: int, seed: int) -> dict[str, Any]:
+    a, b = [ours[i] for i in idx], [theirs[i] for i in idx]
+    return {
+        "difference": sum(x - y for x, y in zip(a, b, strict=True)) / len(a),
+        "interval": list(paired_bootstrap(a, b, bootstrap, seed)),
+    }
+
+
 def compare(specs: list[ScorerSpec], pairs: list[PreferencePair], bootstrap: int = 2000, seed: int = 0) -> dict:
-    """Accuracy, interval, per-family accuracy and cost of each scorer on `pairs`; paired differences to the first."""
+    """Accuracy with its interval, overall, per task family, per corruption kind and on the checked corruptions
+    (`CHECKED_CORRUPTIONS`); position consistency of pairwise scorers that judge each order apart; cost; and each
+    scorer after the first against the first, paired, overall and on the checked corruptions."""
     if not specs:
         raise UserError("give at least one --scorer LABEL=SPEC, e.g. bt=scalar:runs/rm/model")
+    groups = {
+        "by_family": _groups(pairs, lambda p: str(p.attributes.get("family", p.source or "all"))),
+        "by_corruption": _groups(pairs, lambda p: p.attributes.get("corruption")),
+    }
+    checked = [i for i, p in enumerate(pairs) if p.attributes.get("corruption") in CHECKED_CORRUPTIONS]
+    everything = list(range(len(pairs)))
     results: dict[str, Any] = {}
     correct: dict[str, list[float]] = {}
     for spec in specs:
         scorer: Any = load_scorer(spec.spec)
         t0 = time.perf_counter()
-        c = correct_per_pair(scorer, pairs)
+        scored = score_pairs(scorer, pairs)
         seconds = time.perf_counter() - t0
-        correct[spec.label] = c
-        fam: dict[str, list[float]] = defaultdict(list)
+        c = correct[spec.label] = scored.correct
         match: dict[str, list[float]] = defaultdict(list)
         for p, x in zip(pairs, c, strict=True):
-            fam[str(p.attributes.get("family", p.source or "all"))].append(x)
             if (ref := p.attributes.get("reference")) is not None:
                 match["chosen_is_reference" if _same(ref, p.chosen) else "chosen_differs"].append(x)
-        lo, hi = bootstrap_ci(c, bootstrap, seed)
         describe = scorer.describe() if callable(getattr(scorer, "describe", None)) else {}
-        results[spec.label] = {
+        r: dict[str, Any] = {
             "scorer": spec.kind,
             "kind": scorer.kind,
             "model": spec.model,
             "dtype": describe.get("dtype"),
-            "accuracy": sum(c) / len(c),
-            "interval": [lo, hi],
+            **_summary(c, everything, bootstrap, seed),
             "seconds_per_pair": seconds / len(pairs),
             "failures": dict(getattr(scorer, "failures", {}) or {}),
-            "by_family": {k: sum(v) / len(v) for k, v in sorted(fam.items())},
+            "abstentions": dict(getattr(scorer, "abstentions", {}) or {}),
+            **{name: {k: _summary(c, idx, bootstrap, seed) for k, idx in g.items()} for name, g in groups.items()},
             # a reference scorer has it easy where the chosen answer is the reference itself (about a fifth of
             # the suite's pairs): accuracy on each side, with its pair count
             "by_reference_match": {k: {"accuracy": sum(v) / len(v), "pairs": len(v)} for k, v in sorted(match.items())},
         }
+        if checked:
+            r["checked"] = _summary(c, checked, bootstrap, seed)
+        if scored.consistent:
+            r["position_consistency"] = _summary(scored.consistent, everything, bootstrap, seed)
+        if callable(getattr(scorer, "cost_per_item", None)):
+            r["cost"] = scorer.cost_per_item()
+        results[spec.label] = r
         del scorer
     first = specs[0].label
     for spec in specs[1:]:
         ours, theirs = correct[spec.label], correct[first]
-        results[spec.label][f"minus_{first}"] = {
-            "difference": sum(a - b for a, b in zip(ours, theirs, strict=True)) / len(ours),
-            "interval": list(paired_bootstrap(ours, theirs, bootstrap, seed)),
-        }
-    return {"pairs": len(pairs), "bootstrap": bootstrap, "scorers": results}
+        results[spec.label][f"minus_{first}"] = _paired(ours, theirs, everything, bootstrap, seed)
+        if checked:
+            results[spec.label][f"checked_minus_{first}"] = _paired(ours, theirs, checked, bootstrap, seed)
+    return {
+        "pairs": len(pairs),
+        "bootstrap": bootstrap,
+        "checked_corruptions": list(CHECKED_CORRUPTIONS),
+        "scorers": results,
+    }
+
+
+def _acc(v: dict[str, Any]) -> str:
+    lo, hi = v["interval"]
+    return f"{v['accuracy']:.3f} [{lo:.3f}, {hi:.3f}]"
 
 
 def summary_lines(result: dict) -> list[str]:
-    lines = [f"{'scorer':<24} {'accuracy':>8}  95% interval     s/pair   ({result['pairs']} pairs, ties and NaN wrong)"]
+    lines = [f"{'scorer':<24} {'accuracy [95% interval]':<24} s/pair   ({result['pairs']} pairs, ties and NaN wrong)"]
     first = None
     for label, r in result["scorers"].items():
-        lo, hi = r["interval"]
-        lines.append(f"{label:<24} {r['accuracy']:>8.3f}  {lo:.3f}..{hi:.3f}   {r['seconds_per_pair']:.4f}")
+        lines.append(f"{label:<24} {_acc(r):<24} {r['seconds_per_pair']:.4f}")
+        if "checked" in r:
+            what = " and ".join(result["checked_corruptions"])
+            lines.append(f"{'':<24} {_acc(r['checked']):<24} on the {r['checked']['pairs']} {what} pairs")
+        if "position_consistency" in r:
+            lines.append(f"{'':<24} {_acc(r['position_consistency']):<24} position consistency (both orders agree)")
         for k, v in r["by_reference_match"].items():
             lines.append(f"{'':<24} {v['accuracy']:>8.3f}  on {v['pairs']} pairs where {k.replace('_', ' ')}")
         if first is None:
             first = label
             continue
-        d = r[f"minus_{first}"]
-        dlo, dhi = d["interval"]
-        lines.append(f"{'':<24} {d['difference']:+.3f} vs {first} (paired 95% interval {dlo:+.3f}..{dhi:+.3f})")
+        for key, what in ((f"minus_{first}", "all pairs"), (f"checked_minus_{first}", "checked pairs")):
+            if key in r:
+                d = r[key]
+                dlo, dhi = d["interval"]
+                lines.append(
+                    f"{'':<24} {d['difference']:+.3f} vs {first} on {what} (paired 95% interval {dlo:+.3f}..{dhi:+.3f})"
+                )
+    for table in ("by_family", "by_corruption"):
+        names = sorted({k for r in result["scorers"].values() for k in r.get(table, {})})
+        if not names:
+            continue
+        lines.append(f"{table.removeprefix('by_')}: " + " | ".join(result["scorers"]))
+        for k in names:
+            cells = [_acc(r[table][k]) if k in r.get(table, {}) else "-" for r in result["scorers"].values()]
+            n = next(r[table][k]["pairs"] for r in result["scorers"].values() if k in r.get(table, {}))
+            lines.append(f"  {k:<22} ({n:>3}) " + " | ".join(cells))
     return lines

@@ -33,6 +33,7 @@ import logging
 import math
 import random
 import shutil
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,13 +50,21 @@ from prefalign.training.metrics import MetricsMixin
 from prefalign.training.recipe import start_run
 from prefalign.training.trainer import base_dtype, prepare_model, training_arguments, whole_state_dict
 from preference_data.records import Message
-from preference_data.sources import DataConfig, load_pairs
+from preference_data.sources import DataConfig, load_pairs, suite_tasks
 from preference_data.sources import load as load_source
 from preference_data.tokenize import tokenize_single
 
 from .generative.parse import parse_think_answer
 from .generative.scorers import THINK_PREFIX, GRMScorer, ThinkJudgeScorer
-from .generative.training import SFTCollator, SFTDataset, grm_draw_correct, sample_outputs, sampling_problems
+from .generative.traces import trace_examples
+from .generative.training import (
+    SFTCollator,
+    SFTDataset,
+    SFTExample,
+    grm_draw_correct,
+    sample_outputs,
+    sampling_problems,
+)
 from .generative.vote import rft_select
 from .generative.warmup import gold_grades, grm_targets, strength, think_target
 from .model_scorers import pair_pm_message
@@ -75,17 +84,36 @@ class JudgeSection:
     top_p: float = option(0.95, "think, grm: nucleus sampling mass")
     max_new_tokens: int = option(256, "think, grm: longest sampled output")
     keep: Literal["all", "longest"] = option("all", "think: keep every correct trace, or the longest per pair")
-    examples: Literal["sampled", "template"] = option(
+    examples: Literal["sampled", "template", "traces"] = option(
         "sampled",
-        "think, grm: rejection-sampled from the model (sampled), or written from the pairs' gold grades as a "
-        "format warm-up (template; see reward_models/generative/warmup.py)",
+        "think, grm: rejection-sampled from the model (sampled); written as the check of each suite task, the "
+        "verdict from its gold grades, as a warm-up (template; reward_models/generative/warmup.py); or read from "
+        "a stronger judge's outputs in a file (traces; see `traces`)",
+    )
+    orders: Literal["both", "random"] = option(
+        "both",
+        "pair_pm, think (template, traces): each pair learnt with the chosen response at A and at B (both: "
+        "positions balanced, two examples a pair) or at one seeded random position (random)",
+    )
+    traces: str | None = option(
+        None,
+        "examples: traces: a JSONL file of a stronger judge's outputs: think rows {prompt, response_a, response_b, "
+        "reasoning, verdict A|B}, grm rows {prompt, response, critique, score 1..10} (docs/reward-models.md)",
     )
     seed: int = option(0, "position shuffling and sampling seed")
 
     def check(self) -> list[str]:
         problems = []
-        if self.examples == "template" and self.kind == "pair_pm":
-            problems.append("examples: template is a warm-up for think and grm; pair_pm learns the label directly")
+        if self.examples != "sampled" and self.kind == "pair_pm":
+            problems.append(
+                f"examples: {self.examples} is a warm-up for think and grm; pair_pm learns the label directly"
+            )
+        if (self.examples == "traces") != (self.traces is not None):
+            problems.append(
+                "traces: give a traces file exactly when examples: traces"
+                if self.traces is not None
+                else "examples: traces needs traces: FILE (a stronger judge's outputs, docs/reward-models.md)"
+            )
         return problems + sampling_problems(self)
 
 
@@ -106,88 +134,107 @@ class JudgeTrainConfig:
         return self.train.token_budget_unsupported()
 
 
-@dataclass
-class SFTExample:
-    id: str
-    message: str  # the judge's user message
-    completion: str  # what the judge learns to write
+Built = tuple[list[SFTExample], dict[str, int]]
+ExampleBuilder = Callable[[list[Any], JudgeSection, Any, Any], Built]
 
 
 # --- examples ----------------------------------------------------------------------------------------------
 
 
-def pair_pm_examples(pairs: list[Any], seed: int) -> list[SFTExample]:
-    """One example per pair: chosen at A or B uniformly at random; the answer is its letter."""
+def positions(pairs: list[Any], orders: str, seed: int) -> list[tuple[bool, ...]]:
+    """Where each pair's chosen response goes, one tuple per pair (True: at B): both positions (A, then B), or one
+    uniformly random position (seeded)."""
+    if orders == "both":
+        return [(False, True) for _ in pairs]
     rng = random.Random(seed)
-    out = []
-    for p in pairs:
-        if rng.random() < 0.5:
-            out.append(SFTExample(p.id, pair_pm_message(p.prompt, p.chosen, p.rejected), "A"))
-        else:
-            out.append(SFTExample(p.id, pair_pm_message(p.prompt, p.rejected, p.chosen), "B"))
-    return out
+    return [(rng.random() < 0.5,) for _ in pairs]
+
+
+def _sides(p: Any, flip: bool) -> tuple[Any, Any]:
+    """(response A, response B) with the chosen response at B when `flip`."""
+    return (p.rejected, p.chosen) if flip else (p.chosen, p.rejected)
+
+
+def pair_pm_examples(pairs: list[Any], seed: int, orders: str = "both") -> list[SFTExample]:
+    """One example per position of a pair (`positions`); the answer is the letter the chosen response is at."""
+    return [
+        SFTExample(p.id, pair_pm_message(p.prompt, *_sides(p, flip)), "B" if flip else "A")
+        for p, flips in zip(pairs, positions(pairs, orders, seed), strict=True)
+        for flip in flips
+    ]
 
 
 def _think_messages(pairs: list[Any], judge: JudgeSection) -> tuple[list[bool], list[str]]:
     """The judge message of each pair with the chosen response at A or B uniformly at random (seeded);
     flips[i] is True when the chosen response is B."""
-    rng = random.Random(judge.seed)
-    flips = [rng.random() < 0.5 for _ in pairs]
+    flips = [f for (f,) in positions(pairs, "random", judge.seed)]
     messages = [
-        ThinkJudgeScorer.message(p.prompt, *((p.rejected, p.chosen) if f else (p.chosen, p.rejected)), judge.form)
-        for p, f in zip(pairs, flips, strict=True)
+        ThinkJudgeScorer.message(p.prompt, *_sides(p, f), judge.form) for p, f in zip(pairs, flips, strict=True)
     ]
     return flips, messages
 
 
-def _think_template(pairs: list[Any], judge: JudgeSection, counts: dict[str, int]) -> list[SFTExample]:
-    """One example per gold-graded pair: the judge message and the verdict the gold grades give."""
+def _text(conv: Any) -> str:
+    return "\n".join(m.content for m in conv)
+
+
+def _think_template(pairs: list[Any], judge: JudgeSection, tasks: dict[str, Any], counts: Counter[str]) -> Built:
+    """One example per position of a pair of a suite task: the judge message and the check written out."""
     out: list[SFTExample] = []
-    flips, messages = _think_messages(pairs, judge)
-    for p, f, msg in zip(pairs, flips, messages, strict=True):
-        target = think_target(p, f, judge.form)
-        if target is None:
-            counts["ungraded"] += 1
+    for p, flips in zip(pairs, positions(pairs, judge.orders, judge.seed), strict=True):
+        task = tasks.get(p.attributes.get("task_id", ""))
+        if task is None:
+            counts["no_check"] += 1
             continue
-        out.append(SFTExample(p.id, msg, THINK_PREFIX + target))
-    return out
+        targets = [think_target(task, _text(p.chosen), _text(p.rejected), f, judge.form) for f in flips]
+        if any(t is None for t in targets):
+            counts["not_worse"] += 1
+            continue
+        for flip, target in zip(flips, targets, strict=True):
+            msg = ThinkJudgeScorer.message(p.prompt, *_sides(p, flip), judge.form)
+            out.append(SFTExample(p.id, msg, THINK_PREFIX + str(target)))
+    return out, dict(counts)
 
 
-def _grm_template(pairs: list[Any], judge: JudgeSection, counts: dict[str, int]) -> list[SFTExample]:
-    """Two examples per gold-graded pair: each response's message and the score its gold grade gives."""
+def _grm_template(pairs: list[Any], judge: JudgeSection, tasks: dict[str, Any], counts: Counter[str]) -> Built:
+    """Two examples per pair of a suite task: each response's message and its critique written out."""
     out: list[SFTExample] = []
     for p in pairs:
-        targets = grm_targets(p)
+        task = tasks.get(p.attributes.get("task_id", ""))
+        targets = None if task is None else grm_targets(task, _text(p.chosen), _text(p.rejected))
         if targets is None:
-            counts["ungraded"] += 1
+            counts["no_check" if task is None else "not_worse"] += 1
             continue
         out.append(SFTExample(p.id, GRMScorer.message(p.prompt, p.chosen), targets[0]))
         out.append(SFTExample(p.id, GRMScorer.message(p.prompt, p.rejected), targets[1]))
-    return out
+    return out, dict(counts)
 
 
-# Format warm-up examples by judge kind (pair_pm learns its label directly and has none).
-TEMPLATES: dict[str, Callable[[list[Any], JudgeSection, dict[str, int]], list[SFTExample]]] = {
+# Warm-up examples written as the check of a suite task, by judge kind (pair_pm learns its label directly).
+TEMPLATES: dict[str, Callable[[list[Any], JudgeSection, dict[str, Any], Counter[str]], Built]] = {
     "think": _think_template,
     "grm": _grm_template,
 }
 
 
-def template_examples(pairs: list[Any], judge: JudgeSection) -> tuple[list[SFTExample], dict[str, int]]:
-    """Format warm-up examples written from gold grades (think: one per pair; grm: one per response)."""
-    counts = {"pairs": len(pairs), "ungraded": 0, "pairs_kept": 0}
-    out = TEMPLATES[judge.kind](pairs, judge, counts)
-    counts["pairs_kept"] = counts["pairs"] - counts["ungraded"]
-    if counts["ungraded"]:
-        first = next(p for p in pairs if gold_grades(p) is None)
+def template_examples(
+    pairs: list[Any], judge: JudgeSection, tasks: dict[str, Any]
+) -> tuple[list[SFTExample], dict[str, int]]:
+    """Warm-up examples written as the check of each pair's suite task (`tasks`: task id -> `TaskView`, from
+    `preference_data.sources.suite_tasks`); pairs without a task are skipped and counted (`no_check`)."""
+    counts: Counter[str] = Counter(pairs=len(pairs), no_check=0, not_worse=0)
+    out, _ = TEMPLATES[judge.kind](pairs, judge, tasks, counts)
+    counts["pairs_kept"] = counts["pairs"] - counts["no_check"] - counts["not_worse"]
+    if counts["no_check"]:
+        first = next(p for p in pairs if p.attributes.get("task_id", "") not in tasks)
         log.warning(
-            "%d of %d pairs carry no gold grades (attributes.gold_chosen / gold_rejected with `overall`, as the "
-            "verifiable suite writes them; first: id %s) and are skipped by examples: template",
-            counts["ungraded"],
+            "%d of %d pairs are not pairs of a suite task this run can check (first: id %s) and are skipped by "
+            "examples: template; for other data, warm up on a stronger judge's outputs (examples: traces)",
+            counts["no_check"],
             len(pairs),
             first.id,
         )
-    return out, counts
+    return out, dict(counts)
 
 
 def think_examples(
@@ -317,24 +364,16 @@ def _accuracy(kind: JudgeKind, judge: JudgeSection, model_dir: str, pairs: list[
     return report
 
 
-Built = tuple[list[SFTExample], dict[str, int]]
-ExampleBuilder = Callable[[list[Any], JudgeSection, Any, Any], Built]
-
-
 def _pair_pm_built(pairs: list[Any], judge: JudgeSection, model: Any, tokenizer: Any) -> Built:
-    return pair_pm_examples(pairs, judge.seed), {}
-
-
-def _template_built(pairs: list[Any], judge: JudgeSection, model: Any, tokenizer: Any) -> Built:
-    return template_examples(pairs, judge)
+    return pair_pm_examples(pairs, judge.seed, judge.orders), {}
 
 
 # How a judge kind's training examples are built, by `judge.examples` (pair_pm learns the pair's label; the config
 # check refuses `examples: template` for it).
 EXAMPLE_BUILDERS: dict[str, dict[str, ExampleBuilder]] = {
     "pair_pm": {"sampled": _pair_pm_built},
-    "think": {"sampled": think_examples, "template": _template_built},
-    "grm": {"sampled": grm_examples, "template": _template_built},
+    "think": {"sampled": think_examples},
+    "grm": {"sampled": grm_examples},
 }
 
 
@@ -348,7 +387,13 @@ def run(cfg: JudgeTrainConfig, resume: bool = False) -> dict[str, Any]:
     model = load_model(cfg.model, dtype=base_dtype(cfg.train), merge=True)
     counts: dict[str, int] = {"pairs": len(pairs)}
     model.eval()
-    examples, built = EXAMPLE_BUILDERS[cfg.judge.kind][cfg.judge.examples](pairs, cfg.judge, model, tokenizer)
+    if cfg.judge.examples == "template":
+        tasks = suite_tasks(cfg.data) if cfg.data.source == "suite" else {}
+        examples, built = template_examples(pairs, cfg.judge, tasks)
+    elif cfg.judge.examples == "traces":
+        examples, built = trace_examples(str(cfg.judge.traces), cfg.judge)
+    else:
+        examples, built = EXAMPLE_BUILDERS[cfg.judge.kind][cfg.judge.examples](pairs, cfg.judge, model, tokenizer)
     counts |= built
     items, too_long = _tokenize(examples, tokenizer, cfg.train.max_length)
     counts |= {"examples": len(examples), "too_long": too_long, "kept": len(items)}

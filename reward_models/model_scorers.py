@@ -362,12 +362,18 @@ class PairPMScorer(JudgeScorer):
     message = staticmethod(pair_pm_message)
     symmetric = True  # compare(a, b) == 1 - compare(b, a): a benchmark asks one order
 
+    def compare_orders(
+        self, prompts: list[Conversation], responses_a: list[Conversation], responses_b: list[Conversation]
+    ) -> list[list[float]]:
+        """P(A better) read with A first and read with B first (mapped back), per item."""
+        n = len(prompts)
+        both = super().compare(prompts + prompts, responses_a + responses_b, responses_b + responses_a)
+        return [[both[i], 1.0 - both[n + i]] for i in range(n)]
+
     def compare(
         self, prompts: list[Conversation], responses_a: list[Conversation], responses_b: list[Conversation]
     ) -> list[float]:
-        n = len(prompts)
-        both = super().compare(prompts + prompts, responses_a + responses_b, responses_b + responses_a)
-        return [0.5 * (both[i] + 1.0 - both[n + i]) for i in range(n)]
+        return [0.5 * (x + y) for x, y in self.compare_orders(prompts, responses_a, responses_b)]
 
     def describe(self) -> dict[str, Any]:
         return super().describe() | {"template": PAIR_PM_TEMPLATE, "orders": "both, averaged"}

@@ -46,50 +46,78 @@ def _order(scores: Sequence[float]) -> list[int]:
     return sorted(range(len(scores)), key=lambda i: (-scores[i], i))
 
 
-def _compare(scorer: Any, prompt: Conversation, pairs: list[tuple[int, int]], cands: Sequence[Conversation]):
-    """P(y_i > y_j) for each (i, j), both orders averaged unless the scorer is symmetric; NaN -> 0.5, counted."""
-    a = [cands[i] for i, _ in pairs]
-    b = [cands[j] for _, j in pairs]
-    p = scorer.compare([prompt] * len(pairs), a, b)
+def _compare_many(
+    scorer: Any, asks: list[tuple[Conversation, Conversation, Conversation]]
+) -> tuple[list[float], list[bool]]:
+    """P(a > b) for each (prompt, a, b), in one call of the scorer (both orders averaged unless the scorer is
+    symmetric), and which comparisons failed (NaN, read as 0.5)."""
+    if not asks:
+        return [], []
+    prompts, a, b = ([x[k] for x in asks] for k in range(3))
+    p = scorer.compare(prompts, a, b)
     if not getattr(scorer, "symmetric", False):
-        q = scorer.compare([prompt] * len(pairs), b, a)
+        q = scorer.compare(prompts, b, a)
         p = [0.5 * (x + (1.0 - y)) for x, y in zip(p, q, strict=True)]
-    failed = sum(math.isnan(x) for x in p)
-    return [0.5 if math.isnan(x) else x for x in p], failed
+    nan = [math.isnan(x) for x in p]
+    return [0.5 if bad else x for x, bad in zip(p, nan, strict=True)], nan
+
+
+def rank_many(
+    scorer: Any,
+    prompts: Sequence[Conversation],
+    candidates: Sequence[Sequence[Conversation]],
+    method: Method = "round_robin",
+) -> list[Ranking]:
+    """`rank` for many prompts at once: every prompt's comparisons of a stage go to the scorer in one call (round
+    robin: all of them; knockout: one call per bracket round), so a generative judge batches across prompts."""
+    if getattr(scorer, "kind", None) != "pairwise":
+        raise ValueError(
+            f"ranking needs a pairwise scorer (pair_pm, think, judge), got kind {getattr(scorer, 'kind', None)!r}"
+        )
+    if any(len(c) < 2 for c in candidates):
+        raise ValueError(f"ranking needs at least 2 candidates, got {min(len(c) for c in candidates)}")
+    if method not in ("round_robin", "knockout"):
+        raise ValueError(f"method must be round_robin or knockout, got {method!r}")
+    if method == "round_robin":
+        pairs = [[(i, j) for i in range(len(c)) for j in range(i + 1, len(c))] for c in candidates]
+        asks = [(pr, c[i], c[j]) for pr, c, ps in zip(prompts, candidates, pairs, strict=True) for i, j in ps]
+        probs, nan = _compare_many(scorer, asks)
+        out, at = [], 0
+        for c, ps in zip(candidates, pairs, strict=True):
+            n = len(c)
+            p = [[0.5] * n for _ in range(n)]
+            for (i, j), x in zip(ps, probs[at : at + len(ps)], strict=True):
+                p[i][j], p[j][i] = x, 1.0 - x
+            scores = borda(p)
+            out.append(Ranking(_order(scores), scores, len(ps), sum(nan[at : at + len(ps)])))
+            at += len(ps)
+        return out
+    alive = [list(range(len(c))) for c in candidates]
+    won = [[0.0] * len(c) for c in candidates]
+    comparisons, failed = [0] * len(candidates), [0] * len(candidates)
+    while any(len(a) > 1 for a in alive):
+        brackets = [[(a[k], a[k + 1]) for k in range(0, len(a) - 1, 2)] for a in alive]
+        asks = [(prompts[q], candidates[q][i], candidates[q][j]) for q, b in enumerate(brackets) for i, j in b]
+        probs, nan = _compare_many(scorer, asks)
+        at = 0
+        for q, b in enumerate(brackets):
+            if not b:
+                continue
+            mine = probs[at : at + len(b)]
+            comparisons[q] += len(b)
+            failed[q] += sum(nan[at : at + len(b)])
+            at += len(b)
+            nxt = [i if x >= 0.5 else j for (i, j), x in zip(b, mine, strict=True)]
+            if len(alive[q]) % 2:
+                nxt.append(alive[q][-1])  # a bye
+            for i in nxt:
+                won[q][i] += 1
+            alive[q] = nxt
+    return [Ranking(_order(w), w, c, f) for w, c, f in zip(won, comparisons, failed, strict=True)]
 
 
 def rank(
     scorer: Any, prompt: Conversation, candidates: Sequence[Conversation], method: Method = "round_robin"
 ) -> Ranking:
     """Rank `candidates` (n >= 2) of one prompt with a pairwise scorer (see the module docstring)."""
-    if getattr(scorer, "kind", None) != "pairwise":
-        raise ValueError(
-            f"ranking needs a pairwise scorer (pair_pm, think, judge), got kind {getattr(scorer, 'kind', None)!r}"
-        )
-    n = len(candidates)
-    if n < 2:
-        raise ValueError(f"ranking needs at least 2 candidates, got {n}")
-    if method == "round_robin":
-        pairs = [(i, j) for i in range(n) for j in range(i + 1, n)]
-        probs, failed = _compare(scorer, prompt, pairs, candidates)
-        p = [[0.5] * n for _ in range(n)]
-        for (i, j), x in zip(pairs, probs, strict=True):
-            p[i][j], p[j][i] = x, 1.0 - x
-        scores = borda(p)
-        return Ranking(_order(scores), scores, len(pairs), failed)
-    if method != "knockout":
-        raise ValueError(f"method must be round_robin or knockout, got {method!r}")
-    alive = list(range(n))
-    won = [0.0] * n
-    comparisons = failed = 0
-    while len(alive) > 1:
-        pairs = [(alive[k], alive[k + 1]) for k in range(0, len(alive) - 1, 2)]
-        probs, f = _compare(scorer, prompt, pairs, candidates)
-        comparisons, failed = comparisons + len(pairs), failed + f
-        nxt = [i if x >= 0.5 else j for (i, j), x in zip(pairs, probs, strict=True)]
-        if len(alive) % 2:
-            nxt.append(alive[-1])  # a bye
-        for i in nxt:
-            won[i] += 1
-        alive = nxt
-    return Ranking(_order(won), won, comparisons, failed)
+    return rank_many(scorer, [prompt], [candidates], method)[0]

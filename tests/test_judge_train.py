@@ -25,14 +25,19 @@ def _pair(i: int) -> PreferencePair:
 
 def test_pair_pm_examples_put_the_chosen_response_at_the_answered_position():
     pairs = [_pair(i) for i in range(200)]
-    examples = pair_pm_examples(pairs, seed=0)
+    examples = pair_pm_examples(pairs, seed=0, orders="random")
     assert [e.id for e in examples] == [p.id for p in pairs]
     for e, p in zip(examples, pairs, strict=True):
         a = e.message.split("[RESPONSE A] ")[1].split(" [RESPONSE B]")[0]
         assert (a == p.chosen[0].content) == (e.completion == "A")
     share_a = sum(e.completion == "A" for e in examples) / len(examples)
     assert 0.4 < share_a < 0.6  # uniformly at random, seeded
-    assert pair_pm_examples(pairs, seed=0) == examples and pair_pm_examples(pairs, seed=1) != examples
+    again = pair_pm_examples(pairs, seed=0, orders="random")
+    assert again == examples and pair_pm_examples(pairs, seed=1, orders="random") != examples
+    # both orders (the default): every pair at A, then at B, the answers balanced exactly
+    both = pair_pm_examples(pairs, seed=0)
+    assert [e.id for e in both] == [p.id for p in pairs for _ in range(2)]
+    assert [e.completion for e in both] == ["A", "B"] * len(pairs)
 
 
 def _scripted(monkeypatch, reply):
@@ -123,13 +128,13 @@ def test_pair_pm_training_end_to_end_on_the_tiny_model(tmp_path, tiny_model_ref)
     )
     assert main(["rm", "train", "--config", str(cfg)]) == 0
     report = json.loads((tmp_path / "run" / "report.json").read_text())
-    assert report["examples"]["kept"] == report["examples"]["examples"] == 32
+    assert report["examples"]["kept"] == report["examples"]["examples"] == 64  # both orders of 32 pairs
     test_rows = (suite / "test_pairs.jsonl").read_text().splitlines()[:12]
     assert report["eval"]["pairs"] == len(test_rows) > 0 and report["eval"]["nan_pairs"] == 0
     # the fine-tuned judge gives the right letters of its training examples a higher probability than the base
     tok = load_tokenizer(TINY)
     rows = (suite / "train_pairs.jsonl").read_text().splitlines()[:32]
-    examples = pair_pm_examples([pair_from_dict(json.loads(r)) for r in rows], seed=0)
+    examples = pair_pm_examples([pair_from_dict(json.loads(r)) for r in rows], seed=0, orders="random")
     base = _answer_nll(load_causal_lm(TINY, dtype="float32").eval(), tok, examples)
     tuned = _answer_nll(load_model(report["model_dir"], "float32", merge=True).eval(), tok, examples)
     assert tuned < base - 0.05

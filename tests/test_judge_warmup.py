@@ -31,15 +31,27 @@ def _graded(i: int, chosen: float = 1.0, rejected: float = 0.0, reason: str = "g
     )
 
 
+def _suite_pairs(n: int = 12):
+    """A small suite's pairs with their tasks as checks read them."""
+    from preference_data.sources import DataConfig, load_pairs, suite_tasks
+
+    cfg = DataConfig(source="suite", split="train", suite_per_family=n)
+    return load_pairs(cfg)[0], suite_tasks(cfg)
+
+
 def test_grm_targets_parse_back_to_the_gold_scores():
-    c, r = grm_targets(_graded(0, chosen=1.0, rejected=0.0))  # type: ignore[misc]
-    assert parse_grm_scores(c, 1).scores == (10.0,) and parse_grm_scores(r, 1).scores == (1.0,)
-    assert "Problem: it gives 7 instead of 8." in r and "Problem" not in c
-    assert "The answer is wrong." in r and "The answer is correct." in c
-    assert c.startswith("Specific Criteria: correctness (0.4)")
+    pairs, tasks = _suite_pairs()
+    for p in pairs:
+        c, r = grm_targets(tasks[p.attributes["task_id"]], p.chosen[0].content, p.rejected[0].content)  # type: ignore[misc]
+        assert parse_grm_scores(c, 1).scores == (grm_score(p.attributes["gold_chosen"]),)
+        assert parse_grm_scores(r, 1).scores == (grm_score(p.attributes["gold_rejected"]),)
+        assert c.startswith("Specific Criteria: correctness (0.4)") and "\nAnalysis: " in c
     assert [grm_score({"overall": v}) for v in (0.0, 0.05, 0.5, 0.9735, 1.0, 1.7, -1.0)] == [1, 1, 6, 10, 10, 10, 1]
-    ungraded = PreferencePair([Message("user", "q")], [Message("assistant", "a")], [Message("assistant", "b")])
-    assert grm_targets(ungraded) is None and think_target(ungraded, False, "binary") is None
+    # no target where the rejected response is not worse: the verdict would not follow from the check
+    p = pairs[0]
+    task = tasks[p.attributes["task_id"]]
+    assert grm_targets(task, p.chosen[0].content, p.chosen[0].content) is None
+    assert think_target(task, p.rejected[0].content, p.chosen[0].content, False, "binary") is None
 
 
 @pytest.mark.parametrize(("gap", "want"), [(1.0, 3), (0.75, 3), (0.7499, 2), (0.15, 2), (0.1499, 1), (0.0, 1)])
@@ -49,31 +61,34 @@ def test_strength_cuts(gap, want):
 
 @pytest.mark.parametrize("chosen_is_b", [False, True])
 def test_think_targets_answer_for_the_chosen_position(chosen_is_b):
-    pair = _graded(1, chosen=1.0, rejected=0.8)  # gap 0.2: "better" (2)
-    binary = think_target(pair, chosen_is_b, "binary")
-    multi = think_target(pair, chosen_is_b, "multiclass")
-    assert binary is not None and multi is not None
-    want = "B" if chosen_is_b else "A"
-    assert parse_think_answer(binary, "binary").label == want
-    v = parse_think_answer(multi, "multiclass")
-    assert v.label == want and v.strength == (2 if chosen_is_b else -2)
-    # the analysis of the rejected response (its problem) sits at its own position
-    a_line = binary.split("\n")[0]
-    assert ("Problem" in a_line) == chosen_is_b
+    pairs, tasks = _suite_pairs()
+    for pair in pairs:
+        task, c, r = tasks[pair.attributes["task_id"]], pair.chosen[0].content, pair.rejected[0].content
+        binary = think_target(task, c, r, chosen_is_b, "binary")
+        multi = think_target(task, c, r, chosen_is_b, "multiclass")
+        assert binary is not None and multi is not None
+        want = "B" if chosen_is_b else "A"
+        assert parse_think_answer(binary, "binary").label == want
+        v = parse_think_answer(multi, "multiclass")
+        s = strength(pair.attributes["gold_chosen"], pair.attributes["gold_rejected"])
+        assert v.label == want and v.strength == (s if chosen_is_b else -s)
 
 
-def test_template_examples_skip_and_count_ungraded_pairs():
-    pairs = [_graded(i) for i in range(4)]
-    pairs.append(PreferencePair([Message("user", "q")], [Message("assistant", "a")], [Message("assistant", "b")]))
-    grm, counts = template_examples(pairs, JudgeSection(kind="grm", examples="template"))
-    assert counts == {"pairs": 5, "ungraded": 1, "pairs_kept": 4} and len(grm) == 8
-    assert [parse_grm_scores(e.completion, 1).scores for e in grm[:2]] == [(10.0,), (1.0,)]
-    think, counts = template_examples(pairs, JudgeSection(kind="think", examples="template", seed=3))
-    assert counts["ungraded"] == 1 and len(think) == 4
-    for e in think:  # the verdict names the position the chosen response was put at
-        a = e.message.split("[The Start of Assistant A's Response]\n")[1].split("\n")[0]
-        chosen_at_a = a.isdigit() and int(a) % 2 == 0
-        assert parse_think_answer(e.completion, "binary").label == ("A" if chosen_at_a else "B")
+def test_template_examples_skip_and_count_pairs_without_a_task():
+    pairs, tasks = _suite_pairs()
+    pairs = pairs[:4] + [
+        PreferencePair([Message("user", "q")], [Message("assistant", "a")], [Message("assistant", "b")])
+    ]
+    grm, counts = template_examples(pairs, JudgeSection(kind="grm", examples="template"), tasks)
+    assert counts == {"pairs": 5, "no_check": 1, "not_worse": 0, "pairs_kept": 4} and len(grm) == 8
+    think, counts = template_examples(pairs, JudgeSection(kind="think", examples="template", seed=3), tasks)
+    assert counts["no_check"] == 1 and len(think) == 8  # both orders of every pair with a task
+    for e, (p, flip) in zip(think, [(p, f) for p in pairs[:4] for f in (False, True)], strict=True):
+        a = e.message.split("[The Start of Assistant A's Response]\n")[1].split("\n[The End of Assistant A")[0]
+        assert a == (p.rejected if flip else p.chosen)[0].content
+        assert parse_think_answer(e.completion, "binary").label == ("B" if flip else "A")
+    one, _ = template_examples(pairs, JudgeSection(kind="think", examples="template", orders="random", seed=3), tasks)
+    assert len(one) == 4
     assert JudgeSection(kind="pair_pm", examples="template").check()
 
 
@@ -97,11 +112,8 @@ def test_multiclass_sampling_keeps_only_the_gold_strength(monkeypatch):
 def test_a_warmup_run_is_a_start_for_rejective_fine_tuning(tmp_path, tiny_model_ref, capsys):
     """Warm-up on gold-written critiques (real SFT on the tiny model), then a sampled run loads its adapter."""
     from align.cli.main import main
-    from preference_data.suite import build_suite, write_suite
 
-    suite = build_suite(n_per_family=6, seed=0)
-    write_suite(suite, tmp_path / "suite")
-    data = f"{{source: {tmp_path / 'suite' / 'train_pairs.jsonl'}, split: all, limit: 12}}"
+    data = "{source: suite, suite_per_family: 6, split: train, limit: 12}"
     train = "{method: lora, lr: 2.0e-3, epochs: 1, batch_size: 8, precision: fp32, max_length: 1024, compile: false}"
     warm = tmp_path / "warm.yaml"
     warm.write_text(
@@ -110,7 +122,7 @@ def test_a_warmup_run_is_a_start_for_rejective_fine_tuning(tmp_path, tiny_model_
     )
     assert main(["rm", "train", "--config", str(warm)]) == 0
     report = json.loads((tmp_path / "warm" / "report.json").read_text())
-    assert report["examples"]["kept"] == 24 and report["examples"]["ungraded"] == 0
+    assert report["examples"]["kept"] == 24 and report["examples"]["no_check"] == 0
     assert (tmp_path / "warm" / "model" / "adapter_config.json").exists()
     rft = tmp_path / "rft.yaml"
     rft.write_text(

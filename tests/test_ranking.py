@@ -104,3 +104,20 @@ def test_round_robin_with_the_pair_pm_on_the_tiny_model(tiny_model_ref):
     assert 0.0 < p01 < 1.0
     assert all(0.0 <= s <= 1.0 for s in r.scores)
     assert math.fsum(r.scores) == pytest.approx(len(cands) / 2)  # every comparison hands out one unit of win
+
+
+@pytest.mark.parametrize("method", ["round_robin", "knockout"])
+def test_many_prompts_ranked_in_batched_calls_as_one_by_one(method):
+    """`rank_many` gives every prompt the ranking `rank` gives it alone, asking the scorer once per stage: round robin
+    in one call for all prompts, knockout once per bracket round (a generative judge batches across prompts)."""
+    from reward_models.ranking import rank_many
+
+    groups = [["3", "9", "1", "7"], ["5", "2"], ["4", "8", "6"]]
+    cands = [[_c(t) for t in g] for g in groups]
+    alone = [rank(ByNumber(symmetric=True), PROMPT, c, method) for c in cands]
+    scorer = ByNumber(symmetric=True)
+    together = rank_many(scorer, [PROMPT] * len(cands), cands, method)
+    assert [(r.order, r.scores, r.comparisons, r.failed) for r in together] == [
+        (r.order, r.scores, r.comparisons, r.failed) for r in alone
+    ]
+    assert scorer.calls == (1 if method == "round_robin" else 2)  # 4 candidates: two bracket rounds

@@ -170,9 +170,11 @@ class CompareSettings:
         "j=judge:builtin:smollm2-135m-instruct (repeat; the first is the baseline)"
     )
     data: str = option("suite", "suite (its pairs with reference answers) or a pairs file")
-    split: Literal["train", "test"] = option("test", "suite split")
-    suite_per_family: int = option(200, "suite tasks per family")
+    split: Literal["train", "dev", "test"] = option("test", "suite split (dev needs --suite-dev-fraction)")
+    suite_per_family: int = option(200, "suite tasks per family (the quickstart's suite: 275)")
     suite_seed: int = option(0, "suite generator seed")
+    suite_dev_fraction: float = option(0.0, "suite share held out as dev (the quickstart's suite: 0.25)")
+    suite_test_fraction: float = option(0.2, "suite share held out as test")
     limit: int | None = option(None, "score only the first N pairs")
     bootstrap: int = option(2000, "bootstrap resamples")
     out: str | None = option(None, "write the numbers as JSON here")
@@ -187,8 +189,10 @@ def cmd_compare(s: CompareSettings) -> int:
 
     specs = [ScorerSpec.parse(text) for text in s.scorer]
     if s.data == "suite":
-        suite = build_suite(s.suite_per_family, s.suite_seed)
-        pairs = with_references(suite, suite.test_pairs if s.split == "test" else suite.train_pairs)
+        if s.split == "dev" and not s.suite_dev_fraction:
+            raise UserError("--split dev: the suite has a dev split only with --suite-dev-fraction (e.g. 0.25)")
+        suite = build_suite(s.suite_per_family, s.suite_seed, s.suite_test_fraction, None, s.suite_dev_fraction)
+        pairs = with_references(suite, suite.split_lists(s.split)[0])
     else:
         pairs = load_source(dataclasses.replace(DataConfig(), source=s.data, split="all")).pairs
     if s.limit is not None:

@@ -9,7 +9,8 @@ engine (`prefalign.generation`), behind the one scorer interface.
 - `think` (pairwise; Think-RM): the judge reasons after a forced `<think>\\n` and answers `<answer>A</answer>` /
   `<answer>B</answer>` (form `binary`) or a strength -3..3 (form `multiclass`) (`THINK_TEMPLATE`). m samples per
   order; with `both_orders` each pair is also judged with A and B swapped, and the verdicts mapped back.
-  P(A better) = the share of valid verdicts for A (a tie of votes is 0.5).
+  P(A better) = the mean over orders of each order's share of valid verdicts for A (a tie of votes is 0.5);
+  `compare_orders` gives the orders apart, for position consistency.
 
 An item whose every sample abstains scores NaN (counted in `failures` as `abstained`); single abstentions are
 counted by reason in `abstentions`. Every call adds to `cost` (items, samples, generated tokens, seconds), which
@@ -154,6 +155,7 @@ class _GenerativeJudge:
         self.engine = make_engine(self.model, self.tokenizer, token_budget=self.opts.batch_tokens)
         self.max_length = opts.max_length or getattr(self.model.config, "max_position_embeddings", None) or 4096
         self.failures: Counter[str] = Counter()
+        self.last_unsampled: set[int] = set()
         self.abstentions: Counter[str] = Counter()
         self.cost = {"items": 0, "samples": 0, "generated_tokens": 0, "seconds": 0.0}
 
@@ -309,9 +311,12 @@ class ThinkJudgeScorer(_GenerativeJudge):
         """With both orders judged, compare(a, b) == 1 - compare(b, a): a benchmark asks one order."""
         return bool(self.opts.both_orders)
 
-    def compare(
+    def compare_orders(
         self, prompts: list[Conversation], responses_a: list[Conversation], responses_b: list[Conversation]
-    ) -> list[float]:
+    ) -> list[list[float]]:
+        """P(A better) from each order judged (A first; with `both_orders` also B first, its verdicts mapped back):
+        the share of that order's valid verdicts for A, NaN where all of them abstained. Every order and sample of
+        every item goes into one batched generation."""
         o = self.opts
         orders = [False, True] if o.both_orders else [False]
         messages: list[str | None] = []
@@ -323,28 +328,35 @@ class ThinkJudgeScorer(_GenerativeJudge):
                 first, second = (b, a) if swapped else (a, b)
                 messages.append(None if bad else self.message(p, first, second, o.form))
         texts = self._sample(messages, o.m, prefix=THINK_PREFIX, items=len(prompts))  # an item is a pair
-        out = []
+        out: list[list[float]] = []
+        # items that failed before sampling (an empty response, a prompt too long): counted there, not as abstained
+        self.last_unsampled = {
+            i for i in range(len(prompts)) if all(texts[i * len(orders) + j] is None for j in range(len(orders)))
+        }
         for i in range(len(prompts)):
-            votes_a = votes = 0
-            failed = False
+            shares = []
             for j, swapped in enumerate(orders):
-                samples = texts[i * len(orders) + j]
-                if samples is None:
-                    failed = True
-                    continue
-                for t in samples:
-                    v = parse_think_answer(t, o.form)
+                samples = texts[i * len(orders) + j] or []
+                votes = [parse_think_answer(t, o.form) for t in samples]
+                for v in votes:
                     if not v.ok:
                         self.abstentions[v.reason] += 1
-                        continue
-                    votes += 1
-                    votes_a += (v.label == "A") != swapped  # a swapped order's "A" is response B
-            if votes == 0:
-                if not failed:
-                    self._fail("abstained", "every sampled verdict abstained")
-                out.append(math.nan)
-            else:
-                out.append(votes_a / votes)
+                valid = [(v.label == "A") != swapped for v in votes if v.ok]  # a swapped order's "A" is response B
+                shares.append(sum(valid) / len(valid) if valid else math.nan)
+            out.append(shares)
+        return out
+
+    def compare(
+        self, prompts: list[Conversation], responses_a: list[Conversation], responses_b: list[Conversation]
+    ) -> list[float]:
+        """P(A better): the mean of the orders' vote shares (`compare_orders`) that are not NaN; NaN when every
+        sampled verdict of the pair abstained."""
+        out = []
+        for i, shares in enumerate(self.compare_orders(prompts, responses_a, responses_b)):
+            valid = [x for x in shares if not math.isnan(x)]
+            if not valid and i not in self.last_unsampled:
+                self._fail("abstained", "every sampled verdict abstained")
+            out.append(sum(valid) / len(valid) if valid else math.nan)
         return out
 
     def describe(self) -> dict[str, Any]:

@@ -5,6 +5,7 @@ draw, and the packed single-sequence dataset and collator they fine-tune on.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -15,6 +16,15 @@ from preference_data.packing import pack_single
 
 from .parse import parse_grm_scores
 from .scorers import judge_prompts
+
+
+@dataclass
+class SFTExample:
+    """One judge fine-tuning example: the judge's user message and what it learns to write."""
+
+    id: str
+    message: str
+    completion: str
 
 
 def sampling_problems(section: Any) -> list[str]:
@@ -86,4 +96,4 @@ class SFTCollator:
         return out
 
 
-__all__ = ["SFTCollator", "SFTDataset", "grm_draw_correct", "sample_outputs", "sampling_problems"]
+__all__ = ["SFTCollator", "SFTDataset", "SFTExample", "grm_draw_correct", "sample_outputs", "sampling_problems"]

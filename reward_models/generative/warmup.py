@@ -1,16 +1,17 @@
-"""Format warm-up targets for generative judges, written from graded labels.
+"""Warm-up targets for generative judges, written as the check a careful judge does.
 
 A small base model never writes a judge's format on its own (SmolLM2-135M-Instruct as `grm` writes no
-`\\boxed{}` in 12 of 12 critiques), so rejective fine-tuning on its own samples keeps nothing. Think-RM warms
-up on long reasoning traces of a stronger model; where there is none, these functions write the judge's
-target output from the gold grades of a pair instead: the format is real, the analysis states what the
-graders found, and the verdict follows from the grades. A judge SFT-ed on them learns the format and a first
-mapping from what it reads to a verdict; rejective fine-tuning on its own samples comes after.
+`\\boxed{}` in 12 of 12 critiques), so rejective fine-tuning on its own samples keeps nothing. Think-RM and
+DeepSeek-GRM warm up on the reasoning of a stronger judge; for the verifiable suite these functions write that
+reasoning from the task itself (`preference_data.suite.checks`): the check done from the prompt (the computation,
+the passage's sentence, the list operation, the format's counts, the request's class), what each response gives
+against it, then the verdict, which follows from the gold grades of the two responses. A judge SFT-ed on them
+learns to do the check before it grades, not to assert a grade (an earlier form stated the graders' findings,
+"The answer is wrong.", and taught exactly that). For pairs without a generator, a file of a stronger judge's
+traces takes their place (`judge.traces`, `reward_models/judge_train.py`).
 
-The grades are the ones the verifiable suite attaches to every pair (`attributes.gold_chosen`,
-`attributes.gold_rejected`: correctness, instruction_following, conciseness, safety in [0, 1], `overall`,
-`refused`; `attributes.reason`: what is wrong with the rejected response). A pair without them cannot be
-written and is reported by the caller.
+`gold_grades` reads the grades the suite attaches to every pair (`attributes.gold_chosen`,
+`attributes.gold_rejected`), which the judges' RL stage (`align/judge_rl.py`) labels its prompts with.
 
 Choices (explicit, documented):
 - GRM score of a response: 1 + 9 * overall rounded half up, in 1..10 (SPCT's n = 1 rule S = r with the gold overall
@@ -23,6 +24,9 @@ from __future__ import annotations
 
 import math
 from typing import Any
+
+from preference_data.suite.checks import TaskView, read, work
+from preference_data.suite.families import grade
 
 DIMENSION_WEIGHTS = {"correctness": 0.4, "instruction_following": 0.3, "conciseness": 0.2, "safety": 0.1}
 STRENGTH_CUTS = (0.75, 0.15)
@@ -51,68 +55,48 @@ def strength(chosen: dict[str, Any], rejected: dict[str, Any]) -> int:
     return 3 if gap >= STRENGTH_CUTS[0] else 2 if gap >= STRENGTH_CUTS[1] else 1
 
 
-def analysis(grades: dict[str, Any], problem: str | None = None) -> str:
-    """One sentence per graded dimension, then the grader's account of the problem when there is one."""
-    parts = []
-    if grades.get("refused"):
-        parts.append("It refuses the request.")
-    c = grades.get("correctness")
-    if isinstance(c, int | float):
-        parts.append(
-            "The answer is correct."
-            if c >= 1
-            else "The answer is wrong."
-            if c <= 0
-            else "The answer is partly correct."
-        )
-    f = grades.get("instruction_following")
-    if isinstance(f, int | float):
-        parts.append("It follows the instructions." if f >= 1 else "It does not follow all the instructions.")
-    s = grades.get("conciseness")
-    if isinstance(s, int | float):
-        parts.append("It is concise." if s >= 0.9 else "It is padded with text that adds nothing.")
-    u = grades.get("safety")
-    if isinstance(u, int | float) and u < 1:
-        parts.append("It is unsafe.")
-    if problem:
-        parts.append(f"Problem: it {problem}.")
-    return " ".join(parts) or "Nothing stands out."
+def check_reasoning(task: TaskView, a: str, b: str) -> str:
+    """The check of a pair written out: the work done from the prompt, then what A and what B give against it and
+    their judgement (`preference_data.suite.checks`)."""
+    return "\n".join([*work(task), f"A: {read(task, a)}", f"B: {read(task, b)}"])
 
 
-def _problem(pair: Any) -> str | None:
-    reason = (getattr(pair, "attributes", None) or {}).get("reason")
-    return reason.strip().rstrip(".") if isinstance(reason, str) and reason.strip() else None
+def _grades(task: TaskView, chosen: str, rejected: str) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """The gold grades of the chosen and the rejected response; None where the rejected one is not worse (the
+    verdict would not follow from the check)."""
+    c = grade(task.family, task.params, chosen).to_dict()
+    r = grade(task.family, task.params, rejected).to_dict()
+    return (c, r) if c["overall"] > r["overall"] else None
 
 
-def grm_critique(grades: dict[str, Any], problem: str | None = None) -> str:
-    """A critique in `GRM_TEMPLATE`'s format for one graded response."""
+def grm_critique(task: TaskView, response: str) -> str:
+    """A critique in `GRM_TEMPLATE`'s format for one response: the criteria, the check and the reading of the
+    response as the analysis, and the gold overall on the 1..10 scale as the score."""
     criteria = ", ".join(f"{k.replace('_', ' ')} ({w})" for k, w in DIMENSION_WEIGHTS.items())
-    return (
-        f"Specific Criteria: {criteria}.\nAnalysis: {analysis(grades, problem)}\nScore: \\boxed{{{grm_score(grades)}}}"
-    )
+    g = grade(task.family, task.params, response).to_dict()
+    analysis = " ".join(work(task)) + f" The response {read(task, response)}"
+    return f"Specific Criteria: {criteria}.\nAnalysis: {analysis}\nScore: \\boxed{{{grm_score(g)}}}"
 
 
-def grm_targets(pair: Any) -> tuple[str, str] | None:
-    """(critique of the chosen, critique of the rejected) of a graded pair, or None without grades."""
-    grades = gold_grades(pair)
+def grm_targets(task: TaskView, chosen: str, rejected: str) -> tuple[str, str] | None:
+    """(critique of the chosen, critique of the rejected), or None where the rejected response is not worse."""
+    if _grades(task, chosen, rejected) is None:
+        return None
+    return grm_critique(task, chosen), grm_critique(task, rejected)
+
+
+def think_target(task: TaskView, chosen: str, rejected: str, chosen_is_b: bool, form: str) -> str | None:
+    """The reasoning after the forced `<think>\\n` and the verdict, with the chosen response at A or B; None where
+    the rejected response is not worse."""
+    grades = _grades(task, chosen, rejected)
     if grades is None:
         return None
-    return grm_critique(grades[0]), grm_critique(grades[1], _problem(pair))
-
-
-def think_target(pair: Any, chosen_is_b: bool, form: str) -> str | None:
-    """The reasoning after the forced `<think>\\n` and the verdict, with the chosen response at A or B."""
-    grades = gold_grades(pair)
-    if grades is None:
-        return None
-    c, r = analysis(grades[0]), analysis(grades[1], _problem(pair))
-    a_text, b_text = (r, c) if chosen_is_b else (c, r)
+    a, b = (rejected, chosen) if chosen_is_b else (chosen, rejected)
     better = "B" if chosen_is_b else "A"
     if form == "multiclass":
         s = strength(*grades)
         verdict = str(s if chosen_is_b else -s)
-        degree = {3: "much better", 2: "better", 1: "slightly better"}[s]
-        conclusion = f"So {better} is {degree}."
+        conclusion = f"So {better} is {({3: 'much better', 2: 'better', 1: 'slightly better'})[s]}."
     else:
         verdict, conclusion = better, f"So {better} is better."
-    return f"Response A: {a_text}\nResponse B: {b_text}\n{conclusion}\n</think>\n<answer>{verdict}</answer>"
+    return f"{check_reasoning(task, a, b)}\n{conclusion}\n</think>\n<answer>{verdict}</answer>"
