@@ -52,7 +52,8 @@ from __future__ import annotations
 import contextlib
 import importlib
 import io
-from collections.abc import Sequence
+import os
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -90,13 +91,29 @@ def run_recipe(
     config: dict[str, Any] | str | Path, overrides: Sequence[str] = (), resume: bool = False, quiet: bool = False
 ) -> dict:
     """Run a recipe (any kind of `RECIPES`) and return its report (also written to output_dir/report.json).
-    `quiet`: nothing printed to stdout (the run's progress lines); the run directory holds its metrics and report."""
+    `quiet`: nothing printed to stdout (the run's progress lines) and no progress bars; warnings and errors still
+    reach stderr, and the run directory holds its metrics and report."""
     cfg = load_config(config, overrides)
     run = importlib.import_module(RECIPES[cfg.kind]).run
     if not quiet:
         return run(cfg, resume=resume)
-    with contextlib.redirect_stdout(io.StringIO()):
+    with contextlib.redirect_stdout(io.StringIO()), no_progress_bars():
         return run(cfg, resume=resume)
+
+
+@contextlib.contextmanager
+def no_progress_bars() -> Iterator[None]:
+    """Progress bars off while the block runs: tqdm's (every bar of this toolkit, transformers' Trainer and
+    weight loading read `TQDM_DISABLE` when a bar starts), restored after."""
+    before = os.environ.get("TQDM_DISABLE")
+    os.environ["TQDM_DISABLE"] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("TQDM_DISABLE", None)
+        else:
+            os.environ["TQDM_DISABLE"] = before
 
 
 def train_reward_model(config: dict[str, Any] | str | Path, overrides: Sequence[str] = (), quiet: bool = False) -> dict:

@@ -1,4 +1,5 @@
-"""`align eval policy`: generate on held-out suite prompts and grade with the gold graders.
+"""`align eval policy`: generate on held-out suite prompts and grade with the gold graders; or, on your own prompts
+without graders, judge the policy's answers against a baseline's with your own reward model (`evaluate_judged`).
 
 Reports the mean gold score per objective and overall for the policy and the baseline (by default the
 starting model), and the win rate of the policy against the baseline on the same prompts (win 1, tie 0.5,
@@ -27,8 +28,9 @@ from prefalign.decoding import DecodingSettings
 from prefalign.errors import UserError
 from prefalign.models.hub import load_tokenizer, weights_fingerprint
 from prefalign.models.precision import decide_dtype
-from prefalign.stats import finite_mean, paired_bootstrap, win_rate
+from prefalign.stats import bootstrap_ci, finite_mean, paired_bootstrap, win_rate
 from preference_data.records import Message, PromptOnly
+from preference_data.sources import read_records
 from preference_data.suite.heldout import (
     SAFETY_RATES,
     grade_all,
@@ -77,6 +79,8 @@ def evaluate_policy(
 
     s = (settings or DecodingSettings()).decoding()
     s = replace(s, dtype=decide_dtype(s.dtype, knob="--dtype").value)  # records hold the dtype that ran
+    if judge != "gold" and prompts_source != "suite" and not any(p.grader for p in read_prompts(prompts_source)):
+        return evaluate_judged(model, baseline, prompts_source, limit, judge, out_dir, s, judge_options)
     judge_spec = None if judge == "gold" else _judge_spec(judge, judge_options)  # a wrong judge fails before generating
     prompts = load_prompts(prompts_source, limit, s.seed, safety_each)
     t0 = time.time()
@@ -156,6 +160,114 @@ def evaluate_policy(
                 f.write(json.dumps(row, ensure_ascii=False) + "\n")
         (out / "report.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
     return report
+
+
+def read_prompts(source: str) -> list[PromptOnly]:
+    """The prompt rows of a file (`{prompt}`, with or without a gold grader)."""
+    records, _ = read_records(source, "prompts")
+    return [r for r in records if isinstance(r, PromptOnly)]
+
+
+def evaluate_judged(
+    model: str,
+    baseline: str | None,
+    source: str,
+    limit: int | None,
+    judge: str,
+    out_dir: str | None,
+    s: DecodingSettings,
+    judge_options: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Your own prompts, without gold graders, judged by your own scorer: greedy answers of `model` and `baseline`
+    (the first `limit` prompts), then a pointwise judge (a reward model) scores both answers of every prompt (mean
+    reward, its gain with a paired bootstrap 95% interval, and the win rate: higher score wins, equal ties) or a
+    pairwise judge compares them (both orders unless it judges both itself; P(policy better) per prompt, the win
+    rate their mean). The win rate's interval is a bootstrap over prompts; a prompt the judge scores NaN is left out
+    and counted. Writes report.json and generations.jsonl as the gold path does."""
+    from prefalign.generation.policy import generate, load_policy  # lazy: torch
+
+    if baseline is None:
+        raise UserError(
+            f"--prompts {source} has no gold graders: a judge compares the policy's answers with a baseline's; "
+            "give --baseline (e.g. the model you started from)"
+        )
+    prompts = read_prompts(source)[:limit]
+    if not prompts:
+        raise UserError(f"--prompts {source}: no prompt rows ({{prompt}} per line)")
+    spec = scorer_spec(judge, options=judge_options, flag="--judge")
+    t0 = time.time()
+    conv = [p.prompt for p in prompts]
+
+    def answers(ref: str) -> list[str]:
+        m = load_policy(ref, s.dtype)
+        tok = load_tokenizer(ref)
+        return generate(m, tok, conv, s.max_new_tokens, s.batch_size, s.temperature, seed=s.seed, progress=True)
+
+    ours, theirs = answers(model), answers(baseline)
+    scorer: Any = load_scorer(spec)
+    pol, base = [[Message("assistant", x)] for x in ours], [[Message("assistant", x)] for x in theirs]
+    report: dict[str, Any] = {
+        "model": model,
+        "baseline_model": baseline,
+        "prompts": len(prompts),
+        "source": source,
+        "settings": s.__dict__,
+        "judge": judge,
+        "judge_kind": scorer.kind,
+    }
+    if scorer.kind == "pointwise":
+        sa = [float(x) for x in scorer.score(conv, pol)]
+        sb = [float(x) for x in scorer.score(conv, base)]
+        kept = [i for i in range(len(prompts)) if math.isfinite(sa[i]) and math.isfinite(sb[i])]
+        a, b = [sa[i] for i in kept], [sb[i] for i in kept]
+        prefs = [1.0 if x > y else 0.0 if x < y else 0.5 for x, y in zip(a, b, strict=True)]
+        report["policy"] = {"reward": finite_mean(a)}
+        report["baseline"] = {"reward": finite_mean(b)}
+        if kept:
+            report["reward_gain"] = report["policy"]["reward"] - report["baseline"]["reward"]
+            report["reward_gain_ci95"] = list(paired_bootstrap(a, b, seed=s.seed))
+        per_prompt: list[dict[str, Any]] = [{"score": sa[i], "baseline_score": sb[i]} for i in range(len(prompts))]
+    elif scorer.kind == "pairwise":
+        p = [float(x) for x in scorer.compare(conv, pol, base)]
+        if not getattr(scorer, "symmetric", False):
+            q = [float(x) for x in scorer.compare(conv, base, pol)]
+            p = [0.5 * (x + 1.0 - y) for x, y in zip(p, q, strict=True)]
+        kept = [i for i in range(len(prompts)) if math.isfinite(p[i])]
+        prefs = [p[i] for i in kept]
+        per_prompt = [{"p_policy_better": p[i]} for i in range(len(prompts))]
+    else:
+        raise UserError(f"--judge {judge}: a {scorer.kind} scorer; judge with a pointwise or pairwise one")
+    report["judge_nan"] = len(prompts) - len(kept)
+    report["win_rate"] = sum(prefs) / len(prefs) if prefs else None
+    report["win_rate_ci95"] = list(bootstrap_ci(prefs, seed=s.seed)) if prefs else None
+    report["seconds"] = round(time.time() - t0, 1)
+    if out_dir:
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        with open(out / "generations.jsonl", "w", encoding="utf-8") as f:
+            for i, pr in enumerate(prompts):
+                row = {"id": pr.id, "prompt": [m.to_dict() for m in pr.prompt], "response": ours[i]}
+                f.write(json.dumps(row | {"baseline_response": theirs[i], **per_prompt[i]}, ensure_ascii=False) + "\n")
+        (out / "report.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
+    return report
+
+
+def judged_lines(report: dict[str, Any]) -> list[str]:
+    """The summary of `evaluate_judged`."""
+    n, left = report["prompts"], report["judge_nan"]
+    lines = [f"{report['model']} against {report['baseline_model']} on {n} prompts of {report['source']}"]
+    if "reward_gain" in report:
+        lo, hi = report["reward_gain_ci95"]
+        lines.append(
+            f"  judge {report['judge']}: mean reward {report['baseline']['reward']:.3f} -> "
+            f"{report['policy']['reward']:.3f}, gain {report['reward_gain']:+.3f} (95% CI {lo:+.3f} .. {hi:+.3f})"
+        )
+    if report["win_rate"] is not None:
+        lo, hi = report["win_rate_ci95"]
+        lines.append(f"  win rate vs baseline {report['win_rate']:.3f} (95% CI {lo:.3f} .. {hi:.3f}; ties count half)")
+    if left:
+        lines.append(f"  {left} of {n} prompts scored NaN by the judge, left out")
+    return lines
 
 
 def family_change(
@@ -239,6 +351,8 @@ def safety_line(rates: dict[str, Any]) -> str:
 
 
 def report_lines(report: dict[str, Any]) -> list[str]:
+    if "judge_kind" in report:  # your own prompts, judged by your scorer (`evaluate_judged`)
+        return judged_lines(report)
     pol = report["policy"]
     head = f"{report['model']} on {report['prompts']} held-out prompts: gold overall {pol['overall']:.3f}"
     lines = [head + "".join(f"; WARNING: {w}" for w in report.get("warnings", []))]

@@ -423,7 +423,9 @@ def rm_reward(p: Pipeline, summary: dict[str, Any], stage: str) -> list[dict[str
     model_dir = _made_by(p, summary, "rm", "model_dir")
     if model_dir is None:
         raise p.missing(stage, "rm", "a trained reward model")
-    return [{"type": "scalar", "model": model_dir, "name": "rm"}]
+    # dtype auto: the rounds score their candidates in bf16 where the device runs it natively, as the RM trained
+    # (a scorer's own default is float32, its model card's precision: 4x the scoring time on such a device)
+    return [{"type": "scalar", "model": model_dir, "name": "rm", "dtype": "auto"}]
 
 
 def align_stage(cfg: QuickstartConfig, p: Pipeline, summary: dict[str, Any]) -> dict[str, Any]:

@@ -37,15 +37,17 @@ log_ratio/per_token: the mean per-token log-ratio log π_θ − log π_ref over 
 the batch. It is not a KL: the tokens come from the data, not from π_θ, so it does not estimate
 KL(π_θ‖π_ref) (which needs samples from π_θ, as the online stage's `kl` has) and it goes negative when the
 policy lowers the data's likelihood (DPO lowers the rejected responses'); it shows how far the policy has
-moved on the training responses, and the run report says so beside it. An alert fires (printed once, kept
-in the report) when the mean chosen log-prob per token falls more than `alerts.chosen_logp_drop` nats below
-its first logged value:
-DPO-style losses can raise the margin by pushing both responses down ("likelihood displacement").
+moved on the training responses, and the run report says so beside it. log_ratio/chosen_per_token is the same
+over the chosen tokens alone. An alert fires (printed once, kept in the report) when it falls below
+−`alerts.chosen_logp_drop` nats: the policy gives the preferred responses less probability than the reference
+gives the very same responses. DPO-style losses can raise the margin by pushing both responses down ("likelihood
+displacement"). The alert compares the two models on one batch; the per-token log-prob of one batch against
+another's says nothing (batches differ by more than a nat from their lengths and wording alone). A loss without
+a reference (SimPO) has nothing to compare with and raises no such alert.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from dataclasses import dataclass
@@ -129,8 +131,8 @@ class PreviousSection:
 class AlertsSection:
     chosen_logp_drop: float = option(
         0.5,
-        "alert when the mean chosen log-prob per token falls this many nats below "
-        "its value at the first logged step (0 = off)",
+        "alert when the policy's log-prob per token of the batch's chosen responses falls this many nats below the "
+        "reference's for the same responses (log_ratio/chosen_per_token; needs a reference; 0 = off)",
     )
 
     def check(self) -> list[str]:
@@ -234,6 +236,7 @@ PLOT_KEYS = [
     "lengths/rejected",
     "logps/chosen_per_token",
     "log_ratio/per_token",
+    "log_ratio/chosen_per_token",
 ]
 
 
@@ -258,6 +261,8 @@ def batch_diagnostics(logps: PairLogps, out: LossOutput) -> dict[str, float]:
         # Σ over sequences of the summed log-ratios / Σ tokens = mean per-token log-ratio on the data's tokens
         ratio = (pc - logps.reference_chosen_logps).sum() + (pr - logps.reference_rejected_logps).sum()
         d["log_ratio/per_token"] = (ratio / (lc.sum() + lr.sum()).clamp(min=1)).item()
+        chosen_ratio = (pc - logps.reference_chosen_logps).sum() / lc.sum().clamp(min=1)
+        d["log_ratio/chosen_per_token"] = chosen_ratio.item()
     return d
 
 
@@ -286,7 +291,6 @@ class PreferenceTrainer(TokenBudgetSteps, MetricsMixin, Trainer):
         self.previous_is_reference = previous_is_reference  # π_t is π_ref's model: its numbers serve both
         self.eval_pairs = eval_pairs
         self.alert_drop = alert_drop
-        self.first_chosen_logp: float | None = None
         self.last_eval_report: dict[str, Any] = {}
         self._init_metrics(metrics_path)
 
@@ -333,19 +337,14 @@ class PreferenceTrainer(TokenBudgetSteps, MetricsMixin, Trainer):
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
         super().log(logs, start_time)  # MetricsMixin adds the averaged batch metrics to `logs`
-        now = logs.get("logps/chosen_per_token")
-        if now is None:
-            return
-        if self.first_chosen_logp is None:
-            self.first_chosen_logp = now
-        elif self.alert_drop > 0 and self.first_chosen_logp - now > self.alert_drop:
+        ratio = logs.get("log_ratio/chosen_per_token")  # policy vs reference on the same chosen responses
+        if ratio is not None and self.alert_drop > 0 and -ratio > self.alert_drop:
             self.alert(  # once per run (MetricsMixin keeps it in self.alerts and alerts.jsonl)
                 "chosen_logp_drop",
-                f"step {self.state.global_step}: the mean chosen log-prob per token fell "
-                f"{self.first_chosen_logp - now:.3f} nats below its first logged value "
-                f"({self.first_chosen_logp:.3f} -> {now:.3f}; alerts.chosen_logp_drop={self.alert_drop}). "
-                "The policy is making the preferred responses less likely; consider a lower train.lr, a "
-                "larger beta, or loss.params.sft_weight > 0",
+                f"step {self.state.global_step}: the policy gives the chosen responses {-ratio:.3f} nats per token "
+                f"less log-probability than the reference gives the same responses (log_ratio/chosen_per_token "
+                f"{ratio:.3f}; alerts.chosen_logp_drop={self.alert_drop}). The policy is making the preferred "
+                "responses less likely; consider a lower train.lr, a larger beta, or loss.params.sft_weight > 0",
             )
 
     @torch.no_grad()
@@ -517,12 +516,6 @@ def setup(cfg: TrainConfig, resume: bool = False) -> Setup:
         metrics_path=run.metrics_path,
         margin_scale=None if weighting is None else 1 / weighting["mean_margin"],
     )
-    if run.resume_from is not None and run.metrics_path.exists():  # the alert compares with the first logged step
-        for line in run.metrics_path.read_text(encoding="utf-8").splitlines():
-            row = json.loads(line) if line.strip() else {}
-            if "logps/chosen_per_token" in row:
-                trainer.first_chosen_logp = row["logps/chosen_per_token"]
-                break
     data_reports = data.reports()
     run.save_data_report(data_reports)
     reports = {

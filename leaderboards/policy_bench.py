@@ -373,7 +373,11 @@ class PolicyBenchSettings(DecodingSettings):
 
     model: str = option(doc="policy: builtin, directory, hub id, or a LoRA adapter directory")
     baseline: str | None = option(None, "model to compare against (e.g. the starting model)")
-    prompts: str = option("suite", "'suite' (its test prompts) or a prompts JSONL with graders")
+    prompts: str = option(
+        "suite",
+        "'suite' (its test prompts), a prompts JSONL with graders, or your own prompts ({prompt} rows) judged by "
+        "--judge against --baseline's answers",
+    )
     limit: int | None = option(
         None, "number of prompts: suite, family-balanced (default 120); --bench, the first N usable (default all)"
     )

@@ -129,7 +129,12 @@ def load_records(records_dir: str | Path | None = None) -> list[Record]:
     """All records in a directory (`*.json`, not recursive), oldest first."""
     d = Path(records_dir) if records_dir is not None else DEFAULT_RECORDS_DIR
     if not d.is_dir():
-        raise UserError(f"records directory {d} does not exist; run a benchmark first or pass the right directory")
+        raise UserError(
+            f"no benchmark records yet: {d} does not exist. A record is written by every benchmark run, e.g.\n"
+            "  align bench run suite --model runs/quickstart/rm/model\n"
+            "  align bench run rewardbench --model runs/quickstart/rm/model --data path/to/filtered.jsonl\n"
+            "then `align bench show` lists them (or pass --records DIR where they were written)"
+        )
     recs = [load_record(p) for p in sorted(d.glob("*.json"))]
     return sorted(recs, key=lambda r: r.date)
 

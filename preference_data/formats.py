@@ -415,6 +415,36 @@ def _prompts(rows: Rows, report: DataReport) -> Iterator[Record]:
         )
 
 
+def _response_row(row: dict[str, Any]) -> tuple[list[Message], list[Message]]:
+    """(prompt, response) of a responses row: {prompt, response | completion}, or {messages} whose last message is
+    the assistant's response."""
+    if "messages" in row and "prompt" not in row:
+        conv = parse_messages(_field(row, "messages"), "messages")
+        if len(conv) < 2 or conv[-1].role != "assistant":
+            raise Skip("no_response", "'messages' must end with an assistant message (the response to score)")
+        prompt, response = conv[:-1], conv[-1:]
+    else:
+        key = "response" if "response" in row else "completion"
+        prompt = parse_messages(_field(row, "prompt"), "prompt")
+        response = [Message(m.role or "assistant", m.content) for m in parse_messages(_field(row, key), key)]
+    if not "".join(m.content for m in prompt).strip():
+        raise Skip("empty_field", "the prompt is empty")
+    if not "".join(m.content for m in response).strip():
+        raise Skip("empty_response", "the response is empty")
+    return [Message(m.role or "user", m.content) for m in prompt], response
+
+
+def _responses(rows: Rows, report: DataReport) -> Iterator[Record]:
+    """One response to one prompt per row, unrated (what `align rm score` scores; pair builders skip them)."""
+    for row_no, row in rows:
+        try:
+            prompt, response = _response_row(row)
+        except Skip as s:
+            report.drop(s.reason, row_no, s.detail)
+            continue
+        yield RatedResponses(prompt, [response], [{}], {"row": row_no}, row.get("source", ""), str(row.get("id") or ""))
+
+
 def _trl(rows: Rows, report: DataReport) -> Iterator[Record]:
     yield from _pairs(_trl_row, "")(rows, report)
 
@@ -515,6 +545,18 @@ FORMATS: Table[Format] = Table(
             lambda r: "responses" in r and "scores" in r,
             "rows have 'responses' and 'scores'",
             ("prompt", "responses", "scores", "attributes", "source", "id"),
+        ),
+        "responses": Format(
+            _responses,
+            "one response to score per row: {prompt, response} (or completion), or {messages} ending with the "
+            "assistant's response",
+            "rated",
+            lambda r: (
+                ("prompt" in r and ("response" in r or "completion" in r) and "chosen" not in r)
+                or ("messages" in r and "prompt" not in r and "chosen" not in r)
+            ),
+            "rows have 'prompt' and 'response' (or 'completion'), or 'messages'",
+            ("prompt", "response", "completion", "messages", "source", "id"),
         ),
         "prompts": Format(
             _prompts,

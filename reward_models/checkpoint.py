@@ -89,9 +89,17 @@ def save_rm(
     distinct_pad(tokenizer, model)
     model.save_pretrained(str(out), safe_serialization=True)
     tokenizer.save_pretrained(str(out))
-    (out / STATS_FILE).write_text(json.dumps(asdict(stats), indent=2), encoding="utf-8")
-    (out / "README.md").write_text(model_card(out, stats, card or {}, tokenizer.pad_token), encoding="utf-8")
+    write_stats(out, stats, card or {})
     return out
+
+
+def write_stats(out: str | Path, stats: RewardStats, card: dict[str, Any]) -> None:
+    """(Re)write a saved RM's statistics and its model card, e.g. once the statistics have been measured on the saved
+    weights (`training.saved_reward_statistics`)."""
+    out = Path(out)
+    (out / STATS_FILE).write_text(json.dumps(asdict(stats), indent=2), encoding="utf-8")
+    pad = load_tokenizer(str(out)).pad_token
+    (out / "README.md").write_text(model_card(out, stats, card, pad), encoding="utf-8")
 
 
 def distinct_pad(tokenizer: Any, model: Any) -> None:
@@ -147,13 +155,18 @@ normalised = (reward - {stats.mean!r}) / {stats.std!r}  # optional: mean 0, std 
 
 The reward is read at the last token of the chat template's rendering (the template's own ending, as
 `apply_chat_template` writes it); the pad token is `{pad_token}`, distinct from EOS. This is
-the recipe TRL reward functions, OpenRLHF and reward-bench use, and it gives exactly what
-`align rm score --model {out} --raw` reports. Batches: pad on the right or the left; the head reads the
-last non-pad token of each row.
+the recipe TRL reward functions, OpenRLHF and reward-bench use, and it gives what
+`align rm score --model {out} --raw` reports (float32 is every scoring command's default). Batches: pad on the
+right or the left; the head reads the last non-pad token of each row.
+
+In bfloat16 (`dtype=torch.bfloat16` here, `--dtype bfloat16` there) scoring is faster on a device with native
+bf16, but the scores are not these: they move by a few hundredths to tenths and a close pair can change order.
+Compare bf16 scores only with bf16 scores of the same RM.
 
 ## Normalisation
 
-`reward_stats.json`: mean {stats.mean:.6g}, std {stats.std:.6g} over {stats.n} rewards ({stats.computed_on}).
+`reward_stats.json`: mean {stats.mean:.6g}, std {stats.std:.6g} over {stats.n} rewards ({stats.computed_on}), of
+the float32 scores above.
 """
 
 

@@ -29,6 +29,12 @@ from .options import ModelOptions, _device, _is_empty, _resolve_dtype, _response
 
 @dataclass
 class ScalarOptions(ModelOptions):
+    dtype: Literal["auto", "bfloat16", "float32"] = option(
+        "float32",
+        "weights and activations. float32 (the default) scores exactly as the RM's model card's plain-transformers "
+        "recipe; bfloat16 (or auto: bf16 where the device runs it natively) is about 4x faster on such a device, "
+        "but its scores differ from the card's and can order a close pair the other way (docs/reward-models.md)",
+    )
     normalize: bool = option(
         False,
         "report (r - mean) / std with the statistics saved beside the RM "

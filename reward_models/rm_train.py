@@ -26,10 +26,10 @@ from prefalign.training.recipe import start_run
 from prefalign.training.trainer import base_dtype, prepare_model, resolve_precision, whole_state_dict
 from preference_data.training_pairs import load_training_pairs
 
-from .checkpoint import load_rm, save_rm
+from .checkpoint import RewardStats, load_rm, save_rm, write_stats
 from .rm_config import RMLossSection, RMTrainConfig, StrengthSection  # RMTrainConfig: `align validate` finds it here
 from .strength import StrengthConfig, measure_strength
-from .training import PLOT_KEYS, RMTrainer, reward_statistics, train_pair_rewards
+from .training import PLOT_KEYS, RMTrainer, saved_reward_statistics, train_pair_rewards
 
 
 def select_margins(pairs: list[Any], loss: RMLossSection) -> dict[str, Any]:
@@ -125,10 +125,10 @@ def run(cfg: RMTrainConfig, resume: bool = False) -> dict[str, Any]:
         trainer.evaluate()
         eval_report = trainer.last_eval_report
 
-    # save, with reward statistics on (a sample of) the training data
+    # save, with reward statistics on (a sample of) the training data, measured on the saved weights in fp32 (the
+    # precision of the model card's recipe and of every scoring command's default)
     sample = train_pairs[: cfg.eval.stats_pairs]
     computed_on = f"{len(sample)} training pairs of {cfg.data.source}"
-    stats, sample_rewards = reward_statistics(model, sample, pad_id, cfg.train, computed_on)
     card = {
         "base model": cfg.model,
         "method": cfg.train.method,
@@ -138,7 +138,9 @@ def run(cfg: RMTrainConfig, resume: bool = False) -> dict[str, Any]:
     }
     if eval_report:
         card["held-out accuracy"] = f"{eval_report['accuracy']:.3f} on {eval_report['pairs']} pairs"
-    model_dir = save_rm(model, tokenizer, run.dir / "model", stats, card=card, state=whole)
+    model_dir = save_rm(model, tokenizer, run.dir / "model", RewardStats(computed_on="pending"), card=card, state=whole)
+    stats, sample_rewards = saved_reward_statistics(model_dir, sample, pad_id, cfg.train, computed_on)
+    write_stats(model_dir, stats, card)
 
     # report
     reports = data.reports()

@@ -1,8 +1,9 @@
 """`align rm score`: one score per response of a data file, written as JSONL.
 
-Input: any stage-1 source (pairs -> chosen and rejected are scored; rated responses -> every response).
-Output rows: {"id", "response": "chosen" | "rejected" | <index>, "score"}. (Pair accuracy and its breakdowns
-come from `align bench run pairs`.)
+Input: any stage-1 source: preference pairs (chosen and rejected are scored), rated responses (every response), or
+one response per row ({prompt, response}, {prompt, completion}, or {messages} ending with the assistant's turn).
+Output rows: {"id", "response": "chosen" | "rejected" | <index>, "score", "prompt": [messages], "text": the
+response's text}, in the input's order. (Pair accuracy and its breakdowns come from `align bench run pairs`.)
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ def score_file(
     path = Path(out)
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", encoding="utf-8") as f:
-        for (rid, which, _, _), s in zip(items, scores, strict=True):
-            f.write(json.dumps({"id": rid, "response": which, "score": s}) + "\n")
+        for (rid, which, prompt, response), s in zip(items, scores, strict=True):
+            row = {"id": rid, "response": which, "score": s, "prompt": [m.to_dict() for m in prompt]}
+            f.write(json.dumps(row | {"text": "\n".join(m.content for m in response)}) + "\n")
     return len(items), path

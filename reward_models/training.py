@@ -8,6 +8,7 @@ at "the last non-pad token", which is wrong when pad == EOS (as in SmolLM2).
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,8 @@ import torch
 from transformers import Trainer
 
 from prefalign.models.batch import Layout
-from prefalign.models.forward import PackedForward, last_token_rewards
+from prefalign.models.forward import PackedForward, last_token_rewards, layout_for
+from prefalign.models.precision import default_device
 from prefalign.training.config import TrainSection
 from prefalign.training.evaluation import accuracy_report
 from prefalign.training.metrics import MetricsMixin
@@ -23,7 +25,7 @@ from prefalign.training.recipe import RecipeRun
 from prefalign.training.trainer import TokenBudgetSteps, training_arguments
 from preference_data.packing import PackCollator, PairDataset, pack_pairs
 
-from .checkpoint import RewardStats
+from .checkpoint import RewardStats, load_rm
 from .losses import compute_rm_loss
 from .rm_config import RMLossSection
 
@@ -179,8 +181,28 @@ def reward_statistics(
     return stats, first
 
 
+def saved_reward_statistics(
+    model_dir: str | Path, sample: list[Any], pad_id: int, train: TrainSection, computed_on: str
+) -> tuple[RewardStats, dict[str, Any]]:
+    """`reward_statistics` of the RM saved in `model_dir`, read back in fp32 as its model card's recipe and the
+    scorers' default read it: the statistics a user normalises with are those of the scores they get, whatever
+    precision the RM trained in."""
+    model, _, _ = load_rm(str(model_dir), dtype="float32")
+    device = default_device()
+    model.to(device)
+    fp32 = dataclasses.replace(train, precision="fp32", attention=layout_for(model, device=device))
+    return reward_statistics(model, sample, pad_id, fp32, computed_on)
+
+
 PLOT_KEYS = ["loss", "accuracy", "margin", "reward_mean", "reward_std"]
 """The training curves of a reward model's run report."""
 
 
-__all__ = ["PLOT_KEYS", "RMTrainer", "pair_rewards", "reward_statistics", "train_pair_rewards"]
+__all__ = [
+    "PLOT_KEYS",
+    "RMTrainer",
+    "pair_rewards",
+    "reward_statistics",
+    "saved_reward_statistics",
+    "train_pair_rewards",
+]

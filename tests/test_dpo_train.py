@@ -645,10 +645,12 @@ def test_chosen_logp_drop_alert_fires_once(tmp_path, data, capsys):
     from align.train import setup
 
     trainer = setup(config(tmp_path, data, "alerts.chosen_logp_drop=0.5")).trainer
-    for value in (-1.0, -1.4, -1.6, -2.0):  # per-token chosen log-probs at successive log steps
-        trainer.stash({"logps/chosen_per_token": value})
+    # the per-token log-prob of a batch moves with the batch (-1.0 then -2.0 here) and raises nothing; the policy's
+    # log-prob of the chosen responses against the reference's on the same batch does, once past 0.5 nats
+    for logp, ratio in ((-1.0, -0.1), (-2.0, -0.3), (-1.6, -0.6), (-1.2, -0.8)):
+        trainer.stash({"logps/chosen_per_token": logp, "log_ratio/chosen_per_token": ratio})
         trainer.log({"loss": 1.0})
-    assert len(trainer.alerts) == 1 and "fell 0.600 nats" in trainer.alerts[0]
+    assert len(trainer.alerts) == 1 and "0.600 nats per token" in trainer.alerts[0]
     assert capsys.readouterr().out.count("ALERT") == 1
     saved = [json.loads(x) for x in (Path(trainer.metrics_path).parent / "alerts.jsonl").read_text().splitlines()]
     assert [a["message"] for a in saved] == trainer.alerts  # written as raised, for the report of a running run

@@ -274,6 +274,10 @@ def cmd_init(args: argparse.Namespace) -> int:
     path = write_init(args.kind, args.dest, args, force=args.force)
     spec = INIT_KINDS[args.kind]
     print(f"wrote {path}")
+    if args.model == DEFAULT_MODEL:
+        print(f"  model: {DEFAULT_MODEL}, the embedded default (no download); --model for your own")
+    if args.data == DEFAULT_DATA:
+        print(f"  data: {DEFAULT_DATA}, a hub dataset (a download on first use); --data for your own file")
     if not spec.kind.startswith("settings:"):
         from .configs import check_resources, validate_file
 

@@ -67,11 +67,19 @@ class ScoreSettings:
     """`align rm score`: the arguments of `reward_models.score_cli.score_file`."""
 
     model: str = option(doc="a trained RM directory (or any sequence-classification model)")
-    data: str = option(doc="pairs, rated responses or (prompt, response) rows")
-    out: str = option(doc="output JSONL: one row per response")
+    data: str = option(
+        doc="preference pairs, rated responses, or one response per row: {prompt, response} (or completion), or "
+        "{messages} ending with the assistant's turn"
+    )
+    out: str = option(doc="output JSONL: one row per response, with its prompt and text beside the score")
     format: str = option("auto", "input format (default: detect)")
     raw: bool = option(False, "raw rewards instead of normalised (r - mean) / std")
-    dtype: str = option("auto", "auto: bfloat16 where the device runs it natively, else float32", choices=DTYPES)
+    dtype: str = option(
+        "float32",
+        "float32: the scores of the RM's model card recipe; bfloat16 or auto (bf16 where native) is faster but its "
+        "scores differ",
+        choices=DTYPES,
+    )
     batch_tokens: int = option(BATCH_TOKENS, "token budget per scoring batch")
 
 

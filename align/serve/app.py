@@ -275,7 +275,12 @@ def create_app(reward: ServedReward, opts: ServeOptions) -> FastAPI:
 
     def _template() -> ChatTemplate | PlainTemplate:
         if opts.template is None:
-            raise Unprocessable(["template: this server reads no chat-templated text; start it with --template MODEL"])
+            raise Unprocessable(
+                [
+                    "template: this server reads no chat-templated text; start it with --template MODEL (the model "
+                    "whose chat template rendered the text), or --template plain for raw prompt and response text"
+                ]
+            )
         return opts.template
 
     return app

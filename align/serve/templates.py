@@ -174,7 +174,8 @@ class ChatTemplate:
         what = "a prompt rendered with the generation prompt" if generation_prompt else "a rendered conversation"
         raise TemplateMismatch(
             f"not {what} of the chat template ({self.source}): {_clip(text)}; start the server with --template "
-            "set to the model whose template rendered it"
+            "set to the model whose template rendered it, or with --template plain when the engine sends the raw "
+            "prompt and response text (no chat template)"
         )
 
     def parse_prompt(self, text: str) -> Conversation:
@@ -216,7 +217,8 @@ class ChatTemplate:
         raise TemplateMismatch(
             f"no prompt of the chat template ({self.source}) starts this query: {_clip(query)}"
             + ("" if not prompt_text else "; its prompt is not a prefix either")
-            + "; start the server with --template set to the model whose template rendered it"
+            + "; start the server with --template set to the model whose template rendered it, or with "
+            "--template plain when the engine sends the raw prompt and response text (no chat template)"
         )
 
     def _cut_after_suffix(self, query: str, prompt_text: str) -> int | None:

@@ -25,6 +25,8 @@ filled, `C` capacity.
 
 from __future__ import annotations
 
+import functools
+import inspect
 from typing import Any, cast
 
 import torch
@@ -272,3 +274,15 @@ class SlabCache(_BatchCache):
             [self.mask[:, drop:end].index_select(0, keep), self.mask.new_ones(keep.numel(), size - (end - drop))], dim=1
         )
         self._shrink(units, new_of_row, drop, capacity)
+
+
+@functools.cache
+def _cache_kwarg_of(cls: type) -> str:
+    return "cache" if "cache" in inspect.signature(cls.forward).parameters else "past_key_values"
+
+
+def cache_kwarg(model: Any) -> str:
+    """The keyword `model`'s forward takes its KV cache by: `cache` in transformers releases that renamed it (the old
+    `past_key_values` warns there, once per process), else `past_key_values`. A peft model is asked for its base."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return _cache_kwarg_of(type(base))

@@ -32,6 +32,8 @@ from typing import Any, cast
 import torch
 from transformers.cache_utils import StaticCache, StaticLayer
 
+from .cache import cache_kwarg
+
 ROW_BUCKETS = 4
 """Row buckets are powers of this (1, 4, 16, 64, 256, ...; the largest is the engine's max_rows)."""
 
@@ -126,14 +128,16 @@ def _decode_step(
     position_ids: torch.Tensor,
     cache_position: torch.Tensor,
     attention_mask: torch.Tensor,
+    kv_name: str = "past_key_values",
 ) -> torch.Tensor:
-    """One token per row through `model`, written into `cache`; the next logits (rows, V)."""
+    """One token per row through `model`, written into `cache` (passed as `kv_name`, `cache_kwarg`'s answer, read
+    outside the compiled step); the next logits (rows, V)."""
     out = model(
         input_ids=input_ids,
         position_ids=position_ids,
         cache_position=cache_position,
         attention_mask=attention_mask,
-        past_key_values=cache,
+        **{kv_name: cache},
         use_cache=True,
     )
     return out.logits[:, -1]
@@ -177,5 +181,5 @@ class StaticSteps:
         ids[slots, 0] = tokens
         pos[slots, 0] = positions
         at = cache.fill.reshape(1).clone()
-        logits = self._step(model, cache, ids, pos, at, cache.mask)
+        logits = self._step(model, cache, ids, pos, at, cache.mask, cache_kwarg(model))
         return logits.index_select(0, slots)

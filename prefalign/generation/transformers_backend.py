@@ -37,7 +37,7 @@ from prefalign.errors import ConfigError, UserError, did_you_mean
 
 from .api import Completion, GenerationEngine, GenerationResult, RequestOutput, SamplingParams, Timings
 from .attention import PLAIN_ATTENTION, supports_decode_attention, using_decode_attention
-from .cache import SharedPrefixCache, SlabCache
+from .cache import SharedPrefixCache, SlabCache, cache_kwarg
 from .sampling import RowSettings, sample, sample_uniforms
 from .schedule import BATCH_ORDERS, Unit, batches, pieces
 from .static import BucketCache, StaticSteps, prompt_bucket, row_bucket
@@ -353,7 +353,7 @@ def prefill(
             input_ids=input_ids.to(device),
             attention_mask=mask.to(device),
             position_ids=positions.to(device),
-            past_key_values=kv,
+            **{cache_kwarg(model): kv},
             use_cache=True,
             # an index tensor, not 1: the last position gathered into a contiguous (units, 1, hidden) tensor; the
             # slice that `1` takes is a strided view, and the output projection of a strided 3-d input expands the
@@ -470,7 +470,7 @@ class _DecodeState:
         out = self.engine.model(
             input_ids=self.tok.unsqueeze(1),
             position_ids=(self.prompt_len + step - 1).unsqueeze(1),
-            past_key_values=self.cache,
+            **{cache_kwarg(self.engine.model): self.cache},
             use_cache=True,
             **self.cache.model_kwargs(),
         )

@@ -26,6 +26,8 @@ import logging
 import os
 import re
 import shutil
+import sys
+import warnings
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
@@ -44,6 +46,10 @@ BUILTINS = {
     "smollm2-135m-shape": "SmolLM2-135M's architecture, random weights (for speed measurements)",
 }
 DEFAULT_MODEL = "builtin:smollm2-135m-instruct"
+
+# peft asks every model it wraps for `is_gradient_checkpointing`, which transformers 5 deprecated in favour of
+# `is_activation_checkpointing`: a FutureWarning on every LoRA run that the user cannot act on (peft's to fix)
+warnings.filterwarnings("ignore", message=r"`is_gradient_checkpointing` is deprecated", category=FutureWarning)
 
 
 def cache_dir() -> Path:
@@ -326,9 +332,13 @@ def resolve(ref: str) -> str:
     p = Path(ref).expanduser()
     if p.exists():
         if not is_model_dir(p):
+            inner = run_model_dir(p)
+            if inner is not None:
+                return str(inner)
             raise UserError(
-                f"model directory {p} has no config.json (nor adapter_config.json); "
-                "point at a directory written by save_pretrained"
+                f"model directory {p} has no config.json (nor adapter_config.json) nor a run's "
+                f"{'/, '.join(RUN_MODEL_DIRS)}/ folder; point at a directory written by save_pretrained, or at a "
+                "run directory"
             )
         return str(p)
     if looks_local(ref):
@@ -355,6 +365,26 @@ def _hub_call(ref: str, fn, *args: Any, **kwargs: Any) -> Any:
             f"{str(e).splitlines()[0] if str(e) else ''}); check the id, or download it and pass the "
             "local directory"
         ) from None
+
+
+RUN_MODEL_DIRS = ("model", "merged", "adapter")
+"""Where a run directory keeps its model, in the order looked for: an RM's or judge's `model/`, a policy run's
+merged weights, its adapter."""
+
+_ANNOUNCED: set[str] = set()
+
+
+def run_model_dir(path: Path) -> Path | None:
+    """The model a run directory holds (the first of `RUN_MODEL_DIRS` that is a model directory), said once per
+    process; None when `path` holds none."""
+    for name in RUN_MODEL_DIRS:
+        inner = path / name
+        if inner.is_dir() and is_model_dir(inner):
+            if str(inner) not in _ANNOUNCED:
+                _ANNOUNCED.add(str(inner))
+                print(f"{path} is a run directory: using its {name}/ ({inner})", file=sys.stderr, flush=True)
+            return inner
+    return None
 
 
 def is_model_dir(path: str | Path) -> bool:
