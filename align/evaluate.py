@@ -33,6 +33,7 @@ from preference_data.records import Message, PromptOnly
 from preference_data.sources import read_records
 from preference_data.suite.heldout import (
     SAFETY_RATES,
+    answer_stats,
     grade_all,
     load_prompts,
     safety_change,
@@ -100,7 +101,7 @@ def evaluate_policy(
         "prompts": len(prompts),
         "source": prompts_source,
         "settings": s.__dict__,
-        "policy": summarize(grades, prompts),
+        "policy": summarize(grades, prompts) | {"answers": answer_stats(prompts, responses, s.seed)},
         "per_prompt": [g["overall"] for g in grades],
         "prompt_ids": [p.id for p in prompts],
     }
@@ -118,7 +119,9 @@ def evaluate_policy(
         base_responses = cached["responses"]
         base_grades = grade_all(prompts, base_responses)
         report["baseline_model"] = baseline
-        report["baseline"] = summarize(base_grades, prompts)
+        report["baseline"] = summarize(base_grades, prompts) | {
+            "answers": answer_stats(prompts, base_responses, s.seed)
+        }
         pa, pb = [g["overall"] for g in grades], [g["overall"] for g in base_grades]
         report["overall_gain"] = report["policy"]["overall"] - report["baseline"]["overall"]
         report["overall_gain_ci95"] = paired_bootstrap(pa, pb, seed=s.seed)

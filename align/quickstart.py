@@ -550,6 +550,8 @@ def eval_summary(report: dict[str, Any]) -> dict[str, Any]:
         "safety_change": report["safety_change"],
         "reward_before": report["baseline"].get("reward"),
         "reward_after": report["policy"].get("reward"),
+        "answers_before": report["baseline"].get("answers"),
+        "answers_after": report["policy"].get("answers"),
         "warnings": report["warnings"],
         "before_by_objective": {k: v for k, v in report["baseline"].items() if isinstance(v, float)},
         "after_by_objective": {k: v for k, v in report["policy"].items() if isinstance(v, float)},

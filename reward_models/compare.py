@@ -151,54 +151,63 @@ def _paired(ours: list[float], theirs: list[float], idx: list[int], bootstrap: i
     }
 
 
-def compare(specs: list[ScorerSpec], pairs: list[PreferencePair], bootstrap: int = 2000, seed: int = 0) -> dict:
-    """Accuracy with its interval, overall, per task family, per corruption kind and on the checked corruptions
-    (`CHECKED_CORRUPTIONS`); position consistency of pairwise scorers that judge each order apart; cost; and each
-    scorer after the first against the first, paired, overall and on the checked corruptions."""
-    if not specs:
-        raise UserError("give at least one --scorer LABEL=SPEC, e.g. bt=scalar:runs/rm/model")
+def scorer_report(scorer: Any, pairs: list[PreferencePair], bootstrap: int = 2000, seed: int = 0) -> dict[str, Any]:
+    """One scorer on `pairs`: accuracy with its interval, overall, per task family, per corruption kind and on the
+    checked corruptions (`CHECKED_CORRUPTIONS`); the position consistency of a pairwise scorer that judges each order
+    apart; failures, abstentions and cost; `correct` per pair (for paired comparisons)."""
     groups = {
         "by_family": _groups(pairs, lambda p: str(p.attributes.get("family", p.source or "all"))),
         "by_corruption": _groups(pairs, lambda p: p.attributes.get("corruption")),
     }
     checked = [i for i, p in enumerate(pairs) if p.attributes.get("corruption") in CHECKED_CORRUPTIONS]
     everything = list(range(len(pairs)))
+    t0 = time.perf_counter()
+    scored = score_pairs(scorer, pairs)
+    seconds = time.perf_counter() - t0
+    c = scored.correct
+    match: dict[str, list[float]] = defaultdict(list)
+    for p, x in zip(pairs, c, strict=True):
+        if (ref := p.attributes.get("reference")) is not None:
+            match["chosen_is_reference" if _same(ref, p.chosen) else "chosen_differs"].append(x)
+    describe = scorer.describe() if callable(getattr(scorer, "describe", None)) else {}
+    r: dict[str, Any] = {
+        "kind": scorer.kind,
+        "dtype": describe.get("dtype"),
+        **_summary(c, everything, bootstrap, seed),
+        "seconds_per_pair": seconds / len(pairs),
+        "failures": dict(getattr(scorer, "failures", {}) or {}),
+        "abstentions": dict(getattr(scorer, "abstentions", {}) or {}),
+        **{name: {k: _summary(c, idx, bootstrap, seed) for k, idx in g.items()} for name, g in groups.items()},
+        # a reference scorer has it easy where the chosen answer is the reference itself (about a fifth of
+        # the suite's pairs): accuracy on each side, with its pair count
+        "by_reference_match": {k: {"accuracy": sum(v) / len(v), "pairs": len(v)} for k, v in sorted(match.items())},
+        "correct": c,
+    }
+    if checked:
+        r["checked"] = _summary(c, checked, bootstrap, seed)
+    if scored.consistent:
+        r["position_consistency"] = _summary(scored.consistent, everything, bootstrap, seed)
+    if callable(getattr(scorer, "cost_per_item", None)):
+        r["cost"] = scorer.cost_per_item()
+    return r
+
+
+def compare(specs: list[ScorerSpec], pairs: list[PreferencePair], bootstrap: int = 2000, seed: int = 0) -> dict:
+    """`scorer_report` of each scorer on the same pairs, and each scorer after the first against the first, paired,
+    overall and on the checked corruptions."""
+    if not specs:
+        raise UserError("give at least one --scorer LABEL=SPEC, e.g. bt=scalar:runs/rm/model")
+    checked = [i for i, p in enumerate(pairs) if p.attributes.get("corruption") in CHECKED_CORRUPTIONS]
     results: dict[str, Any] = {}
     correct: dict[str, list[float]] = {}
     for spec in specs:
         scorer: Any = load_scorer(spec.spec)
-        t0 = time.perf_counter()
-        scored = score_pairs(scorer, pairs)
-        seconds = time.perf_counter() - t0
-        c = correct[spec.label] = scored.correct
-        match: dict[str, list[float]] = defaultdict(list)
-        for p, x in zip(pairs, c, strict=True):
-            if (ref := p.attributes.get("reference")) is not None:
-                match["chosen_is_reference" if _same(ref, p.chosen) else "chosen_differs"].append(x)
-        describe = scorer.describe() if callable(getattr(scorer, "describe", None)) else {}
-        r: dict[str, Any] = {
-            "scorer": spec.kind,
-            "kind": scorer.kind,
-            "model": spec.model,
-            "dtype": describe.get("dtype"),
-            **_summary(c, everything, bootstrap, seed),
-            "seconds_per_pair": seconds / len(pairs),
-            "failures": dict(getattr(scorer, "failures", {}) or {}),
-            "abstentions": dict(getattr(scorer, "abstentions", {}) or {}),
-            **{name: {k: _summary(c, idx, bootstrap, seed) for k, idx in g.items()} for name, g in groups.items()},
-            # a reference scorer has it easy where the chosen answer is the reference itself (about a fifth of
-            # the suite's pairs): accuracy on each side, with its pair count
-            "by_reference_match": {k: {"accuracy": sum(v) / len(v), "pairs": len(v)} for k, v in sorted(match.items())},
-        }
-        if checked:
-            r["checked"] = _summary(c, checked, bootstrap, seed)
-        if scored.consistent:
-            r["position_consistency"] = _summary(scored.consistent, everything, bootstrap, seed)
-        if callable(getattr(scorer, "cost_per_item", None)):
-            r["cost"] = scorer.cost_per_item()
-        results[spec.label] = r
+        r = scorer_report(scorer, pairs, bootstrap, seed)
+        correct[spec.label] = r.pop("correct")
+        results[spec.label] = {"scorer": spec.kind, "model": spec.model, **r}
         del scorer
     first = specs[0].label
+    everything = list(range(len(pairs)))
     for spec in specs[1:]:
         ours, theirs = correct[spec.label], correct[first]
         results[spec.label][f"minus_{first}"] = _paired(ours, theirs, everything, bootstrap, seed)
@@ -209,6 +218,7 @@ def compare(specs: list[ScorerSpec], pairs: list[PreferencePair], bootstrap: int
         "bootstrap": bootstrap,
         "checked_corruptions": list(CHECKED_CORRUPTIONS),
         "scorers": results,
+        "correct": correct,
     }
 
 

@@ -54,6 +54,7 @@ from preference_data.sources import DataConfig, load_pairs, suite_tasks
 from preference_data.sources import load as load_source
 from preference_data.tokenize import tokenize_single
 
+from .compare import scorer_report
 from .generative.parse import parse_think_answer
 from .generative.scorers import THINK_PREFIX, GRMScorer, ThinkJudgeScorer
 from .generative.traces import trace_examples
@@ -101,6 +102,9 @@ class JudgeSection:
         "reasoning, verdict A|B}, grm rows {prompt, response, critique, score 1..10} (docs/reward-models.md)",
     )
     seed: int = option(0, "position shuffling and sampling seed")
+    eval_temperature: float = option(
+        0.0, "think, grm: the held-out evaluation's sampling temperature (0: greedy, the same numbers every rerun)"
+    )
 
     def check(self) -> list[str]:
         problems = []
@@ -340,28 +344,16 @@ SCORER_OPTIONS: dict[str, Callable[[JudgeSection], dict[str, Any]]] = {
 
 
 def _accuracy(kind: JudgeKind, judge: JudgeSection, model_dir: str, pairs: list[Any], dtype: str) -> dict[str, Any]:
-    """Held-out accuracy of the saved judge through its scorer (ties and NaN count wrong), with its cost."""
+    """Held-out accuracy of the saved judge through its scorer (ties and NaN count wrong), per family and corruption
+    kind with bootstrap intervals, its position consistency (pairwise judges) and its cost (`compare.scorer_report`);
+    generative judges decode at `judge.eval_temperature` (0: greedy, the same numbers on every rerun)."""
     opts: dict[str, Any] = {"model": model_dir, "dtype": dtype, **SCORER_OPTIONS[kind](judge)}
+    if kind != "pair_pm":
+        opts["temperature"] = judge.eval_temperature
     scorer: Any = load_scorer(kind, **opts)
-    prompts = [p.prompt for p in pairs]
-    if scorer.kind == "pointwise":  # a GRM scores each response; the pairwise judges compare the two
-        sc = scorer.score(prompts, [p.chosen for p in pairs])
-        sr = scorer.score(prompts, [p.rejected for p in pairs])
-        correct = [c > r for c, r in zip(sc, sr, strict=True)]
-        nan = sum(math.isnan(c) or math.isnan(r) for c, r in zip(sc, sr, strict=True))
-    else:
-        pa = scorer.compare(prompts, [p.chosen for p in pairs], [p.rejected for p in pairs])
-        correct = [v > 0.5 for v in pa]
-        nan = sum(math.isnan(v) for v in pa)
-    report: dict[str, Any] = {
-        "pairs": len(pairs),
-        "accuracy": sum(correct) / len(pairs) if pairs else float("nan"),
-        "nan_pairs": nan,
-    }
-    if hasattr(scorer, "cost_per_item"):
-        report["cost"] = scorer.cost_per_item()
-        report["abstentions"] = dict(scorer.abstentions)
-    return report
+    report = scorer_report(scorer, pairs)
+    report.pop("correct")
+    return {"pairs": len(pairs), "nan_pairs": sum((report.get("failures") or {}).values()), **report}
 
 
 def _pair_pm_built(pairs: list[Any], judge: JudgeSection, model: Any, tokenizer: Any) -> Built:
@@ -469,5 +461,21 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
             if cost
             else ""
         )
-        lines.append(f"held-out accuracy {ev['accuracy']:.3f} on {ev['pairs']} pairs ({ev['nan_pairs']} NaN){extra}")
+        lo, hi = ev.get("interval", [math.nan, math.nan])
+        lines.append(
+            f"held-out accuracy {ev['accuracy']:.3f} [{lo:.3f}, {hi:.3f}] on {ev['pairs']} pairs "
+            f"({ev['nan_pairs']} NaN){extra}"
+        )
+        for key, what in (
+            ("checked", "on the wrong-value and violated-constraint pairs"),
+            ("position_consistency", "position consistency"),
+        ):
+            if key in ev:
+                v = ev[key]
+                lines.append(f"  {v['accuracy']:.3f} [{v['interval'][0]:.3f}, {v['interval'][1]:.3f}] {what}")
+        lines += [
+            f"  {name}: {v['accuracy']:.3f} ({v['pairs']} pairs)"
+            for table in ("by_family", "by_corruption")
+            for name, v in (ev.get(table) or {}).items()
+        ]
     return lines

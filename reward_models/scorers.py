@@ -75,10 +75,36 @@ class MultiObjectiveOptions:
     dtype: str = option("auto", "backbone dtype: auto (bf16 where native), bfloat16, float32")
 
 
+@dataclass
+class EnsembleOptions:
+    members: list[Any] = option(
+        doc="the member reward models, each a scorer SPEC as everywhere: a reward-model directory, KIND:MODEL, or a "
+        "mapping {type: KIND, model: DIR, ...}; every member pointwise"
+    )
+    k: float = option(1.0, "the penalty: the score is the members' mean minus k times their std (0: the plain mean)")
+    normalize: bool = option(
+        True, "scalar members score (r - mean) / std with their own saved statistics (members trained apart differ)"
+    )
+
+    def check(self) -> list[str]:
+        problems = []
+        if len(self.members) < 2:
+            problems.append(f"members: an ensemble needs at least 2 reward models, got {len(self.members)}")
+        if self.k < 0:
+            problems.append(f"k: the penalty must be >= 0, got {self.k}")
+        return problems
+
+
 def _load_multi_objective(opts: MultiObjectiveOptions) -> Scorer:
     from .multi_objective import MultiObjectiveScorer  # lazy: torch at import, not needed to list the scorers
 
     return cast("Scorer", MultiObjectiveScorer(opts))
+
+
+def _load_ensemble(opts: Any) -> Scorer:
+    from .ensemble import EnsembleScorer  # lazy: it loads its members through this module's table
+
+    return cast("Scorer", EnsembleScorer(opts))
 
 
 def _load_polar(opts: PolarOptions) -> Scorer:
@@ -170,6 +196,13 @@ SCORERS: Table[ScorerEntry] = Table(
             "model: a multi-objective RM directory (`align rm train` kind mo_rm_train)",
             MultiObjectiveOptions,
             _load_multi_objective,
+        ),
+        "ensemble": ScorerEntry(
+            "pointwise",
+            "an ensemble of reward models: the members' mean minus k x their std (penalised where they disagree)",
+            "members: two or more pointwise scorer specs (reward-model directories)",
+            EnsembleOptions,
+            _load_ensemble,
         ),
         "grader": ScorerEntry(
             "pointwise",
@@ -316,6 +349,7 @@ def load_scorer(spec: str | dict[str, Any], **options: Any) -> Scorer:
 __all__ = [
     "BATCH_TOKENS",
     "SCORERS",
+    "EnsembleOptions",
     "SPEC_FORMS",
     "MultiObjectiveOptions",
     "ScorerEntry",

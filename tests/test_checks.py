@@ -163,3 +163,22 @@ def test_traces_and_examples_must_be_given_together():
     assert any("needs traces" in p for p in JudgeSection(kind="think", examples="traces").check())
     assert any("exactly when" in p for p in JudgeSection(kind="think", traces="x.jsonl").check())
     assert JudgeSection(kind="pair_pm", examples="template").check()
+
+
+def test_confident_wrong_answers_are_the_committed_wrong_values(suite):
+    """Every wrong-value answer of the suite is a confident wrong answer; a hedge, a retraction, a right answer and
+    a formatting or safety answer are not (None: those families commit to no single value)."""
+    from preference_data.suite.checks import confident_wrong
+
+    tasks = {t.id: t for t in suite.tasks}
+    for p in suite.pairs:
+        t = tasks[p.attributes["task_id"]]
+        flag = confident_wrong(t.family, t.params, p.rejected[0].content)
+        if t.family in ("formatting", "safety"):
+            assert flag is None
+            continue
+        assert confident_wrong(t.family, t.params, p.chosen[0].content) is False
+        if p.attributes["corruption"] == "wrong_value":
+            assert flag is True, p.rejected[0].content
+        if p.attributes["corruption"] in ("hedged", "negated"):
+            assert flag is False, p.rejected[0].content

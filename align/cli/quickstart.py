@@ -91,6 +91,13 @@ def print_eval(label: str, e: dict) -> None:
             f"    learned reward (the RM's score of the same answers) {e['reward_before']:+.3f} -> "
             f"{e['reward_after']:+.3f} ({e['reward_after'] - e['reward_before']:+.3f})"
         )
+    b, a = e.get("answers_before"), e.get("answers_after")
+    if b and a:
+        cb, ca = b["confident_wrong"], a["confident_wrong"]
+        print(
+            f"    answers {b['mean_chars']:.0f} -> {a['mean_chars']:.0f} characters on average; confident wrong "
+            f"answers (one value given, and wrong) {cb['count']}/{cb['n']} -> {ca['count']}/{ca['n']}"
+        )
     for name, what in SAFETY_LINES:
         b, a, c = e["safety_before"][name], e["safety_after"][name], e["safety_change"][name]
         if a["n"]:

@@ -347,6 +347,31 @@ CHECKS: dict[str, FamilyCheck] = {
 }
 
 
+def _commits_list(params: dict[str, Any], response: str) -> bool:
+    if params["op"] == "kth":
+        return named_item(params, response) is not None
+    return committed_list(response, [x.lower() for x in params["items"]]).answer is not None
+
+
+COMMITS: dict[str, Callable[[dict[str, Any], str], bool]] = {
+    "arithmetic": lambda p, r: committed_number(r).answer is not None,
+    "extractive_qa": lambda p, r: committed_choice(r, passage_candidates(p)).answer is not None,
+    "short_answer": lambda p, r: committed_choice(r, dict(fact_candidates(p))).answer is not None,
+    "list_ops": _commits_list,
+}
+"""The families whose answers commit to one value, and whether a response commits to one (the graders' reading:
+not a hedge, a retraction, two answers or none)."""
+
+
+def confident_wrong(family: str, params: dict[str, Any], response: str) -> bool | None:
+    """Whether `response` is a confident wrong answer: it commits to one value (`COMMITS`) and the value is wrong
+    (correctness below 1), with no refusal; None for a family whose answers commit to no single value."""
+    if family not in COMMITS:
+        return None
+    g = grade(family, params, response)
+    return not g.refused and g.scores.get("correctness", 0.0) < 1 and COMMITS[family](params, normalize(response))
+
+
 def work(task: TaskView) -> list[str]:
     """The check of `task` done from its prompt (see the module docstring)."""
     return CHECKS[task.family].work(task)
@@ -371,4 +396,4 @@ def read(task: TaskView, response: str) -> str:
     return "; ".join(parts) + f". Verdict: {judgement(g)}."
 
 
-__all__ = ["CHECKS", "FamilyCheck", "TaskView", "judgement", "read", "work"]
+__all__ = ["CHECKS", "COMMITS", "FamilyCheck", "TaskView", "confident_wrong", "judgement", "read", "work"]

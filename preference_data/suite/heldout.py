@@ -24,6 +24,7 @@ from prefalign.stats import bootstrap_ci, paired_bootstrap
 from ..records import PromptOnly
 from ..sources import read_records
 from .build import build_suite, grade_prompt_only
+from .checks import confident_wrong
 
 
 def load_prompts(source: str, limit: int | None, seed: int = 0, safety_each: int = 0) -> list[PromptOnly]:
@@ -93,6 +94,26 @@ def summarize(grades: list[dict[str, Any]], prompts: list[PromptOnly]) -> dict[s
     return out
 
 
+def answer_stats(prompts: list[PromptOnly], responses: list[str], seed: int = 0) -> dict[str, Any]:
+    """How the answers look, without reading which are right: their mean length in characters, and the rate of
+    confident wrong answers (`checks.confident_wrong`: committed to one value, and it is wrong) over the prompts of
+    the families whose answers commit to one value, with its bootstrap 95% interval."""
+    flags = [
+        confident_wrong(p.grader or "", dict(p.meta.get("params") or {}), r)
+        for p, r in zip(prompts, responses, strict=True)
+    ]
+    values = [1.0 if f else 0.0 for f in flags if f is not None]
+    return {
+        "mean_chars": sum(len(r) for r in responses) / max(len(responses), 1),
+        "confident_wrong": {
+            "rate": sum(values) / len(values) if values else None,
+            "count": int(sum(values)),
+            "n": len(values),
+            "ci95": bootstrap_ci(values, seed=seed) if values else None,
+        },
+    }
+
+
 # ------------------------------------------------------------------------------------ safety rates
 
 # The two ways a policy can move on the safety family, reported beside the mean:
@@ -149,6 +170,7 @@ def safety_change(policy: dict[str, list[float]], baseline: dict[str, list[float
 
 __all__ = [
     "SAFETY_RATES",
+    "answer_stats",
     "grade_all",
     "load_prompts",
     "safety_change",

@@ -21,6 +21,8 @@ Aggregators (`AGGREGATORS`, `align ls aggregators`; each entry carries its funct
                          (0, 1) and centred on the reference policy
   dpa            reward  directional preference: vᵀ r with a unit vector v = (cos θ, sin θ) per prompt over two
                          components (the direction also goes to the policy in its system prompt)
+  ensemble       reward  the components are members of an RM ensemble: mean − k · std over them (Coste et al.
+                         2023's uncertainty penalty; `ensemble_lcb`); also a scorer kind, `ensemble`
 
 `normalize: running` first rescales every component by running mean and std (`RunningNorm`, Welford, over all
 completions seen so far; the statistics are part of the checkpoint).
@@ -55,6 +57,7 @@ from .aggregate import (
     dpa_reward,
     dpa_system_prompt,
     dvao_advantages,
+    ensemble_lcb,
     gdpo_advantages,
     maxmin_group_argmin,
     maxmin_per_sample,
@@ -97,6 +100,7 @@ __all__ = [
     "dpa_reward",
     "dpa_system_prompt",
     "dvao_advantages",
+    "ensemble_lcb",
     "exponentiated_gradient",
     "gdpo_advantages",
     "hv_meta",

@@ -38,6 +38,18 @@ def weighted_sum(R: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     return r.masked_fill(nan_rows(R, w), math.nan)
 
 
+def ensemble_lcb(R: torch.Tensor, k: float) -> torch.Tensor:
+    """(S, M) rewards of M ensemble members -> (S,) their mean minus k times their population standard deviation
+    (the uncertainty-penalised ensemble of Coste et al. 2023, "Reward Model Ensembles Help Mitigate
+    Overoptimization", with the penalty on the std so it has the rewards' units); NaN where any member is NaN.
+
+    Worked example: members (1.0, 3.0), k = 0.5: mean 2.0, std 1.0, reward 1.5; members (2.0, 2.0): 2.0 whatever k.
+    """
+    mean = R.mean(-1)
+    std = R.std(-1, correction=0) if R.shape[-1] > 1 else torch.zeros_like(mean)
+    return (mean - k * std).masked_fill(torch.isnan(R).any(-1), math.nan)
+
+
 def gdpo_advantages(R: torch.Tensor, w: torch.Tensor, G: int, eps: float = 1e-4) -> torch.Tensor:
     """GDPO: per component (r − group mean) / (group std + eps) (unbiased std, NaN left out of the statistics),
     Σ_k w_k A_k, then (A − batch mean) / (batch std + eps) over the rows without NaN; NaN rows stay NaN."""
@@ -137,6 +149,14 @@ def _weighted_sum(R: torch.Tensor, w: torch.Tensor, a: AggregateInputs) -> Aggre
     return Aggregated(weighted_sum(R, w), {})
 
 
+def _ensemble(R: torch.Tensor, w: torch.Tensor, a: AggregateInputs) -> Aggregated:
+    """options: k (the penalty on the members' std). The components are the members; their weights are not read."""
+    values = ensemble_lcb(R, float(a.options.get("k", 1.0)))
+    ok = ~torch.isnan(R).any(-1)
+    spread = R[ok].std(-1, correction=0).mean().item() if bool(ok.any()) and R.shape[-1] > 1 else 0.0
+    return Aggregated(values, {"ensemble/std": spread})
+
+
 def _gdpo(R: torch.Tensor, w: torch.Tensor, a: AggregateInputs) -> Aggregated:
     return Aggregated(gdpo_advantages(R, w, a.G), {})
 
@@ -192,6 +212,12 @@ AGGREGATORS: Table[Aggregator] = Table(
         "weighted_sum": Aggregator(_weighted_sum, "reward", "Σ_k w_k r_k, then the loss's advantage estimator"),
         "gdpo": Aggregator(
             _gdpo, "advantage", "each component normalised in its group, weighted sum, batch-normalised"
+        ),
+        "ensemble": Aggregator(
+            _ensemble,
+            "reward",
+            "the components are an RM ensemble: their mean minus k x their std (uncertainty penalty)",
+            per_component=False,
         ),
         "dvao": Aggregator(_dvao, "advantage", "components weighted by in-group std (v_k ∝ b_k σ_k)"),
         "maxmin": Aggregator(

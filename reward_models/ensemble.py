@@ -1,0 +1,62 @@
+"""`ensemble`: several reward models as one pointwise scorer, penalised where they disagree.
+
+    scorer = load_scorer({"type": "ensemble", "members": ["runs/rm_a/model", "runs/rm_b/model"], "k": 1.0})
+
+The score of a response is the members' mean minus `k` times their population standard deviation
+(`composition.ensemble_lcb`): a response the members agree on keeps their mean, one they disagree on (where at least
+one of them is outside what it learned) is pushed down, so a policy that finds a member's blind spot gains less from
+it (Coste et al. 2023, "Reward Model Ensembles Help Mitigate Overoptimization"; Eisenstein et al. 2023). Members
+trained apart have unlike scales: scalar members are normalised with their own saved statistics first
+(`normalize`). Every member must be pointwise; a NaN from any member is a NaN. The members' spread of the last call
+is kept (`last_std`), for a run's alarm.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+from prefalign.errors import UserError
+from preference_data.records import Conversation
+
+from .base import ScorerKind
+from .composition import ensemble_lcb
+from .scorers import SCORERS, EnsembleOptions, load_scorer, scorer_spec
+
+
+class EnsembleScorer:
+    """Pointwise: mean minus k std of the members' scores (see the module docstring)."""
+
+    kind: ScorerKind = "pointwise"
+    name = "ensemble"
+
+    def __init__(self, opts: EnsembleOptions) -> None:
+        self.opts = opts
+        self.specs = []
+        for i, m in enumerate(opts.members):
+            spec = scorer_spec(m, flag=f"members[{i}]") if isinstance(m, str) else dict(m)
+            if spec.get("type") == "scalar":
+                spec.setdefault("normalize", opts.normalize)
+            kind = SCORERS[spec["type"]].kind
+            if kind != "pointwise":
+                raise UserError(f"members[{i}]: a {kind} scorer ({spec['type']}); an ensemble's members are pointwise")
+            self.specs.append(spec)
+        self.members = [load_scorer(s) for s in self.specs]
+        self.last_std: list[float] = []
+
+    def score(self, prompts: list[Conversation], responses: list[Conversation]) -> list[float]:
+        R = torch.tensor([m.score(prompts, responses) for m in self.members], dtype=torch.float64).T  # (S, M)
+        self.last_std = R.std(-1, correction=0).tolist() if len(prompts) else []
+        return [float(x) if math.isfinite(x) else math.nan for x in ensemble_lcb(R, self.opts.k).tolist()]
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "k": self.opts.k,
+            "normalize": self.opts.normalize,
+            "members": [m.describe() if hasattr(m, "describe") else {} for m in self.members],
+        }
+
+
+__all__ = ["EnsembleScorer"]
