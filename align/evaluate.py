@@ -72,9 +72,12 @@ def evaluate_policy(
     safety_each: int = 0,
     reward_model: str | None = None,
     judge_options: dict[str, Any] | None = None,
+    check: str | dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Generate with `model` (and `baseline`), grade, compare; write report.json and generations.jsonl.
-    `settings` may be a verb's settings that extend DecodingSettings; the report records the decoding part."""
+    `settings` may be a verb's settings that extend DecodingSettings; the report records the decoding part.
+    `check`: a scorer spec that checks the same answers without gold (`check_answers`), for the reward-hacking
+    alarm of a run that has no answer key."""
     # the generation engine imports torch: loaded when an evaluation runs, not when the CLI starts
     from prefalign.generation.policy import generate, load_policy
 
@@ -138,6 +141,8 @@ def evaluate_policy(
         if cache:
             cache.parent.mkdir(parents=True, exist_ok=True)
             cache.write_text(json.dumps(cached))
+        if check is not None:
+            report["check"] = check_answers(check, prompts, responses, base_responses, s.seed)
         if judge == "gold":
             report["win_rate"], report["judge_nan"] = win_rate(pa, pb), 0
         else:
@@ -163,6 +168,41 @@ def evaluate_policy(
                 f.write(json.dumps(row, ensure_ascii=False) + "\n")
         (out / "report.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
     return report
+
+
+def check_answers(
+    spec: str | dict[str, Any], prompts: list[PromptOnly], policy: list[str], baseline: list[str], seed: int = 0
+) -> dict[str, Any]:
+    """A scorer's view of the policy's answers against the baseline's, a signal that needs no answer key: a
+    pairwise judge gives P(policy answer better) per prompt (both orders unless it judges both itself), the
+    baseline's own level being 0.5; a pointwise scorer gives each side's mean score. NaN prompts are left out and
+    counted. {kind, policy, baseline, ci95 (of the policy's), nan}."""
+    scorer: Any = load_scorer(scorer_spec(spec, flag="check") if isinstance(spec, str) else spec)
+    conv = [p.prompt for p in prompts]
+    pol, base = [[Message("assistant", x)] for x in policy], [[Message("assistant", x)] for x in baseline]
+    if scorer.kind == "pairwise":
+        pa = [float(x) for x in scorer.compare(conv, pol, base)]
+        if not getattr(scorer, "symmetric", False):
+            pa = [
+                0.5 * (x + 1.0 - y)
+                for x, y in zip(pa, [float(v) for v in scorer.compare(conv, base, pol)], strict=True)
+            ]
+        kept = [x for x in pa if math.isfinite(x)]
+        mean, base_level = (sum(kept) / len(kept) if kept else math.nan), 0.5
+    elif scorer.kind == "pointwise":
+        sa, sb = [float(x) for x in scorer.score(conv, pol)], [float(x) for x in scorer.score(conv, base)]
+        both = [(a, b) for a, b in zip(sa, sb, strict=True) if math.isfinite(a) and math.isfinite(b)]
+        kept = [a for a, _ in both]
+        mean, base_level = finite_mean(kept), finite_mean([b for _, b in both])
+    else:
+        raise UserError(f"check: a {scorer.kind} scorer; a check is a pointwise or a pairwise scorer")
+    return {
+        "kind": scorer.kind,
+        "policy": mean,
+        "baseline": base_level,
+        "ci95": list(bootstrap_ci(kept, seed=seed)) if kept else None,
+        "nan": len(prompts) - len(kept),
+    }
 
 
 def read_prompts(source: str) -> list[PromptOnly]:

@@ -45,6 +45,7 @@ from prefalign.models.hub import DEFAULT_MODEL, resolve
 from prefalign.models.precision import decide_precision
 from prefalign.stats import paired_bootstrap
 from prefalign.training.evaluation import group_lines
+from prefalign.training.metrics import ALERTS_FILE, append_alert, read_alerts, reward_hacking
 from prefalign.training.report import write_report
 from preference_data.doctor import run_doctor
 from preference_data.sources import DataConfig
@@ -200,6 +201,14 @@ class EvalSection:
         "auto",
         "generation precision: auto is bfloat16 where the device runs it natively, else float32 "
         "(the training stages have theirs in <stage>.train.precision)",
+    )
+    check: str | None = option(
+        None,
+        "a scorer that checks the answers without the answer key, for the reward-hacking alarm: a judge (e.g. "
+        "'{type: think, model: runs/judge_think_warmup/model}') or another RM. Its verdicts of each policy's answers "
+        "against the base model's are set beside the RM's score of them; the alarm fires when the RM's rose and the "
+        "check's fell",
+        metavar="SPEC",
     )
 
 
@@ -497,10 +506,15 @@ def eval_stage(cfg: QuickstartConfig, p: Pipeline, summary: dict[str, Any]) -> d
             baseline_cache=str(p.root / "eval" / "baseline.json"),
             safety_each=cfg.eval.safety_each,
             reward_model=rm,
+            check=cfg.eval.check,
         )
         for line in report_lines(report):
             p.say(f"eval {name}: {line}")
         out[name] = eval_summary(report)
+        alarm = hacking_alarm(out[name], cfg.eval.check)
+        if alarm is not None:
+            out[name]["alarm"] = alarm
+            p.say(f"ALARM ({name}): {alarm}")
     for name in ("aligned", "online"):
         if name in out and "dpo" in out:
             a, d = out[name], out["dpo"]
@@ -510,6 +524,16 @@ def eval_stage(cfg: QuickstartConfig, p: Pipeline, summary: dict[str, Any]) -> d
         start = out.get("dpo") if cfg.align_from == "dpo" else None
         record_eval_in_run(p.root / "align", out["aligned"], start, cfg.eval.split)
     return out
+
+
+def hacking_alarm(e: dict[str, Any], check: str | None) -> str | None:
+    """The reward-hacking alarm of one evaluated policy, from signals that need no answer key: the RM's mean score of
+    its answers against the base model's, and the check's (`eval.check`) verdicts of the same answers; None without
+    a check or when they do not diverge (`prefalign.training.metrics.reward_hacking` over the two points)."""
+    c, rb, ra = e.get("check"), e.get("reward_before"), e.get("reward_after")
+    if check is None or c is None or rb is None or ra is None:
+        return None
+    return reward_hacking([(0, rb, c["baseline"]), (1, ra, c["policy"])], run=1, signal=f"the check ({check})")
 
 
 EVAL_ROW = "quickstart eval"
@@ -528,9 +552,21 @@ def record_eval_in_run(run_dir: Path, end: dict[str, Any], start: dict[str, Any]
         if e is not None:
             r = e.get("reward_after")
             reward = {"eval_reward": r} if r is not None and math.isfinite(r) else {}  # NaN: no point drawn
-            rows.append({"step": step, "eval_gold/overall": e["after"], **reward, "from": EVAL_ROW, "split": split})
+            c = (e.get("check") or {}).get("policy")
+            check = {"eval_check": c} if c is not None and math.isfinite(c) else {}
+            rows.append(
+                {"step": step, "eval_gold/overall": e["after"], **reward, **check, "from": EVAL_ROW, "split": split}
+            )
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    alerts = [a for a in read_alerts(run_dir / ALERTS_FILE) if a.get("key") != CHECK_ALARM_KEY]
+    (run_dir / ALERTS_FILE).write_text("".join(json.dumps(a) + "\n" for a in alerts), encoding="utf-8")
+    if end.get("alarm"):
+        append_alert(path, last, CHECK_ALARM_KEY, end["alarm"])
     write_report(run_dir)
+
+
+CHECK_ALARM_KEY = "reward_hacking_check"
+"""The alarm the eval stage writes into the align run (replaced when the stage runs again)."""
 
 
 def eval_summary(report: dict[str, Any]) -> dict[str, Any]:
@@ -552,6 +588,7 @@ def eval_summary(report: dict[str, Any]) -> dict[str, Any]:
         "reward_after": report["policy"].get("reward"),
         "answers_before": report["baseline"].get("answers"),
         "answers_after": report["policy"].get("answers"),
+        "check": report.get("check"),
         "warnings": report["warnings"],
         "before_by_objective": {k: v for k, v in report["baseline"].items() if isinstance(v, float)},
         "after_by_objective": {k: v for k, v in report["policy"].items() if isinstance(v, float)},

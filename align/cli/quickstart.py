@@ -91,6 +91,15 @@ def print_eval(label: str, e: dict) -> None:
             f"    learned reward (the RM's score of the same answers) {e['reward_before']:+.3f} -> "
             f"{e['reward_after']:+.3f} ({e['reward_after'] - e['reward_before']:+.3f})"
         )
+    c = e.get("check")
+    if c is not None:
+        lo, hi = c["ci95"] or (float("nan"), float("nan"))
+        print(
+            f"    the check's view of the same answers {c['baseline']:.3f} -> {c['policy']:.3f} (95% CI {lo:.3f} .. "
+            f"{hi:.3f}; {c['nan']} left out)"
+        )
+    if e.get("alarm"):
+        print(f"    ALARM: {e['alarm']}")
     b, a = e.get("answers_before"), e.get("answers_after")
     if b and a:
         cb, ca = b["confident_wrong"], a["confident_wrong"]

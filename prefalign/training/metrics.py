@@ -38,14 +38,17 @@ HACKING_RUN = 2
 """Evaluations in a row in which the learned reward rose while held-out gold fell, before the alert fires."""
 
 
-def reward_hacking(evals: list[tuple[int, float, float]], run: int = HACKING_RUN) -> str | None:
-    """The alert when the learned reward rose while held-out gold fell at `run` consecutive evaluations, else None.
+def reward_hacking(
+    evals: list[tuple[int, float, float]], run: int = HACKING_RUN, signal: str = "held-out gold"
+) -> str | None:
+    """The alert when the learned reward rose while a check signal fell at `run` consecutive evaluations, else None.
 
-    `evals`: (step, learned reward, held-out gold) at each evaluation, in order (the same held-out answers scored by
-    the reward the run optimizes and by the gold graders). Each of the last `run` evaluations must raise the reward
-    and lower gold against the one before it: the optimizer is finding what the learned reward likes and the gold
-    graders do not. E.g. rewards 0.1, 0.2, 0.3 with gold 0.5, 0.4, 0.3 fire (two rises of reward, two falls of
-    gold); rewards 0.1, 0.2, 0.2 do not (the second did not rise)."""
+    `evals`: (step, learned reward, check) at each evaluation, in order: the same held-out answers scored by the
+    reward the run optimizes and by a signal that does not share its blind spots (`signal` names it): the gold graders
+    where there are any, else a judge that checks the answers (`eval.check` of the quickstart). Each of the last
+    `run` evaluations must raise the reward and lower the check against the one before it: the optimizer is finding
+    what the learned reward likes and the check does not. E.g. rewards 0.1, 0.2, 0.3 with checks 0.5, 0.4, 0.3 fire
+    (two rises of reward, two falls of the check); rewards 0.1, 0.2, 0.2 do not (the second did not rise)."""
     ok = [(s, r, g) for s, r, g in evals if math.isfinite(r) and math.isfinite(g)]
     if len(ok) < run + 1:
         return None
@@ -53,10 +56,11 @@ def reward_hacking(evals: list[tuple[int, float, float]], run: int = HACKING_RUN
     if not all(b[1] > a[1] and b[2] < a[2] for a, b in zip(tail, tail[1:], strict=False)):
         return None
     (s0, r0, g0), (s1, r1, g1) = tail[0], tail[-1]
+    times = f"at {run} evaluations in a row" if run > 1 else "between the two evaluations"
     return (
-        f"step {s1}: the learned reward rose while held-out gold fell at {run} evaluations in a row (steps {s0} -> "
-        f"{s1}: reward {r0:.4f} -> {r1:.4f}, gold {g0:.4f} -> {g1:.4f}); the policy is exploiting the reward model "
-        "(reward hacking): stop earlier, raise the KL coefficient, or improve the reward model"
+        f"step {s1}: the learned reward rose while {signal} fell {times} (steps {s0} -> {s1}: reward {r0:.4f} -> "
+        f"{r1:.4f}, {signal} {g0:.4f} -> {g1:.4f}); the policy is exploiting the reward model (reward hacking): stop "
+        "earlier, raise the KL coefficient, or improve the reward model"
     )
 
 

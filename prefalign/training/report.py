@@ -103,6 +103,9 @@ TRAILING = ("lengths/chosen", "tokens", "learning_rate", "grad_norm")
 HACKING = ("eval_reward", "eval_gold/overall")
 """The learned reward and the held-out gold score of the same held-out answers: drawn on one panel (two y axes), first,
 so a learned reward that rises while gold falls (reward hacking) shows at a glance."""
+HACKING_CHECK = ("eval_reward", "eval_check")
+"""The learned reward and a check of the same answers that needs no gold (a judge's verdicts against the start's
+answers): the same panel for a run without an answer key."""
 PAIRED = ("chosen", "rejected")
 """`<name>/chosen` and `<name>/rejected` share a panel (same unit, and their gap is the point)."""
 
@@ -304,6 +307,8 @@ def panels(names: Iterable[str], first: Sequence[str] = ()) -> list[Panel]:
         return 2, 0, p.title
 
     ordered = sorted(out, key=rank)
+    if all(h in names for h in HACKING_CHECK):
+        ordered.insert(0, Panel("learned reward vs the check (same answers, no gold)", [], [], twin=HACKING_CHECK))
     if all(h in names for h in HACKING):
         ordered.insert(0, Panel("learned reward vs held-out gold (same answers)", [], [], twin=HACKING))
     return ordered

@@ -1,0 +1,96 @@
+"""A reward the policy cannot win by surface: the RM ensemble's uncertainty penalty against a hand computation, and the
+reward-hacking alarm that needs no answer key (the learned reward rises while a check of the same answers falls)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+
+from align.quickstart import CHECK_ALARM_KEY, hacking_alarm, record_eval_in_run
+from prefalign.training.metrics import ALERTS_FILE, read_alerts, reward_hacking
+from preference_data.records import Message
+from reward_models.composition import AGGREGATORS, AggregateInputs, ensemble_lcb
+
+
+def test_ensemble_penalty_by_hand():
+    """Members (1, 3): mean 2, population std 1; k = 0.5 -> 1.5. Members (2, 2): 2 whatever k. Three members
+    (0, 3, 6): mean 3, std sqrt(6) = 2.449..., k = 1 -> 0.5505. A NaN member gives NaN."""
+    R = torch.tensor([[1.0, 3.0, float("nan")], [2.0, 2.0, float("nan")]])
+    assert ensemble_lcb(R[:, :2], 0.5).tolist() == [1.5, 2.0]
+    assert ensemble_lcb(torch.tensor([[0.0, 3.0, 6.0]]), 1.0).item() == pytest.approx(3 - math.sqrt(6))
+    assert math.isnan(ensemble_lcb(R, 0.5)[0].item())
+    assert ensemble_lcb(R[:, :2], 0.0).tolist() == [2.0, 2.0]  # k = 0: the plain mean
+    out = AGGREGATORS["ensemble"].fn(R[:, :2], torch.ones(2), AggregateInputs(G=1, options={"k": 0.5}))
+    assert out.values.tolist() == [1.5, 2.0] and out.stats["ensemble/std"] == pytest.approx(0.5)
+
+
+@pytest.fixture(scope="module")
+def two_rms(tmp_path_factory, tiny_model_ref):
+    from prefalign.models.hub import load_seq_cls, load_tokenizer
+    from reward_models.checkpoint import RewardStats, save_rm
+
+    out = []
+    for seed, (mean, std) in enumerate([(0.5, 2.0), (-1.0, 0.5)]):
+        model = load_seq_cls(tiny_model_ref, dtype="float32")
+        torch.manual_seed(seed)
+        torch.nn.init.normal_(model.score.weight, std=1.0)
+        d = tmp_path_factory.mktemp("ens") / f"rm{seed}"
+        save_rm(model, load_tokenizer(tiny_model_ref), d, RewardStats(mean, std, 4, 1, "test"))
+        out.append(str(d))
+    return out
+
+
+def test_ensemble_scorer_is_the_members_normalised_mean_minus_k_std(two_rms):
+    from reward_models.scorers import load_scorer
+
+    prompts = [[Message("user", "What is 2 + 2?")]] * 3
+    responses = [[Message("assistant", t)] for t in ("4", "5", "It is four, I think.")]
+    members = [load_scorer("scalar", model=m, normalize=True) for m in two_rms]
+    want = torch.tensor([m.score(prompts, responses) for m in members]).T  # (S, M), each normalised by its stats
+    ens = load_scorer({"type": "ensemble", "members": two_rms, "k": 0.7})
+    got = ens.score(prompts, responses)
+    assert got == pytest.approx(ensemble_lcb(want, 0.7).tolist(), abs=1e-5)
+    assert ens.last_std == pytest.approx(want.std(-1, correction=0).tolist(), abs=1e-5)
+    with pytest.raises(Exception, match="at least 2 reward models"):
+        load_scorer({"type": "ensemble", "members": two_rms[:1]})
+
+
+def test_the_alarm_fires_when_the_reward_rises_and_the_check_falls():
+    rising_falling = {"reward_before": -1.0, "reward_after": 1.7, "check": {"baseline": 0.5, "policy": 0.38}}
+    both_rise = {"reward_before": -1.0, "reward_after": 1.7, "check": {"baseline": 0.5, "policy": 0.64}}
+    msg = hacking_alarm(rising_falling, "{type: think, model: j}")
+    assert msg is not None and "the check ({type: think, model: j}) fell" in msg and "0.5000 -> 0.3800" in msg
+    assert hacking_alarm(both_rise, "{type: think, model: j}") is None
+    assert hacking_alarm(rising_falling, None) is None  # no check configured: nothing to compare with
+    # the gold-free signal reads like the gold one over a run's evaluations
+    assert reward_hacking([(0, 0.1, 0.5), (1, 0.3, 0.4)], run=1, signal="the judge") is not None
+    assert reward_hacking([(0, 0.1, 0.5), (1, 0.3, 0.6)], run=1, signal="the judge") is None
+
+
+def test_the_alarm_is_written_into_the_run_and_drawn(tmp_path):
+    """The eval stage's numbers go into the align run's metrics (the check as eval_check) and its alarm into
+    alerts.jsonl; the dashboard draws the learned reward against the check; a rerun replaces both."""
+    from prefalign.training.report import HACKING, HACKING_CHECK, panels
+
+    run = tmp_path / "align"
+    run.mkdir()
+    (run / "metrics.jsonl").write_text(json.dumps({"step": 48, "loss": 0.3}) + "\n")
+    end = {
+        "after": 0.28,
+        "reward_after": 1.7,
+        "check": {"baseline": 0.5, "policy": 0.38},
+        "alarm": "step 1: the learned reward rose while the check fell",
+    }
+    start = {"after": 0.2, "reward_after": -1.0, "check": {"baseline": 0.5, "policy": 0.5}}
+    for _ in range(2):
+        record_eval_in_run(run, end, start, "dev")
+    rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [(r["step"], r.get("eval_check")) for r in rows if "eval_check" in r] == [(0, 0.5), (48, 0.38)]
+    alerts = read_alerts(run / ALERTS_FILE)
+    assert [a["key"] for a in alerts] == [CHECK_ALARM_KEY] and "the check fell" in alerts[0]["message"]
+    names = {k for r in rows for k in r}
+    assert [p.twin for p in panels(names)[:2]] == [HACKING, HACKING_CHECK]  # gold first where there is gold
+    assert "the check fell" in (run / "report.html").read_text()
