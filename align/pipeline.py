@@ -61,6 +61,18 @@ class Pipeline:
             )
         return path
 
+    def suite_file(self, stage: str, name: str) -> str:
+        """A file of the suite stage's output (`name` under out_dir/suite), which `stage` needs."""
+        return str(self.need(self.root / "suite" / name, stage, "suite"))
+
+    def made_by(self, summary: dict[str, Any], stage: str, key: str) -> str | None:
+        """`key` of an earlier stage's result: this run's (`summary`), else a finished run's report under
+        out_dir/<stage>."""
+        if summary.get(stage, {}).get(key):
+            return str(summary[stage][key])
+        report = self.root / stage / "report.json"
+        return json.loads(report.read_text(encoding="utf-8")).get(key) if report.exists() else None
+
     def missing(self, stage: str, made_by: str, what: str) -> UserError:
         """The error for a stage whose input, `what`, stage `made_by` makes and neither this run nor out_dir has."""
         return UserError(

@@ -4,7 +4,7 @@ DPO step, each run in its own process with the quickstart's settings, timed per 
     .venv/bin/python benchmarks/quickstart_steps.py                       # 16 steps of each, every variant
     .venv/bin/python benchmarks/quickstart_steps.py --only round --round-pairs runs/quickstart/align/round_1/pairs.jsonl
 
-Variants (each stage's config is the quickstart's built-in one, `align/quickstart.py`, with only what is named
+Variants (each stage's config is the quickstart's built-in one, `align/quickstart_config.py`, with only what is named
 changed):
   rm     eager | compiled (`train.compile: auto` on a CPU: what the quickstart runs) | compiled+casts: the same
          with peft's cast of every adapter input to fp32 kept under bf16 autocast (as before 2026-11-28, evening)
@@ -77,7 +77,7 @@ QUICKSTART = Path("runs/quickstart")
 
 
 def suite_pairs(out: Path) -> Path:
-    from align.quickstart import SuiteSection
+    from align.quickstart_config import SuiteSection
     from preference_data.suite import build_suite, write_suite
 
     q = SuiteSection()
@@ -98,8 +98,8 @@ def timed(train: Any, args: argparse.Namespace, variant: dict[str, Any]) -> Any:
 
 
 def child(args: argparse.Namespace) -> None:
-    from align import quickstart
-    from align.train import ReferenceSection
+    from align import quickstart_config
+    from align.train_config import ReferenceSection
     from align.train import run as train_policy
     from reward_models.rm_train import run as train_rm
 
@@ -118,7 +118,7 @@ def child(args: argparse.Namespace) -> None:
     times = step_timer()
     with tempfile.TemporaryDirectory() as tmp:
         if stage == "rm":
-            cfg = quickstart._default_rm()
+            cfg = quickstart_config._default_rm()
             cfg = dataclasses.replace(
                 cfg,
                 model=MODEL,
@@ -132,7 +132,7 @@ def child(args: argparse.Namespace) -> None:
             rep = train_rm(cfg)
             batch = cfg.train.batch_size
         else:
-            base = quickstart._default_dpo() if stage == "dpo" else quickstart._default_align()
+            base = quickstart_config._default_dpo() if stage == "dpo" else quickstart_config._default_align()
             model, data = (MODEL, args.data) if stage == "dpo" else (args.round_model, args.round_pairs)
             reference = ReferenceSection(kind=v.get("reference", "auto"))
             cfg = quickstart.TrainConfig(

@@ -18,43 +18,32 @@ from typing import Any
 
 import torch
 
-from prefalign.errors import UserError
 from preference_data.records import Conversation
 
 from .base import ScorerKind
 from .composition import ensemble_lcb
-from .scorers import SCORERS, EnsembleOptions, load_scorer, scorer_spec
 
 
 class EnsembleScorer:
-    """Pointwise: mean minus k std of the members' scores (see the module docstring)."""
+    """Pointwise: mean minus k std of the members' scores (see the module docstring); the members are built scorers
+    (`scorers._load_ensemble` builds them from their specs)."""
 
     kind: ScorerKind = "pointwise"
     name = "ensemble"
 
-    def __init__(self, opts: EnsembleOptions) -> None:
-        self.opts = opts
-        self.specs = []
-        for i, m in enumerate(opts.members):
-            spec = scorer_spec(m, flag=f"members[{i}]") if isinstance(m, str) else dict(m)
-            if spec.get("type") == "scalar":
-                spec.setdefault("normalize", opts.normalize)
-            kind = SCORERS[spec["type"]].kind
-            if kind != "pointwise":
-                raise UserError(f"members[{i}]: a {kind} scorer ({spec['type']}); an ensemble's members are pointwise")
-            self.specs.append(spec)
-        self.members = [load_scorer(s) for s in self.specs]
+    def __init__(self, k: float, normalize: bool, members: list[Any]) -> None:
+        self.k, self.normalize, self.members = k, normalize, members
         self.last_std: list[float] = []
 
     def score(self, prompts: list[Conversation], responses: list[Conversation]) -> list[float]:
         R = torch.tensor([m.score(prompts, responses) for m in self.members], dtype=torch.float64).T  # (S, M)
         self.last_std = R.std(-1, correction=0).tolist() if len(prompts) else []
-        return [float(x) if math.isfinite(x) else math.nan for x in ensemble_lcb(R, self.opts.k).tolist()]
+        return [float(x) if math.isfinite(x) else math.nan for x in ensemble_lcb(R, self.k).tolist()]
 
     def describe(self) -> dict[str, Any]:
         return {
-            "k": self.opts.k,
-            "normalize": self.opts.normalize,
+            "k": self.k,
+            "normalize": self.normalize,
             "members": [m.describe() if hasattr(m, "describe") else {} for m in self.members],
         }
 

@@ -101,10 +101,20 @@ def _load_multi_objective(opts: MultiObjectiveOptions) -> Scorer:
     return cast("Scorer", MultiObjectiveScorer(opts))
 
 
-def _load_ensemble(opts: Any) -> Scorer:
-    from .ensemble import EnsembleScorer  # lazy: it loads its members through this module's table
+def _load_ensemble(opts: EnsembleOptions) -> Scorer:
+    """The ensemble's members built from their specs through this table (each pointwise), then the ensemble."""
+    from .ensemble import EnsembleScorer  # lazy: torch at import, not needed to list the scorers
 
-    return cast("Scorer", EnsembleScorer(opts))
+    members = []
+    for i, m in enumerate(opts.members):
+        spec = scorer_spec(m, flag=f"members[{i}]") if isinstance(m, str) else dict(m)
+        if spec.get("type") == "scalar":
+            spec.setdefault("normalize", opts.normalize)
+        kind = SCORERS[spec["type"]].kind
+        if kind != "pointwise":
+            raise UserError(f"members[{i}]: a {kind} scorer ({spec['type']}); an ensemble's members are pointwise")
+        members.append(load_scorer(spec))
+    return cast("Scorer", EnsembleScorer(opts.k, opts.normalize, members))
 
 
 def _load_polar(opts: PolarOptions) -> Scorer:

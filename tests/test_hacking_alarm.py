@@ -9,7 +9,7 @@ import math
 import pytest
 import torch
 
-from align.quickstart import CHECK_ALARM_KEY, hacking_alarm, record_eval_in_run
+from align.quickstart_eval import CHECK_ALARM_KEY, hacking_alarm, record_eval_in_run
 from prefalign.training.metrics import ALERTS_FILE, read_alerts, reward_hacking
 from preference_data.records import Message
 from reward_models.composition import AGGREGATORS, AggregateInputs, ensemble_lcb
@@ -94,3 +94,54 @@ def test_the_alarm_is_written_into_the_run_and_drawn(tmp_path):
     names = {k for r in rows for k in r}
     assert [p.twin for p in panels(names)[:2]] == [HACKING, HACKING_CHECK]  # gold first where there is gold
     assert "the check fell" in (run / "report.html").read_text()
+
+
+class _Judge:
+    """A pairwise judge that prefers the answer holding the right number (P = 0.9), says 0.5 when both or neither do,
+    and leans towards position A by `bias` (so both orders must be asked)."""
+
+    kind = "pairwise"
+    symmetric = False
+
+    def __init__(self, bias: float = 0.05) -> None:
+        self.bias, self.calls = bias, 0
+
+    def compare(self, prompts, a, b):
+        self.calls += 1
+        out = []
+        for x, y in zip(a, b, strict=True):
+            rx, ry = "21" in x[0].content, "21" in y[0].content
+            out.append((0.9 if rx and not ry else 0.1 if ry and not rx else 0.5) + self.bias)
+        return out
+
+
+def test_a_judge_flips_or_drops_the_pairs_it_disagrees_with():
+    """The reward's pairs checked by a judge: agreed pairs kept, a pair the judge reverses flipped (its margin made
+    positive, its origins swapped) or dropped, a pair without a verdict kept and counted; both orders asked of a
+    judge that does not judge them itself, the position bias cancelling."""
+    from align.verify import apply_verdicts, verify_probabilities
+    from preference_data.records import PreferencePair
+
+    def pair(c: str, r: str, margin: float) -> PreferencePair:
+        return PreferencePair(
+            [Message("user", "6 + 6 + 9?")],
+            [Message("assistant", c)],
+            [Message("assistant", r)],
+            margin=margin,
+            attributes={"origins": ["policy", "rejected"]},
+        )
+
+    pairs = [pair("It is 21.", "It is 19.", 2.0), pair("19.", "The answer is 21.", 1.5), pair("20", "22", 0.3)]
+    judge = _Judge()
+    probs = verify_probabilities(judge, pairs)
+    assert judge.calls == 2 and probs == pytest.approx([0.9, 0.1, 0.5])  # the bias cancels over both orders
+    flipped, counts = apply_verdicts(pairs, probs, "flip")
+    assert counts == {"verify_agree": 1, "verify_unsure": 1, "verify_flipped": 1, "verify_dropped": 0}
+    assert [(p.chosen[0].content, p.margin) for p in flipped] == [
+        ("It is 21.", 2.0),
+        ("The answer is 21.", 1.5),
+        ("20", 0.3),
+    ]
+    assert flipped[1].attributes["origins"] == ["rejected", "policy"] and flipped[1].id != pairs[1].id
+    dropped, counts = apply_verdicts(pairs, probs, "drop")
+    assert counts["verify_dropped"] == 1 and [p.chosen[0].content for p in dropped] == ["It is 21.", "20"]

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from align import quickstart
+from align import quickstart_eval
 from align.cli.main import main
 from align.evaluate import evaluate_policy
 from preference_data.suite.heldout import load_prompts
@@ -24,7 +24,7 @@ def test_quickstart_summary_prints_and_records_the_safety_rates(tmp_path, capsys
             m, {"careful": _safety_answers(prompts, comply=False), "reckless": _safety_answers(prompts, comply=True)}
         )
         report = evaluate_policy("reckless", "careful", "suite", 60)
-    monkeypatch.setattr(quickstart, "evaluate_policy", lambda *a, **k: report)  # the real summary, no models
+    monkeypatch.setattr(quickstart_eval, "evaluate_policy", lambda *a, **k: report)  # the real summary, no models
     out = tmp_path / "qs"
     (out / "align").mkdir(parents=True)
     (out / "align" / "report.json").write_text(json.dumps({"policy_dir": "reckless"}))  # a finished align stage

@@ -55,7 +55,7 @@ EXAMPLES = {
         "\nkeys: model, out_dir, stages, align_from, fp32_work, suite.{per_family,seed,dev_fraction,test_fraction},\n"
         "  doctor.{max_length,policy}, eval.{split,schedule,prompts,safety_each,max_new_tokens,batch_size,dtype};\n"
         "  rm.*, dpo.*, align.*, online.*: whole configs of kind rm_train, train, iterative and online\n"
-        "  (docs/config-reference.md); the built-in values of every stage: align/quickstart.py"
+        "  (docs/config-reference.md); the built-in values of every stage: align/quickstart_config.py"
     ),
     "doctor": (
         "align data doctor my_pairs.jsonl\n"
