@@ -191,3 +191,35 @@ def test_the_quickstart_help_names_only_keys_its_config_has():
         if key:
             assert key in {f.name for f in dataclasses.fields(top[head].default_factory())}, name
     assert set(top) - {"kind"} <= {n.split(".")[0] for n in listed}
+
+
+def test_validate_checks_what_a_run_needs_before_it_starts(tmp_path, capsys, tiny_model_ref):
+    """A model directory without a tokenizer, an output_dir that is a file or cannot be written, and a data file with
+    a malformed line each fail `align validate`, naming the key (and the line); other drops are counted in a note."""
+    from prefalign.models.hub import load_causal_lm, resolve
+
+    model = tmp_path / "no_tokenizer"
+    load_causal_lm(tiny_model_ref, dtype="float32").save_pretrained(str(model))  # weights and config, no tokenizer
+    good = '{"prompt": "q", "chosen": "a", "rejected": "b"}'
+    data = tmp_path / "pairs.jsonl"
+    data.write_text("\n".join([good, good.replace('"b"', '"c"'), "{not json", '{"prompt": "q", "chosen": ""}']) + "\n")
+    blocked = tmp_path / "blocked"
+    blocked.write_text("a file, not a directory")
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(
+        f"kind: train\nmodel: {model}\noutput_dir: {blocked}\ndata:\n  source: {data}\n  split: all\n"
+    )
+    assert main(["validate", str(cfg)]) == 2
+    err = capsys.readouterr().err
+    assert f"model: {model} has no tokenizer" in err
+    assert f"output_dir: {blocked} is a file" in err
+    assert f"data.source: {data}: 1 line(s) malformed json (line 3" in err
+    # a complete model directory, a writable output_dir and readable rows: ok, with the drops counted
+    data.write_text("\n".join([good, good.replace('"b"', '"c"'), '{"prompt": "q", "chosen": "", "rejected": "x"}']) + "\n")
+    cfg.write_text(
+        f"kind: train\nmodel: {resolve(tiny_model_ref)}\noutput_dir: {tmp_path / 'runs' / 'x'}\n"
+        f"data:\n  source: {data}\n  split: all\n"
+    )
+    assert main(["validate", str(cfg)]) == 0, capsys.readouterr().err
+    out = capsys.readouterr().out
+    assert "3 rows read, 2 records; a run drops 1" in out and "(line 3)" in out

@@ -12,6 +12,7 @@ positionally or with `--set`, in order, the later winning.
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 from prefalign.errors import UserError
@@ -64,3 +65,27 @@ def config_and_overrides(args: argparse.Namespace) -> tuple[str | None, list[str
     if config is None and getattr(args, "config_required", False):
         raise UserError("give a config: `align VERB CONFIG [k=v ...]` (or --config CONFIG); recipes: `align init`")
     return config, positional + list(getattr(args, "set_overrides", []) or [])
+
+
+def guard_earlier_run(output_dir: str, resume: bool, overwrite: bool, command: str) -> None:
+    """A run never starts over silently beside an earlier run's checkpoints: without --resume or --overwrite it stops
+    and says both; --overwrite deletes the checkpoints and the earlier run's metrics first; --resume is the
+    recipe's to act on (it says what it resumes from)."""
+    import shutil
+
+    from prefalign.training.trainer import last_checkpoint  # lazy: torch, only when a run starts
+
+    ckpts = Path(output_dir) / "checkpoints"
+    found = last_checkpoint(str(ckpts))
+    if found is None or resume:
+        return
+    if not overwrite:
+        raise UserError(
+            f"{output_dir} holds an earlier run's checkpoints (last: {Path(found).name}); continue it with "
+            f"`{command} --resume`, or start over with `{command} --overwrite` (its checkpoints and metrics are "
+            "deleted)"
+        )
+    shutil.rmtree(ckpts)
+    for name in ("metrics.jsonl", "alerts.jsonl"):
+        (Path(output_dir) / name).unlink(missing_ok=True)
+    print(f"--overwrite: deleted the earlier run's checkpoints and metrics in {output_dir}", flush=True)

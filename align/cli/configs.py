@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import json
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,7 +13,7 @@ from typing import Any, get_origin, get_type_hints
 
 from prefalign.config import REFUSED, load, read_yaml
 from prefalign.errors import ConfigError, UserError, did_you_mean
-from prefalign.models.hub import BUILTINS, is_model_dir, looks_local
+from prefalign.models.hub import BUILTINS, is_model_dir, looks_local, run_model_dir
 from prefalign.registry import Table
 
 # kind -> (module, class); imported lazily
@@ -89,6 +91,10 @@ def validate_file(path: str, overrides: list[str] | None = None) -> tuple[str, A
 MODEL_KEYS = ("model", "base_model", "proxy", "judge", "teacher", "reference_model")
 """Config keys (at any depth) whose string value is a model reference: builtin, local directory or hub id."""
 FILE_SUFFIX_KEYS = ("file", "prompts")
+OUTPUT_KEYS = ("output_dir", "out_dir")
+"""Keys whose string value is a directory the run writes: it must be creatable and writable."""
+UNREADABLE = ("malformed_json", "undecodable_bytes", "not_an_object")
+"""Drop reasons of rows a file holds but no format can read: `align validate` fails on them, naming the lines."""
 RESERVED = ("none", "suite", "gold", "oracle", "auto", "base", "policy", "reference")
 """Values of those keys that name no path (the built-in suite, the gold graders, a role)."""
 """Keys (at any depth, or ending in `_file`) whose string value is an input file that must exist."""
@@ -120,8 +126,10 @@ def _check_model(key: str, ref: str, problems: list[str], notes: list[str]) -> N
         return  # a scorer spec string: checked by its own parser when the run builds it
     path = Path(ref).expanduser()
     if path.exists():
-        if not is_model_dir(path):
+        if not is_model_dir(path) and run_model_dir(path) is None:
             problems.append(f"{key}: {ref} has no config.json (nor adapter_config.json); point at a saved model")
+            return
+        problems += [f"{key}: {p}" for p in model_dir_problems(run_model_dir(path) or path)]
         return
     if looks_local(ref):
         problems.append(
@@ -132,6 +140,57 @@ def _check_model(key: str, ref: str, problems: list[str], notes: list[str]) -> N
         notes.append(f"{key}: {ref} is a hub id (downloaded when the run starts; not checked here)")
     else:
         problems.append(f"{key}: '{ref}' is neither a builtin, an existing model directory, nor a hub id org/name")
+
+
+WEIGHT_FILES = (
+    "model.safetensors",
+    "model.safetensors.index.json",
+    "pytorch_model.bin",
+    "pytorch_model.bin.index.json",
+)
+ADAPTER_WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin")
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json")
+
+
+def model_dir_problems(path: Path) -> list[str]:
+    """What a local model directory lacks to load: its weights, and a tokenizer (here, or for an adapter in its base
+    model's directory); a GGUF-free save_pretrained directory has both. [] when it is complete."""
+    out = []
+    adapter = (path / "adapter_config.json").exists()
+    weights = ADAPTER_WEIGHTS if adapter else WEIGHT_FILES
+    if not any((path / f).exists() for f in weights):
+        out.append(f"{path} has no weights ({' or '.join(weights)}); it was not saved whole")
+    base = path
+    if adapter and not any((path / f).exists() for f in TOKENIZER_FILES):
+        try:
+            base_ref = json.loads((path / "adapter_config.json").read_text(encoding="utf-8")).get(
+                "base_model_name_or_path"
+            )
+        except (OSError, json.JSONDecodeError):
+            base_ref = None
+        base = Path(str(base_ref)) if base_ref and Path(str(base_ref)).is_dir() else path
+    if not any((base / f).exists() for f in TOKENIZER_FILES):
+        out.append(
+            f"{path} has no tokenizer ({' or '.join(TOKENIZER_FILES)}); save it beside the weights "
+            "(tokenizer.save_pretrained(DIR)) or copy the base model's tokenizer files in"
+        )
+    return out
+
+
+def output_dir_problem(key: str, value: str) -> str | None:
+    """Why a run could not write `value` (its output directory), or None: it is a file, or the nearest existing
+    directory above it cannot be written."""
+    path = Path(value).expanduser()
+    if path.exists() and not path.is_dir():
+        return f"{key}: {value} is a file; an output directory must be a directory (or not exist yet)"
+    probe = path
+    while not probe.exists():
+        probe = probe.parent
+    if not probe.is_dir():
+        return f"{key}: {value} cannot be created: {probe} is a file"
+    if not os.access(probe, os.W_OK | os.X_OK):
+        return f"{key}: {value} cannot be {'written' if probe == path else 'created'}: {probe} is not writable"
+    return None
 
 
 def _check_data(key: str, data: Any, problems: list[str], notes: list[str]) -> None:
@@ -150,6 +209,7 @@ def _check_data(key: str, data: Any, problems: list[str], notes: list[str]) -> N
     from preference_data.formats import detect_format
     from preference_data.io import iter_rows
     from preference_data.report import DataReport
+    from preference_data.sources import read_records
 
     try:
         rows = iter_rows(source, DataReport(source=source))
@@ -167,7 +227,25 @@ def _check_data(key: str, data: Any, problems: list[str], notes: list[str]) -> N
         fmt = getattr(data, "format", "auto")
         if fmt == "auto":
             fmt, _ = detect_format(first[1], f"{source} ({first[0]})")
-        notes.append(f"{key}.source: {source}: first row read as format '{fmt}'")
+        # the whole file, as the run will read it: every row that would be dropped, counted by reason
+        records, report = read_records(source, fmt)
+        broken = {r: n for r, n in report.dropped.items() if r in UNREADABLE}
+        for reason, n in sorted(broken.items()):
+            rows = ", ".join(report.examples.get(reason, []))
+            detail = report.details.get(reason, "")
+            problems.append(
+                f"{key}.source: {source}: {n} {report.row_unit}(s) {reason.replace('_', ' ')} ({report.row_unit} "
+                f"{rows}{'; ' + detail if detail else ''}); fix or remove them"
+            )
+        other = {r: n for r, n in report.dropped.items() if r not in UNREADABLE}
+        drops = "; ".join(
+            f"{n} {r.replace('_', ' ')} ({report.row_unit} {', '.join(report.examples.get(r, []))})"
+            for r, n in sorted(other.items())
+        )
+        notes.append(
+            f"{key}.source: {source}: format '{fmt}', {report.rows_read} rows read, {len(records)} records"
+            + (f"; a run drops {drops}" if drops else "; nothing dropped")
+        )
     except UserError as e:
         problems.append(f"{key}.source: {e}")
 
@@ -194,6 +272,10 @@ def check_resources(cfg: Any, where: str) -> list[str]:
         elif isinstance(value, str) and value and (name in FILE_SUFFIX_KEYS or name.endswith("_file")):
             if not Path(value).expanduser().exists():
                 problems.append(f"{key}: file {value} does not exist")
+        elif isinstance(value, str) and value and name in OUTPUT_KEYS:
+            problem = output_dir_problem(key, value)
+            if problem:
+                problems.append(problem)
     if problems:
         raise ConfigError(problems, where)
     return notes

@@ -352,8 +352,8 @@ def _main(argv: list[str] | None = None) -> int:
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+    except KeyboardInterrupt as e:  # a run's own message says what it saved and how to resume
+        print(str(e) or "interrupted (the last complete checkpoint is kept; rerun with --resume)", file=sys.stderr)
         return 130
 
 

@@ -10,13 +10,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from align.cli.common import HelpFormatter, add_config_args, config_and_overrides
+from align.cli.common import HelpFormatter, add_config_args, config_and_overrides, guard_earlier_run
 from prefalign.config import load, option, read_yaml
 from prefalign.errors import UserError
 from prefalign.models.precision import DTYPES
 from reward_models.scorers import BATCH_TOKENS
 
-from .configs import KINDS
+from .configs import KINDS, check_resources
 
 TRAIN_EXAMPLE = (
     "align rm train configs/rm_suite.yaml\n"
@@ -50,6 +50,9 @@ def cmd_train(args: argparse.Namespace) -> int:
     module, config = KINDS[kind if kind in RM_TRAIN_KINDS else "rm_train"]
     recipe: Any = importlib.import_module(module)
     cfg = load(getattr(recipe, config), path, overrides)
+    for note in check_resources(cfg, path or "the config"):  # models, output_dir, every data row: before any work
+        print(f"check: {note}", flush=True)
+    guard_earlier_run(cfg.output_dir, args.resume, args.overwrite, f"align rm train {path}")
     report = recipe.run(cfg, resume=args.resume)
     if report:
         print("\n".join(recipe.summary_lines(report)))
@@ -244,6 +247,9 @@ def register(sub: argparse._SubParsersAction, add) -> None:
     )
     add_config_args(p, "an rm_train (or judge_train, meta_rm_train, polar_*, mo_rm_train) YAML, e.g. from `align init`")
     p.add_argument("--resume", action="store_true", help="continue from the last checkpoint in output_dir")
+    p.add_argument(
+        "--overwrite", action="store_true", help="start over where output_dir holds an earlier run's checkpoints"
+    )
     add(
         rsub,
         "score",

@@ -6,8 +6,8 @@ import argparse
 import importlib
 from typing import Any
 
-from align.cli.common import add_config_args, config_and_overrides
-from align.cli.configs import config_class
+from align.cli.common import add_config_args, config_and_overrides, guard_earlier_run
+from align.cli.configs import check_resources, config_class
 from prefalign.config import load, read_yaml
 from prefalign.errors import ConfigError, did_you_mean
 
@@ -47,6 +47,9 @@ def cmd_train(args: argparse.Namespace) -> int:
         )
     module = importlib.import_module(TRAIN_KINDS[kind])
     cfg: Any = load(config_class(kind), path, overrides)  # every config problem before loading a model
+    for note in check_resources(cfg, path or "the config"):  # models, output_dir, every data row: before any work
+        print(f"check: {note}", flush=True)
+    guard_earlier_run(cfg.output_dir, args.resume, args.overwrite, f"align train {path}")
     report = module.run(cfg, resume=args.resume)
     if report:
         print("\n".join(module.summary_lines(report)))
@@ -65,3 +68,6 @@ def register(sub: argparse._SubParsersAction, add) -> None:
     )
     add_config_args(p, "a `kind: train | online | iterative` YAML (see configs/, or write one with `align init`)")
     p.add_argument("--resume", action="store_true", help="continue from the last checkpoint in output_dir")
+    p.add_argument(
+        "--overwrite", action="store_true", help="start over where output_dir holds an earlier run's checkpoints"
+    )

@@ -18,14 +18,17 @@ stopped.json and the run report as far as it got; `align report RUN_DIR` redraws
 
 from __future__ import annotations
 
+import contextlib
 import json
+import signal
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from transformers import set_seed
+from transformers import TrainerCallback, set_seed
 
 from prefalign.config import dump_yaml
 from prefalign.models.hub import load_model
@@ -56,6 +59,41 @@ class TrainStats:
         }
 
 
+class RunInterrupted(KeyboardInterrupt):
+    """A run stopped by Ctrl-C after saving its last step (the message says how to resume)."""
+
+
+class StopOnInterrupt(TrainerCallback):
+    """The first SIGINT (Ctrl-C) lets the current optimizer step finish, saves a checkpoint and stops training; a
+    second one stops at once (Python's KeyboardInterrupt), the last complete checkpoint left as it was."""
+
+    def __init__(self) -> None:
+        self.requested = False
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[None]:
+        if threading.current_thread() is not threading.main_thread():  # signals reach the main thread only
+            yield
+            return
+
+        def first(signum: int, frame: Any) -> None:
+            self.requested = True
+            signal.signal(signal.SIGINT, signal.default_int_handler)  # the second Ctrl-C: at once
+            print("\nCtrl-C: finishing this step and saving a checkpoint (Ctrl-C again to stop at once)", flush=True)
+
+        before = signal.signal(signal.SIGINT, first)
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGINT, before)
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+        if self.requested:
+            control.should_save = True
+            control.should_training_stop = True
+        return control
+
+
 @dataclass
 class RecipeRun:
     """One training run: its directory, the precision it resolved to, and where `--resume` continues from."""
@@ -79,8 +117,16 @@ class RecipeRun:
         if train.eval_every > 0 and evaluates:
             evaluate_every(trainer, train.eval_every)
         t0 = time.time()
+        stop = StopOnInterrupt()
+        trainer.add_callback(stop)
         try:
-            result = trainer.train(resume_from_checkpoint=self.resume_from)
+            with stop.installed():
+                result = trainer.train(resume_from_checkpoint=self.resume_from)
+            if stop.requested:  # the first Ctrl-C: the step finished and was saved
+                raise RunInterrupted(
+                    f"interrupted at step {trainer.state.global_step}: saved {self.checkpoints}/checkpoint-"
+                    f"{trainer.state.global_step}; continue with the same command and --resume"
+                )
         except BaseException as e:  # Ctrl-C included: say where it stopped, and leave the report of what ran
             if trainer.is_world_process_zero():
                 self.stopped(trainer.state.global_step, e)
@@ -147,7 +193,21 @@ def start_run(cfg: Any, train: TrainSection, what: str, resume: bool) -> RecipeR
     for name in stale:
         (run.dir / name).unlink(missing_ok=True)
     run.resume_from = resume_point(str(run.checkpoints), resume)
+    if run.resume_from is not None:
+        drop_rows_after(run.metrics_path, int(Path(run.resume_from).name.rsplit("-", 1)[-1]))
     return run
+
+
+def drop_rows_after(metrics: Path, step: int) -> None:
+    """Keep the metrics rows of steps up to `step` (the checkpoint a run resumes from): the steps after it are
+    trained again, and each step's row is written once."""
+    if not metrics.exists():
+        return
+    rows = [line for line in metrics.read_text(encoding="utf-8").splitlines() if line.strip()]
+    kept = [line for line in rows if int(json.loads(line).get("step", 0) or 0) <= step]
+    if len(kept) != len(rows):
+        metrics.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
+        print(f"--resume: {len(rows) - len(kept)} metrics rows after step {step} dropped (they are trained again)")
 
 
 def save_policy(

@@ -431,4 +431,6 @@ def resume_point(output_dir: str, resume: bool) -> str | None:
     found = last_checkpoint(output_dir) if resume else None
     if resume and found is None:
         print(f"--resume: no checkpoint under {output_dir}; starting from the beginning")
+    elif found is not None:
+        print(f"--resume: continuing from {found} (the optimizer, scheduler, RNG and data position as saved)")
     return found
