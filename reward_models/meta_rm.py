@@ -71,7 +71,13 @@ class MetaRMTrainConfig:
     lora: LoraSection = option(factory=LoraSection, doc="LoRA settings (train.method: lora)")
 
     def check(self) -> list[str]:
-        return self.train.token_budget_unsupported()
+        problems = self.train.token_budget_unsupported()
+        if self.data.split != "train":
+            problems.append(
+                f"data.split: a meta-RM learns from the GRM's critiques of training pairs only (held-out pairs go in "
+                f"eval:, never into training), got {self.data.split}"
+            )
+        return problems
 
 
 @dataclass
@@ -211,6 +217,7 @@ def run(cfg: MetaRMTrainConfig, resume: bool = False) -> dict[str, Any]:
             "method": cfg.train.method,
             "precision": run_.precision,
             "examples": counts,
+            "train_pair_ids": [p.id for p in pairs],  # what it learned from: checkable against any held-out split
             **trained.to_dict(),
             "eval": eval_report,
             "data": data_report.to_dict(),

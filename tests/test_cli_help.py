@@ -206,16 +206,16 @@ def test_validate_checks_what_a_run_needs_before_it_starts(tmp_path, capsys, tin
     blocked = tmp_path / "blocked"
     blocked.write_text("a file, not a directory")
     cfg = tmp_path / "c.yaml"
-    cfg.write_text(
-        f"kind: train\nmodel: {model}\noutput_dir: {blocked}\ndata:\n  source: {data}\n  split: all\n"
-    )
+    cfg.write_text(f"kind: train\nmodel: {model}\noutput_dir: {blocked}\ndata:\n  source: {data}\n  split: all\n")
     assert main(["validate", str(cfg)]) == 2
     err = capsys.readouterr().err
     assert f"model: {model} has no tokenizer" in err
     assert f"output_dir: {blocked} is a file" in err
     assert f"data.source: {data}: 1 line(s) malformed json (line 3" in err
     # a complete model directory, a writable output_dir and readable rows: ok, with the drops counted
-    data.write_text("\n".join([good, good.replace('"b"', '"c"'), '{"prompt": "q", "chosen": "", "rejected": "x"}']) + "\n")
+    data.write_text(
+        "\n".join([good, good.replace('"b"', '"c"'), '{"prompt": "q", "chosen": "", "rejected": "x"}']) + "\n"
+    )
     cfg.write_text(
         f"kind: train\nmodel: {resolve(tiny_model_ref)}\noutput_dir: {tmp_path / 'runs' / 'x'}\n"
         f"data:\n  source: {data}\n  split: all\n"

@@ -726,3 +726,57 @@ def test_margin_weights_name_the_pairs_without_a_margin(tmp_path, data):
 
     with pytest.raises(UserError, match=r"pairs\.jsonl: loss\.pair_weights: margin needs .* 8 of 8 lack one"):
         run(config(tmp_path, data, "loss.pair_weights=margin"))
+
+
+# --- interruption and reruns -------------------------------------------------------------------------------------
+
+
+def test_ctrl_c_saves_the_step_and_a_rerun_neither_starts_over_nor_repeats_a_row(tmp_path, data, capsys, monkeypatch):
+    """The first Ctrl-C (a SIGINT sent during step 2 of 4) lets the step finish, saves checkpoint-2 and exits naming
+    --resume; the same command without --resume refuses to start over beside the checkpoint; with --resume it
+    says what it continues from and writes each step's metrics row once."""
+    import os
+    import signal
+
+    from transformers import TrainerCallback
+
+    from align.cli.main import main
+    from prefalign.training import recipe
+
+    class CtrlC(TrainerCallback):
+        def on_step_begin(self, args, state, control, **kwargs):
+            if state.global_step == 1:  # step 2 is running
+                os.kill(os.getpid(), signal.SIGINT)
+
+    cfg = tmp_path / "dpo.yaml"
+    cfg.write_text(
+        f"kind: train\nmodel: builtin:tiny-llama\noutput_dir: {tmp_path / 'run'}\n"
+        f"data: {{source: {data}, split: all}}\neval: {{split: none}}\n"
+        "train: {method: lora, lr: 1.0e-2, max_steps: 4, batch_size: 4, precision: fp32, max_length: 128, "
+        "log_every: 1, save_every: 1, compile: false, seed: 0}\nlora: {r: 4, alpha: 8}\n"
+    )
+    original_train = recipe.RecipeRun.train
+
+    def train_with_ctrl_c(self, trainer, train, evaluates):
+        trainer.add_callback(CtrlC())
+        return original_train(self, trainer, train, evaluates)
+
+    monkeypatch.setattr(recipe.RecipeRun, "train", train_with_ctrl_c)
+    assert main(["train", str(cfg)]) == 130
+    err = capsys.readouterr().err
+    assert "interrupted at step 2" in err and "--resume" in err and "checkpoint-2" in err
+    assert (tmp_path / "run" / "checkpoints" / "checkpoint-2").is_dir()
+    monkeypatch.setattr(recipe.RecipeRun, "train", original_train)
+
+    assert main(["train", str(cfg)]) == 2  # beside the checkpoint, without --resume: refused, both ways named
+    err = capsys.readouterr().err
+    assert (
+        "holds an earlier run's checkpoints (last: checkpoint-2)" in err and "--resume" in err and "--overwrite" in err
+    )
+
+    assert main(["train", str(cfg), "--resume"]) == 0
+    out = capsys.readouterr().out
+    assert "--resume: continuing from" in out and "checkpoint-2" in out
+    rows = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines() if x.strip()]
+    steps = [r["step"] for r in rows if "loss" in r]
+    assert steps == sorted(set(steps)) and steps[-1] == 4  # each step once

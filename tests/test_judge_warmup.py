@@ -182,3 +182,36 @@ def test_meta_rm_trains_with_bce_and_rates_critiques(tmp_path, tiny_model_ref, m
     assert good > bad  # it learned the scripted signal
     assert ev["auc"] == 1.0 and ev["accuracy"] > 0.5
     assert torch.isfinite(torch.tensor([good, bad])).all()
+
+
+def test_the_meta_rm_learns_from_training_pairs_only(tmp_path, tiny_model_ref, monkeypatch):
+    """On the quickstart's suite, every pair a meta-RM sampled critiques of is a training pair (checked by id against
+    the suite's dev and test pairs), and a config that points its data at a held-out split is refused."""
+    from align.cli.main import main
+    from preference_data.suite import build_suite
+    from reward_models.meta_rm import Critique
+
+    def scripted(pairs, cfg, dtype):
+        return [
+            Critique(f"m{i}", "\\\\boxed{9}" if j % 2 else "\\\\boxed{2}", bool(j % 2))
+            for i in range(len(pairs))
+            for j in range(2)
+        ]
+
+    monkeypatch.setattr("reward_models.meta_rm.sample_critiques", scripted)
+    suite = "suite_per_family: 12, suite_dev_fraction: 0.25"
+    cfg = tmp_path / "meta.yaml"
+    cfg.write_text(
+        f"kind: meta_rm_train\nmodel: {TINY}\noutput_dir: {tmp_path / 'meta'}\n"
+        "critiques: {judge: some/grm, samples: 2}\n"
+        f"data: {{source: suite, split: train, {suite}}}\neval: {{split: none}}\n"
+        "train: {method: full, lr: 1.0e-3, max_steps: 1, batch_size: 8, precision: fp32, compile: false}\n"
+    )
+    assert main(["rm", "train", "--config", str(cfg)]) == 0
+    seen = set(json.loads((tmp_path / "meta" / "report.json").read_text())["train_pair_ids"])
+    s = build_suite(12, seed=0, dev_fraction=0.25, test_fraction=0.2)
+    assert seen == {p.id for p in s.train_pairs}
+    assert not seen & {p.id for p in s.dev_pairs + s.test_pairs}
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(cfg.read_text().replace("split: train", "split: dev"))
+    assert main(["rm", "train", "--config", str(bad)]) == 2

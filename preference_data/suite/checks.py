@@ -382,6 +382,22 @@ def judgement(g: Grade) -> str:
     return "right" if g.overall >= 0.999 else "wrong" if g.overall <= 0.001 else "partly right"
 
 
+QUOTE_WORDS = 12
+"""A response longer than twice this many words is quoted by its first and its last this many words."""
+
+
+def quote(response: str, words: int = QUOTE_WORDS) -> str:
+    """The response as a judge quotes it before reading it: on one line (line breaks as " / "), whole when it is at
+    most 2 x `words` words, else its first and last `words` words around " ... ". Copying the text it is about to read
+    binds the reading to the right response, and the ends carry what most checks look at: the answer, a cut-off, a
+    retraction, filler."""
+    flat = " / ".join(line.strip() for line in normalize(response).strip().splitlines() if line.strip())
+    parts = flat.split(" ")
+    if len(parts) <= 2 * words:
+        return flat
+    return " ".join(parts[:words]) + " ... " + " ".join(parts[-words:])
+
+
 def read(task: TaskView, response: str) -> str:
     """One line: what `response` gives, compared with the work, its problems, and the judgement."""
     text = normalize(response)
@@ -396,4 +412,14 @@ def read(task: TaskView, response: str) -> str:
     return "; ".join(parts) + f". Verdict: {judgement(g)}."
 
 
-__all__ = ["CHECKS", "COMMITS", "FamilyCheck", "TaskView", "confident_wrong", "judgement", "read", "work"]
+__all__ = [
+    "CHECKS",
+    "COMMITS",
+    "FamilyCheck",
+    "TaskView",
+    "confident_wrong",
+    "judgement",
+    "quote",
+    "read",
+    "work",
+]

@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from preference_data.suite.checks import TaskView, read, work
+from preference_data.suite.checks import TaskView, quote, read, work
 from preference_data.suite.families import grade
 
 DIMENSION_WEIGHTS = {"correctness": 0.4, "instruction_following": 0.3, "conciseness": 0.2, "safety": 0.1}
@@ -56,9 +56,12 @@ def strength(chosen: dict[str, Any], rejected: dict[str, Any]) -> int:
 
 
 def check_reasoning(task: TaskView, a: str, b: str) -> str:
-    """The check of a pair written out: the work done from the prompt, then what A and what B give against it and
-    their judgement (`preference_data.suite.checks`)."""
-    return "\n".join([*work(task), f"A: {read(task, a)}", f"B: {read(task, b)}"])
+    """The check of a pair written out: the work done from the prompt, then each response quoted and read against
+    it, with its judgement (`preference_data.suite.checks`)."""
+    lines = list(work(task))
+    for name, text in (("A", a), ("B", b)):
+        lines += [f'{name} says: "{quote(text)}"', f"{name}: {read(task, text)}"]
+    return "\n".join(lines)
 
 
 def _grades(task: TaskView, chosen: str, rejected: str) -> tuple[dict[str, Any], dict[str, Any]] | None:
@@ -74,7 +77,7 @@ def grm_critique(task: TaskView, response: str) -> str:
     response as the analysis, and the gold overall on the 1..10 scale as the score."""
     criteria = ", ".join(f"{k.replace('_', ' ')} ({w})" for k, w in DIMENSION_WEIGHTS.items())
     g = grade(task.family, task.params, response).to_dict()
-    analysis = " ".join(work(task)) + f" The response {read(task, response)}"
+    analysis = " ".join(work(task)) + f' The response says: "{quote(response)}" It {read(task, response)}'
     return f"Specific Criteria: {criteria}.\nAnalysis: {analysis}\nScore: \\boxed{{{grm_score(g)}}}"
 
 
