@@ -133,6 +133,10 @@ class Benchmark:
     """Name of the headline number."""
     uses_tie_policy: bool = True
     """False where the benchmark fixes its own tie handling (best-of-4 fractions, JudgeBench games)."""
+    counts_failures: bool = False
+    """True where the reference counts a failed judgement itself (JudgeBench: a failed order adds nothing to the
+    double game's counter and the pair stays in the denominator): a NaN score goes to the rule instead of failing
+    the example."""
     options: type | None = None
     """A dataclass of the benchmark's own settings (`BenchSettings.options`, checked like a config); the loader
     receives them as `options=` and the aggregation in `RunInfo.options`."""
@@ -244,7 +248,9 @@ def rmbench_aggregate(results: list[tuple[Example, dict[str, Any]]], run: RunInf
 
 
 def judgebench_rule(ex: Example, j: Judgement, tie_policy: TiePolicy) -> dict[str, Any]:
-    """Scores: single game, tie -> B>A. Pairwise judge: double game, (A,B) and (B,A) combined by counter."""
+    """Scores: single game, tie -> B>A. Pairwise judge: double game, (A,B) and (B,A) combined by counter. A failed
+    judgement (NaN) decides nothing, as the reference's None: a score NaN loses its comparison (B>A), an order
+    judged NaN adds 0 to the counter, and the pair stays in the denominator (`counts_failures`)."""
     label = ex.meta["label"]
     if j.scores is not None:
         decision = rules.judgebench_single_decision(j.scores[0], j.scores[1])
@@ -389,7 +395,7 @@ BENCHMARKS: Table[Benchmark] = Table(
         ),
         "judgebench": Benchmark(
             "judgebench",
-            "1.0",
+            "1.1",
             "JudgeBench: A/B label accuracy; single game for scorers (tie -> B>A), double game for pairwise judges",
             parse_judgebench,
             judgebench_rule,
@@ -400,6 +406,7 @@ BENCHMARKS: Table[Benchmark] = Table(
             split="gpt",
             headline="Overall",
             uses_tie_policy=False,
+            counts_failures=True,
         ),
         "pairs": Benchmark(
             "pairs",

@@ -1151,3 +1151,26 @@ def test_align_serve_cli_finishes_in_flight_requests_on_sigterm(tmp_path, rm_dir
             proc.kill()
     assert res["r"].status_code == 200 and res["r"].json()["rewards"] == [0.0]  # one item normalised: (r - r) / std
     assert state.exists()
+
+
+def test_a_client_of_a_server_that_never_answers_fails_within_its_timeout():
+    """A reward server that accepts the connection and never answers: the client raises within its timeout and
+    retries (not forever), naming the endpoint and the settings."""
+    import socket
+    import threading
+    import time
+
+    from align.serve.adapters import RemoteReward, RewardRequestError
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(4)
+    accepted: list = []
+    threading.Thread(target=lambda: [accepted.append(server.accept()) for _ in range(4)], daemon=True).start()
+    url = f"http://127.0.0.1:{server.getsockname()[1]}/score"
+    t0 = time.monotonic()
+    with pytest.raises(RewardRequestError) as e:
+        RemoteReward(url, timeout=0.5, retries=1).score([{"prompt": "q", "response": "a"}])
+    assert time.monotonic() - t0 < 10  # two attempts of 0.5 s and a 1 s back-off
+    assert url in str(e.value) and "0.5 s each" in str(e.value) and "timeout" in str(e.value)
+    server.close()

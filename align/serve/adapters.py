@@ -106,7 +106,10 @@ def post_json(url: str, payload: Any, api_key: str | None, timeout: float, retri
                 raise RewardRequestError(f"{url}: HTTP {e.code}: {message}") from None
             last = RewardRequestError(f"{url}: HTTP {e.code}: {message}")
         except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as e:
-            last = RewardRequestError(f"{url}: {e}")
+            last = RewardRequestError(
+                f"{url}: {e} (after {attempt + 1} attempt(s) of at most {timeout:g} s each: the client's timeout and "
+                "retries settings)"
+            )
         if attempt < retries:
             time.sleep(min(2.0**attempt, 30.0))
     assert last is not None

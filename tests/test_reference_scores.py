@@ -1,0 +1,208 @@
+"""Benchmark numbers to the letter of the reference code: fixed per-item inputs (model scores, judge verdicts,
+annotations, ratings; tests/fixtures/reference/, small synthetic files in each benchmark's own format that exercise
+its tricky rules) scored by this toolkit's rules, asserted against the numbers the benchmark's own code printed for
+the same inputs. The reference code was run once, outside the project, from a snapshot of its repository; each
+test names the repository, the commit, the function and the command.
+
+Where the reference sums with numpy or pandas and the toolkit with Python's `sum`, a value can differ in the last
+digit on other inputs (the order of a float sum); on these fixtures every asserted number is the reference's to the
+digit, except where a tolerance is given and said why.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from leaderboards.runner import BenchSettings, run_benchmark
+
+FIXTURES = Path(__file__).parent / "fixtures" / "reference"
+
+
+class TableScorer:
+    """Pointwise: a response's score looked up by its text (the fixtures' texts are unique)."""
+
+    kind = "pointwise"
+    name = "table"
+
+    def __init__(self, table: dict[str, float]) -> None:
+        self.table = table
+
+    def describe(self) -> dict:
+        return {"model": "table"}
+
+    def score(self, prompts, responses):
+        return [self.table[r[-1].content] for r in responses]
+
+
+class TableJudge:
+    """Pairwise: P(A preferred) looked up by (A's text, B's text); NaN for a failed judgement."""
+
+    kind = "pairwise"
+    name = "table-judge"
+    symmetric = False
+
+    def __init__(self, table: dict[tuple[str, str], float]) -> None:
+        self.table = table
+
+    def describe(self) -> dict:
+        return {"model": "table-judge"}
+
+    def compare(self, prompts, a, b):
+        return [self.table[(x[-1].content, y[-1].content)] for x, y in zip(a, b, strict=True)]
+
+
+def _run(bench: str, scorer, data: Path, **kw):
+    return run_benchmark(
+        bench, scorer, BenchSettings(data=str(data), use_cache=False, save=False, progress=False, **kw)
+    )
+
+
+def _rows(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def test_rewardbench2_subsets_ties_and_overall_are_the_reference_code_s():
+    """allenai/reward-bench @ 05a9005e: rewardbench/utils.py `reroll_and_score_dataset` (best-of-4: 1/#tied when the
+    chosen ties at the maximum), `process_single_model` (the Ties composite 0.3 tied + 0.3 ref + 0.2 pref + 0.2
+    pref_hard + 0.01 margin), scripts/run_v2.py; `python ref_rb2.py` on data.jsonl with scores.json (43 rows:
+    2-, 3- and 4-way ties at the top, subsets of 2-7 rows, 11 Ties prompts with ref-only, tied-only and dcm = 0)."""
+    d = FIXTURES / "rewardbench2"
+    rows, scores = _rows(d / "data.jsonl"), json.loads((d / "scores.json").read_text())
+    table = {t: float(s) for r in rows for t, s in zip(r["chosen"] + r["rejected"], scores[r["id"]], strict=True)}
+    s = _run("rewardbench2", TableScorer(table), d / "data.jsonl").scores
+    assert {k: v["score"] for k, v in s["subsets"].items()} == {
+        "Factuality": 0.34722222222222215,
+        "Focus": 0.45,
+        "Math": 0.4404761904761905,
+        "Precise IF": 0.3333333333333333,
+        "Safety": 0.75,
+        "Ties": 0.574545582091216,
+    }
+    assert s["headline"] == 0.482596221353827
+    # the Ties terms; the margin's mean differs from numpy's in the last digit (math.tanh vs np.tanh, sum vs mean)
+    ties = s["extra"]["ties"]
+    assert [
+        ties[k] for k in ("tied_accuracy", "ref_accuracy", "correctness_preferred", "correctness_preferred_hard")
+    ] == [
+        0.7,
+        0.7,
+        0.4444444444444444,
+        0.3333333333333333,
+    ]
+    assert ties["margin"] == pytest.approx(-0.10099734643394791, abs=1e-15)
+
+
+def test_rewardbench_sections_and_score_are_the_reference_code_s():
+    """allenai/reward-bench @ 05a9005e: scripts/run_rm.py (a tie counts wrong: `1 if chosen > rejected else 0`),
+    rewardbench/utils.py `calculate_scores_per_section` (sections weighted by EXAMPLE_COUNTS); `python ref_rb1.py`
+    on filtered.json with scores.json (124 rows, all 23 subsets, 16 tied pairs). The leaderboard's own table adds the
+    subsets in alphabetical order and gives Reasoning 0.42876984126984125 (1.1e-16 away); its Prior Sets average is
+    not computed here (docs/evaluation.md)."""
+    d = FIXTURES / "rewardbench"
+    rows, scores = json.loads((d / "filtered.json").read_text()), json.loads((d / "scores.json").read_text())
+    table = {}
+    for r in rows:
+        table[r["chosen"]], table[r["rejected"]] = scores[str(r["id"])]
+    s = _run("rewardbench", TableScorer(table), d / "filtered.json").scores
+    assert s["sections"] == {
+        "Chat": 0.5410348496940676,
+        "Chat Hard": 0.3911079782790309,
+        "Safety": 0.552020592020592,
+        "Reasoning": 0.42876984126984136,
+    }
+    assert s["headline"] == 0.4782333153158829
+
+
+def _judgebench_judge(path: Path) -> TableJudge:
+    decision = {"A>B": 1.0, "B>A": 0.0, "A=B": 0.5, None: math.nan}
+    table = {}
+    for r in _rows(path):
+        first, second = r["judgments"]
+        table[(r["response_A"], r["response_B"])] = decision[first["decision"] if first else None]
+        table[(r["response_B"], r["response_A"])] = decision[second["decision"] if second else None]
+    return TableJudge(table)
+
+
+def test_judgebench_games_are_the_reference_code_s():
+    """ScalerLab/JudgeBench @ e2c52c28: utils/metrics.py `compute_final_metrics` (double game: +1 / -1 per order, an
+    inconsistent pair not correct; a failed judgement adds 0 and the pair stays in the denominator), utils/judges.py
+    (a reward model: 'A>B' if score_A > score_B else 'B>A'); `python run_judge.py --judge_name reward_model
+    --single_game` and `--judge_name vanilla` on pairs.jsonl / pairs_fail.jsonl with the stored judgments (printed
+    in percent: 50.00, 42.86, 52.94)."""
+    d = FIXTURES / "judgebench"
+    table = {}
+    for r in _rows(d / "rm_judgments.jsonl"):
+        table[r["response_A"]], table[r["response_B"]] = r["judgments"][0]["judgment"]["scores"]
+    single = _run("judgebench", TableScorer(table), d / "pairs.jsonl").scores
+    assert single["sections"] == {
+        "mmlu-pro": 0.4,
+        "livebench-reasoning": 0.6666666666666666,
+        "livebench-math": 0.5,
+        "livecodebench": 0.5,
+    }
+    assert single["headline"] == 0.5
+    double = _run("judgebench", _judgebench_judge(d / "judge_judgments.jsonl"), d / "pairs.jsonl").scores
+    assert double["sections"] == {
+        "mmlu-pro": 0.6,
+        "livebench-reasoning": 0.0,
+        "livebench-math": 1.0,
+        "livecodebench": 0.25,
+    }
+    assert double["headline"] == 0.42857142857142855
+    # failed judgements: the reference's 52.94 (9/17), every pair kept; one order's failure leaves the other's verdict
+    failed = _run("judgebench", _judgebench_judge(d / "judge_judgments_fail.jsonl"), d / "pairs_fail.jsonl")
+    assert failed.scores["headline"] * 17 == pytest.approx(9) and failed.counts["examples"] == 17
+    assert {k: round(100 * v, 2) for k, v in failed.scores["sections"].items()} == {
+        "mmlu-pro": 66.67,
+        "livebench-reasoning": 0.0,
+        "livebench-math": 100.0,
+        "livecodebench": 40.0,
+    }
+
+
+def test_alpacaeval_raw_win_rate_is_the_reference_code_s():
+    """tatsu-lab/alpaca_eval @ cd543a14: metrics/winrate.py `get_winrate` -> helpers.py `describe_head2head`
+    (preference 2 = the model wins, 1 = the baseline, 1.5 and the legacy 0 a draw, null dropped; win rate =
+    mean(preference - 1) x 100); `alpaca_eval.evaluate(is_recompute_metrics_only=True)` on annotations.json (23 rows)
+    printed win_rate 51.00052909523809, 9 wins, 9 losses, 3 draws, 21 counted."""
+    from leaderboards.winrate import win_rates
+
+    rows = json.loads((FIXTURES / "alpacaeval" / "annotations.json").read_text())
+    p = [math.nan if r["preference"] is None else (0.5 if r["preference"] == 0 else r["preference"] - 1) for r in rows]
+    wr = win_rates(p, [len(r["output_2"]) for r in rows], [len(r["output_1"]) for r in rows], bootstrap=0)
+    assert wr.win_rate * 100 == 51.00052909523809
+    assert (wr.n, wr.abstained) == (21, 2)
+
+
+def test_mtbench_turn_averages_are_fastchat_s():
+    """lm-sys/FastChat @ 0e6d3e4b: fastchat/llm_judge/show_result.py `display_result_single` (ratings of -1 dropped,
+    the mean per turn, the average over every kept rating, turns pooled); `python show_result.py --mode single
+    --input-file gpt-4_single.jsonl` (integer 1-10 ratings with five -1 failures) and rm_single.jsonl (float scores,
+    where pandas' grouped mean and Python's sum differ in the last digit)."""
+    from leaderboards.policy_bench import score_mtbench
+    from leaderboards.policy_data import read_mtbench
+
+    d = FIXTURES / "mtbench"
+    data = read_mtbench(str(d / "question.jsonl"))
+    answers = [[f"ans {it.id} t1", f"ans {it.id} t2"] for it in data.items]
+    want = {
+        "gpt-4_single.jsonl": (5.9, 5.333333333333333, 5.631578947368421, 0.0),
+        "rm_single.jsonl": (0.4486801790825695, -0.5648026851788609, -0.03139065135705541, 1e-15),
+    }
+    for name, (t1, t2, avg, tol) in want.items():
+        table = {
+            f"ans {r['question_id']} t{r['turn']}": math.nan if r["score"] == -1 else float(r["score"])
+            for r in _rows(d / name)
+            if r["model"] == "fixture-model"
+        }
+        scores, _ = score_mtbench(data, answers, TableScorer(table), SimpleNamespace(bootstrap=0, seed=0))
+        got = scores["sections"]
+        assert (got["turn_1"], got["turn_2"], got["mean"]) == pytest.approx((t1, t2, avg), abs=tol), name
+        if name == "gpt-4_single.jsonl":  # FastChat's per-category means (its show_result idiom), to the digit
+            cats = {k: v["score"] for k, v in scores["subsets"].items()}
+            assert cats == {"coding": 3.5, "math": 5.0, "roleplay": 8.0, "stem": 3.6666666666666665, "writing": 7.6}
