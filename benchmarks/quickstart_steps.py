@@ -99,8 +99,8 @@ def timed(train: Any, args: argparse.Namespace, variant: dict[str, Any]) -> Any:
 
 def child(args: argparse.Namespace) -> None:
     from align import quickstart_config
-    from align.train_config import ReferenceSection
     from align.train import run as train_policy
+    from align.train_config import ReferenceSection, TrainConfig
     from reward_models.rm_train import run as train_rm
 
     stage, variant = args.child.split(":")
@@ -135,11 +135,11 @@ def child(args: argparse.Namespace) -> None:
             base = quickstart_config._default_dpo() if stage == "dpo" else quickstart_config._default_align()
             model, data = (MODEL, args.data) if stage == "dpo" else (args.round_model, args.round_pairs)
             reference = ReferenceSection(kind=v.get("reference", "auto"))
-            cfg = quickstart.TrainConfig(
+            cfg = TrainConfig(
                 model=model,
                 output_dir=tmp,
-                data=dataclasses.replace(quickstart.TrainConfig().data, source=data, split="all"),
-                eval=dataclasses.replace(quickstart.TrainConfig().eval, split="none"),
+                data=dataclasses.replace(TrainConfig().data, source=data, split="all"),
+                eval=dataclasses.replace(TrainConfig().eval, split="none"),
                 loss=base.loss,
                 reference=reference,
                 save_merged=False,

@@ -240,7 +240,8 @@ def _suite(cfg: DataConfig) -> Loaded:
         if cfg.split == "all":
             pairs, prompts = suite.pairs, suite.train_prompts + suite.test_prompts + suite.dev_prompts
         else:
-            pairs, prompts = (list(x) for x in suite.split_lists(cfg.split))
+            split_pairs, split_prompts = suite.split_lists(cfg.split)
+            pairs, prompts = list(split_pairs), list(split_prompts)
     elif cfg.split == "test":
         pairs, prompts = list(suite.test_pairs), list(suite.test_prompts)
     elif cfg.split == "all":

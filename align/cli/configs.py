@@ -224,18 +224,18 @@ def _check_data(key: str, data: Any, problems: list[str], notes: list[str]) -> N
             check_fields(mapping_for(preset, columns)[0], first[1], f"{source} (row {first[0]})")
             notes.append(f"{key}.source: {source}: first row read through the column map")
             return
-        fmt = getattr(data, "format", "auto")
+        fmt: str = getattr(data, "format", "auto")
         if fmt == "auto":
             fmt, _ = detect_format(first[1], f"{source} ({first[0]})")
         # the whole file, as the run will read it: every row that would be dropped, counted by reason
         records, report = read_records(source, fmt)
         broken = {r: n for r, n in report.dropped.items() if r in UNREADABLE}
         for reason, n in sorted(broken.items()):
-            rows = ", ".join(report.examples.get(reason, []))
+            where = ", ".join(report.examples.get(reason, []))
             detail = report.details.get(reason, "")
             problems.append(
                 f"{key}.source: {source}: {n} {report.row_unit}(s) {reason.replace('_', ' ')} ({report.row_unit} "
-                f"{rows}{'; ' + detail if detail else ''}); fix or remove them"
+                f"{where}{'; ' + detail if detail else ''}); fix or remove them"
             )
         other = {r: n for r, n in report.dropped.items() if r not in UNREADABLE}
         drops = "; ".join(

@@ -277,7 +277,7 @@ class SlabCache(_BatchCache):
 
 
 @functools.cache
-def _cache_kwarg_of(cls: type) -> str:
+def _cache_kwarg_of(cls: Any) -> str:
     return "cache" if "cache" in inspect.signature(cls.forward).parameters else "past_key_values"
 
 
@@ -285,4 +285,4 @@ def cache_kwarg(model: Any) -> str:
     """The keyword `model`'s forward takes its KV cache by: `cache` in transformers releases that renamed it (the old
     `past_key_values` warns there, once per process), else `past_key_values`. A peft model is asked for its base."""
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    return _cache_kwarg_of(type(base))
+    return _cache_kwarg_of(type(base))  # type: ignore[arg-type]  # a class is hashable

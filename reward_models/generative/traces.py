@@ -80,7 +80,7 @@ def _grm_row(row: dict[str, Any], form: str) -> tuple[str, str, list[str]]:
         return "", "", problems
     body = critique.strip()
     boxed = parse_grm_scores(body, 1)
-    if boxed.ok and boxed.scores != (float(score),):
+    if boxed.ok and boxed.scores != (float(score),):  # type: ignore[arg-type]  # an int 1..10, checked above
         return "", "", [f"the critique's own boxed score {boxed.scores[0]:g} differs from `score` {score}"]  # type: ignore[index]
     completion = body if boxed.ok else f"{body}\nScore: \\boxed{{{score}}}"
     return GRMScorer.message(prompt, [Message("assistant", response)]), completion, []
