@@ -72,10 +72,12 @@ class MetaRMTrainConfig:
 
     def check(self) -> list[str]:
         problems = self.train.token_budget_unsupported()
-        if self.data.split != "train":
+        # `all` is a whole file of training pairs, except for the suite, whose `all` holds its held-out splits too
+        if self.data.split in ("dev", "test") or (self.data.split == "all" and self.data.source == "suite"):
             problems.append(
                 f"data.split: a meta-RM learns from the GRM's critiques of training pairs only (held-out pairs go in "
                 f"eval:, never into training), got {self.data.split}"
+                + (" on the suite (its `all` holds dev and test); use split: train" if self.data.split == "all" else "")
             )
         return problems
 

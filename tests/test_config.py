@@ -105,6 +105,8 @@ def _candidates(tp, value) -> list:
     import typing
 
     origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin is dict:  # a mapping (a section given as YAML, e.g. rounds.verify): no leaf to override
+        return []
     if origin is Literal:
         return [a for a in args if a != value]
     if value is None or (origin in (typing.Union, __import__("types").UnionType)):

@@ -224,7 +224,7 @@ def test_rm_and_bench_verbs_keep_their_flags():
     s = _settings("rm", "scaling", "--model", "g", "--k", "1,2,4,8", "--limit", "5", "--split", "dev")
     assert (s.k, s.limit, s.split, s.temperature, s.max_new_tokens) == ([1, 2, 4, 8], 5, "dev", 0.8, 160)
     s = _settings("rm", "score", "--model", "m", "--data", "d", "--out", "o", "--raw", "--batch-tokens", "512")
-    assert s.raw and s.batch_tokens == 512 and s.dtype == "auto"
+    assert s.raw and s.batch_tokens == 512 and s.dtype == "float32"  # the model card's precision
     s = _settings("rm", "compare", "--scorer", "a=scalar:x", "--scorer", "b=polar:y", "--suite-per-family", "3")
     assert s.scorer == ["a=scalar:x", "b=polar:y"] and s.suite_per_family == 3 and s.bootstrap == 2000
     with pytest.raises(ConfigError, match="--scorer is required"):

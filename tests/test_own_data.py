@@ -122,7 +122,7 @@ def test_your_own_prompts_judged_by_your_own_rm(tmp_path, rm_run, capsys):
 def test_bench_show_before_any_record_says_how_to_make_one(tmp_path, capsys):
     from prefalign.errors import UserError
 
-    with pytest.raises(UserError, match="no benchmark records yet.*align bench run suite"):
+    with pytest.raises(UserError, match=r"(?s)no benchmark records yet.*align bench run suite"):
         from leaderboards.records import load_records
 
         load_records(tmp_path / "none")
