@@ -107,31 +107,31 @@ def test_every_align_command_in_the_manual_parses(page: Path) -> None:
     _assert_parse(build_parser(), _commands(page.read_text(encoding="utf-8")), f"docs/{page.name}")
 
 
-def _align(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "align.cli.main", *args], cwd=cwd, capture_output=True, text=True, timeout=300
-    )
-
-
 @pytest.mark.timeout(600)
-def test_the_readme_recipes_write_configs_that_validate(tmp_path: Path) -> None:
+def test_the_readme_recipes_write_configs_that_validate(tmp_path: Path, monkeypatch, capsys) -> None:
     """The README's own-data recipes, run as a new user would in an empty folder: its example row as the pairs
     file, each `align init` as written, and each training command checked by `align validate` (the same config
-    and overrides) instead of trained. Hub ids are noted by validate, not downloaded."""
+    and overrides) instead of trained. Hub ids are noted by validate, not downloaded. The commands run through the
+    CLI's own entry point in this process (one start-up instead of one per command)."""
+    from align.cli.main import main
+
     text = README.read_text(encoding="utf-8")
     rows = [body for lang, body in _code_blocks(text) if lang == "json"]
     assert rows, "the README shows no example data row"
     (tmp_path / "my_pairs.jsonl").write_text(rows[0])
+    monkeypatch.chdir(tmp_path)
     checked = 0
     for argv in _commands(text):
         argv = [str(ROOT / a) if a.startswith("configs/") else a for a in argv]
         if argv[:1] == ["init"] or argv[:1] == ["validate"]:
-            run = _align(*argv, cwd=tmp_path)
+            run = argv
         elif argv[:2] == ["rm", "train"] or argv[:1] == ["train"]:
-            run = _align("validate", *argv[2 if argv[0] == "rm" else 1 :], cwd=tmp_path)
+            run = ["validate", *argv[2 if argv[0] == "rm" else 1 :]]
         else:
             continue
-        assert run.returncode == 0, f"`align {shlex.join(argv)}` failed:\n{run.stdout}\n{run.stderr}"
+        code = main(run)
+        out = capsys.readouterr()
+        assert code == 0, f"`align {shlex.join(argv)}` failed:\n{out.out}\n{out.err}"
         checked += 1
     assert checked >= 5, f"only {checked} README commands were run or validated"
 

@@ -110,3 +110,14 @@ def test_init_refuses_to_overwrite_and_unknown_kinds(tmp_path, own, capsys):
     assert "--force" in capsys.readouterr().err
     assert main(["init", "rn", str(tmp_path)]) == 2
     assert "choose one of ['rm'" in capsys.readouterr().err
+
+
+def test_init_without_model_writes_the_embedded_model(tmp_path, own, capsys):
+    """With no --model, the config names the embedded model, which runs with no download, and says so."""
+    from prefalign.models.hub import DEFAULT_MODEL
+
+    path = tmp_path / "rm.yaml"
+    assert main(["init", "rm", str(path), "--data", own["data"]]) == 0
+    assert yaml.safe_load(path.read_text())["model"] == DEFAULT_MODEL
+    assert "embedded default (no download)" in capsys.readouterr().out
+    assert main(["validate", str(path)]) == 0

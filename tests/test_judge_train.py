@@ -109,6 +109,7 @@ def _answer_nll(model, tok, examples) -> float:
     return total / n
 
 
+@pytest.mark.slow  # a whole judge training run (19 s): make test-slow
 def test_pair_pm_training_end_to_end_on_the_tiny_model(tmp_path, tiny_model_ref):
     from align.cli.main import main
     from prefalign.models.hub import load_causal_lm, load_model, load_tokenizer

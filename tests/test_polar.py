@@ -265,6 +265,7 @@ def polar_runs(tmp_path_factory, tiny_model_ref):
     return tmp
 
 
+@pytest.mark.slow  # the pool -> pretrain -> finetune pipeline it reads (36 s): make test-slow
 def test_pool_caches_every_trajectory_with_its_policy(polar_runs):
     rows = [json.loads(x) for x in (polar_runs / "pool" / "pool.jsonl").read_text().splitlines()]
     assert len(rows) == 3 * 6 * 2
@@ -274,6 +275,7 @@ def test_pool_caches_every_trajectory_with_its_policy(polar_runs):
     assert report["trajectories"] == 36 and report["per_policy"]["wrong"]["degradation"] == "wrong"
 
 
+@pytest.mark.slow  # the pool -> pretrain -> finetune pipeline it reads (36 s): make test-slow
 def test_pool_resume_keeps_complete_policies(polar_runs):
     before = (polar_runs / "pool" / "pool.jsonl").read_text()
     assert main(["rm", "train", "--config", str(polar_runs / "pool.yaml"), "--resume"]) == 0
@@ -282,6 +284,7 @@ def test_pool_resume_keeps_complete_policies(polar_runs):
     assert (polar_runs / "pool" / "pool.jsonl").read_text() == before
 
 
+@pytest.mark.slow  # the pool -> pretrain -> finetune pipeline it reads (36 s): make test-slow
 def test_pretrain_and_finetune_save_a_polar_model_with_its_tokens(polar_runs):
     from prefalign.models.hub import load_tokenizer
 
@@ -305,6 +308,7 @@ def test_pretrain_and_finetune_save_a_polar_model_with_its_tokens(polar_runs):
 
 
 @pytest.mark.parametrize("stage", ["pretrain", "finetune"])  # LoRA (reward/end embeddings trained) and full
+@pytest.mark.slow  # the pool -> pretrain -> finetune pipeline it reads (36 s): make test-slow
 def test_saved_model_reloads_and_scores_identically(polar_runs, stage):
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
@@ -333,6 +337,7 @@ def test_saved_model_reloads_and_scores_identically(polar_runs, stage):
     assert plain == pytest.approx(got_c[0], abs=1e-4)
 
 
+@pytest.mark.slow  # the pool -> pretrain -> finetune pipeline it reads (36 s): make test-slow
 def test_lora_trains_the_added_token_embeddings(polar_runs, tiny_model_ref):
     from prefalign.models.hub import load_seq_cls
 
@@ -343,6 +348,7 @@ def test_lora_trains_the_added_token_embeddings(polar_runs, tiny_model_ref):
     assert trained[-2:].norm() > 0
 
 
+@pytest.mark.slow  # the pool -> pretrain -> finetune pipeline it reads (36 s): make test-slow
 def test_identical_to_reference_scores_highest_after_fine_tuning(polar_runs):
     """Unseen prompts: the candidate equal to the reference must outscore every other candidate. The pretrained
     model (3 steps on a random-policy pool) is the control that shows the check can fail."""
@@ -350,6 +356,7 @@ def test_identical_to_reference_scores_highest_after_fine_tuning(polar_runs):
     assert identical_wins(polar_runs / "pretrain" / "model") < 18
 
 
+@pytest.mark.slow  # the pool -> pretrain -> finetune pipeline it reads (36 s): make test-slow
 def test_scorer_needs_a_reference(polar_runs):
     from reward_models.scorers import load_scorer
 
@@ -371,6 +378,7 @@ def test_a_model_without_polar_tokens_is_refused(tiny_model_ref, tmp_path):
         load_scorer("polar", model=tiny_model_ref, dtype="float32")
 
 
+@pytest.mark.slow  # the pool -> pretrain -> finetune pipeline it reads (36 s): make test-slow
 def test_bench_scores_suite_pairs_against_their_references(polar_runs, tmp_path):
     from leaderboards.runner import BenchSettings, run_benchmark
     from preference_data.suite import build_suite, with_references
@@ -392,6 +400,7 @@ def test_bench_scores_suite_pairs_against_their_references(polar_runs, tmp_path)
     assert by_suite.score([p.prompt], [p.chosen]) == scorer.score_with_reference([p.prompt], [p.chosen], [ref])
 
 
+@pytest.mark.slow  # the pool -> pretrain -> finetune pipeline it reads (36 s): make test-slow
 def test_compare_reports_intervals_paired_differences_and_cost(polar_runs, tmp_path, capsys):
     out = tmp_path / "compare.json"
     ft, pre = polar_runs / "finetune" / "model", polar_runs / "pretrain" / "model"
@@ -415,6 +424,7 @@ def test_compare_reports_intervals_paired_differences_and_cost(polar_runs, tmp_p
         ScorerSpec.parse(str(ft))
 
 
+@pytest.mark.slow  # the pool -> pretrain -> finetune pipeline it reads (36 s): make test-slow
 def test_bench_reads_a_reference_column_in_trl_and_rm_bench_files(polar_runs, tmp_path):
     from leaderboards.runner import BenchSettings, run_benchmark
     from reward_models.scorers import load_scorer

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any, get_type_hints
 
 from prefalign.errors import UserError
+from prefalign.models.hub import DEFAULT_MODEL
 
-DEFAULT_MODEL = "Qwen/Qwen2.5-0.5B-Instruct"
 DEFAULT_DATA = "Anthropic/hh-rlhf"  # with hub_data_dir helpful-base: its train split trains, its test split holds out
 DEFAULT_BENCH_DATA = "allenai/reward-bench"
 
@@ -310,7 +310,11 @@ def register(sub: argparse._SubParsersAction, add) -> None:
     p = add(sub, "init", cmd_init, "write a commented config for your own model and data", INIT_EXAMPLE)
     p.add_argument("kind", nargs="?", default=None, metavar="KIND", help=f"one of: {', '.join(INIT_KINDS)}")
     p.add_argument("dest", nargs="?", default=".", metavar="DEST", help="a .yaml file, or a directory (default: .)")
-    p.add_argument("--model", default=DEFAULT_MODEL, help=f"a hub id or a local model directory ({DEFAULT_MODEL})")
+    p.add_argument(
+        "--model",
+        default=DEFAULT_MODEL,
+        help=f"a hub id or a local model directory (default {DEFAULT_MODEL}, embedded: runs with no download)",
+    )
     p.add_argument(
         "--data",
         default=DEFAULT_DATA,
