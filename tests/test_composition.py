@@ -479,6 +479,7 @@ def test_nan_component_is_masked_and_counted_under_a_composition(tmp_path, tiny_
     assert report["reward_failures"]["gold_conciseness"]["no_gold_grader"] == 4
 
 
+@pytest.mark.slow  # a threshold search over several runs (~17 s): make test-slow
 def test_threshold_search_continues_one_policy_and_caches(tmp_path, tiny_model_ref):
     from align import online
 

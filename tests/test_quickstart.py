@@ -121,6 +121,7 @@ def test_quickstart_all_stages_on_the_tiny_model(tmp_path, capsys):
     assert "online" not in json.loads((out / "summary.json").read_text())["eval"]
 
 
+@pytest.mark.slow  # a whole quickstart pipeline on the tiny model (~17 s): make test-slow
 def test_the_align_stage_is_driven_by_the_rm(tmp_path):
     """Every pair the policy learned from is the RM's choice: chosen = the RM's best candidate, rejected = its worst
     among the samples and the data's two answers (scored again here with the saved RM). A policy stage that ignored

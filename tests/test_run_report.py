@@ -324,6 +324,7 @@ def test_a_dashboard_never_smooths_a_few_points_and_leaves_out_constant_panels(t
     assert "dropped_nan = 0" in caption and "prompts = 320" in caption
 
 
+@pytest.mark.slow  # iterative rounds with evaluations between them (~17 s): make test-slow
 def test_an_iterative_run_that_evaluates_between_rounds_draws_reward_against_gold_first(tmp_path, monkeypatch):
     """eval.limit > 0: each round's held-out answers scored by the learned reward and by gold, on the first panel."""
     from align.cli.configs import config_class

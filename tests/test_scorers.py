@@ -100,7 +100,18 @@ def _plain_logp(model, p: list[int], r: list[int]) -> float:
 
 def test_table_lists_every_kind_with_its_needs():
     rows = {r["name"]: r for r in SCORERS.rows()}
-    assert set(rows) == {"scalar", "implicit", "judge", "pair_pm", "grm", "think", "polar", "grader", "multi_objective", "ensemble"}
+    assert set(rows) == {
+        "scalar",
+        "implicit",
+        "judge",
+        "pair_pm",
+        "grm",
+        "think",
+        "polar",
+        "grader",
+        "multi_objective",
+        "ensemble",
+    }
     assert rows["judge"]["kind"] == "pairwise" and rows["scalar"]["kind"] == "pointwise"
     assert rows["polar"]["kind"] == "reference"
     assert all(r["summary"] and r["needs"] for r in rows.values())
