@@ -42,6 +42,7 @@ from prefalign.stats import bootstrap_ci
 from preference_data.records import Message
 from reward_models.scorers import load_scorer, scorer_spec
 
+from .arena_hard import ROUNDS, SEED, WEIGHT, arena_hard_scores, game_battles
 from .ifeval import DETECTORS, ifeval_scores
 from .policy_data import BenchData, BenchItem, read_alpacaeval, read_arenahard, read_ifeval, read_mtbench
 from .winrate import both_orders, pointwise_preference, win_rates
@@ -164,6 +165,41 @@ def judge_preferences(scorer: Any, items: list[BenchItem], answers: list[str]) -
     )
 
 
+def _verdict(p_a: float) -> str | None:
+    """A game's Arena-Hard label from P(A better): A>B above 1/2, A=B at 1/2, B>A below; None where it abstained.
+    A probability or a score difference has no "much better" degree, so these judges give no strong (>>) label."""
+    if not math.isfinite(p_a):
+        return None
+    return "A>B" if p_a > 0.5 else "A=B" if p_a == 0.5 else "B>A"
+
+
+def judge_games(scorer: Any, items: list[BenchItem], answers: list[str]) -> list[tuple[str | None, str | None]]:
+    """Arena-Hard's two games per item as verdict labels: game 1 with the reference answer as A and the policy's as
+    B, game 2 with the policy's as A. A pointwise judge scores each answer once; a pairwise one is asked in both
+    orders (a symmetric one once, its game 2 being the complement)."""
+    prompts = _conversations(items, 0)
+    pol = [_assistant(a) for a in answers]
+    ref = [_assistant(it.reference or "") for it in items]
+    if scorer.kind == "pointwise":
+        sp = [float(x) for x in scorer.score(prompts, pol)]
+        sr = [float(x) for x in scorer.score(prompts, ref)]
+        return [
+            (_verdict(pointwise_preference(b, a)), _verdict(pointwise_preference(a, b)))
+            for a, b in zip(sp, sr, strict=True)
+        ]
+    if scorer.kind == "pairwise":
+        game1 = [float(x) for x in scorer.compare(prompts, ref, pol)]
+        if getattr(scorer, "symmetric", False):
+            game2 = [1.0 - x for x in game1]
+        else:
+            game2 = [float(x) for x in scorer.compare(prompts, pol, ref)]
+        return [(_verdict(a), _verdict(b)) for a, b in zip(game1, game2, strict=True)]
+    raise UserError(
+        f"the {scorer.kind} scorer '{scorer.name}' cannot judge answers against the reference answers; "
+        "use a pointwise scorer (a reward model: scalar) or a pairwise one (judge, pair_pm, think)"
+    )
+
+
 def judge_turn_scores(scorer: Any, items: list[BenchItem], answers: list[list[str]]) -> list[list[float]]:
     """MT-Bench: per item, the judge's score of each turn's answer in its conversation."""
     if scorer.kind != "pointwise":
@@ -257,6 +293,52 @@ def score_pairwise(data: BenchData, answers: list[list[str]], judge: Any, s: Pol
     return scores, [{"preference": None if not math.isfinite(p) else p} for p in prefs]
 
 
+def score_arenahard(data: BenchData, answers: list[list[str]], judge: Any, s: PolicyBenchSettings) -> Scores:
+    """Arena-Hard's score as its show_result.py computes it (`leaderboards.arena_hard`): battles from both games,
+    the Bradley-Terry win rate against the reference model, its bootstrap interval (100 rounds, seed 42); beside it
+    the per-prompt win rate with the usual bootstrap over prompts. Each row keeps its two games in the judgment
+    file's layout (`games[i].score`)."""
+    first = [a[0] for a in answers]
+    games = judge_games(judge, data.items, first)
+    battles = [b for g1, g2 in games for b in game_battles(g1, g2)]
+    if not battles:
+        raise UserError("arenahard: the judge gave no verdict on any game; nothing to score")
+    ah = arena_hard_scores([("policy", battles)])[0]
+    prefs = [
+        math.nan if not b else sum(b) / len(b) for b in (game_battles(g1, g2) for g1, g2 in games)
+    ]  # per prompt: its games' mean outcome
+    wr = win_rates(prefs, [len(a) for a in first], [len(it.reference or "") for it in data.items], s.bootstrap, s.seed)
+    scores = {
+        "sections": {"score": ah.score / 100, "win_rate": wr.win_rate},
+        "intervals": {"score": [ah.lower / 100, ah.upper / 100], "win_rate": list(wr.ci95) if wr.ci95 else None},
+        "subsets": {},
+        "extra": {
+            "arena_hard": {
+                "elo": ah.elo,
+                "battles": ah.battles,
+                "printed": ah.printed(),
+                "rounds": ROUNDS,
+                "seed": SEED,
+                "strong_weight": WEIGHT,
+                "reference": "lmarena/arena-hard-auto@0489bf38 show_result.py",
+            },
+            "judged": {
+                "items": wr.n,
+                "abstained": wr.abstained,
+                "games_without_verdict": sum((g1 is None) + (g2 is None) for g1, g2 in games),
+                "wins": wr.wins,
+                "ties": wr.ties,
+                "losses": wr.losses,
+            },
+        },
+    }
+    rows = [
+        {"question_id": it.id, "games": [{"score": g1}, {"score": g2}]}
+        for it, (g1, g2) in zip(data.items, games, strict=True)
+    ]
+    return scores, rows
+
+
 def score_mtbench(data: BenchData, answers: list[list[str]], judge: Any, s: PolicyBenchSettings) -> Scores:
     """The judge's score of every turn's answer: the mean, per turn and per category."""
     turn_scores = judge_turn_scores(judge, data.items, answers)
@@ -336,12 +418,12 @@ POLICY_BENCHMARKS: Table[PolicyBenchmark] = Table(
         "arenahard": PolicyBenchmark(
             "Arena-Hard: win rate against a reference model's answers",
             read=read_arenahard,
-            score=score_pairwise,
+            score=score_arenahard,
             judge=("pointwise", "pairwise"),
             reference_answers="file",
             turns=1,
-            headline="win_rate",
-            headline_name="Win rate",
+            headline="score",
+            headline_name="Score (Bradley-Terry win rate against the reference model)",
         ),
         "mtbench": PolicyBenchmark(
             "MT-Bench: two turns, each answer scored by a pointwise judge",

@@ -206,3 +206,82 @@ def test_mtbench_turn_averages_are_fastchat_s():
         if name == "gpt-4_single.jsonl":  # FastChat's per-category means (its show_result idiom), to the digit
             cats = {k: v["score"] for k, v in scores["subsets"].items()}
             assert cats == {"coding": 3.5, "math": 5.0, "roleplay": 8.0, "stem": 3.6666666666666665, "writing": 7.6}
+
+
+def test_arena_hard_scores_and_intervals_are_show_result_s():
+    """lmarena/arena-hard-auto @ 0489bf38 (v0.1): `show_result.py` (`get_battles_from_row`, strong verdicts counted
+    --weight times, null games dropped) and `utils_math.py` (`compute_mle_elo`: sklearn's unpenalised logistic
+    regression; `get_bootstrap_result`: 100 rounds of pandas' `sample(frac=1, replace=True)` from numpy's global
+    generator seeded 42; `get_win_rate_column`). Run as `python show_result.py` and `--weight 1` on two models'
+    judgment files, read in the order its glob read them (model-y, then model-x). Printed there:
+        weight 3: model-x 56.2 (-12.5, 15.3), model-y 46.4 (-16.0, 12.4);
+                  stats 56.25 [43.76, 71.53], 46.43 [30.45, 58.78]
+        weight 1: model-x 58.3 (-19.2, 20.4), model-y 40.9 (-16.8, 15.9)
+    and its unrounded BT fit: Elo 1043.6577880274065 / 975.1408372357324, win rates 0.562500000364611 /
+    0.4642857141930359 (the solver's tolerance: the closed form is 0.5625 and 13/28)."""
+    from leaderboards.arena_hard import arena_hard_scores, read_judgments
+
+    files = [FIXTURES / "arenahard" / "model-y.jsonl", FIXTURES / "arenahard" / "model-x.jsonl"]
+    y, x = arena_hard_scores(read_judgments(files))
+    assert (x.score, x.lower, x.upper) == (56.25, 43.76, 71.53)
+    assert (y.score, y.lower, y.upper) == (46.43, 30.45, 58.78)
+    assert x.printed() == "model-x: score 56.2 95% CI (-12.5, 15.3)"
+    assert y.printed() == "model-y: score 46.4 95% CI (-16.0, 12.4)"
+    assert (x.win_rate, y.win_rate) == pytest.approx((0.562500000364611, 0.4642857141930359), abs=1e-9)
+    assert (x.elo, y.elo) == pytest.approx((1043.6577880274065, 975.1408372357324), abs=1e-6)
+    assert (x.battles, y.battles) == (32, 28)
+    y1, x1 = arena_hard_scores(read_judgments(files, weight=1))
+    assert x1.printed() == "model-x: score 58.3 95% CI (-19.2, 20.4)"
+    assert y1.printed() == "model-y: score 40.9 95% CI (-16.8, 15.9)"
+
+
+def test_arena_hard_from_a_judge_through_eval_policy_scoring():
+    """The same rules behind `align eval policy --bench arenahard`: a pointwise judge's scores become each prompt's
+    two games (reference as A, then the policy as A), their battles the score; a judge that abstains drops the
+    prompt's games, as a null verdict does in the reference."""
+    from leaderboards.arena_hard import arena_hard_scores, game_battles
+    from leaderboards.policy_bench import score_arenahard
+    from leaderboards.policy_data import BenchData, BenchItem
+
+    items = [BenchItem(str(i), [f"q{i}"], reference=f"ref {i}") for i in range(6)]
+    data = BenchData("arenahard", "fixture", items)
+    answers = [[f"pol {i}"] for i in range(6)]
+    table = {f"ref {i}": 0.0 for i in range(6)}
+    table.update({"pol 0": 1.0, "pol 1": 1.0, "pol 2": 0.0, "pol 3": -1.0, "pol 4": 2.0, "pol 5": math.nan})
+    scores, rows = score_arenahard(data, answers, TableScorer(table), SimpleNamespace(bootstrap=0, seed=0))
+    assert rows[0]["games"] == [{"score": "B>A"}, {"score": "A>B"}]  # the policy won both games
+    assert rows[2]["games"] == [{"score": "A=B"}, {"score": "A=B"}] and rows[5]["games"] == [{"score": None}] * 2
+    outcomes = [b for r in rows for b in game_battles(r["games"][0]["score"], r["games"][1]["score"])]
+    assert outcomes == [1, 1, 1, 1, 0.5, 0.5, 0, 0, 1, 1]
+    (want,) = arena_hard_scores([("policy", outcomes)])
+    assert scores["sections"]["score"] == want.score / 100 == 0.7
+    assert scores["intervals"]["score"] == [want.lower / 100, want.upper / 100]
+    assert scores["extra"]["judged"]["games_without_verdict"] == 2
+
+
+def test_bench_score_from_reads_each_reference_format(capsys):
+    """`align bench score BENCH --from FILE`: the reference pipelines' own files scored by the same rules, the numbers
+    the reference code printed for them (the tests above) on the console and in --json."""
+    from align.cli.main import main
+
+    ah = [str(FIXTURES / "arenahard" / f"model-{m}.jsonl") for m in ("y", "x")]
+    assert main(["bench", "score", "arenahard", "--from", ah[0], "--from", ah[1]]) == 0
+    out = capsys.readouterr().out
+    assert "model-x: score 56.2 95% CI (-12.5, 15.3)" in out and "model-y: score 46.4 95% CI (-16.0, 12.4)" in out
+    assert main(["bench", "score", "arenahard", "--from", ah[0], "--from", ah[1], "--option", "weight=1"]) == 0
+    assert "model-x: score 58.3 95% CI (-19.2, 20.4)" in capsys.readouterr().out
+    annotations = str(FIXTURES / "alpacaeval" / "annotations.json")
+    assert main(["bench", "score", "alpacaeval", "--from", annotations, "--json"]) == 0
+    (alpaca,) = json.loads(capsys.readouterr().out)
+    assert alpaca["sections"]["win_rate"] == 51.00052909523809 and alpaca["counts"]["null"] == 2
+    assert (
+        main(["bench", "score", "mtbench", "--from", str(FIXTURES / "mtbench" / "gpt-4_single.jsonl"), "--json"]) == 0
+    )
+    by_model = {m["model"]: m for m in json.loads(capsys.readouterr().out)}
+    got = by_model["fixture-model"]["sections"]
+    assert (got["turn_1"], got["turn_2"], got["average"]) == (5.9, 5.333333333333333, 5.631578947368421)
+    # a wrong file or option: an error that names it
+    assert main(["bench", "score", "arenahard", "--from", annotations]) == 2
+    assert "not an Arena-Hard judgment row" in capsys.readouterr().err
+    assert main(["bench", "score", "arenahard", "--from", ah[0], "--option", "weigth=1"]) == 2
+    assert "did you mean 'weight'" in capsys.readouterr().err

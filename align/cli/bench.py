@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import functools
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -123,6 +124,31 @@ class ShowSettings:
     site: str | None = option(None, "where to write the rendered files (default: leaderboards/site)")
 
 
+SCORE_EXAMPLES = """align bench score arenahard --from model_judgment/gpt-4-1106-preview/model-x.jsonl \\
+      --from model_judgment/gpt-4-1106-preview/model-y.jsonl
+  align bench score arenahard --from model-x.jsonl --option weight=1
+  align bench score alpacaeval --from results/my_model/weighted_alpaca_eval_gpt4_turbo/annotations.json
+  align bench score mtbench --from model_judgment/gpt-4_single.jsonl --json"""
+
+
+@dataclass(kw_only=True)
+class ScoreFromSettings:
+    """`align bench score`: the arguments of `leaderboards.score_from.score_from`."""
+
+    bench: str = option(doc="the results format: arenahard, alpacaeval or mtbench", positional=True, metavar="BENCH")
+    files: list[str] = option(
+        doc="a results file in the benchmark's own format (repeat for several; arenahard: one per model, in the "
+        "order its show_result.py globs them, which decides the bootstrap's draws)",
+        flag="--from",
+    )
+    options: dict[str, Any] = option(
+        factory=dict,
+        doc="arenahard: weight=3 (a strong verdict's battles), rounds=100, seed=42 (the reference's defaults)",
+        flag="--option",
+    )
+    json: bool = option(False, "print the scores as JSON")
+
+
 def register(sub: argparse._SubParsersAction, add: Callable[..., argparse.ArgumentParser]) -> None:
     """Add the `bench` verb group (`run`, `show`) to the `align` parser."""
     bench = sub.add_parser(
@@ -141,6 +167,15 @@ def register(sub: argparse._SubParsersAction, add: Callable[..., argparse.Argume
         "score a model on a benchmark and write its record",
         RUN_EXAMPLES + "\n" + scorers,
         settings=BenchRunSettings,
+    )
+    add(
+        bsub,
+        "score",
+        cmd_score,
+        "score a results file in a benchmark's own format (Arena-Hard judgments, AlpacaEval annotations, MT-Bench "
+        "judgments) by this toolkit's rules, to put beside the reference code's number",
+        SCORE_EXAMPLES,
+        settings=ScoreFromSettings,
     )
     add(
         bsub,
@@ -252,6 +287,21 @@ def cmd_run(s: BenchRunSettings) -> int:
 
 
 # --- show ------------------------------------------------------------------------------------------------
+
+
+def cmd_score(s: ScoreFromSettings) -> int:
+    from leaderboards.score_from import score_from  # numpy and the scoring rules: only when the verb runs
+
+    scores = score_from(s.bench, s.files, s.options)
+    if s.json:
+        print(json.dumps([dataclasses.asdict(x) for x in scores], indent=2))
+        return 0
+    for x in scores:
+        head = x.line or f"{x.model}: " + ", ".join(
+            f"{k} {v:.4f}" if isinstance(v, float) else f"{k} n/a" for k, v in x.sections.items()
+        )
+        print(f"{head}  ({', '.join(f'{k} {v}' for k, v in x.counts.items())})")
+    return 0
 
 
 def cmd_show(s: ShowSettings) -> int:

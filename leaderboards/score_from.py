@@ -1,0 +1,163 @@
+"""`align bench score --from FILE`: a results file in a benchmark's own format, scored by this toolkit's rules.
+
+Anyone can put the toolkit's number beside the reference code's on the same file: the judgments a benchmark's
+own pipeline wrote (or that `align eval policy --bench ... --out DIR` wrote in the same layout) are read here and
+scored by the functions every run uses, never by a second copy of them.
+
+- arenahard: judgment files (`model_judgment/<judge>/<model>.jsonl`, rows with `model` and two `games` whose
+  `score` is a verdict label), one per model, scored by `leaderboards.arena_hard` (show_result.py's rules);
+- alpacaeval: an `annotations.json` (rows with `generator_2`, `preference` 1..2 or null, `output_1`, `output_2`):
+  each evaluated generator's raw win rate (`winrate.win_rates`, alpaca_eval's `get_winrate`);
+- mtbench: FastChat judgment JSONL (`model_judgment/gpt-4_single.jsonl`: `model`, `turn`, `score`, -1 a failed
+  rating) per model: the mean per turn and overall (`show_result.py --mode single`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from prefalign.errors import UserError, did_you_mean
+from prefalign.registry import Table
+
+from .arena_hard import ROUNDS, SEED, WEIGHT, arena_hard_scores, read_judgments
+from .winrate import win_rates
+
+
+@dataclass(frozen=True)
+class ModelScore:
+    """One model's numbers from a results file."""
+
+    model: str
+    sections: dict[str, float | None]
+    counts: dict[str, int]
+    interval: tuple[float, float] | None = None
+    """The headline's 95% interval where the reference code prints one."""
+    line: str = ""
+    """The number as the reference code prints it, where it prints one line per model."""
+
+
+@dataclass(frozen=True)
+class ResultsFormat:
+    summary: str
+    score: Callable[[Sequence[str], dict[str, Any]], list[ModelScore]]
+    """(files, options) -> one score per model."""
+    options: dict[str, Any] = field(default_factory=dict)
+    """The options it takes, with their defaults (the reference code's)."""
+
+
+def _arenahard(files: Sequence[str], opts: dict[str, Any]) -> list[ModelScore]:
+    scored = arena_hard_scores(read_judgments(files, int(opts["weight"])), int(opts["rounds"]), int(opts["seed"]))
+    return [
+        ModelScore(
+            s.model,
+            {"score": s.score, "win_rate": s.win_rate, "elo": s.elo},
+            {"battles": s.battles},
+            (s.lower, s.upper),
+            s.printed(),
+        )
+        for s in scored
+    ]
+
+
+def _rows(path: str) -> list[dict[str, Any]]:
+    text = Path(path).read_text(encoding="utf-8")
+    try:
+        if text.lstrip().startswith("["):
+            rows = json.loads(text)
+        else:
+            rows = [json.loads(x) for x in text.splitlines() if x.strip()]
+    except json.JSONDecodeError as e:
+        raise UserError(f"{path}: not JSON or JSONL ({e})") from e
+    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+        raise UserError(f"{path}: expected a list of objects (JSON) or one object per line (JSONL)")
+    return rows
+
+
+def _need(row: dict[str, Any], keys: Sequence[str], path: str, i: int) -> None:
+    missing = [k for k in keys if k not in row]
+    if missing:
+        raise UserError(f"{path} row {i}: missing field(s) {', '.join(missing)}")
+
+
+def _alpacaeval(files: Sequence[str], opts: dict[str, Any]) -> list[ModelScore]:
+    by_model: dict[str, list[dict[str, Any]]] = {}
+    for path in files:
+        for i, r in enumerate(_rows(path)):
+            _need(r, ("generator_2", "preference", "output_1", "output_2"), path, i)
+            p = r["preference"]
+            if p is not None and not (isinstance(p, (int, float)) and (p == 0 or 1 <= p <= 2)):
+                raise UserError(f"{path} row {i}: `preference` must be 1..2 (0 a draw) or null, got {p!r}")
+            by_model.setdefault(str(r["generator_2"]), []).append(r)
+    out = []
+    for model, rows in by_model.items():
+        prefs = [
+            math.nan if r["preference"] is None else 0.5 if r["preference"] == 0 else r["preference"] - 1 for r in rows
+        ]
+        wr = win_rates(prefs, [len(r["output_2"]) for r in rows], [len(r["output_1"]) for r in rows], bootstrap=0)
+        pct = None if wr.win_rate is None else 100 * wr.win_rate
+        out.append(
+            ModelScore(
+                model,
+                {"win_rate": pct},
+                {"counted": wr.n, "null": wr.abstained, "wins": wr.wins, "draws": wr.ties, "losses": wr.losses},
+            )
+        )
+    return out
+
+
+def _mtbench(files: Sequence[str], opts: dict[str, Any]) -> list[ModelScore]:
+    by_model: dict[str, dict[int, list[float]]] = {}
+    failed: dict[str, int] = {}
+    for path in files:
+        for i, r in enumerate(_rows(path)):
+            _need(r, ("model", "turn", "score"), path, i)
+            if r["turn"] not in (1, 2):
+                raise UserError(f"{path} row {i}: `turn` must be 1 or 2, got {r['turn']!r}")
+            turns = by_model.setdefault(str(r["model"]), {1: [], 2: []})
+            if r["score"] == -1:  # FastChat drops a failed rating
+                failed[str(r["model"])] = failed.get(str(r["model"]), 0) + 1
+                continue
+            turns[r["turn"]].append(float(r["score"]))
+    mean = lambda xs: sum(xs) / len(xs) if xs else None
+    return [
+        ModelScore(
+            model,
+            {"turn_1": mean(t[1]), "turn_2": mean(t[2]), "average": mean(t[1] + t[2])},
+            {"ratings": len(t[1]) + len(t[2]), "failed": failed.get(model, 0)},
+        )
+        for model, t in by_model.items()
+    ]
+
+
+RESULTS_FORMATS: Table[ResultsFormat] = Table(
+    "results format",
+    {
+        "arenahard": ResultsFormat(
+            "Arena-Hard judgment files, one per model (show_result.py's score and bootstrap interval)",
+            _arenahard,
+            {"weight": WEIGHT, "rounds": ROUNDS, "seed": SEED},
+        ),
+        "alpacaeval": ResultsFormat("AlpacaEval annotations.json (raw win rate per generator_2)", _alpacaeval),
+        "mtbench": ResultsFormat("MT-Bench single-answer judgments (FastChat's means per turn)", _mtbench),
+    },
+)
+
+
+def score_from(bench: str, files: Sequence[str], options: dict[str, Any] | None = None) -> list[ModelScore]:
+    """Score `files` of `bench`'s results format; `options` override the format's defaults (unknown keys refused)."""
+    fmt = RESULTS_FORMATS[bench]
+    options = options or {}
+    unknown = sorted(set(options) - set(fmt.options))
+    if unknown:
+        takes = ", ".join(fmt.options) or "none"
+        hint = did_you_mean(unknown[0], list(fmt.options))
+        raise UserError(f"--option {', '.join(unknown)}: not an option of {bench} results{hint} (it takes: {takes})")
+    missing = [f for f in files if not Path(f).is_file()]
+    if missing:
+        raise UserError(f"--from: no such file: {', '.join(missing)}")
+    return fmt.score(files, {**fmt.options, **options})
