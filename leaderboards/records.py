@@ -47,6 +47,8 @@ class Record:
     partial: bool = False
     problems: list[str] = field(default_factory=list)
     """Why the record is partial: invalid rows and failed items, one line each (first ones only)."""
+    items: dict[str, list[Any]] = field(default_factory=dict)
+    """Per example: id -> [subset, result in [0, 1]] (`align bench compare` pairs two records by these ids)."""
     schema: int = SCHEMA
     path: str | None = field(default=None, compare=False)
     """Where the record was saved (not stored in the file)."""
@@ -223,3 +225,20 @@ def summarize(record: Record) -> str:
     if record.path:
         lines.append(f"  record: {record.path}")
     return "\n".join(lines)
+
+
+def find_record(ref: str, benchmark: str | None = None, records_dir: str | Path | None = None) -> Record:
+    """A record file, or the latest record in `records_dir` whose model is `ref` (of `benchmark` where given)."""
+    if Path(ref).is_file():
+        return load_record(Path(ref))
+    recs = [r for r in load_records(records_dir) if r.model == ref and benchmark in (None, r.benchmark)]
+    if not recs:
+        raise UserError(
+            f"no record file {ref} and no record of a model named {ref}"
+            + (f" on {benchmark}" if benchmark else "")
+            + f" in {records_dir or DEFAULT_RECORDS_DIR} (`align bench show` lists them)"
+        )
+    benches = sorted({r.benchmark for r in recs})
+    if len(benches) > 1:
+        raise UserError(f"{ref} has records of {', '.join(benches)}: choose one with --bench")
+    return recs[-1]

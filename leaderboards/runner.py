@@ -38,6 +38,7 @@ from preference_data.records import Conversation, PreferencePair
 from reward_models.base import Scorer
 
 from .benchmarks import BENCHMARKS, Benchmark, Judgement, RunInfo
+from .compare_records import item_value
 from .loaders import Example, Parsed, Parser, examples_from_pairs, parse_pairs, read
 from .records import Record, git_commit, now, package_versions
 from .rules import TIE_CREDIT, TiePolicy
@@ -233,6 +234,7 @@ def run_benchmark(
         date=now(),
         partial=bool(problems),
         problems=problems[:MAX_LISTED],
+        items={ex.id: [ex.group, v] for ex, r in results if (v := item_value(r)) is not None},
     )
     if s.save:
         record.save(s.records_dir)

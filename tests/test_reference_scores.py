@@ -285,3 +285,45 @@ def test_bench_score_from_reads_each_reference_format(capsys):
     assert "not an Arena-Hard judgment row" in capsys.readouterr().err
     assert main(["bench", "score", "arenahard", "--from", ah[0], "--option", "weigth=1"]) == 2
     assert "did you mean 'weight'" in capsys.readouterr().err
+
+
+def test_bench_compare_pairs_two_records_item_by_item(tmp_path, capsys):
+    """Two records of RewardBench on the same file (the fixture's scores, except that in one subset A ranks every pair
+    right and B every pair wrong): `align bench compare` pairs them by example, finds that subset and only it
+    different under Šidák's and Holm's corrections, and its overall difference is the mean of the per-example
+    differences."""
+    from align.cli.main import main
+    from leaderboards.compare_records import compare_records
+
+    d = FIXTURES / "rewardbench"
+    rows, scores = json.loads((d / "filtered.json").read_text()), json.loads((d / "scores.json").read_text())
+    table, flipped = {}, {}
+    for r in rows:
+        c, rj = scores[str(r["id"])]
+        if r["subset"] == "hep-cpp":  # 8 pairs
+            table[r["chosen"]], table[r["rejected"]] = 1.0, 0.0
+            flipped[r["chosen"]], flipped[r["rejected"]] = 0.0, 1.0
+        else:
+            table[r["chosen"]], table[r["rejected"]] = c, rj
+            flipped[r["chosen"]], flipped[r["rejected"]] = c, rj
+    records = tmp_path / "records"
+    a = _run("rewardbench", TableScorer(table), d / "filtered.json", model_name="a")
+    b = _run("rewardbench", TableScorer(flipped), d / "filtered.json", model_name="b")
+    a.save(records), b.save(records)
+    assert len(a.items) == 124 and set(a.items) == set(b.items)
+    for correction in ("sidak", "holm"):
+        c = compare_records(a, b, correction, reps=2000, seed=0)
+        differs = [s.subset for s in c.subsets if s.differs]
+        assert differs == ["hep-cpp"], (correction, differs)
+    diffs = [a.items[i][1] - b.items[i][1] for i in a.items]
+    assert c.overall.diff == pytest.approx(sum(diffs) / len(diffs))
+    assert c.overall.ci95[0] <= c.overall.diff <= c.overall.ci95[1]
+    assert main(["bench", "compare", "a", "b", "--records", str(records)]) == 0
+    out = capsys.readouterr().out
+    assert "Šidák-corrected intervals" in out and "hep-cpp" in out and "differs" in out
+    # a record without per-example results cannot be paired: said, not guessed
+    old = json.loads(a.path and Path(a.path).read_text() or "{}")
+    old.pop("items")
+    (tmp_path / "old.json").write_text(json.dumps(old))
+    assert main(["bench", "compare", str(tmp_path / "old.json"), "b", "--records", str(records)]) == 2
+    assert "run the benchmark again" in capsys.readouterr().err

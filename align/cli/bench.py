@@ -149,6 +149,28 @@ class ScoreFromSettings:
     json: bool = option(False, "print the scores as JSON")
 
 
+COMPARE_EXAMPLES = """align bench compare rm-a rm-b --bench rewardbench   (two rows' latest records)
+  align bench compare records/suite__a__20261201T1200Z.json records/suite__b__20261201T1300Z.json
+  align bench compare rm-a rm-b --bench rewardbench2 --correction holm"""
+
+
+@dataclass(kw_only=True)
+class CompareSettings:
+    """`align bench compare`: the arguments of `leaderboards.compare_records.compare_records`."""
+
+    a: str = option(doc="a record file, or a model whose latest record in --records to use", positional=True)
+    b: str = option(doc="the record (or model) to compare it with", positional=True)
+    bench: str | None = option(None, "the benchmark, where a model has records of several")
+    records: str | None = option(None, "records directory to look models up in (default: leaderboards/records)")
+    correction: str = option(
+        "sidak",
+        "the correction over subsets: sidak (intervals at (0.95)^(1/m)), holm (step-down on the p-values) or none",
+        choices=("sidak", "holm", "none"),
+    )
+    bootstrap: int = option(2000, "paired bootstrap resamples")
+    seed: int = option(0, "bootstrap seed")
+
+
 def register(sub: argparse._SubParsersAction, add: Callable[..., argparse.ArgumentParser]) -> None:
     """Add the `bench` verb group (`run`, `show`) to the `align` parser."""
     bench = sub.add_parser(
@@ -176,6 +198,15 @@ def register(sub: argparse._SubParsersAction, add: Callable[..., argparse.Argume
         "judgments) by this toolkit's rules, to put beside the reference code's number",
         SCORE_EXAMPLES,
         settings=ScoreFromSettings,
+    )
+    add(
+        bsub,
+        "compare",
+        cmd_compare,
+        "compare two records of one benchmark item by item: the paired difference per subset and overall, with "
+        "intervals corrected over the subsets",
+        COMPARE_EXAMPLES,
+        settings=CompareSettings,
     )
     add(
         bsub,
@@ -301,6 +332,17 @@ def cmd_score(s: ScoreFromSettings) -> int:
             f"{k} {v:.4f}" if isinstance(v, float) else f"{k} n/a" for k, v in x.sections.items()
         )
         print(f"{head}  ({', '.join(f'{k} {v}' for k, v in x.counts.items())})")
+    return 0
+
+
+def cmd_compare(s: CompareSettings) -> int:
+    from leaderboards.compare_records import compare_records, comparison_lines
+    from leaderboards.records import find_record
+
+    a = find_record(s.a, s.bench, s.records)
+    b = find_record(s.b, s.bench or a.benchmark, s.records)
+    for line in comparison_lines(compare_records(a, b, s.correction, s.bootstrap, s.seed)):  # type: ignore[arg-type]
+        print(line)
     return 0
 
 
