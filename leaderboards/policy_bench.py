@@ -364,6 +364,69 @@ def score_mtbench(data: BenchData, answers: list[list[str]], judge: Any, s: Poli
 
 
 # ---------------------------------------------------------------------------------------------------------
+# The benchmark's own results format, written beside generations.jsonl so its reference code (and `align bench score
+# --from`) reads the same judgments: (items, answers, per-item rows, model, judge name) -> (file name, text).
+# ---------------------------------------------------------------------------------------------------------
+
+Native = Callable[[BenchData, list[list[str]], list[dict[str, Any]], str, str], tuple[str, str]]
+
+
+def native_alpacaeval(
+    data: BenchData, answers: list[list[str]], rows: list[dict[str, Any]], model: str, judge: str
+) -> tuple[str, str]:
+    """alpaca_eval's annotations.json: the reference answer as output_1, the policy's as output_2, `preference` 1 +
+    P(policy better) (1..2; null where the judge abstained), as its `get_winrate` reads it."""
+    out = [
+        {
+            "instruction": it.turns[0],
+            "output_1": it.reference or "",
+            "generator_1": data.reference_model or "reference",
+            "dataset": it.category,
+            "output_2": a[0],
+            "generator_2": model,
+            "annotator": judge,
+            "preference": None if r["preference"] is None else 1.0 + r["preference"],
+        }
+        for it, a, r in zip(data.items, answers, rows, strict=True)
+    ]
+    return "annotations.json", json.dumps(out, indent=2, ensure_ascii=False)
+
+
+def native_arenahard(
+    data: BenchData, answers: list[list[str]], rows: list[dict[str, Any]], model: str, judge: str
+) -> tuple[str, str]:
+    """Arena-Hard's model_judgment/<judge>/<model>.jsonl rows: question_id, model, judge and the two games."""
+    lines = [
+        json.dumps({"question_id": it.id, "model": model, "judge": judge, "games": r["games"]}, ensure_ascii=False)
+        for it, r in zip(data.items, rows, strict=True)
+    ]
+    return "model_judgment.jsonl", "".join(x + "\n" for x in lines)
+
+
+def native_mtbench(
+    data: BenchData, answers: list[list[str]], rows: list[dict[str, Any]], model: str, judge: str
+) -> tuple[str, str]:
+    """FastChat's model_judgment/<judge>_single.jsonl: one row per question and turn, `score` -1 where the judge
+    gave none (FastChat's failed rating). The format has no other way to say it: a reward model's score of exactly
+    -1 reads as a failure there (MT-Bench's own judge rates 1-10)."""
+    lines = [
+        json.dumps(
+            {
+                "question_id": int(it.id) if it.id.isdigit() else it.id,
+                "model": model,
+                "judge": [judge, "single-v1" if t == 0 else "single-v1-multi-turn"],
+                "score": -1 if v is None else v,
+                "turn": t + 1,
+            },
+            ensure_ascii=False,
+        )
+        for it, r in zip(data.items, rows, strict=True)
+        for t, v in enumerate(r["scores"])
+    ]
+    return "model_judgment_single.jsonl", "".join(x + "\n" for x in lines)
+
+
+# ---------------------------------------------------------------------------------------------------------
 # The table of sets
 # ---------------------------------------------------------------------------------------------------------
 
@@ -389,6 +452,8 @@ class PolicyBenchmark:
     units: Literal["fraction", "judge score"] = "fraction"
     rule: str | None = None
     """What scores the answers when no judge does (named in the record as its scorer)."""
+    native: Native | None = None
+    """Writes the per-item judgments in the benchmark's own results format (read by `align bench score --from`)."""
 
 
 POLICY_BENCHMARKS: Table[PolicyBenchmark] = Table(
@@ -414,6 +479,7 @@ POLICY_BENCHMARKS: Table[PolicyBenchmark] = Table(
             turns=1,
             headline="lc_win_rate",
             headline_name="LC win rate",
+            native=native_alpacaeval,
         ),
         "arenahard": PolicyBenchmark(
             "Arena-Hard: win rate against a reference model's answers",
@@ -424,6 +490,7 @@ POLICY_BENCHMARKS: Table[PolicyBenchmark] = Table(
             turns=1,
             headline="score",
             headline_name="Score (Bradley-Terry win rate against the reference model)",
+            native=native_arenahard,
         ),
         "mtbench": PolicyBenchmark(
             "MT-Bench: two turns, each answer scored by a pointwise judge",
@@ -435,6 +502,7 @@ POLICY_BENCHMARKS: Table[PolicyBenchmark] = Table(
             headline="mean",
             headline_name="Mean score",
             units="judge score",
+            native=native_mtbench,
         ),
     },
     columns=("summary", "judge", "reference_answers", "turns", "headline_name"),
@@ -658,6 +726,10 @@ def run_policy_bench(settings: PolicyBenchSettings, judge: Any = None) -> tuple[
         out = Path(s.out)
         out.mkdir(parents=True, exist_ok=True)
         write_generations(s.out, data, answers, per_item)
+        if bench.native is not None and judge is not None:
+            name, text = bench.native(data, answers, per_item, s.model, judge.name)
+            (out / name).write_text(text, encoding="utf-8")
+            report["native"] = str(out / name)
         (out / "report.json").write_text(json.dumps(report, indent=2, ensure_ascii=False), encoding="utf-8")
     if s.records is not None:
         record.save(s.records)

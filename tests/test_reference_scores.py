@@ -327,3 +327,49 @@ def test_bench_compare_pairs_two_records_item_by_item(tmp_path, capsys):
     (tmp_path / "old.json").write_text(json.dumps(old))
     assert main(["bench", "compare", str(tmp_path / "old.json"), "b", "--records", str(records)]) == 2
     assert "run the benchmark again" in capsys.readouterr().err
+
+
+def test_eval_policy_judgments_in_each_benchmark_s_own_format_score_the_same(tmp_path):
+    """What `align eval policy --bench B --out DIR` writes beside generations.jsonl (annotations.json, Arena-Hard's
+    and FastChat's judgment JSONL) is read back by `align bench score --from` to the numbers of the run's record."""
+    from leaderboards.policy_bench import (
+        native_alpacaeval,
+        native_arenahard,
+        native_mtbench,
+        score_arenahard,
+        score_mtbench,
+        score_pairwise,
+    )
+    from leaderboards.policy_data import BenchData, BenchItem
+    from leaderboards.score_from import score_from
+
+    s = SimpleNamespace(bootstrap=0, seed=0)
+    items = [BenchItem(str(i), [f"q{i}", f"q{i} again"], "cat", reference=f"ref {i}") for i in range(8)]
+    data = BenchData("x", "fixture", items, reference_model="gpt4_turbo")
+    answers = [[f"pol {i}", f"pol {i} t2"] for i in range(8)]
+    table = {f"ref {i}": 0.0 for i in range(8)}
+    turn_1 = [1.0, -0.5, 0.0, 2.0, math.nan, 3.0, -2.0, 1.5]  # no -1: FastChat reads it as a failed rating
+    table.update({f"pol {i}": turn_1[i] for i in range(8)})
+    table.update({f"pol {i} t2": float(i % 3) for i in range(8)})
+    scorer = TableScorer(table)
+
+    def roundtrip(native, rows, bench):
+        name, text = native(data, answers, rows, "my-policy", "table")
+        (tmp_path / name).write_text(text)
+        (got,) = score_from(bench, [str(tmp_path / name)])
+        assert got.model == "my-policy"
+        return got
+
+    scores, rows = score_pairwise(data, answers, scorer, s)
+    got = roundtrip(native_alpacaeval, rows, "alpacaeval")
+    assert got.sections["win_rate"] == pytest.approx(100 * scores["sections"]["win_rate"], abs=1e-12)
+    assert got.counts["null"] == scores["extra"]["judged"]["abstained"] == 1
+    scores, rows = score_arenahard(data, answers, scorer, s)
+    got = roundtrip(native_arenahard, rows, "arenahard")
+    assert got.sections["score"] / 100 == scores["sections"]["score"]
+    assert [x / 100 for x in got.interval] == scores["intervals"]["score"]
+    scores, rows = score_mtbench(data, answers, scorer, s)
+    got = roundtrip(native_mtbench, rows, "mtbench")
+    assert got.sections["turn_1"] == pytest.approx(scores["sections"]["turn_1"], abs=1e-12)
+    assert got.sections["average"] == pytest.approx(scores["sections"]["mean"], abs=1e-12)
+    assert got.counts["failed"] == 1
