@@ -465,6 +465,42 @@ def test_resume_reaches_the_same_weights(tmp_path, data):
     assert_same_weights(uninterrupted, weights(adapter), atol=1e-6)
 
 
+def test_a_full_disk_during_a_checkpoint_leaves_the_last_complete_one(tmp_path, data, monkeypatch, capsys):
+    """ENOSPC while checkpoint-4 is written (after its weights, during the optimizer state): the error names the
+    path and the checkpoint to resume from; checkpoint-2 stays whole and is the one --resume continues from, the cut
+    checkpoint-4 passed over and said so."""
+    import errno
+
+    import torch
+
+    from align.train import run
+    from prefalign.errors import UserError
+    from prefalign.training.trainer import CHECKPOINT_COMPLETE, last_checkpoint
+
+    cfg = config(tmp_path, data, "train.max_steps=4", "train.save_every=2", "train.batch_size=2", "save_merged=false")
+    real_save = torch.save
+
+    def full_disk(obj, f, *a, **k):
+        if "checkpoint-4" in str(f):
+            raise OSError(errno.ENOSPC, "No space left on device", str(f))
+        return real_save(obj, f, *a, **k)
+
+    monkeypatch.setattr(torch, "save", full_disk)
+    with pytest.raises(UserError, match="the disk is full: writing .*checkpoint-4.*checkpoint-2.*--resume") as e:
+        run(cfg)
+    assert "MiB free" in str(e.value)
+    ckpts = Path(cfg.output_dir) / "checkpoints"
+    assert (ckpts / "checkpoint-2" / CHECKPOINT_COMPLETE).exists()
+    assert (ckpts / "checkpoint-4").is_dir() and not (ckpts / "checkpoint-4" / CHECKPOINT_COMPLETE).exists()
+    assert last_checkpoint(str(ckpts)) == str(ckpts / "checkpoint-2")
+    monkeypatch.setattr(torch, "save", real_save)
+    capsys.readouterr()
+    assert run(cfg, resume=True)["steps"] == 4
+    out = capsys.readouterr().out
+    assert "passing over" in out and "checkpoint-4" in out and "continuing from" in out
+    assert (ckpts / "checkpoint-4" / CHECKPOINT_COMPLETE).exists()
+
+
 # --- (f) end to end through the CLI -------------------------------------------------------------------
 
 

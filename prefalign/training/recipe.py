@@ -19,7 +19,9 @@ stopped.json and the run report as far as it got; `align report RUN_DIR` redraws
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
+import shutil
 import signal
 import threading
 import time
@@ -31,12 +33,22 @@ from typing import Any
 from transformers import TrainerCallback, set_seed
 
 from prefalign.config import dump_yaml
+from prefalign.errors import UserError
 from prefalign.models.hub import load_model
 
 from .config import TrainSection
 from .metrics import ALERTS_FILE
 from .report import DASHBOARD_PNG, DATA_REPORT, REPORT_HTML, STOPPED, write_report
-from .trainer import compiled_graphs, evaluate_every, keep_whole, resolve_precision, resume_point, set_threads
+from .trainer import (
+    MarkComplete,
+    compiled_graphs,
+    evaluate_every,
+    keep_whole,
+    last_checkpoint,
+    resolve_precision,
+    resume_point,
+    set_threads,
+)
 
 
 @dataclass
@@ -94,6 +106,27 @@ class StopOnInterrupt(TrainerCallback):
         return control
 
 
+def disk_full(error: OSError, checkpoints: Path, step: int) -> UserError:
+    """The error of a write the disk had no room for: the path, the space left, and what to resume from."""
+    path = error.filename or checkpoints
+    try:
+        free = shutil.disk_usage(checkpoints if checkpoints.exists() else checkpoints.parent).free
+        space = f"{free / 2**20:.0f} MiB free there"
+    except OSError:
+        space = "free space unknown"
+    last = last_checkpoint(str(checkpoints))
+    resume = (
+        f"the last complete checkpoint is {last}: free some space and rerun with --resume"
+        if last
+        else "no complete checkpoint was written: free some space and run again"
+    )
+    return UserError(
+        f"the disk is full: writing {path} at step {step} failed ({space}; a checkpoint needs about the size of "
+        f"the trainable weights and twice that for the optimizer). {resume} (a checkpoint cut short is never "
+        "resumed from)"
+    )
+
+
 @dataclass
 class RecipeRun:
     """One training run: its directory, the precision it resolved to, and where `--resume` continues from."""
@@ -119,9 +152,15 @@ class RecipeRun:
         t0 = time.time()
         stop = StopOnInterrupt()
         trainer.add_callback(stop)
+        trainer.add_callback(MarkComplete())
         try:
             with stop.installed():
-                result = trainer.train(resume_from_checkpoint=self.resume_from)
+                try:
+                    result = trainer.train(resume_from_checkpoint=self.resume_from)
+                except OSError as e:
+                    if e.errno != errno.ENOSPC:
+                        raise
+                    raise disk_full(e, self.checkpoints, trainer.state.global_step) from e
             if stop.requested:  # the first Ctrl-C: the step finished and was saved
                 raise RunInterrupted(
                     f"interrupted at step {trainer.state.global_step}: saved {self.checkpoints}/checkpoint-"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import importlib.util
+import json
 import logging
 import math
 import os
@@ -380,8 +381,52 @@ def whole_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor] | None:
     return {k: v for k, v in state.items() if isinstance(v, torch.Tensor)}
 
 
+CHECKPOINT_COMPLETE = "checkpoint_complete"
+"""Written into checkpoint-N after everything else of it (`MarkComplete`): a checkpoint without it was cut short
+(a full disk, a kill during the write) and is never resumed from."""
+
+
+class MarkComplete(TrainerCallback):
+    """Marks checkpoint-N complete once the trainer has written all of it (on_save follows the whole write)."""
+
+    def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+        ckpt = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+        if state.is_world_process_zero and ckpt.is_dir():
+            (ckpt / CHECKPOINT_COMPLETE).write_text(f"{state.global_step}\n", encoding="utf-8")
+        return control
+
+
+def _complete(ckpt: Path, marked: bool) -> bool:
+    if marked:  # this run marks its checkpoints: only a marked one is whole
+        return (ckpt / CHECKPOINT_COMPLETE).exists()
+    try:  # a checkpoint from before the marker: its trainer state (written last but the marker) must parse
+        json.loads((ckpt / "trainer_state.json").read_text(encoding="utf-8"))
+        return True
+    except (OSError, ValueError):
+        return False
+
+
+def checkpoints_found(output_dir: str) -> tuple[str | None, list[str]]:
+    """(the last complete checkpoint under `output_dir`, the later ones that are incomplete)."""
+    if not Path(output_dir).is_dir() or get_last_checkpoint(output_dir) is None:
+        return None, []
+    ckpts = sorted(
+        (p for p in Path(output_dir).glob("checkpoint-*") if p.is_dir() and p.name.split("-")[-1].isdigit()),
+        key=lambda p: int(p.name.split("-")[-1]),
+        reverse=True,
+    )
+    marked = any((p / CHECKPOINT_COMPLETE).exists() for p in ckpts)
+    skipped: list[str] = []
+    for p in ckpts:
+        if _complete(p, marked):
+            return str(p), skipped
+        skipped.append(str(p))
+    return None, skipped
+
+
 def last_checkpoint(output_dir: str) -> str | None:
-    return get_last_checkpoint(output_dir) if Path(output_dir).is_dir() else None
+    """The last complete checkpoint under `output_dir` (a later one cut short is passed over)."""
+    return checkpoints_found(output_dir)[0]
 
 
 def load_inner_weights(inner: torch.nn.Module, ckpt: Path) -> None:
@@ -428,9 +473,11 @@ def evaluate_every(trainer: Any, every: int) -> None:
 
 def resume_point(output_dir: str, resume: bool) -> str | None:
     """The last checkpoint under `output_dir` when resuming (None, with a message, when there is none)."""
-    found = last_checkpoint(output_dir) if resume else None
+    found, cut_short = checkpoints_found(output_dir) if resume else (None, [])
+    for ckpt in cut_short:
+        print(f"--resume: passing over {ckpt}: its write did not finish (no {CHECKPOINT_COMPLETE}); it is kept")
     if resume and found is None:
-        print(f"--resume: no checkpoint under {output_dir}; starting from the beginning")
+        print(f"--resume: no complete checkpoint under {output_dir}; starting from the beginning")
     elif found is not None:
         print(f"--resume: continuing from {found} (the optimizer, scheduler, RNG and data position as saved)")
     return found
