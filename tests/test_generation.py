@@ -443,3 +443,23 @@ def test_compiled_static_path_compiles_once_per_bucket(model, tok):
     engine.sync_weights(trainer)
     assert _tokens(engine, CONVS, greedy) == _tokens(make_engine(trainer, tok), CONVS, greedy)
     assert compiled_graphs()["graphs"] == graphs
+
+
+def test_static_bucket_caches_are_an_lru_bounded_in_bytes(model, tok):
+    """With a cap below two buckets, decoding that needs two shapes keeps one cache at a time (the other freed and
+    counted), and the tokens are still the eager path's."""
+    greedy = [SamplingParams(temperature=0, max_new_tokens=m) for m in (16, 5, 16, 9)]  # rows finish apart
+    sampled = SamplingParams(n=5, temperature=1.0, top_p=0.95, max_new_tokens=12, seed=11)
+    eager = make_engine(model, tok)
+    static = make_engine(model, tok, static="eager", max_rows=32)
+    assert static.static is not None
+    _tokens(static, CONVS, greedy), _tokens(static, CONVS, sampled)  # learn the buckets' sizes
+    sizes = sorted(c.nbytes for c in static.static.caches.values())
+    assert len(sizes) >= 2
+    capped = make_engine(model, tok, static="eager", max_rows=32)
+    assert capped.static is not None
+    capped.static.max_bytes = sizes[-1]  # room for the largest, never for two
+    assert _tokens(capped, CONVS, greedy) == _tokens(eager, CONVS, greedy)
+    assert _tokens(capped, CONVS, sampled) == _tokens(eager, CONVS, sampled)
+    assert len(capped.static.caches) == 1 and capped.static.evicted >= 1
+    assert capped.static.nbytes <= capped.static.max_bytes

@@ -26,6 +26,7 @@ tokens and its seeded samples against it.
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -72,6 +73,12 @@ class BucketCache(StaticCache):
         self.mask = torch.ones(rows, columns, dtype=torch.long, device=device)  # 0 on left padding
         self.unit_of_row = torch.zeros(rows, dtype=torch.long, device=device)
         self.prompt_width = 0
+
+    @property
+    def nbytes(self) -> int:
+        """The memory its keys, values and mask hold."""
+        kv = sum(k.numel() * k.element_size() + v.numel() * v.element_size() for k, v in self.kv)
+        return kv + self.mask.numel() * self.mask.element_size()
 
     @property
     def static_layers(self) -> list[StaticLayer]:
@@ -143,12 +150,31 @@ def _decode_step(
     return out.logits[:, -1]
 
 
+CACHE_BYTES = 4 << 30
+"""Default cap on the bucket caches an engine keeps (4 GiB): beyond it the least recently used bucket is freed."""
+
+
+def _bucket_bytes(config: Any, rows: int, columns: int, dtype: torch.dtype) -> int:
+    """What a `BucketCache` of this shape will hold (keys and values of every layer, and the mask)."""
+    text = config.get_text_config(decoder=True) if hasattr(config, "get_text_config") else config
+    heads = int(getattr(text, "num_key_value_heads", None) or text.num_attention_heads)
+    head_dim = int(getattr(text, "head_dim", None) or text.hidden_size // text.num_attention_heads)
+    per = torch.tensor([], dtype=dtype).element_size()
+    return 2 * int(text.num_hidden_layers) * rows * heads * columns * head_dim * per + rows * columns * 8
+
+
 class StaticSteps:
     """The engine's bucket caches and its decode step, compiled once per (rows, columns) shape when `compile` is
-    set (`reduce-overhead`, CUDA graphs, on a GPU; inductor on a CPU). `compiles` counts the shapes compiled."""
+    set (`reduce-overhead`, CUDA graphs, on a GPU; inductor on a CPU). `compiles` counts the shapes compiled.
 
-    def __init__(self, compile: bool) -> None:
-        self.caches: dict[tuple[int, int], BucketCache] = {}
+    The caches are an LRU bounded by `max_bytes`: a new bucket that takes the total over it frees the least recently
+    used ones (never the one in use). A freed bucket is allocated again when its shape comes back (its compiled
+    step is kept: a graph holds no cache memory beyond the call)."""
+
+    def __init__(self, compile: bool, max_bytes: int = CACHE_BYTES) -> None:
+        self.caches: OrderedDict[tuple[int, int], BucketCache] = OrderedDict()
+        self.max_bytes = max_bytes
+        self.evicted = 0
         self.compile = compile
         self.shapes: set[tuple[int, int]] = set()  # the (rows, columns) shapes the step has run at
         self._step: Callable[..., torch.Tensor] = _decode_step
@@ -165,10 +191,20 @@ class StaticSteps:
         """Shapes compiled so far (one graph each)."""
         return len(self.shapes) if self.compile else 0
 
+    @property
+    def nbytes(self) -> int:
+        """The memory the kept bucket caches hold."""
+        return sum(c.nbytes for c in self.caches.values())
+
     def cache(self, config: Any, rows: int, columns: int, dtype: torch.dtype, device: torch.device) -> BucketCache:
         key = (rows, columns)
-        if key not in self.caches:
-            self.caches[key] = BucketCache(config, rows, columns, dtype, device)
+        if key in self.caches:
+            self.caches.move_to_end(key)
+            return self.caches[key]
+        while self.caches and self.nbytes + _bucket_bytes(config, rows, columns, dtype) > self.max_bytes:
+            self.caches.popitem(last=False)  # the least recently used
+            self.evicted += 1
+        self.caches[key] = BucketCache(config, rows, columns, dtype, device)
         return self.caches[key]
 
     def step(
