@@ -97,7 +97,8 @@ class BenchRunSettings:
     records: str | None = option(None, "where to write the record (default: leaderboards/records)")
     dtype: str | None = option(
         None,
-        "model dtype (default auto: bfloat16 where the device runs it natively, else float32)",
+        "model dtype (default: the scorer's own; a reward model (scalar) scores in float32, as its model card's "
+        "recipe does; generative judges auto: bfloat16 where the device runs it natively, else float32)",
         choices=DTYPES,
     )
     batch_tokens: int | None = option(None, f"token budget of one forward pass (default {BATCH_TOKENS})")
