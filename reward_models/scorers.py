@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -226,6 +227,21 @@ SCORERS: Table[ScorerEntry] = Table(
 )
 
 
+def _implicit_source(model: str, reference: str | None) -> str:
+    """A LoRA policy's run directory, told to score itself: its adapter (whose base is the implicit reward's
+    reference), not its merged copy, which has no reference. Anything else as given."""
+    run = Path(model)
+    adapter = run / "adapter"
+    if reference is not None or not run.is_dir() or (run / "model").is_dir() or not is_adapter(adapter):
+        return model
+    print(
+        f"{run} is a run directory: using its adapter/ ({adapter}; the implicit reward against its base)",
+        file=sys.stderr,
+        flush=True,
+    )
+    return str(adapter)
+
+
 def default_scorer(model: str | None, reference: str | None) -> str:
     """The scorer kind for a model when none is named (`align bench run` without --scorer).
 
@@ -325,6 +341,7 @@ def scorer_spec(
     if "type" not in spec:
         if "model" not in spec:
             raise UserError(f"{flag}: say what scores: one of\n{SPEC_FORMS}")
+        spec["model"] = _implicit_source(spec["model"], spec.get("reference"))
         spec["type"] = default_scorer(spec["model"], spec.get("reference"))
     kinds = [*SCORERS.names(), *other_kinds]
     if spec["type"] not in kinds:
