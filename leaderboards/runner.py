@@ -234,7 +234,7 @@ def run_benchmark(
         date=now(),
         partial=bool(problems),
         problems=problems[:MAX_LISTED],
-        items={ex.id: [ex.group, v] for ex, r in results if (v := item_value(r)) is not None},
+        items=_item_results(results),
     )
     if s.save:
         record.save(s.records_dir)
@@ -242,6 +242,20 @@ def run_benchmark(
 
 
 # ---------------------------------------------------------------------------------------------------------
+
+
+def _item_results(results: list[tuple[Example, dict[str, Any]]]) -> dict[str, list[Any]]:
+    """Each example's [subset, result] by its id; an id the file repeats (two pairs of one prompt) is numbered in
+    file order (`id#2`, `id#3`), so two records of the same file pair the same examples."""
+    out: dict[str, list[Any]] = {}
+    seen: dict[str, int] = {}
+    for ex, r in results:
+        v = item_value(r)
+        if v is None:
+            continue
+        seen[ex.id] = seen.get(ex.id, 0) + 1
+        out[ex.id if seen[ex.id] == 1 else f"{ex.id}#{seen[ex.id]}"] = [ex.group, v]
+    return out
 
 
 def _check_scorer(bench: Benchmark, scorer: Scorer) -> str:

@@ -975,3 +975,32 @@ def test_render_markdown(tmp_path: Path, run) -> None:
     assert files.overview in md and files.png is not None
     assert "<script" in files.html.read_text() and "http" not in files.html.read_text().split("<body>")[1]
     assert len(load_records(tmp_path / "records")) == 3
+
+
+def test_a_generative_judge_rerun_gives_the_identical_record(tmp_path: Path, tiny_model_ref: str) -> None:
+    """A pairwise judge (both orders, fixed placement) scored twice on the same file from nothing cached gives the
+    same scores and the same per-example results, to the last digit."""
+    from preference_data.suite import build_suite
+    from reward_models.scorers import load_scorer
+
+    data = tmp_path / "pairs.jsonl"
+    pairs = build_suite(n_per_family=2, seed=0).train_pairs[:10]
+    write_jsonl(str(data), [p.to_dict() for p in pairs])
+    records = []
+    for _ in range(2):
+        judge = load_scorer("judge", model=tiny_model_ref, dtype="float32")
+        settings = BenchSettings(data=str(data), use_cache=False, save=False, progress=False)
+        records.append(run_benchmark("pairs", judge, settings))
+    first, second = records
+    assert first.scores == second.scores and first.items == second.items and len(first.items) == len(pairs)
+
+
+def test_record_items_number_a_repeated_id_in_file_order() -> None:
+    """Two examples with one id (two pairs of one prompt) are both kept, numbered in file order, so two records of
+    the same file pair the same examples."""
+    from leaderboards.loaders import Example
+    from leaderboards.runner import _item_results
+
+    ex = [Example("a", "s", [], []), Example("b", "s", [], []), Example("a", "t", [], [])]
+    got = _item_results([(ex[0], {"correct": 1.0}), (ex[1], {"correct": 0.0}), (ex[2], {"correct": 0.5})])
+    assert got == {"a": ["s", 1.0], "b": ["s", 0.0], "a#2": ["t", 0.5]}
