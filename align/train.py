@@ -49,10 +49,9 @@ a reference (SimPO) has nothing to compare with and raises no such alert.
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import torch
 from transformers import Trainer
@@ -64,13 +63,13 @@ from prefalign.training.evaluation import accuracy_report, group_lines
 from prefalign.training.metrics import MetricsMixin
 from prefalign.training.recipe import RecipeRun, save_policy, start_run
 from prefalign.training.trainer import (
+    InnerModelCheckpoints,
     TokenBudgetSteps,
     apply_lora,
     base_dtype,
     compile_layers,
     disable_dropout,
     drawn_indices,
-    load_inner_weights,
     training_arguments,
     whole_state_dict,
 )
@@ -127,7 +126,7 @@ def batch_diagnostics(logps: PairLogps, out: LossOutput) -> dict[str, float]:
     return d
 
 
-class PreferenceTrainer(TokenBudgetSteps, MetricsMixin, Trainer):
+class PreferenceTrainer(InnerModelCheckpoints, TokenBudgetSteps, MetricsMixin, Trainer):
     """`transformers.Trainer` on packed pairs with a loss from `LOSSES`, frozen log-probs from the batch (or the
     adapters-disabled base) and held-out implicit-reward accuracy."""
 
@@ -236,25 +235,6 @@ class PreferenceTrainer(TokenBudgetSteps, MetricsMixin, Trainer):
         self.log(metrics)
         self.last_eval_report = rep
         return metrics
-
-    # Checkpoints hold what `save_pretrained` writes for the inner model (a peft adapter, or the full
-    # model with tied weights handled), not the wrapper's raw state dict.
-    def _save(self, output_dir: str | None = None, state_dict: dict | None = None) -> None:
-        output_dir = output_dir or self.args.output_dir
-        assert output_dir is not None  # `training_arguments` always sets it
-        inner = self.accelerator.unwrap_model(self.model).model
-        if state_dict is not None:  # FSDP / DeepSpeed gather the wrapper's state dict: drop its prefix
-            state_dict = {k.removeprefix("model."): v for k, v in state_dict.items()}
-        if self.args.should_save:
-            os.makedirs(output_dir, exist_ok=True)
-        inner.save_pretrained(output_dir, state_dict=state_dict, is_main_process=self.args.should_save)
-        if self.args.should_save:
-            torch.save(self.args, os.path.join(output_dir, "training_args.bin"))
-
-    def _load_from_checkpoint(self, resume_from_checkpoint: str, model: torch.nn.Module | None = None) -> None:
-        if self.is_fsdp_enabled or self.is_deepspeed_enabled:
-            return super()._load_from_checkpoint(resume_from_checkpoint, model)
-        load_inner_weights(cast("PackedForward", self.model).model, Path(resume_from_checkpoint))
 
 
 # --- the recipe --------------------------------------------------------------------------------------

@@ -48,7 +48,13 @@ from prefalign.models.hub import DEFAULT_MODEL, is_adapter, load_model, load_tok
 from prefalign.training.config import HeldOutSection, LoraSection, TrainSection
 from prefalign.training.metrics import MetricsMixin
 from prefalign.training.recipe import start_run
-from prefalign.training.trainer import base_dtype, prepare_model, training_arguments, whole_state_dict
+from prefalign.training.trainer import (
+    InnerModelCheckpoints,
+    base_dtype,
+    prepare_model,
+    training_arguments,
+    whole_state_dict,
+)
 from preference_data.records import Message
 from preference_data.sources import DataConfig, load_pairs, suite_tasks
 from preference_data.sources import load as load_source
@@ -302,7 +308,7 @@ def grm_examples(
 # --- the trainer -------------------------------------------------------------------------------------------
 
 
-class SFTTrainer(MetricsMixin, Trainer):
+class SFTTrainer(InnerModelCheckpoints, MetricsMixin, Trainer):
     """Mean negative log-likelihood of the completion tokens of packed sequences."""
 
     def __init__(self, *args: Any, metrics_path: Path | None, **kwargs: Any) -> None:

@@ -215,3 +215,33 @@ def test_the_meta_rm_learns_from_training_pairs_only(tmp_path, tiny_model_ref, m
     bad = tmp_path / "bad.yaml"
     bad.write_text(cfg.read_text().replace("split: train", "split: dev"))
     assert main(["rm", "train", "--config", str(bad)]) == 2
+
+
+def test_a_judge_run_saves_checkpoints_and_resumes_from_them(tmp_path, tiny_model_ref, capsys):
+    """`train.save_every` on a judge run: its checkpoints hold the inner model's adapter (the wrapper's raw state
+    dict, with the tied embeddings, cannot be written as safetensors), each marked complete, and `--resume` continues
+    from the last one to the same number of steps."""
+    from align.cli.main import main
+    from prefalign.training.trainer import CHECKPOINT_COMPLETE
+
+    data = "{source: suite, suite_per_family: 6, split: train, limit: 12}"
+    train = (
+        "{method: lora, lr: 2.0e-3, max_steps: 3, batch_size: 4, save_every: 1, precision: fp32, max_length: 1024, "
+        "compile: false}"
+    )
+    cfg = tmp_path / "think.yaml"
+    cfg.write_text(
+        f"kind: judge_train\nmodel: {TINY}\noutput_dir: {tmp_path / 'think'}\n"
+        f"judge: {{kind: think, examples: template}}\ndata: {data}\neval: {{split: none}}\ntrain: {train}\n"
+    )
+    assert main(["rm", "train", "--config", str(cfg)]) == 0
+    ckpts = tmp_path / "think" / "checkpoints"
+    last = max(ckpts.glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1]))
+    assert (last / "adapter_model.safetensors").exists() and (last / CHECKPOINT_COMPLETE).exists()
+    import shutil
+
+    shutil.rmtree(last)  # as if killed before the last step's save
+    capsys.readouterr()
+    assert main(["rm", "train", "--config", str(cfg), "--resume"]) == 0
+    assert "continuing from" in capsys.readouterr().out
+    assert (last / CHECKPOINT_COMPLETE).exists() and (tmp_path / "think" / "model" / "adapter_config.json").exists()

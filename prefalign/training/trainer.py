@@ -16,7 +16,7 @@ import os
 import shutil
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 from accelerate.utils import DistributedType, gather_object
@@ -427,6 +427,32 @@ def checkpoints_found(output_dir: str) -> tuple[str | None, list[str]]:
 def last_checkpoint(output_dir: str) -> str | None:
     """The last complete checkpoint under `output_dir` (a later one cut short is passed over)."""
     return checkpoints_found(output_dir)[0]
+
+
+class InnerModelCheckpoints:
+    """For a Trainer whose model wraps the trained one (`PackedForward(model, ...)`: the wrapper's `.model`):
+    checkpoints hold what `save_pretrained` writes for the inner model (a peft adapter, or the full model with its
+    tied weights handled), not the wrapper's raw state dict (which safetensors refuses with tied embeddings), and a
+    resume loads them back into the inner model."""
+
+    def _save(self, output_dir: str | None = None, state_dict: dict | None = None) -> None:
+        trainer = cast("Any", self)
+        output_dir = output_dir or trainer.args.output_dir
+        assert output_dir is not None  # `training_arguments` always sets it
+        inner = trainer.accelerator.unwrap_model(trainer.model).model
+        if state_dict is not None:  # FSDP / DeepSpeed gather the wrapper's state dict: drop its prefix
+            state_dict = {k.removeprefix("model."): v for k, v in state_dict.items()}
+        if trainer.args.should_save:
+            os.makedirs(output_dir, exist_ok=True)
+        inner.save_pretrained(output_dir, state_dict=state_dict, is_main_process=trainer.args.should_save)
+        if trainer.args.should_save:
+            torch.save(trainer.args, os.path.join(output_dir, "training_args.bin"))
+
+    def _load_from_checkpoint(self, resume_from_checkpoint: str, model: torch.nn.Module | None = None) -> None:
+        trainer = cast("Any", self)
+        if trainer.is_fsdp_enabled or trainer.is_deepspeed_enabled:
+            return super()._load_from_checkpoint(resume_from_checkpoint, model)  # type: ignore[misc]
+        load_inner_weights(trainer.model.model, Path(resume_from_checkpoint))
 
 
 def load_inner_weights(inner: torch.nn.Module, ckpt: Path) -> None:
