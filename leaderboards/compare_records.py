@@ -19,13 +19,12 @@ equals the benchmark's headline only where the headline is a plain mean (the rec
 from __future__ import annotations
 
 import math
-import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from prefalign.errors import UserError
-from prefalign.stats import percentile_interval
+from prefalign.stats import bootstrap_replicates, percentile_interval
 
 from .records import Record
 
@@ -79,22 +78,18 @@ class Comparison:
     reps: int
 
 
-def _paired(
-    subset: str, a: Sequence[float], b: Sequence[float], reps: int, seed: int, level: float
-) -> tuple[Difference, list[float]]:
+def _paired(subset: str, a: Sequence[float], b: Sequence[float], reps: int, seed: int, level: float) -> Difference:
     d = [x - y for x, y in zip(a, b, strict=True)]
     m = len(d)
-    rng = random.Random(seed)
-    boot = sorted(sum(d[rng.randrange(m)] for _ in range(m)) / m for _ in range(reps))
+    boot = bootstrap_replicates(lambda idx: sum(d[i] for i in idx) / m, m, reps, seed)
     below = sum(1 for v in boot if v <= 0) / reps
     above = sum(1 for v in boot if v >= 0) / reps
     p = min(1.0, 2 * min(below, above))
     ci95 = percentile_interval(boot, 0.95)
     corrected = percentile_interval(boot, level)
     diff = sum(d) / m
-    return (
-        Difference(subset, m, sum(a) / m, sum(b) / m, diff, ci95, corrected, p, not corrected[0] <= 0 <= corrected[1]),
-        boot,
+    return Difference(
+        subset, m, sum(a) / m, sum(b) / m, diff, ci95, corrected, p, not corrected[0] <= 0 <= corrected[1]
     )
 
 
@@ -127,7 +122,7 @@ def compare_records(
     m = len(groups)
     level = (1 - ALPHA) ** (1 / m) if correction == "sidak" else 1 - ALPHA
     subsets = [
-        _paired(g, [a.items[i][1] for i in ids], [b.items[i][1] for i in ids], reps, seed, level)[0]
+        _paired(g, [a.items[i][1] for i in ids], [b.items[i][1] for i in ids], reps, seed, level)
         for g, ids in sorted(groups.items())
     ]
     if correction == "holm":
@@ -138,7 +133,7 @@ def compare_records(
                 break
             rejected.add(k)
         subsets = [Difference(**{**s.__dict__, "differs": k in rejected}) for k, s in enumerate(subsets)]
-    overall, _ = _paired("(all)", [a.items[i][1] for i in common], [b.items[i][1] for i in common], reps, seed, 0.95)
+    overall = _paired("(all)", [a.items[i][1] for i in common], [b.items[i][1] for i in common], reps, seed, 0.95)
     return Comparison(
         benchmark=a.benchmark,
         a=a.model,

@@ -57,13 +57,21 @@ def bootstrap_statistic(
     are no items or no resample has a value."""
     if m == 0 or reps < 1:
         return (math.nan, math.nan)
+    return percentile_interval(bootstrap_replicates(statistic, m, reps, seed), level)
+
+
+def bootstrap_replicates(
+    statistic: Callable[[list[int]], float | None], m: int, reps: int = 2000, seed: int = 0
+) -> list[float]:
+    """The statistic on `reps` resamples of the indices 0..m-1 (those where it is defined), as
+    `bootstrap_statistic` draws them: for a p-value or several intervals from one set of resamples."""
     rng = random.Random(seed)
     stats: list[float] = []
     for _ in range(reps):
         v = statistic([rng.randrange(m) for _ in range(m)])
         if v is not None and not math.isnan(v):
             stats.append(v)
-    return percentile_interval(stats, level)
+    return stats
 
 
 def bootstrap_ci(values: Sequence[float], reps: int = 2000, seed: int = 0, level: float = 0.95) -> tuple[float, float]:
