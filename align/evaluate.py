@@ -26,6 +26,7 @@ from typing import Any, cast
 
 from prefalign.decoding import DecodingSettings
 from prefalign.errors import UserError
+from prefalign.files import write_json
 from prefalign.models.hub import load_tokenizer, weights_fingerprint
 from prefalign.models.precision import decide_dtype
 from prefalign.stats import bootstrap_ci, finite_mean, paired_bootstrap, win_rate
@@ -139,8 +140,7 @@ def evaluate_policy(
                 rewards[rm_key] = _mean_score(rm, prompts, base_responses)
             report["baseline"]["reward"] = rewards[rm_key]
         if cache:
-            cache.parent.mkdir(parents=True, exist_ok=True)
-            cache.write_text(json.dumps(cached))
+            write_json(cache, cached)
         if check is not None:
             report["check"] = check_answers(check, prompts, responses, base_responses, s.seed)
         if judge == "gold":
@@ -166,7 +166,7 @@ def evaluate_policy(
                 if base_responses is not None:
                     row["baseline_response"] = base_responses[i]
                 f.write(json.dumps(row, ensure_ascii=False) + "\n")
-        (out / "report.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
+        write_json(out / "report.json", report, indent=2)
     return report
 
 
@@ -291,7 +291,7 @@ def evaluate_judged(
             for i, pr in enumerate(prompts):
                 row = {"id": pr.id, "prompt": [m.to_dict() for m in pr.prompt], "response": ours[i]}
                 f.write(json.dumps(row | {"baseline_response": theirs[i], **per_prompt[i]}, ensure_ascii=False) + "\n")
-        (out / "report.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
+        write_json(out / "report.json", report, indent=2)
     return report
 
 

@@ -45,6 +45,7 @@ from typing import Any
 
 from prefalign.config import dump_yaml, to_dict
 from prefalign.errors import UserError
+from prefalign.files import write_json, write_jsonl
 from prefalign.models.hub import load_tokenizer
 from prefalign.stats import finite_mean
 from prefalign.training.metrics import ALERTS_FILE, HACKING_KEY, append_alert
@@ -122,7 +123,7 @@ def run_round(
     if not use:
         raise UserError(f"round {t}: no pairs left ({counts}); raise samples_per_prompt or the temperature")
     pairs_file = rdir / "pairs.jsonl"
-    pairs_file.write_text("".join(json.dumps(p.to_dict()) + "\n" for p in use), encoding="utf-8")
+    write_jsonl(pairs_file, (p.to_dict() for p in use))
     tcfg = round_train_config(cfg, t, policy, pairs_file, len(use))
     out = Path(tcfg.output_dir)
     if finished_run(out, tcfg):
@@ -216,7 +217,7 @@ def run(cfg: IterativeConfig, resume: bool = False) -> dict[str, Any]:
         "dashboard_first": ["eval_gold/overall", "reward", "pairs/pairs"],
         "config": to_dict(cfg),
     }
-    (root / "report.json").write_text(json.dumps(report, indent=2, default=str), encoding="utf-8")
+    write_json(root / "report.json", report, indent=2, default=str)
     write_report(root)
     return report
 

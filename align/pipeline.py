@@ -29,6 +29,7 @@ from typing import Any
 
 from prefalign.config import to_dict
 from prefalign.errors import UserError
+from prefalign.files import write_json
 from prefalign.models.batch import decide_layout
 from prefalign.models.hub import files_stamp, is_model_dir, weights_fingerprint
 from prefalign.models.precision import decide_precision, default_device
@@ -151,7 +152,7 @@ def run_inputs(cfg: Any) -> dict[str, str]:
 
 def record_inputs(run_dir: Path, cfg: Any) -> None:
     """Save `run_inputs(cfg)` beside a run that just finished, for `finished_run` to compare."""
-    (Path(run_dir) / INPUTS_FILE).write_text(json.dumps(run_inputs(cfg), indent=1, sort_keys=True), encoding="utf-8")
+    write_json(Path(run_dir) / INPUTS_FILE, run_inputs(cfg), indent=1, sort_keys=True)
 
 
 def _resolved(config: Any) -> Any:

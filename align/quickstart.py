@@ -32,11 +32,11 @@ Where bf16 is not native, every stage runs in fp32 and the trained stages are sh
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 from typing import Any
 
 from prefalign.config import build, dump_yaml
+from prefalign.files import write_json, write_text
 from prefalign.models.hub import resolve
 from prefalign.models.precision import decide_precision
 from prefalign.training.evaluation import group_lines
@@ -77,7 +77,7 @@ def run(cfg: QuickstartConfig, t0: float | None = None) -> dict[str, Any]:
     if summary.get("eval"):
         summary["figure"] = str(summary_figure(summary["eval"], p.root))
     summary["seconds"] = round(p.elapsed(), 1)
-    (p.root / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
+    write_json(p.root / "summary.json", summary, indent=2)
     return summary
 
 
@@ -105,7 +105,7 @@ def summary_figure(evals: dict[str, Any], root: Path) -> Path:
         f"<img src='{png.name}' style='max-width: 100%; border: 1px solid #ddd'>"
         f"<h2>stage reports</h2><ul>{links}</ul></body>"
     )
-    (root / "report.html").write_text(page, encoding="utf-8")
+    write_text(root / "report.html", page)
     return png
 
 

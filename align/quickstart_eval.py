@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from prefalign.decoding import DecodingSettings
+from prefalign.files import write_jsonl
 from prefalign.stats import paired_bootstrap
 from prefalign.training.metrics import ALERTS_FILE, append_alert, read_alerts, reward_hacking
 from prefalign.training.report import write_report
@@ -110,9 +111,9 @@ def record_eval_in_run(run_dir: Path, end: dict[str, Any], start: dict[str, Any]
             rows.append(
                 {"step": step, "eval_gold/overall": e["after"], **reward, **check, "from": EVAL_ROW, "split": split}
             )
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    write_jsonl(path, rows)
     alerts = [a for a in read_alerts(run_dir / ALERTS_FILE) if a.get("key") != CHECK_ALARM_KEY]
-    (run_dir / ALERTS_FILE).write_text("".join(json.dumps(a) + "\n" for a in alerts), encoding="utf-8")
+    write_jsonl(run_dir / ALERTS_FILE, alerts)
     if end.get("alarm"):
         append_alert(path, last, CHECK_ALARM_KEY, end["alarm"])
     write_report(run_dir)

@@ -52,6 +52,7 @@ from safetensors.torch import load_file, save_file
 from tqdm.auto import tqdm
 
 from prefalign.errors import UserError
+from prefalign.files import replacing
 from prefalign.models.batch import Layout
 from prefalign.models.forward import sequence_logps
 from prefalign.models.hub import cache_dir, file_lock, load_causal_lm, resolve, weights_fingerprint
@@ -128,14 +129,12 @@ def _read(path: Path, n: int) -> tuple[torch.Tensor, torch.Tensor] | None:
 
 
 def _write(path: Path, chosen: torch.Tensor, rejected: torch.Tensor, parts: dict[str, Any]) -> None:
-
-    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    save_file(
-        {"chosen": chosen.contiguous(), "rejected": rejected.contiguous()},
-        str(tmp),
-        metadata={"parts": json.dumps(parts, sort_keys=True)},
-    )
-    os.replace(tmp, path)  # atomic: a reader sees the old state or the whole file
+    with replacing(path) as tmp:  # a reader sees the old state or the whole file
+        save_file(
+            {"chosen": chosen.contiguous(), "rejected": rejected.contiguous()},
+            str(tmp),
+            metadata={"parts": json.dumps(parts, sort_keys=True)},
+        )
 
 
 # --- the computation ---------------------------------------------------------------------------------

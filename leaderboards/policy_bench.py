@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from prefalign.config import option
 from prefalign.decoding import DecodingSettings
 from prefalign.errors import UserError
+from prefalign.files import write_json, write_text
 from prefalign.models.hub import load_tokenizer, weights_fingerprint
 from prefalign.models.precision import decide_dtype
 from prefalign.registry import Table
@@ -123,7 +124,7 @@ def cached_answers(
     if out_dir:
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
-        (out / "generations.key.json").write_text(json.dumps(key, indent=2), encoding="utf-8")
+        write_json(out / "generations.key.json", key, indent=2)
     return answers, False
 
 
@@ -728,9 +729,9 @@ def run_policy_bench(settings: PolicyBenchSettings, judge: Any = None) -> tuple[
         write_generations(s.out, data, answers, per_item)
         if bench.native is not None and judge is not None:
             name, text = bench.native(data, answers, per_item, s.model, judge.name)
-            (out / name).write_text(text, encoding="utf-8")
+            write_text(out / name, text)
             report["native"] = str(out / name)
-        (out / "report.json").write_text(json.dumps(report, indent=2, ensure_ascii=False), encoding="utf-8")
+        write_json(out / "report.json", report, indent=2, ensure_ascii=False)
     if s.records is not None:
         record.save(s.records)
     return report, record
@@ -802,5 +803,5 @@ def write_reference(settings: PolicyBenchSettings) -> int:
     ]
     path = Path(s.write_reference)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(rows, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    write_json(path, rows, indent=1, ensure_ascii=False)
     return len(rows)

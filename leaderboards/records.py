@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 import subprocess
 import sys
@@ -21,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from prefalign.errors import UserError
+from prefalign.files import write_json
 
 SCHEMA = 1
 DEFAULT_RECORDS_DIR = Path("leaderboards") / "records"
@@ -93,11 +93,7 @@ class Record:
         while path.exists():
             n += 1
             path = out / f"{base}-{n}.json"
-        tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(
-            json.dumps(self.to_dict(), indent=2, ensure_ascii=False, allow_nan=False) + "\n", encoding="utf-8"
-        )
-        os.replace(tmp, path)
+        write_json(path, self.to_dict(), indent=2, ensure_ascii=False, allow_nan=False)
         self.path = str(path)
         return path
 

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from prefalign.errors import UserError
+from prefalign.files import write_text
 
 from .benchmarks import BENCHMARKS
 from .records import DEFAULT_RECORDS_DIR, Record, fmt_score, load_records
@@ -582,8 +583,8 @@ def render(records_dir: str | Path | None = None, site_dir: str | Path | None = 
         (site / "leaderboard.png").unlink(missing_ok=True)
         png = None
     files = SiteFiles(site / "leaderboard.md", site / "index.html", png, charts, overview_markdown(board, links))
-    files.markdown.write_text(to_markdown(board, links), encoding="utf-8")
-    files.html.write_text(to_html(board, links, files), encoding="utf-8")
+    write_text(files.markdown, to_markdown(board, links))
+    write_text(files.html, to_html(board, links, files))
     return files
 
 

@@ -22,7 +22,6 @@ import functools
 import hashlib
 import json
 import math
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +31,7 @@ from tqdm.auto import tqdm
 
 from prefalign.config import build, to_dict
 from prefalign.errors import UserError
+from prefalign.files import write_json
 from prefalign.models.hub import cache_dir
 from preference_data.io import is_hub_id
 from preference_data.records import Conversation, PreferencePair
@@ -464,7 +464,4 @@ def _read_cache(path: Path | None) -> dict[str, float]:
 
 
 def _write_cache(path: Path, cache: dict[str, float]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps({"scores": cache}), encoding="utf-8")
-    os.replace(tmp, path)
+    write_json(path, {"scores": cache})

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar, Union, get_args, get_origin, get_type_hints
 
 from .errors import ConfigError, UserError, did_you_mean
+from .files import write_text
 
 C = TypeVar("C")
 _MISSING = dataclasses.MISSING
@@ -439,7 +440,7 @@ def dump_yaml(cfg: Any, path: str | Path) -> None:
     import yaml
 
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False), encoding="utf-8")
+    write_text(path, yaml.safe_dump(to_dict(cfg), sort_keys=False))
 
 
 def describe(cls: type, prefix: str = "") -> list[tuple[str, str, str, str]]:

@@ -9,10 +9,10 @@ also gets the map that read it, its label counts (ties, items whose annotators d
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
+from prefalign.files import write_json, write_text
 from prefalign.models.hub import load_tokenizer
 
 from .comparisons import mapping_for, mapping_lines, render_comparison
@@ -102,7 +102,7 @@ def run_doctor(
     if out_dir:
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
-        (out / "doctor.json").write_text(json.dumps(report, indent=2, ensure_ascii=False), encoding="utf-8")
-        (out / "doctor.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+        write_json(out / "doctor.json", report, indent=2, ensure_ascii=False)
+        write_text(out / "doctor.txt", "\n".join(lines) + "\n")
         report["written"] = [str(out / "doctor.json"), str(out / "doctor.txt")]
     return report

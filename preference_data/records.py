@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
+from prefalign import files
 
 ROLES = ("system", "user", "assistant")
 
@@ -219,12 +220,7 @@ def pair_from_dict(d: dict[str, Any]) -> PreferencePair:
 
 
 def write_jsonl(path: str, rows: list[dict[str, Any]]) -> None:
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        for r in rows:
-            f.write(json.dumps(r, ensure_ascii=False) + "\n")
-    os.replace(tmp, path)
+    files.write_jsonl(path, rows, ensure_ascii=False)
 
 
 __all__ = [

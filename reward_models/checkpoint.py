@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from prefalign.errors import UserError
+from prefalign.files import write_json, write_text
 from prefalign.models.hub import load_model, load_tokenizer, resolve
 
 if TYPE_CHECKING:
@@ -97,9 +98,9 @@ def write_stats(out: str | Path, stats: RewardStats, card: dict[str, Any]) -> No
     """(Re)write a saved RM's statistics and its model card, e.g. once the statistics have been measured on the saved
     weights (`training.saved_reward_statistics`)."""
     out = Path(out)
-    (out / STATS_FILE).write_text(json.dumps(asdict(stats), indent=2), encoding="utf-8")
+    write_json(out / STATS_FILE, asdict(stats), indent=2)
     pad = load_tokenizer(str(out)).pad_token
-    (out / "README.md").write_text(model_card(out, stats, card, pad), encoding="utf-8")
+    write_text(out / "README.md", model_card(out, stats, card, pad))
 
 
 def distinct_pad(tokenizer: Any, model: Any) -> None:

@@ -50,6 +50,7 @@ from tqdm.auto import tqdm
 
 from prefalign.config import option
 from prefalign.errors import UserError
+from prefalign.files import write_json
 from prefalign.models.forward import hidden_states, layout_for
 from prefalign.models.hub import DEFAULT_MODEL, load_model, load_tokenizer, pad_token_id, resolve
 from prefalign.models.precision import announce, decide_dtype, default_device
@@ -342,7 +343,7 @@ def save_heads(heads: Heads, out: Path, meta: dict[str, Any]) -> None:
         },
         out / HEADS_FILE,
     )
-    (out / MO_FILE).write_text(json.dumps({"objectives": heads.objectives, **meta}, indent=2), encoding="utf-8")
+    write_json(out / MO_FILE, {"objectives": heads.objectives, **meta}, indent=2)
 
 
 def load_heads(path: str | Path) -> tuple[Heads, dict[str, Any]]:
@@ -698,7 +699,7 @@ def run(cfg: MORMTrainConfig, resume: bool = False) -> dict[str, Any]:
         report["bt"] = {"model": cfg.compare_with, **held_out(test, cfg.objectives, scalar, scalar)}
     report["seconds"] = round(time.time() - t0, 1)
     report["run_report"] = str(out / "report.json")
-    (out / "report.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
+    write_json(out / "report.json", report, indent=2)
     return report
 
 

@@ -20,6 +20,7 @@ from typing import Any, Literal
 import torch
 
 from prefalign.config import option
+from prefalign.files import write_json
 from prefalign.models.hub import load_tokenizer, pad_token_id
 from preference_data.sources import load_pairs
 from preference_data.tokenize import tokenize_pairs
@@ -97,5 +98,5 @@ def measure_strength(cfg: StrengthConfig, models: list[str]) -> dict[str, Any]:
         "negative_fraction": (mean < 0).float().mean().item(),
         "median_std": std.median().item() if len(pairs) else float("nan"),
     }
-    (out / "report.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
+    write_json(out / "report.json", report, indent=2)
     return report

@@ -7,13 +7,13 @@ fields of `leaderboards.policy_bench.PolicyBenchSettings`.
 from __future__ import annotations
 
 import argparse
-import json
 
 from align.cli.common import HelpFormatter
 from align.compare import CompareSettings
 from align.overopt import OveroptSettings
 from leaderboards.policy_bench import PolicyBenchSettings, load_judge, run_policy_bench, write_reference
 from leaderboards.policy_bench import report_lines as bench_report_lines
+from prefalign.files import write_json
 
 EXAMPLE = (
     "align eval policy --model runs/dpo_suite/merged --baseline builtin:smollm2-135m-instruct\n"
@@ -77,8 +77,7 @@ def cmd_compare(s: CompareSettings) -> int:
     result = compare(load_saved(s.policy), load_saved(s.baseline), s.seed)
     print("\n".join(compare_lines(result)))
     if s.out:
-        with open(s.out, "w", encoding="utf-8") as f:
-            json.dump(result, f, indent=2)
+        write_json(s.out, result, indent=2)
         print(f"wrote {s.out}")
     if s.figure:
         from align.figures import compare_data, draw  # lazy: matplotlib, only to draw

@@ -5,14 +5,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib
-import json
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal
 
 from align.cli.common import HelpFormatter, add_config_args, config_and_overrides, guard_earlier_run
 from prefalign.config import load, option, read_yaml
 from prefalign.errors import UserError
+from prefalign.files import write_json
 from prefalign.models.precision import DTYPES
 from reward_models.scorers import BATCH_TOKENS
 
@@ -159,8 +158,7 @@ def cmd_scaling(s: ScalingSettings) -> int:
         f"{c['seconds_per_item'] / ks[-1]:.2f}s per critique; abstentions {result['abstentions'] or 'none'}"
     )
     if s.out:
-        Path(s.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(s.out).write_text(json.dumps(result, indent=2))
+        write_json(s.out, result, indent=2)
         print(f"wrote {s.out}")
     return 0
 
@@ -214,8 +212,7 @@ def cmd_compare(s: CompareSettings) -> int:
     result |= {"data": s.data, "split": s.split, "limit": s.limit}
     print("\n".join(summary_lines(result)))
     if s.out:
-        Path(s.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(s.out).write_text(json.dumps(result, indent=2))
+        write_json(s.out, result, indent=2)
         print(f"wrote {s.out}")
     return 0
 

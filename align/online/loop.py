@@ -12,13 +12,13 @@ Each phase is its own module with typed values between them: `Rollout` (rollout.
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from typing import Any
 
 import torch
 
+from prefalign.files import write_json
 from prefalign.training.metrics import HACKING_KEY, append_alert
 from prefalign.training.recipe import save_policy
 
@@ -126,7 +126,7 @@ def train_step(o: Online) -> dict[str, Any]:
             record_eval(o, ev, row)
     if o.main:
         log_row(o.run.metrics_path, row)
-        (o.run.dir / "evals.json").write_text(json.dumps(o.evals), encoding="utf-8")
+        write_json(o.run.dir / "evals.json", o.evals)
         if o.step % max(cfg.train.log_every, 1) == 0:
             print(
                 f"step {o.step}/{cfg.train.max_steps}: reward {row.get('reward', math.nan):.4f} "
@@ -206,7 +206,7 @@ def run(cfg: OnlineConfig, resume: bool = False) -> dict[str, Any]:
         saved = save_policy(policy, o.learner.tokenizer, o.run.dir, cfg.train.method, cfg.save_merged) if o.main else {}
     if not o.main:
         return {}
-    (o.run.dir / "evals.json").write_text(json.dumps(o.evals), encoding="utf-8")
+    write_json(o.run.dir / "evals.json", o.evals)
     return o.run.finish(report(o, saved, final, train_seconds, search), PLOT_KEYS)
 
 

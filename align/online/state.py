@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from prefalign.errors import UserError
+from prefalign.files import replacing, write_json
 
 from ..composition import Composer
 from .learner import Learner
@@ -54,10 +55,7 @@ def save_drawn(path: Path, d: Drawn) -> None:
         "rewards": d.rewards.to_json(),
         "frozen": {"old": d.frozen.old, "ref": d.frozen.ref, "seconds": d.frozen_seconds},
     }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data), encoding="utf-8")
-    tmp.replace(path)
+    write_json(path, data)
 
 
 def load_drawn(path: Path) -> Drawn | None:
@@ -101,10 +99,9 @@ def save_checkpoint(learner: Learner, checkpoints: Path, step: int, composer: Co
         "scheduler": learner.scheduler.state_dict(),
         "composition": composer.state_dict() if composer is not None else None,
     }
-    tmp = ckpt / (STATE_FILE + ".tmp")
-    torch.save(state, tmp)
-    tmp.replace(ckpt / STATE_FILE)
-    (ckpt / "trainer_state.json").write_text(json.dumps({"global_step": step}), encoding="utf-8")
+    with replacing(ckpt / STATE_FILE) as tmp:
+        torch.save(state, tmp)
+    write_json(ckpt / "trainer_state.json", {"global_step": step})
     olds = sorted(checkpoints.glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1]))
     for old in olds[:-keep] if keep > 0 else []:
         shutil.rmtree(old, ignore_errors=True)

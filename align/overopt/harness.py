@@ -16,6 +16,7 @@ import torch
 
 from prefalign.config import load
 from prefalign.errors import ConfigError, UserError
+from prefalign.files import write_json
 from prefalign.generation import make_engine
 from prefalign.models.forward import PackedForward, layout_for
 from prefalign.models.hub import load_model, load_tokenizer, looks_local, pad_token_id, weights_fingerprint
@@ -106,7 +107,7 @@ class Cache:
         return out
 
     def add_samples(self, policy_key: str, key: dict[str, Any], rows: list[dict[str, Any]]) -> None:
-        (self.root / f"samples-{policy_key}.key.json").write_text(json.dumps(key, indent=2), encoding="utf-8")
+        write_json(self.root / f"samples-{policy_key}.key.json", key, indent=2)
         with open(self.root / f"samples-{policy_key}.jsonl", "a", encoding="utf-8") as f:
             for row in rows:
                 f.write(json.dumps(row, ensure_ascii=False) + "\n")
@@ -117,9 +118,7 @@ class Cache:
 
     def put_values(self, name: str, key: dict[str, Any], values: dict[str, float | None]) -> None:
         path = self.root / f"{name}.json"
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"key": key, "values": values}), encoding="utf-8")
-        tmp.replace(path)
+        write_json(path, {"key": key, "values": values})
 
 
 # --- the policies ----------------------------------------------------------------------------------------

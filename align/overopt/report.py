@@ -3,7 +3,6 @@ summary lines and its plot."""
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from dataclasses import asdict, replace
@@ -11,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from prefalign.errors import UserError
+from prefalign.files import write_json, write_text
 from prefalign.models.hub import DEFAULT_MODEL
 from prefalign.models.precision import decide_dtype
 from preference_data.suite.heldout import load_prompts
@@ -100,8 +100,8 @@ def run_overopt(s: OveroptSettings) -> dict[str, Any]:
     report["seconds"] = round(time.time() - t0, 1)
     report["summary"] = summary_lines(report)
     report["plot"] = str(out / "overopt.png") if plot(report, out / "overopt.png") else None
-    (out / "report.json").write_text(json.dumps(report, indent=2, default=str), encoding="utf-8")
-    (out / "summary.txt").write_text("\n".join(report["summary"]) + "\n", encoding="utf-8")
+    write_json(out / "report.json", report, indent=2, default=str)
+    write_text(out / "summary.txt", "\n".join(report["summary"]) + "\n")
     return report
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from prefalign.files import write_json
 from prefalign.registry import Table
 from preference_data.records import Message, PreferencePair
 from reward_models.composition import weighted_sum
@@ -202,7 +203,7 @@ def scores_of_round(
         ]
         secs = max(time.perf_counter() - t0, 1e-9)
         print(f"scored {n} candidates in {secs:.1f}s ({n / secs:.1f}/s)", flush=True)
-        path.write_text(json.dumps({"key": key, "scores": scores}), encoding="utf-8")
+        write_json(path, {"key": key, "scores": scores})
     return [[math.nan if x is None else x for x in r] for r in scores]
 
 
@@ -220,9 +221,7 @@ def verify_round(
         t0 = time.perf_counter()
         probs = verify_probabilities(verifier, pairs)
         print(f"verified {len(pairs)} pairs in {time.perf_counter() - t0:.1f}s", flush=True)
-        path.write_text(
-            json.dumps({"key": key, "probs": [x if math.isfinite(x) else None for x in probs]}), encoding="utf-8"
-        )
+        write_json(path, {"key": key, "probs": [x if math.isfinite(x) else None for x in probs]})
     return apply_verdicts(pairs, probs, cfg.rounds.verify_rule)
 
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from prefalign.files import write_json
 from prefalign.generation import make_engine
 from prefalign.models.hub import load_model, load_tokenizer, weights_fingerprint
 from prefalign.models.precision import decide_precision
@@ -81,7 +82,7 @@ def sample_round(
         f"{rollout.generated_tokens / secs:.0f} tokens/s)",
         flush=True,
     )
-    path.write_text(json.dumps({"key": key, "rollout": rollout.to_json()}), encoding="utf-8")
+    write_json(path, {"key": key, "rollout": rollout.to_json()})
     return rollout, key
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from prefalign.config import to_dict
+from prefalign.files import write_json
 from prefalign.models.hub import weights_fingerprint
 from prefalign.training.config import HeldOutSection
 from preference_data.sources import DataConfig
@@ -38,7 +39,7 @@ def eval_policy(
         "policy": policy,
         **(gold_eval((engines or RoundEngine(cfg)).on(policy), cfg.eval, rewards=rewards) or {}),
     }
-    path.write_text(json.dumps(out), encoding="utf-8")
+    write_json(path, out)
     return out
 
 

@@ -33,13 +33,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from prefalign.errors import UserError
+from prefalign.files import replacing
 from reward_models.composition import AGGREGATORS, AggregateInputs, mix_advantages, nan_rows, weighted_sum
 
 from ..composition import Composer, CompositionSection
@@ -197,11 +197,8 @@ class ServedComposition:
 
     def save(self, path: str | Path) -> None:
         """Write the state atomically (a temporary file renamed over the old one)."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        torch.save(self.state_dict(), tmp)
-        os.replace(tmp, path)
+        with replacing(path) as tmp:
+            torch.save(self.state_dict(), tmp)
 
     def load(self, path: str | Path) -> None:
         try:

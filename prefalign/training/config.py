@@ -139,6 +139,11 @@ class TrainSection:
     )
     eval_every: int = option(0, "evaluate every N optimizer steps (0 = only at the end)")
     save_every: int = option(0, "checkpoint every N optimizer steps (0 = only at the end)")
+    keep_checkpoints: int = option(
+        2,
+        "checkpoints kept on disk, the newest (older ones are deleted as new ones complete); 0 = keep all. "
+        "A checkpoint holds the trainable weights and twice that for the optimizer",
+    )
     log_every: int = option(1, "log metrics every N optimizer steps")
     seed: int = option(0, "seed for initialisation and data order")
     gradient_checkpointing: bool = option(False, "recompute activations in backward (less memory, slower)")
@@ -160,6 +165,8 @@ class TrainSection:
         for name in ("lr", "batch_size", "grad_accum", "max_length", "row_tokens", "log_every"):
             if getattr(self, name) <= 0:
                 problems.append(f"{name}: must be positive, got {getattr(self, name)}")
+        if self.keep_checkpoints < 0:
+            problems.append(f"keep_checkpoints: must be >= 0 (0 = keep all), got {self.keep_checkpoints}")
         if self.token_budget < 0:
             problems.append(f"token_budget: must be >= 0 (0 = no limit), got {self.token_budget}")
         if self.max_steps <= 0 and self.epochs <= 0:

@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
-import shutil
 import signal
 import threading
 import time
@@ -36,6 +35,7 @@ from prefalign.config import dump_yaml
 from prefalign.errors import UserError
 from prefalign.models.hub import load_model
 
+from ..files import free_space, write_json, write_text
 from .config import TrainSection
 from .metrics import ALERTS_FILE
 from .report import DASHBOARD_PNG, DATA_REPORT, REPORT_HTML, STOPPED, write_report
@@ -109,11 +109,7 @@ class StopOnInterrupt(TrainerCallback):
 def disk_full(error: OSError, checkpoints: Path, step: int) -> UserError:
     """The error of a write the disk had no room for: the path, the space left, and what to resume from."""
     path = error.filename or checkpoints
-    try:
-        free = shutil.disk_usage(checkpoints if checkpoints.exists() else checkpoints.parent).free
-        space = f"{free / 2**20:.0f} MiB free there"
-    except OSError:
-        space = "free space unknown"
+    space = free_space(checkpoints)
     last = last_checkpoint(str(checkpoints))
     resume = (
         f"the last complete checkpoint is {last}: free some space and rerun with --resume"
@@ -185,12 +181,12 @@ class RecipeRun:
     def save_data_report(self, reports: dict[str, Any]) -> None:
         """Write the data reports ("data", "tokenization", "eval_tokenization") to data_report.json at the start,
         so the run report shows them while training runs."""
-        (self.dir / DATA_REPORT).write_text(json.dumps(reports, indent=2, default=str), encoding="utf-8")
+        write_json(self.dir / DATA_REPORT, reports, indent=2, default=str)
 
     def stopped(self, step: int, error: BaseException) -> None:
         """Record that training stopped at `step` on `error` (stopped.json) and write the run report so far."""
         why = {"step": step, "error": type(error).__name__, "message": str(error)[:500]}
-        (self.dir / STOPPED).write_text(json.dumps(why, indent=2), encoding="utf-8")
+        write_json(self.dir / STOPPED, why, indent=2)
         try:
             files = write_report(self.dir)
             print(f"run report so far: {files.html}", flush=True)
@@ -206,7 +202,7 @@ class RecipeRun:
             "run_report": str(self.dir / REPORT_HTML),
             "dashboard_first": list(plot_keys),
         }
-        (self.dir / "report.json").write_text(json.dumps(report, indent=2, default=str), encoding="utf-8")
+        write_json(self.dir / "report.json", report, indent=2, default=str)
         write_report(self.dir)
         return report
 
@@ -245,7 +241,7 @@ def drop_rows_after(metrics: Path, step: int) -> None:
     rows = [line for line in metrics.read_text(encoding="utf-8").splitlines() if line.strip()]
     kept = [line for line in rows if int(json.loads(line).get("step", 0) or 0) <= step]
     if len(kept) != len(rows):
-        metrics.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
+        write_text(metrics, "".join(line + "\n" for line in kept))
         print(f"--resume: {len(rows) - len(kept)} metrics rows after step {step} dropped (they are trained again)")
 
 

@@ -37,6 +37,7 @@ from typing import Any
 
 from prefalign.errors import UserError
 
+from ..files import write_text
 from .metrics import ALERTS_FILE, read_alerts
 
 REPORT_HTML = "report.html"
@@ -719,7 +720,5 @@ def write_report(run_dir: str | Path) -> ReportFiles:
     if not drawn:
         png.unlink(missing_ok=True)  # a figure left by an earlier run would contradict the page
     out = view.dir / REPORT_HTML
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(to_html(view, png.name if drawn else None), encoding="utf-8")
-    os.replace(tmp, out)
+    write_text(out, to_html(view, png.name if drawn else None))
     return ReportFiles(out, png if drawn else None, view.status[1])

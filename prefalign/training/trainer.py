@@ -174,6 +174,7 @@ def training_arguments(train: TrainSection, output_dir: str, **extra: Any):
         logging_steps=train.log_every,
         save_strategy="steps" if train.save_every > 0 else "no",
         save_steps=train.save_every if train.save_every > 0 else 500,
+        save_total_limit=train.keep_checkpoints or None,
         eval_strategy="no",
         report_to=list(train.report_to) or "none",
         remove_unused_columns=False,

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 import os
 import random
 from collections import Counter
@@ -25,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from prefalign.errors import UserError
+from prefalign.files import write_json
 
 from ..records import Conversation, Message, PreferencePair, PromptOnly, conversation, stable_id, write_jsonl
 from .base import Corrupted
@@ -285,10 +285,7 @@ def write_suite(suite: Suite, out_dir: str | os.PathLike[str]) -> dict[str, str]
         paths[name] = os.path.join(out_dir, name)
         write_jsonl(paths[name], [r.to_dict() for r in records])
     paths["summary.json"] = os.path.join(out_dir, "summary.json")
-    tmp = paths["summary.json"] + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(json.dumps(suite.summary(), indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, paths["summary.json"])
+    write_json(paths["summary.json"], suite.summary(), indent=2, sort_keys=True)
     return paths
 
 

@@ -29,6 +29,7 @@ from typing import Any, Literal
 
 from prefalign.config import dump_yaml, option
 from prefalign.errors import UserError
+from prefalign.files import write_json, write_jsonl, write_text
 from prefalign.models.hub import DEFAULT_MODEL, load_model, load_tokenizer
 from prefalign.models.precision import announce, decide_dtype
 from preference_data.records import Conversation, Message, conversation, stable_id
@@ -243,9 +244,9 @@ def run(cfg: PolarPoolConfig, resume: bool = False) -> dict[str, Any]:
         counts = Counter(r["policy"] for r in read_pool(cache))
         done = {p.name for p in cfg.policies if counts[p.name] == len(prompts) * cfg.samples_per_prompt}
         keep = [r for r in read_pool(cache) if r["policy"] in done]  # drop a policy that stopped half-way
-        cache.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in keep), encoding="utf-8")
+        write_jsonl(cache, keep, ensure_ascii=False)
     else:
-        cache.write_text("", encoding="utf-8")
+        write_text(cache, "")
     decision = decide_dtype(cfg.dtype, knob="dtype")
     announce("policy pool generation", decision)
     by_model: dict[str, list[PolicySpec]] = defaultdict(list)
@@ -288,7 +289,7 @@ def run(cfg: PolarPoolConfig, resume: bool = False) -> dict[str, Any]:
         "seconds": round(time.time() - t_start, 1),
         "run_report": str(out / "report.json"),
     }
-    (out / "report.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
+    write_json(out / "report.json", report, indent=2)
     return report
 
 

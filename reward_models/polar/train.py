@@ -22,13 +22,13 @@ embeddings too (peft `trainable_token_indices`), the rest of the embedding stays
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from prefalign.config import option
 from prefalign.errors import UserError
+from prefalign.files import write_json
 from prefalign.models.hub import DEFAULT_MODEL, load_seq_cls, load_tokenizer, pad_token_id
 from prefalign.stats import bootstrap_ci
 from prefalign.training.config import LoraSection, TrainSection
@@ -228,7 +228,7 @@ def run(cfg: PolarTrainConfig, resume: bool = False) -> dict[str, Any]:
             f"{eval_report['accuracy']:.3f} [{lo:.3f}, {hi:.3f}] on {eval_report['pairs']} pairs"
         )
     model_dir = save_rm(model, tokenizer, run.dir / "model", stats, card=card, state=whole)
-    (model_dir / POLAR_FILE).write_text(json.dumps(polar_meta(cfg), indent=2), encoding="utf-8")
+    write_json(model_dir / POLAR_FILE, polar_meta(cfg), indent=2)
     with (model_dir / "README.md").open("a", encoding="utf-8") as f:
         f.write(POLAR_CARD)
 
