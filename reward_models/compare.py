@@ -187,6 +187,7 @@ def scorer_report(scorer: Any, pairs: list[PreferencePair], bootstrap: int = 200
         r["checked"] = _summary(c, checked, bootstrap, seed)
     if scored.consistent:
         r["position_consistency"] = _summary(scored.consistent, everything, bootstrap, seed)
+        r["consistent"] = scored.consistent
     if callable(getattr(scorer, "cost_per_item", None)):
         r["cost"] = scorer.cost_per_item()
     return r
@@ -200,10 +201,13 @@ def compare(specs: list[ScorerSpec], pairs: list[PreferencePair], bootstrap: int
     checked = [i for i, p in enumerate(pairs) if p.attributes.get("corruption") in CHECKED_CORRUPTIONS]
     results: dict[str, Any] = {}
     correct: dict[str, list[float]] = {}
+    consistent: dict[str, list[float]] = {}
     for spec in specs:
         scorer: Any = load_scorer(spec.spec)
         r = scorer_report(scorer, pairs, bootstrap, seed)
         correct[spec.label] = r.pop("correct")
+        if "consistent" in r:
+            consistent[spec.label] = r.pop("consistent")
         results[spec.label] = {"scorer": spec.kind, "model": spec.model, **r}
         del scorer
     first = specs[0].label
@@ -213,18 +217,46 @@ def compare(specs: list[ScorerSpec], pairs: list[PreferencePair], bootstrap: int
         results[spec.label][f"minus_{first}"] = _paired(ours, theirs, everything, bootstrap, seed)
         if checked:
             results[spec.label][f"checked_minus_{first}"] = _paired(ours, theirs, checked, bootstrap, seed)
+        if spec.label in consistent and first not in consistent:
+            results[spec.label]["deciding"] = deciding(ours, consistent[spec.label], theirs, checked, bootstrap, seed)
     return {
         "pairs": len(pairs),
         "bootstrap": bootstrap,
         "checked_corruptions": list(CHECKED_CORRUPTIONS),
         "scorers": results,
         "correct": correct,
+        "consistent": consistent,
     }
+
+
+def deciding(
+    judge: list[float], consistent: list[float], reward: list[float], checked: list[int], bootstrap: int, seed: int
+) -> dict[str, Any]:
+    """The pair accuracy of `rounds.verify` (align/verify.py) on these pairs: the reward (the first scorer) orders each
+    pair, a pairwise judge decides where its two orders agree (its verdict wins, right or wrong) and the reward's
+    order stands where they disagree. Overall and on the checked pairs, each with its paired difference against the
+    reward alone; `decided`: the share of pairs the judge decided."""
+    combined = [j if k else r for j, k, r in zip(judge, consistent, reward, strict=True)]
+    everything = list(range(len(judge)))
+    out = {
+        "decided": sum(consistent) / len(consistent),
+        "all": _summary(combined, everything, bootstrap, seed),
+        "minus_reward": _paired(combined, reward, everything, bootstrap, seed),
+    }
+    if checked:
+        out["checked"] = _summary(combined, checked, bootstrap, seed)
+        out["checked_minus_reward"] = _paired(combined, reward, checked, bootstrap, seed)
+    return out
 
 
 def _acc(v: dict[str, Any]) -> str:
     lo, hi = v["interval"]
     return f"{v['accuracy']:.3f} [{lo:.3f}, {hi:.3f}]"
+
+
+def _diff(d: dict[str, Any]) -> str:
+    lo, hi = d["interval"]
+    return f"{d['difference']:+.3f} ({lo:+.3f}..{hi:+.3f})"
 
 
 def summary_lines(result: dict) -> list[str]:
@@ -248,6 +280,17 @@ def summary_lines(result: dict) -> list[str]:
                 dlo, dhi = d["interval"]
                 lines.append(
                     f"{'':<24} {d['difference']:+.3f} vs {first} on {what} (paired 95% interval {dlo:+.3f}..{dhi:+.3f})"
+                )
+        if "deciding" in r:
+            d = r["deciding"]
+            lines.append(
+                f"{'':<24} {_acc(d['all']):<24} {first} proposing, {label} deciding where its orders agree "
+                f"({d['decided']:.0%} of pairs; rounds.verify): {_diff(d['minus_reward'])} vs {first}"
+            )
+            if "checked" in d:
+                lines.append(
+                    f"{'':<24} {_acc(d['checked']):<24} the same on the checked pairs: "
+                    f"{_diff(d['checked_minus_reward'])} vs {first}"
                 )
     for table in ("by_family", "by_corruption"):
         names = sorted({k for r in result["scorers"].values() for k in r.get(table, {})})

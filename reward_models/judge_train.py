@@ -359,6 +359,7 @@ def _accuracy(kind: JudgeKind, judge: JudgeSection, model_dir: str, pairs: list[
     scorer: Any = load_scorer(kind, **opts)
     report = scorer_report(scorer, pairs)
     report.pop("correct")
+    report.pop("consistent", None)
     return {"pairs": len(pairs), "nan_pairs": sum((report.get("failures") or {}).values()), **report}
 
 
