@@ -8,6 +8,9 @@ scored by the functions every run uses, never by a second copy of them.
   `score` is a verdict label), one per model, scored by `leaderboards.arena_hard` (show_result.py's rules);
 - alpacaeval: an `annotations.json` (rows with `generator_2`, `preference` 1..2 or null, `output_1`, `output_2`):
   each evaluated generator's raw win rate (`winrate.win_rates`, alpaca_eval's `get_winrate`);
+- judgebench: the JSONL `run_judge.py` writes (`outputs/*.jsonl`: the pairs with `label`, `source` and `judgments`,
+  one per order; two is the double game, the second judged with B first; a failed judgement null): the accuracy
+  overall and per category in percent (`compute_final_metrics`, the rules `judgebench` runs use);
 - mtbench: FastChat judgment JSONL (`model_judgment/gpt-4_single.jsonl`: `model`, `turn`, `score`, -1 a failed
   rating) per model: the mean per turn and overall (`show_result.py --mode single`).
 """
@@ -24,6 +27,7 @@ from typing import Any
 from prefalign.errors import UserError, did_you_mean
 from prefalign.registry import Table
 
+from . import rules
 from .arena_hard import ROUNDS, SEED, WEIGHT, arena_hard_scores, read_judgments
 from .winrate import win_rates
 
@@ -110,6 +114,46 @@ def _alpacaeval(files: Sequence[str], opts: dict[str, Any]) -> list[ModelScore]:
     return out
 
 
+def _decision(judgement: Any, path: str, i: int) -> str | None:
+    if judgement is None:
+        return None  # a failed judgement: it decides nothing
+    if not isinstance(judgement, dict) or "decision" not in judgement:
+        raise UserError(f"{path} row {i}: each of `judgments` must be an object with a `decision` (or null)")
+    d = judgement["decision"]
+    if d is not None and not isinstance(d, str):
+        raise UserError(f"{path} row {i}: `decision` must be a string like 'A>B' or null, got {d!r}")
+    return d
+
+
+def _judgebench(files: Sequence[str], opts: dict[str, Any]) -> list[ModelScore]:
+    by_judge: dict[str, list[tuple[str, float]]] = {}
+    for path in files:
+        for i, r in enumerate(_rows(path)):
+            _need(r, ("label", "source", "judgments"), path, i)
+            category = rules.judgebench_category(str(r["source"]))
+            if category is None or r["label"] not in rules.JUDGEBENCH_LABELS:
+                raise UserError(
+                    f"{path} row {i}: `source` must start with one of {', '.join(rules.JUDGEBENCH_CATEGORIES)} and "
+                    f"`label` be one of {', '.join(rules.JUDGEBENCH_LABELS)} (got {r['source']!r}, {r['label']!r})"
+                )
+            games = r["judgments"]
+            if not isinstance(games, list) or len(games) not in (1, 2):
+                raise UserError(f"{path} row {i}: `judgments` must hold one judgement (single game) or two (double)")
+            decisions = [_decision(g, path, i) for g in games]
+            if len(decisions) == 1:
+                correct = float(decisions[0] == r["label"])
+            else:
+                correct = float(rules.judgebench_double_correct(decisions[0] or "", decisions[1] or "", r["label"]))
+            by_judge.setdefault(str(r.get("judge_name") or Path(path).stem), []).append((category, correct))
+    out = []
+    for judge, results in by_judge.items():
+        per = {c: [x for k, x in results if k == c] for c in rules.JUDGEBENCH_CATEGORIES}
+        sections: dict[str, float | None] = {"score": 100 * sum(x for _, x in results) / len(results)}
+        sections |= {c: 100 * sum(xs) / len(xs) if xs else None for c, xs in per.items()}
+        out.append(ModelScore(judge, sections, {"pairs": len(results)} | {c: len(xs) for c, xs in per.items()}))
+    return out
+
+
 def _mtbench(files: Sequence[str], opts: dict[str, Any]) -> list[ModelScore]:
     by_model: dict[str, dict[int, list[float]]] = {}
     failed: dict[str, int] = {}
@@ -143,6 +187,9 @@ RESULTS_FORMATS: Table[ResultsFormat] = Table(
             {"weight": WEIGHT, "rounds": ROUNDS, "seed": SEED},
         ),
         "alpacaeval": ResultsFormat("AlpacaEval annotations.json (raw win rate per generator_2)", _alpacaeval),
+        "judgebench": ResultsFormat(
+            "JudgeBench outputs JSONL from run_judge.py (accuracy per judge_name: single or double game)", _judgebench
+        ),
         "mtbench": ResultsFormat("MT-Bench single-answer judgments (FastChat's means per turn)", _mtbench),
     },
 )

@@ -280,7 +280,16 @@ def test_bench_score_from_reads_each_reference_format(capsys):
     by_model = {m["model"]: m for m in json.loads(capsys.readouterr().out)}
     got = by_model["fixture-model"]["sections"]
     assert (got["turn_1"], got["turn_2"], got["average"]) == (5.9, 5.333333333333333, 5.631578947368421)
+    # JudgeBench's run_judge.py outputs: the percentages it printed (50.00, 42.86, 52.94; the test above)
+    jb = FIXTURES / "judgebench"
+    for name, want in (("rm_judgments", 50.0), ("judge_judgments", 300 / 7), ("judge_judgments_fail", 900 / 17)):
+        assert main(["bench", "score", "judgebench", "--from", str(jb / f"{name}.jsonl"), "--json"]) == 0
+        (got,) = json.loads(capsys.readouterr().out)
+        assert got["sections"]["score"] == pytest.approx(want, abs=1e-12)
+    assert got["sections"]["livecodebench"] == 40.0 and got["counts"]["pairs"] == 17
     # a wrong file or option: an error that names it
+    assert main(["bench", "score", "judgebench", "--from", annotations]) == 2
+    assert "row 0: missing field(s) label, source, judgments" in capsys.readouterr().err
     assert main(["bench", "score", "arenahard", "--from", annotations]) == 2
     assert "not an Arena-Hard judgment row" in capsys.readouterr().err
     assert main(["bench", "score", "arenahard", "--from", ah[0], "--option", "weigth=1"]) == 2

@@ -129,14 +129,17 @@ SCORE_EXAMPLES = """align bench score arenahard --from model_judgment/gpt-4-1106
       --from model_judgment/gpt-4-1106-preview/model-y.jsonl
   align bench score arenahard --from model-x.jsonl --option weight=1
   align bench score alpacaeval --from results/my_model/weighted_alpaca_eval_gpt4_turbo/annotations.json
-  align bench score mtbench --from model_judgment/gpt-4_single.jsonl --json"""
+  align bench score mtbench --from model_judgment/gpt-4_single.jsonl --json
+  align bench score judgebench --from outputs/dataset=judgebench,response_model=gpt-4o-2024-05-13,judge_name=arena_hard,judge_model=gpt-4o-2024-05-13.jsonl"""
 
 
 @dataclass(kw_only=True)
 class ScoreFromSettings:
     """`align bench score`: the arguments of `leaderboards.score_from.score_from`."""
 
-    bench: str = option(doc="the results format: arenahard, alpacaeval or mtbench", positional=True, metavar="BENCH")
+    bench: str = option(
+        doc="the results format: arenahard, alpacaeval, judgebench or mtbench", positional=True, metavar="BENCH"
+    )
     files: list[str] = option(
         doc="a results file in the benchmark's own format (repeat for several; arenahard: one per model, in the "
         "order its show_result.py globs them, which decides the bootstrap's draws)",
@@ -195,8 +198,8 @@ def register(sub: argparse._SubParsersAction, add: Callable[..., argparse.Argume
         bsub,
         "score",
         cmd_score,
-        "score a results file in a benchmark's own format (Arena-Hard judgments, AlpacaEval annotations, MT-Bench "
-        "judgments) by this toolkit's rules, to put beside the reference code's number",
+        "score a results file in a benchmark's own format (Arena-Hard judgments, AlpacaEval annotations, JudgeBench "
+        "outputs, MT-Bench judgments) by this toolkit's rules, to put beside the reference code's number",
         SCORE_EXAMPLES,
         settings=ScoreFromSettings,
     )
