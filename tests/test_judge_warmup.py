@@ -245,3 +245,9 @@ def test_a_judge_run_saves_checkpoints_and_resumes_from_them(tmp_path, tiny_mode
     assert main(["rm", "train", "--config", str(cfg), "--resume"]) == 0
     assert "continuing from" in capsys.readouterr().out
     assert (last / CHECKPOINT_COMPLETE).exists() and (tmp_path / "think" / "model" / "adapter_config.json").exists()
+    # killed after its last step (while saving or evaluating): the resume trains nothing more; the Trainer alone
+    # would train a step past the end, since the last step falls inside the epoch (24 examples, 4 per batch)
+    assert main(["rm", "train", "--config", str(cfg), "--resume"]) == 0
+    assert "checkpoint-3 is the last step (3 of 3): nothing left to train" in capsys.readouterr().out
+    steps = [json.loads(x)["step"] for x in (tmp_path / "think" / "metrics.jsonl").read_text().splitlines()]
+    assert max(steps) == 3

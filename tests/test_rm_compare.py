@@ -30,5 +30,5 @@ def test_compare_reports_the_judge_deciding_the_rewards_pairs(tmp_path, tiny_mod
     j, g, k = result["correct"]["think"], result["correct"]["gold"], result["consistent"]["think"]
     d = result["scorers"]["think"]["deciding"]
     assert d["decided"] == pytest.approx(sum(k) / len(k))
-    assert d["all"]["accuracy"] == pytest.approx(sum(a if c else b for a, c, b in zip(j, k, g)) / len(j))
+    assert d["all"]["accuracy"] == pytest.approx(sum(a if c else b for a, c, b in zip(j, k, g, strict=True)) / len(j))
     assert "gold proposing, think deciding" in capsys.readouterr().out

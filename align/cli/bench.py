@@ -130,7 +130,7 @@ SCORE_EXAMPLES = """align bench score arenahard --from model_judgment/gpt-4-1106
   align bench score arenahard --from model-x.jsonl --option weight=1
   align bench score alpacaeval --from results/my_model/weighted_alpaca_eval_gpt4_turbo/annotations.json
   align bench score mtbench --from model_judgment/gpt-4_single.jsonl --json
-  align bench score judgebench --from outputs/dataset=judgebench,response_model=gpt-4o-2024-05-13,judge_name=arena_hard,judge_model=gpt-4o-2024-05-13.jsonl"""
+  align bench score judgebench --from outputs/judgebench-arena_hard.jsonl"""
 
 
 @dataclass(kw_only=True)

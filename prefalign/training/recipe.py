@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
+import math
 import signal
 import threading
 import time
@@ -29,7 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from transformers import TrainerCallback, set_seed
+from transformers import TrainerCallback, TrainerState, set_seed
+from transformers.trainer_utils import TrainOutput
 
 from prefalign.config import dump_yaml
 from prefalign.errors import UserError
@@ -123,6 +125,27 @@ def disk_full(error: OSError, checkpoints: Path, step: int) -> UserError:
     )
 
 
+def finished_at(trainer: Any, checkpoint: str | None) -> TrainOutput | None:
+    """Resuming from a checkpoint of the run's last step (killed after training, while saving or evaluating): its
+    weights and state loaded and no step trained. `Trainer.train` would train one step more when that step falls
+    inside an epoch (it checks for the end only after a step), so a resumed run would end past the uninterrupted one.
+    None for any other checkpoint. The training loss is the mean of the logged losses, weighted by the steps each
+    covers (the Trainer's own on a resumed run covers only the steps after the resume)."""
+    if checkpoint is None:
+        return None
+    state = TrainerState.load_from_json(str(Path(checkpoint) / "trainer_state.json"))
+    if not 0 < state.max_steps <= state.global_step:
+        return None
+    trainer._load_from_checkpoint(checkpoint)
+    trainer.state = state
+    print(f"--resume: {checkpoint} is the last step ({state.global_step} of {state.max_steps}): nothing left to train")
+    logged = [(h["step"], h["loss"]) for h in state.log_history if "loss" in h and "step" in h]
+    total, last = 0.0, 0
+    for step, loss in logged:
+        total, last = total + loss * (step - last), step
+    return TrainOutput(state.global_step, total / last if last else math.nan, {})
+
+
 @dataclass
 class RecipeRun:
     """One training run: its directory, the precision it resolved to, and where `--resume` continues from."""
@@ -152,7 +175,9 @@ class RecipeRun:
         try:
             with stop.installed():
                 try:
-                    result = trainer.train(resume_from_checkpoint=self.resume_from)
+                    result = finished_at(trainer, self.resume_from) or trainer.train(
+                        resume_from_checkpoint=self.resume_from
+                    )
                 except OSError as e:
                     if e.errno != errno.ENOSPC:
                         raise

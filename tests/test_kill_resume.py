@@ -1,0 +1,164 @@
+"""kill -9 at random moments, then `--resume`, until the run ends: it ends where an uninterrupted run ends.
+
+For each trainer (reward model, offline DPO, online GRPO, a thinking judge) a tiny run is made twice from the
+command line: once straight through, once killed with SIGKILL at up to ten seeded random moments (drawn over the
+time the uninterrupted run took after its first line, scaled to the steps left, so they fall in data loading,
+training steps, checkpoint writes and the final save alike) and rerun with `--resume` after each kill. The two
+must end with the same final weights, and `metrics.jsonl` must hold every step exactly once with the uninterrupted
+run's loss; at least two reruns must have continued from a checkpoint (counted from their own output).
+
+Bit for bit: the reward model, the online run and the judge restore their weights, optimizer, scheduler, RNG
+streams and data position exactly, and a CPU repeats the same arithmetic, so their final weights are identical.
+Offline DPO too: its reference log-probs are computed once and cached, and the resumed run reads the same cache.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from prefalign.training.trainer import CHECKPOINT_COMPLETE as MARK
+
+pytestmark = pytest.mark.slow
+
+TINY = "builtin:tiny-llama"
+STEPS = 6
+TRAIN = f"method: lora, lr: 2.0e-3, max_steps: {STEPS}, save_every: 1, precision: fp32, seed: 0, compile: false"
+CONFIGS = {
+    "rm": (
+        ["rm", "train", "--config"],
+        f"kind: rm_train\nmodel: {TINY}\ndata: {{source: suite, suite_per_family: 6, split: train, limit: 24}}\n"
+        f"eval: {{split: none, stats_pairs: 8}}\ntrain: {{{TRAIN}, batch_size: 4, max_length: 256}}\n",
+    ),
+    "dpo": (
+        ["train"],
+        f"kind: train\nmodel: {TINY}\ndata: {{source: suite, suite_per_family: 6, split: train, limit: 24}}\n"
+        f"eval: {{split: none}}\nloss: {{name: sigmoid}}\ntrain: {{{TRAIN}, batch_size: 4, max_length: 256}}\n",
+    ),
+    "grpo": (
+        ["train"],
+        f"kind: online\nmodel: {TINY}\nreward: [{{type: implicit, model: {TINY}, reference_free: true, "
+        "normalization: mean}]\nrollout: {group_size: 4, prompts_per_step: 2, max_new_tokens: 8}\neval: {limit: 0}\n"
+        f"train: {{{TRAIN}, batch_size: 8, lr_scheduler: linear}}\nlora: {{r: 4, alpha: 8}}\nsave_merged: false\n",
+    ),
+    "think": (
+        ["rm", "train", "--config"],
+        f"kind: judge_train\nmodel: {TINY}\njudge: {{kind: think, examples: template}}\n"
+        "data: {source: suite, suite_per_family: 6, split: train, limit: 24}\neval: {split: none}\n"
+        f"train: {{{TRAIN}, batch_size: 4, max_length: 1024}}\n",
+    ),
+}
+KILLS = 10
+
+
+def launch(args: list[str], log: Path) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "PYTHONHASHSEED": "0", "OMP_NUM_THREADS": "1"}
+    with open(log, "wb") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "align.cli.main", *args],
+            stdout=out,
+            stderr=subprocess.PIPE,
+            env=env,
+            start_new_session=True,  # its own process group: the kill takes any children with it
+        )
+
+
+def started(log: Path, proc: subprocess.Popen[bytes]) -> float:
+    """Wait until the run printed its first line (its precision, at the start of the run, after the imports); the
+    time it did."""
+    while log.stat().st_size == 0 and proc.poll() is None:
+        time.sleep(0.02)
+    return time.monotonic()
+
+
+def last_step(out: Path) -> int:
+    """The step of the newest checkpoint written to its end (0: none); an estimate of the steps done."""
+    ckpts = (out / "checkpoints").glob("checkpoint-*")
+    done = [int(c.name.split("-")[1]) for c in ckpts if (c / MARK).exists() or (c / "trainer_state.json").exists()]
+    return max(done, default=0)
+
+
+def finish(proc: subprocess.Popen[bytes]) -> None:
+    _, err = proc.communicate()
+    assert proc.returncode == 0, err.decode()[-3000:]
+
+
+def weights(out: Path) -> dict[str, torch.Tensor]:
+    """Every tensor the run saved outside its checkpoints, keyed by file and name."""
+    found = {}
+    for f in sorted(out.rglob("*.safetensors")):
+        rel = f.relative_to(out)
+        if rel.parts[0] != "checkpoints":
+            found |= {f"{rel}:{k}": v for k, v in load_file(str(f)).items()}
+    assert found, f"no weights saved under {out}"
+    return found
+
+
+def losses(out: Path) -> dict[int, float]:
+    """step -> loss from metrics.jsonl, asserting that no step was logged twice."""
+    rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text(encoding="utf-8").splitlines() if x.strip()]
+    steps = [r["step"] for r in rows if "loss" in r]
+    assert len(steps) == len(set(steps)), f"a step logged twice: {steps}"
+    return {r["step"]: r["loss"] for r in rows if "loss" in r}
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_killed_at_random_moments_and_resumed_ends_as_an_uninterrupted_run(tmp_path, tiny_model_ref, name):
+    verb, text = CONFIGS[name]
+    runs = {}
+    for which in ("straight", "killed"):
+        cfg = tmp_path / f"{which}.yaml"
+        cfg.write_text(f"output_dir: {tmp_path / which}\n" + text, encoding="utf-8")
+        runs[which] = (cfg, tmp_path / which)
+    cfg, out = runs["straight"]
+    proc = launch([*verb, str(cfg)], tmp_path / "straight.log")
+    t0 = started(tmp_path / "straight.log", proc)
+    finish(proc)
+    span = time.monotonic() - t0
+
+    cfg, out = runs["killed"]
+    rng = random.Random(f"kill-{name}")
+    kills, moments = 0, []
+    while True:
+        log = tmp_path / f"killed-{kills}.log"
+        proc = launch([*verb, str(cfg), *(["--resume"] if kills else [])], log)
+        t = started(log, proc)
+        if kills < KILLS:
+            at = rng.uniform(0.0, span * max(1.0 - last_step(out) / STEPS, 0.3))  # within what is left
+            while proc.poll() is None and time.monotonic() - t < at:
+                time.sleep(0.01)
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+                kills, moments = kills + 1, [*moments, round(at, 2)]
+                continue
+        finish(proc)
+        break
+    logs = [(tmp_path / f"killed-{i}.log").read_text(encoding="utf-8") for i in range(1, kills + 1)]
+    resumed = [
+        m.group(1) for m in (re.search(r"(?:continuing|resumed) from \S*checkpoint-(\d+)", x) for x in logs) if m
+    ]
+    print(
+        f"{name}: {kills} kills at {moments} s after the start (an uninterrupted run: {span:.1f} s); {len(resumed)} "
+        f"reruns continued from a checkpoint (steps {resumed})"
+    )
+    assert kills >= 3, f"only {kills} kills landed before the run ended (moments {moments}, span {span:.1f}s)"
+    assert len(resumed) >= 2, f"only {len(resumed)} of the reruns found a checkpoint to continue from: {moments}"
+
+    a, b = weights(runs["straight"][1]), weights(out)
+    assert a.keys() == b.keys()
+    differ = {k: float((a[k] - b[k]).abs().max()) for k in a if not torch.equal(a[k], b[k])}
+    assert not differ, f"after {kills} kills at {moments}: {differ}"
+    la, lb = losses(runs["straight"][1]), losses(out)
+    assert la == lb, f"after {kills} kills at {moments}"
