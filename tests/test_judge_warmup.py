@@ -217,6 +217,7 @@ def test_the_meta_rm_learns_from_training_pairs_only(tmp_path, tiny_model_ref, m
     assert main(["rm", "train", "--config", str(bad)]) == 2
 
 
+@pytest.mark.slow  # three judge runs; the kill test (test_kill_resume.py) resumes one at ten random moments
 def test_a_judge_run_saves_checkpoints_and_resumes_from_them(tmp_path, tiny_model_ref, capsys):
     """`train.save_every` on a judge run: its checkpoints hold the inner model's adapter (the wrapper's raw state
     dict, with the tied embeddings, cannot be written as safetensors), each marked complete, and `--resume` continues
