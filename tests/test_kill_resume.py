@@ -1,15 +1,16 @@
 """kill -9 at random moments, then `--resume`, until the run ends: it ends where an uninterrupted run ends.
 
 For each trainer (reward model, offline DPO, online GRPO, a thinking judge) a tiny run is made twice from the
-command line: once straight through, once killed with SIGKILL at up to ten seeded random moments (drawn over the
-time the uninterrupted run took after its first line, scaled to the steps left, so they fall in data loading,
-training steps, checkpoint writes and the final save alike) and rerun with `--resume` after each kill. The two
-must end with the same final weights, and `metrics.jsonl` must hold every step exactly once with the uninterrupted
-run's loss; at least two reruns must have continued from a checkpoint (counted from their own output).
+command line: once straight through, once killed with SIGKILL at ten seeded random moments (half drawn over the time
+the uninterrupted run took after its first line, scaled to the steps left, so they fall in data loading, steps,
+checkpoint writes and the final save alike; half just after a randomly chosen later step's checkpoint, mid-training)
+and rerun with `--resume` after each kill. The two must end with the same final weights, and `metrics.jsonl` must
+hold every step exactly once with the uninterrupted run's loss; at least two reruns must have continued from a
+checkpoint (counted from their own output).
 
-Bit for bit: the reward model, the online run and the judge restore their weights, optimizer, scheduler, RNG
-streams and data position exactly, and a CPU repeats the same arithmetic, so their final weights are identical.
-Offline DPO too: its reference log-probs are computed once and cached, and the resumed run reads the same cache.
+Bit for bit: the reward model, the online run and the judge restore their weights, optimizer, scheduler, RNG streams
+and data position exactly, and a CPU repeats the same arithmetic, so their final weights are identical. Offline DPO
+too: its reference log-probs are computed once and cached, and the resumed run reads the same cache.
 """
 
 from __future__ import annotations
@@ -129,19 +130,28 @@ def test_killed_at_random_moments_and_resumed_ends_as_an_uninterrupted_run(tmp_p
 
     cfg, out = runs["killed"]
     rng = random.Random(f"kill-{name}")
-    kills, moments = 0, []
+    kills, moments = 0, list[float | str]()
     while True:
         log = tmp_path / f"killed-{kills}.log"
         proc = launch([*verb, str(cfg), *(["--resume"] if kills else [])], log)
         t = started(log, proc)
         if kills < KILLS:
-            at = rng.uniform(0.0, span * max(1.0 - last_step(out) / STEPS, 0.3))  # within what is left
-            while proc.poll() is None and time.monotonic() - t < at:
-                time.sleep(0.01)
+            done = last_step(out)
+            if kills % 2 == 0 and done < STEPS - 1:  # every other kill, the first too: after a random later checkpoint
+                target = rng.randint(done + 1, STEPS - 1)
+                while proc.poll() is None and last_step(out) < target:
+                    time.sleep(0.005)
+                time.sleep(rng.uniform(0.0, 0.2))
+                at: float | str = f"step {target}"
+            else:  # else at a random time within what is left
+                at = rng.uniform(0.0, span * max(1.0 - done / STEPS, 0.3))
+                while proc.poll() is None and time.monotonic() - t < at:
+                    time.sleep(0.01)
+                at = round(at, 2)
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
-                kills, moments = kills + 1, [*moments, round(at, 2)]
+                kills, moments = kills + 1, [*moments, at]
                 continue
         finish(proc)
         break
