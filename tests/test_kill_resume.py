@@ -29,7 +29,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from prefalign.training.trainer import CHECKPOINT_COMPLETE as MARK
+from prefalign.training.trainer import last_checkpoint
 
 pytestmark = pytest.mark.slow
 
@@ -84,10 +84,9 @@ def started(log: Path, proc: subprocess.Popen[bytes]) -> float:
 
 
 def last_step(out: Path) -> int:
-    """The step of the newest checkpoint written to its end (0: none); an estimate of the steps done."""
-    ckpts = (out / "checkpoints").glob("checkpoint-*")
-    done = [int(c.name.split("-")[1]) for c in ckpts if (c / MARK).exists() or (c / "trainer_state.json").exists()]
-    return max(done, default=0)
+    """The step of the newest complete checkpoint (0: none), as `--resume` finds it."""
+    found = last_checkpoint(str(out / "checkpoints"))
+    return int(found.rsplit("-", 1)[1]) if found else 0
 
 
 def finish(proc: subprocess.Popen[bytes]) -> None:
