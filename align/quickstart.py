@@ -41,8 +41,9 @@ from prefalign.models.hub import resolve
 from prefalign.models.precision import decide_precision
 from prefalign.training.evaluation import group_lines
 from preference_data.doctor import run_doctor
+from preference_data.records import write_jsonl
 from preference_data.sources import DataConfig
-from preference_data.suite import build_suite, write_suite
+from preference_data.suite import build_suite, hard_negatives, write_suite
 from reward_models.rm_train import heldout_report as rm_heldout
 from reward_models.rm_train import run as train_rm
 from reward_models.rm_train import summary_lines as rm_lines
@@ -117,7 +118,21 @@ def suite_stage(cfg: QuickstartConfig, p: Pipeline, summary: dict[str, Any]) -> 
         f"suite: {len(suite.train_pairs)} train / {len(suite.dev_pairs)} dev / {len(suite.test_pairs)} test pairs "
         f"-> {p.root / 'suite'}; every stage reports on {cfg.eval.split}"
     )
-    return {"dir": str(p.root / "suite"), **suite.summary()["counts"], "reported_split": cfg.eval.split}
+    hard = {}
+    if q.hard_negatives:
+        extra = hard_negatives(suite, q.hard_negatives)
+        write_jsonl(p.root / "suite" / RM_PAIRS, [r.to_dict() for r in suite.train_pairs + extra])
+        hard = {"rm_pairs": len(suite.train_pairs) + len(extra), "hard_negatives": len(extra)}
+        p.say(f"suite: the RM trains on {hard['rm_pairs']} pairs, {len(extra)} of them hard negatives -> {RM_PAIRS}")
+    return {"dir": str(p.root / "suite"), **suite.summary()["counts"], **hard, "reported_split": cfg.eval.split}
+
+
+RM_PAIRS = "rm_pairs.jsonl"
+
+
+def rm_pairs(cfg: QuickstartConfig) -> str:
+    """The suite file the RM trains on: the training pairs, with `suite.hard_negatives` the file with them added."""
+    return RM_PAIRS if cfg.suite.hard_negatives else "train_pairs.jsonl"
 
 
 def doctor_stage(cfg: QuickstartConfig, p: Pipeline, summary: dict[str, Any]) -> dict[str, Any]:
@@ -136,7 +151,7 @@ def rm_stage(cfg: QuickstartConfig, p: Pipeline, summary: dict[str, Any]) -> dic
         cfg.rm,
         model=cfg.model,
         output_dir=str(p.root / "rm"),
-        data=dataclasses.replace(cfg.rm.data, source=p.suite_file("rm", "train_pairs.jsonl"), split="all"),
+        data=dataclasses.replace(cfg.rm.data, source=p.suite_file("rm", rm_pairs(cfg)), split="all"),
         # trained without a held-out set, so the trained RM is the same whichever split is reported (a rerun with
         # another eval.split reuses it); its held-out numbers are measured below
         eval=dataclasses.replace(cfg.rm.eval, source=None, split="none"),

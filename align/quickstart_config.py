@@ -175,8 +175,18 @@ class SuiteSection:
         "27 harmful requests and 34 harmless look-alikes among them)",
     )
 
+    hard_negatives: int = option(
+        0,
+        "for the RM only: this many more pairs per training task whose answer can be wrong in content, the good "
+        "answer in another phrasing against a wrong value or a violated constraint (the pairs a surface reading "
+        "cannot decide), written to suite/rm_pairs.jsonl; the DPO stage and every held-out split keep the suite's "
+        "one pair per task",
+    )
+
     def check(self) -> list[str]:
         p = [f"per_family: need at least 10 tasks per family, got {self.per_family}"] if self.per_family < 10 else []
+        if self.hard_negatives < 0:
+            p.append(f"hard_negatives: must be 0 or more, got {self.hard_negatives}")
         if not 0 < self.test_fraction < 1:
             p.append(f"test_fraction: must lie in (0, 1), got {self.test_fraction}")
         if not 0 < self.dev_fraction < 1 - self.test_fraction:

@@ -20,12 +20,14 @@ interface), one module per family, `families` (the table and `grade`), `build` (
 
 from .build import (
     FILES,
+    HARD_KINDS,
     SOURCE,
     Suite,
     Task,
     build_suite,
     generate_tasks,
     grade_prompt_only,
+    hard_negatives,
     make_pair,
     prompt_only_from_dict,
     split_of,
@@ -39,6 +41,7 @@ from .text import REFUSAL_PATTERNS, is_refusal
 __all__ = [
     "FAMILIES",
     "FILES",
+    "HARD_KINDS",
     "OBJECTIVES",
     "OVERALL_WEIGHTS",
     "REFUSAL_PATTERNS",
@@ -52,6 +55,7 @@ __all__ = [
     "generate_tasks",
     "grade",
     "grade_prompt_only",
+    "hard_negatives",
     "is_refusal",
     "make_pair",
     "overall_score",

@@ -194,25 +194,29 @@ def generate_tasks(
     return tasks
 
 
-def make_pair(task: Task, seed: int = 0) -> PreferencePair | None:
+def make_pair(task: Task, seed: int = 0, kinds: tuple[str, ...] | None = None, salt: str = "") -> PreferencePair | None:
     """Chosen = a good answer in a seeded phrasing; rejected = one corruption of it.
 
     The corruption kind is drawn, by the family's weights, among the kinds that apply to the task
-    (e.g. a violated format needs a format instruction). None if no kind applies.
+    (e.g. a violated format needs a format instruction) and, with `kinds`, are among them. None if no kind applies.
+    `salt` draws another phrasing and other corruptions of the same task (the suite's own pairs have none, so
+    their content never changes).
     """
     fam = FAMILIES[task.family]
-    rng = random.Random(f"pair:{seed}:{task.id}")
+    rng = random.Random(f"pair:{seed}{salt}:{task.id}")
     phrasing = rng.randrange(2**31)
     chosen = fam.answer(task.params, random.Random(phrasing))
     candidates: dict[str, Corrupted] = {}
     for kind, (_, corrupt) in fam.corruptions.items():
-        bad = corrupt(task.params, phrasing, random.Random(f"{kind}:{seed}:{task.id}"))
+        if kinds is not None and kind not in kinds:
+            continue
+        bad = corrupt(task.params, phrasing, random.Random(f"{kind}:{seed}{salt}:{task.id}"))
         if bad is not None and bad.text != chosen:
             candidates[kind] = bad
     if not candidates:
         return None
-    kinds = list(candidates)
-    kind = rng.choices(kinds, weights=[fam.corruptions[k][0] for k in kinds])[0]
+    kinds_found = list(candidates)
+    kind = rng.choices(kinds_found, weights=[fam.corruptions[k][0] for k in kinds_found])[0]
     bad = candidates[kind]
     attributes = {
         "family": task.family,
@@ -223,6 +227,8 @@ def make_pair(task: Task, seed: int = 0) -> PreferencePair | None:
         "gold_chosen": task.grade(chosen).to_dict(),
         "gold_rejected": task.grade(bad.text).to_dict(),
     }
+    if salt:
+        attributes["variant"] = salt
     return PreferencePair(
         list(task.prompt),
         [Message("assistant", chosen)],
@@ -230,6 +236,26 @@ def make_pair(task: Task, seed: int = 0) -> PreferencePair | None:
         attributes=attributes,
         source=SOURCE,
     )
+
+
+HARD_KINDS = ("wrong_value", "violated_constraint")
+
+
+def hard_negatives(suite: Suite, per_task: int, split: str = "train") -> list[PreferencePair]:
+    """`per_task` more pairs for each task of `split` whose family can be wrong in content: the good answer in
+    another phrasing against a wrong value or a violated constraint (`HARD_KINDS`, drawn by the family's weights,
+    each draw its own wrong value where the family has several: an arithmetic slip, a skipped step). The pairs a
+    surface reading cannot decide (a scalar RM is at chance on them with the suite's one pair per task); the
+    tasks' other pairs, dev and test are left as they are."""
+    pairs = []
+    for task in suite.tasks:
+        if task.split != split:
+            continue
+        for i in range(per_task):
+            pair = make_pair(task, suite.seed, HARD_KINDS, salt=f"hard{i + 1}")
+            if pair is not None:
+                pairs.append(pair)
+    return pairs
 
 
 def build_suite(
