@@ -8,6 +8,9 @@ import re
 import pytest
 
 from align.cli.main import main
+from align.quickstart import rm_pairs
+from align.quickstart_config import QuickstartConfig
+from prefalign.config import build
 
 TINY = [
     "model=builtin:tiny-llama",
@@ -165,3 +168,24 @@ def test_quickstart_runs_only_the_stages_it_is_given(tmp_path, capsys):
     assert main(["quickstart", "--out", str(tmp_path / "empty"), *TINY, "stages=[rm]"]) != 0
     err = capsys.readouterr().err
     assert re.search(r"stage 'rm' needs \S+train_pairs.jsonl, which the 'suite' stage writes", err), err
+
+
+def test_the_rm_trains_on_the_hard_negatives_and_nothing_else_does(tmp_path, capsys):
+    """`suite.hard_negatives`: the RM's data file is the training pairs plus the hard negatives; the suite's own
+    files (what DPO trains on and what every split reports on) are the suite built without them."""
+    out, plain = tmp_path / "qs", tmp_path / "plain"
+    assert main(["quickstart", "--out", str(plain), *TINY, "stages=[suite]"]) == 0
+    assert main(["quickstart", "--out", str(out), *TINY, "suite.hard_negatives=1", "stages=[suite]"]) == 0
+    capsys.readouterr()
+    for name in ("train_pairs.jsonl", "dev_pairs.jsonl", "test_pairs.jsonl", "train_prompts.jsonl"):
+        assert (out / "suite" / name).read_bytes() == (plain / "suite" / name).read_bytes()
+    train = (out / "suite" / "train_pairs.jsonl").read_text().splitlines()
+    rm_rows = (out / "suite" / "rm_pairs.jsonl").read_text().splitlines()
+    summary = json.loads((out / "summary.json").read_text())
+    assert rm_rows[: len(train)] == train and len(rm_rows) == summary["suite"]["rm_pairs"] > len(train)
+    hard = [json.loads(x)["attributes"] for x in rm_rows[len(train) :]]
+    assert len(hard) == summary["suite"]["hard_negatives"]
+    assert {a["corruption"] for a in hard} <= {"wrong_value", "violated_constraint"}
+    assert {a["split"] for a in hard} == {"train"}
+    cfg = build(QuickstartConfig, {"suite": {"hard_negatives": 1}})
+    assert rm_pairs(cfg) == "rm_pairs.jsonl" and rm_pairs(build(QuickstartConfig, {})) == "train_pairs.jsonl"

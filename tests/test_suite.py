@@ -12,6 +12,7 @@ from preference_data.records import PromptOnly, pair_from_dict
 from preference_data.suite import (
     FAMILIES,
     FILES,
+    HARD_KINDS,
     OBJECTIVES,
     OVERALL_WEIGHTS,
     build_suite,
@@ -20,6 +21,7 @@ from preference_data.suite import (
     generate_tasks,
     grade,
     grade_prompt_only,
+    hard_negatives,
     is_refusal,
     overall_score,
     prompt_only_from_dict,
@@ -462,6 +464,36 @@ def test_every_pair_prefers_chosen_on_gold_overall(suite):
             assert a["gold_chosen"]["overall"] > a["gold_rejected"]["overall"], (a, p.chosen, p.rejected)
             assert a["gold_chosen"]["overall"] == 1.0
             assert a["reason"] and a["corruption"] in FAMILIES[a["family"]].corruption_kinds
+
+
+def test_hard_negatives_are_content_errors_of_training_tasks_only(suite):
+    """`hard_negatives`: more pairs per training task that only a check of the content decides, each a gold-better
+    chosen answer in another phrasing, deterministic, and the suite's own pairs untouched by them."""
+    before = [p.to_dict() for p in suite.pairs]
+    hard = hard_negatives(suite, 2)
+    assert [p.to_dict() for p in suite.pairs] == before
+    assert [p.to_dict() for p in hard] == [p.to_dict() for p in hard_negatives(suite, 2)]
+    train = {t.id for t in suite.tasks if t.split == "train"}
+    kinds = Counter(p.attributes["corruption"] for p in hard)
+    assert set(kinds) == set(HARD_KINDS) and kinds["wrong_value"] > 400
+    own = {p.attributes["task_id"]: p for p in suite.train_pairs}
+    fresh = 0
+    for p in hard:
+        a = p.attributes
+        assert a["task_id"] in train and a["variant"] in ("hard1", "hard2")
+        assert a["gold_chosen"]["overall"] == 1.0 > a["gold_rejected"]["overall"]
+        if a["corruption"] == "wrong_value":
+            assert a["gold_rejected"]["correctness"] < 1.0 and a["gold_rejected"]["conciseness"] == 1.0
+        else:
+            assert a["gold_rejected"]["instruction_following"] < 1.0
+        fresh += (p.chosen, p.rejected) != (own[a["task_id"]].chosen, own[a["task_id"]].rejected)
+    assert fresh > 0.9 * len(hard)
+    # arithmetic slips are drawn anew for each variant: not one wrong value repeated
+    by_task: dict[str, set[str]] = {}
+    for p in hard:
+        if p.attributes["family"] == "arithmetic" and p.attributes["corruption"] == "wrong_value":
+            by_task.setdefault(p.attributes["task_id"], set()).add(final_number(p.rejected[0].content))
+    assert sum(len(v) > 1 for v in by_task.values()) > 0.3 * len(by_task)
 
 
 def test_pair_grades_match_graders(suite):
