@@ -121,7 +121,7 @@ def suite_stage(cfg: QuickstartConfig, p: Pipeline, summary: dict[str, Any]) -> 
     hard = {}
     if q.hard_negatives:
         extra = hard_negatives(suite, q.hard_negatives)
-        write_jsonl(p.root / "suite" / RM_PAIRS, [r.to_dict() for r in suite.train_pairs + extra])
+        write_jsonl(str(p.root / "suite" / RM_PAIRS), [r.to_dict() for r in suite.train_pairs + extra])
         hard = {"rm_pairs": len(suite.train_pairs) + len(extra), "hard_negatives": len(extra)}
         p.say(f"suite: the RM trains on {hard['rm_pairs']} pairs, {len(extra)} of them hard negatives -> {RM_PAIRS}")
     return {"dir": str(p.root / "suite"), **suite.summary()["counts"], **hard, "reported_split": cfg.eval.split}

@@ -40,6 +40,7 @@ from reward_models.base import Scorer
 from .benchmarks import BENCHMARKS, Benchmark, Judgement, RunInfo
 from .compare_records import item_value
 from .loaders import Example, Parsed, Parser, examples_from_pairs, parse_pairs, read
+from .native import Scored, native_problem, write_native
 from .records import Record, git_commit, now, package_versions
 from .rules import TIE_CREDIT, TiePolicy
 
@@ -86,6 +87,9 @@ class BenchSettings:
     """The leaderboard row; default `scorer.describe()["model"]`, else `scorer.name`."""
     progress: bool = True
     """Show a progress bar."""
+    native_dir: str | Path | None = None
+    """Also write the benchmark's own per-item result files under this directory (`native.NATIVE_FORMATS`:
+    RewardBench's eval-set/ and eval-set-scores/ JSON), which its reference code and leaderboard read."""
     options: dict[str, Any] | None = None
     """The benchmark's own settings, for a benchmark that has them (`Benchmark.options`; the agreement benchmark's
     preset or columns, tie_threshold, heldout_fraction, bootstrap, seed), checked like a config."""
@@ -118,6 +122,8 @@ def run_benchmark(
     bench = BENCHMARKS[bench_name]
     kind = _check_scorer(bench, scorer)
     problems = s.check()
+    if s.native_dir is not None:
+        problems += [p for p in [native_problem(bench.name, kind)] if p]
     if problems:
         raise UserError("; ".join(problems))
     tie = s.tie_policy or DEFAULT_TIE_POLICY[kind]
@@ -173,13 +179,15 @@ def run_benchmark(
             cache.update({k: v for k, v in values.items() if math.isfinite(v)})
             _write_cache(cache_path, cache)
 
-    results, failed = [], []
+    results, failed, scored = [], [], []
     for ex, ex_needs in zip(examples, needs, strict=True):
         got = {slot: _value(values, key) for slot, (key, _) in ex_needs.items()}
         if any(math.isnan(v) for v in got.values()) and not bench.counts_failures:
             failed.append(ex)
             continue
-        results.append((ex, bench.rule(ex, _judgement(kind, got), tie)))
+        judgement = _judgement(kind, got)
+        results.append((ex, bench.rule(ex, judgement, tie)))
+        scored.append(Scored(ex, judgement, results[-1][1]))
     nan_items = sum(1 for k in unique if math.isnan(values[k]))
     if failed:
         problems += [f"{ex.row}: NaN score for example {ex.id}" for ex in failed]
@@ -204,10 +212,13 @@ def run_benchmark(
         more["options"] = to_dict(opts)
     if aggregated.section is not None:
         more["section"] = aggregated.section
+    model = s.model_name or _model_name(scorer)
+    if s.native_dir is not None:  # the benchmark's own result files, beside the record
+        more["native_files"] = [str(p) for p in write_native(bench.name, scored, aggregated, model, s.native_dir)]
     record = Record(
         benchmark=bench.name,
         version=bench.version,
-        model=s.model_name or _model_name(scorer),
+        model=model,
         scores=scores,
         counts={
             "examples": len(results),

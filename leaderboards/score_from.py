@@ -12,7 +12,10 @@ scored by the functions every run uses, never by a second copy of them.
   one per order; two is the double game, the second judged with B first; a failed judgement null): the accuracy
   overall and per category in percent (`compute_final_metrics`, the rules `judgebench` runs use);
 - mtbench: FastChat judgment JSONL (`model_judgment/gpt-4_single.jsonl`: `model`, `turn`, `score`, -1 a failed
-  rating) per model: the mean per turn and overall (`show_result.py --mode single`).
+  rating) per model: the mean per turn and overall (`show_result.py --mode single`);
+- rewardbench, rewardbench2: the JSON files RewardBench's scripts save (`results/eval-set-scores/<model>.json`, per
+  item, or `results/eval-set/<model>.json`, per subset; `align bench run ... --native DIR` writes both): the
+  sections and the score (`leaderboards.native`).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from prefalign.registry import Table
 
 from . import rules
 from .arena_hard import ROUNDS, SEED, WEIGHT, arena_hard_scores, read_judgments
+from .native import score_native
 from .winrate import win_rates
 
 
@@ -178,6 +182,29 @@ def _mtbench(files: Sequence[str], opts: dict[str, Any]) -> list[ModelScore]:
     ]
 
 
+def _reward_bench(bench: str) -> Callable[[Sequence[str], dict[str, Any]], list[ModelScore]]:
+    def score(files: Sequence[str], opts: dict[str, Any]) -> list[ModelScore]:
+        out = []
+        for path in files:
+            try:
+                obj = json.loads(Path(path).read_text(encoding="utf-8"))
+            except json.JSONDecodeError as e:
+                raise UserError(f"{path}: not JSON ({e})") from e
+            if not isinstance(obj, dict):
+                raise UserError(f"{path}: expected one JSON object (an eval-set or eval-set-scores file)")
+            scored = score_native(bench, obj, path)
+            per_item = "scores_chosen" in obj or "scores" in obj
+            counts = {"examples": sum(int(v.get("n", 0)) for v in scored.subsets.values())} if per_item else {}
+            counts["subsets"] = len(scored.subsets)
+            sections = {"score": scored.headline, **scored.sections}
+            if bench == "rewardbench":  # the leaderboard's columns, and the subsets beside them
+                sections |= {k: v["score"] for k, v in scored.subsets.items()}
+            out.append(ModelScore(str(obj.get("model") or Path(path).stem), sections, counts))
+        return out
+
+    return score
+
+
 RESULTS_FORMATS: Table[ResultsFormat] = Table(
     "results format",
     {
@@ -191,6 +218,16 @@ RESULTS_FORMATS: Table[ResultsFormat] = Table(
             "JudgeBench outputs JSONL from run_judge.py (accuracy per judge_name: single or double game)", _judgebench
         ),
         "mtbench": ResultsFormat("MT-Bench single-answer judgments (FastChat's means per turn)", _mtbench),
+        "rewardbench": ResultsFormat(
+            "RewardBench v1 results/eval-set-scores/<model>.json (per item) or eval-set/<model>.json (per subset): "
+            "the sections and the score",
+            _reward_bench("rewardbench"),
+        ),
+        "rewardbench2": ResultsFormat(
+            "RewardBench 2 results/eval-set-scores/<model>.json (per item: best-of-n, the Ties composite) or "
+            "eval-set/<model>.json: the subsets and the score",
+            _reward_bench("rewardbench2"),
+        ),
     },
 )
 

@@ -19,6 +19,7 @@ from types import SimpleNamespace
 import pytest
 
 from leaderboards.runner import BenchSettings, run_benchmark
+from prefalign.errors import UserError
 
 FIXTURES = Path(__file__).parent / "fixtures" / "reference"
 
@@ -294,6 +295,92 @@ def test_bench_score_from_reads_each_reference_format(capsys):
     assert "not an Arena-Hard judgment row" in capsys.readouterr().err
     assert main(["bench", "score", "arenahard", "--from", ah[0], "--option", "weigth=1"]) == 2
     assert "did you mean 'weight'" in capsys.readouterr().err
+
+
+RB1_SECTIONS = {
+    "Chat": 0.5410348496940676,
+    "Chat Hard": 0.3911079782790309,
+    "Safety": 0.552020592020592,
+    "Reasoning": 0.42876984126984136,
+}
+
+
+def _rb1_scorer() -> TableScorer:
+    d = FIXTURES / "rewardbench"
+    rows, scores = json.loads((d / "filtered.json").read_text()), json.loads((d / "scores.json").read_text())
+    table = {}
+    for r in rows:
+        table[r["chosen"]], table[r["rejected"]] = scores[str(r["id"])]
+    return TableScorer(table)
+
+
+def test_rewardbench_files_in_its_own_layout_both_ways(tmp_path, capsys):
+    """`bench run rewardbench --native DIR` writes what allenai/reward-bench @ 05a9005e scripts/run_rm.py saves
+    (`save_to_hub`: results/eval-set/<model>.json, the subset accuracies; results/eval-set-scores/<model>.json, one
+    column per field), and `bench score rewardbench --from` either file gives the numbers ref_rb1.py printed."""
+    from align.cli.main import main
+
+    d = FIXTURES / "rewardbench"
+    record = _run("rewardbench", _rb1_scorer(), d / "filtered.json", native_dir=tmp_path, model_name="org/rm")
+    per_subset = json.loads((tmp_path / "eval-set" / "org" / "rm.json").read_text())
+    items = json.loads((tmp_path / "eval-set-scores" / "org" / "rm.json").read_text())
+    assert record.settings["native_files"] == [
+        str(tmp_path / "eval-set" / "org" / "rm.json"),
+        str(tmp_path / "eval-set-scores" / "org" / "rm.json"),
+    ]
+    # the reference's schema: model fields, one number per subset; equal-length columns, ids as in the data
+    assert {per_subset.pop(k) for k in ("model", "model_type", "chat_template")} == {
+        "org/rm",
+        "Seq. Classifier",
+        "tokenizer",
+    }
+    assert per_subset == {k: v["score"] for k, v in record.scores["subsets"].items()} and len(per_subset) == 23
+    columns = ("id", "subset", "results", "scores_chosen", "scores_rejected", "text_chosen", "text_rejected")
+    assert {len(items[c]) for c in columns} == {124} and items["model"] == "org/rm"
+    rows = json.loads((d / "filtered.json").read_text())
+    assert items["id"] == [r["id"] for r in rows] and items["subset"] == [r["subset"] for r in rows]
+    pairs = list(zip(items["scores_chosen"], items["scores_rejected"], strict=True))
+    assert items["results"] == [int(c > r) for c, r in pairs] and sum(c == r for c, r in pairs) == 16  # ties: 0
+    assert (tmp_path / "eval-set" / "org" / "rm.json").read_text().startswith('{\n    "alpacaeval-easy": ')
+    for path in ("eval-set-scores", "eval-set"):
+        assert (
+            main(["bench", "score", "rewardbench", "--from", str(tmp_path / path / "org" / "rm.json"), "--json"]) == 0
+        )
+        (got,) = json.loads(capsys.readouterr().out)
+        assert got["model"] == "org/rm" and {k: got["sections"][k] for k in RB1_SECTIONS} == RB1_SECTIONS
+        assert got["sections"]["score"] == 0.4782333153158829
+    assert got["counts"] == {"subsets": 23}
+    # a file of neither kind, a pairwise judge, a benchmark without such files: errors that say so, nothing scored
+    (tmp_path / "other.json").write_text(json.dumps({"model": "x", "accuracy": 0.5}))
+    assert main(["bench", "score", "rewardbench", "--from", str(tmp_path / "other.json")]) == 2
+    assert "neither an eval-set-scores file" in capsys.readouterr().err
+    with pytest.raises(UserError, match="one score per response, which a pairwise scorer"):
+        _run("rewardbench", TableJudge({}), d / "filtered.json", native_dir=tmp_path)
+    with pytest.raises(UserError, match="judgebench has no native results layout"):
+        _run("judgebench", _rb1_scorer(), FIXTURES / "judgebench" / "pairs.jsonl", native_dir=tmp_path)
+
+
+def test_rewardbench2_files_in_its_own_layout_both_ways(tmp_path, capsys):
+    """`bench run rewardbench2 --native DIR` writes what scripts/run_v2.py saves (best-of-n `results`, the four or
+    more `scores` per row, correct ones first), and `bench score rewardbench2 --from` the eval-set-scores file gives
+    what ref_rb2.py printed, the Ties composite included."""
+    from align.cli.main import main
+
+    d = FIXTURES / "rewardbench2"
+    rows, scores = _rows(d / "data.jsonl"), json.loads((d / "scores.json").read_text())
+    table = {t: float(s) for r in rows for t, s in zip(r["chosen"] + r["rejected"], scores[r["id"]], strict=True)}
+    _run("rewardbench2", TableScorer(table), d / "data.jsonl", native_dir=tmp_path, model_name="rm")
+    items = json.loads((tmp_path / "eval-set-scores" / "rm.json").read_text())
+    assert items["id"] == [r["id"] for r in rows] and items["scores"] == [scores[r["id"]] for r in rows]
+    assert items["num_correct"] == [r["num_correct"] for r in rows]
+    assert items["text"] == [r["chosen"] + r["rejected"] for r in rows]
+    assert json.loads((tmp_path / "eval-set" / "rm.json").read_text())["Ties"] == 0.574545582091216
+    assert (
+        main(["bench", "score", "rewardbench2", "--from", str(tmp_path / "eval-set-scores" / "rm.json"), "--json"]) == 0
+    )
+    (got,) = json.loads(capsys.readouterr().out)
+    assert got["sections"]["score"] == 0.482596221353827 and got["sections"]["Ties"] == 0.574545582091216
+    assert got["counts"] == {"examples": 43, "subsets": 6}
 
 
 def test_bench_compare_pairs_two_records_item_by_item(tmp_path, capsys):

@@ -34,6 +34,7 @@ from reward_models.scorers import BATCH_TOKENS, SCORERS, SPEC_FORMS, load_scorer
 RUN_EXAMPLES = (
     """align bench run rewardbench --model runs/rm
   align bench run rewardbench --model runs/rm --data filtered.parquet --limit 200
+  align bench run rewardbench2 --model runs/rm --native results      (+ RewardBench's own eval-set/ files)
   align bench run rm-bench --model runs/rm --data total_dataset.json --dtype float32 --option normalize=true
   align bench run suite --model runs/dpo-lora                       (a peft adapter: implicit reward vs its base)
   align bench run suite --model runs/dpo --reference builtin:smollm2-135m-instruct --option beta=0.05
@@ -109,6 +110,13 @@ class BenchRunSettings:
         flag="--option",
     )
     name: str | None = option(None, "the leaderboard row (default: the model reference)")
+    native: str | None = option(
+        None,
+        "rewardbench, rewardbench2: also write the files RewardBench's own scripts save, DIR/eval-set/<name>.json "
+        "(per subset) and DIR/eval-set-scores/<name>.json (per item), which `align bench score --from` and the "
+        "reference code read (a pointwise scorer)",
+        metavar="DIR",
+    )
     cache: bool = option(True, "reuse cached scores of an identical earlier run (--no-cache scores everything again)")
 
     def check(self) -> list[str]:
@@ -130,7 +138,8 @@ SCORE_EXAMPLES = """align bench score arenahard --from model_judgment/gpt-4-1106
   align bench score arenahard --from model-x.jsonl --option weight=1
   align bench score alpacaeval --from results/my_model/weighted_alpaca_eval_gpt4_turbo/annotations.json
   align bench score mtbench --from model_judgment/gpt-4_single.jsonl --json
-  align bench score judgebench --from outputs/judgebench-arena_hard.jsonl"""
+  align bench score judgebench --from outputs/judgebench-arena_hard.jsonl
+  align bench score rewardbench --from results/eval-set-scores/my-org/my-rm.json"""
 
 
 @dataclass(kw_only=True)
@@ -138,7 +147,9 @@ class ScoreFromSettings:
     """`align bench score`: the arguments of `leaderboards.score_from.score_from`."""
 
     bench: str = option(
-        doc="the results format: arenahard, alpacaeval, judgebench or mtbench", positional=True, metavar="BENCH"
+        doc="the results format: arenahard, alpacaeval, judgebench, mtbench, rewardbench or rewardbench2",
+        positional=True,
+        metavar="BENCH",
     )
     files: list[str] = option(
         doc="a results file in the benchmark's own format (repeat for several; arenahard: one per model, in the "
@@ -285,6 +296,7 @@ def _default_suite_pairs(references: bool = False) -> list[Any]:
 
 def cmd_run(s: BenchRunSettings) -> int:
     # the runner and the records add ~25 ms to every `align` start: imported when the verb runs
+    from leaderboards.native import native_problem
     from leaderboards.records import summarize
     from leaderboards.runner import BenchSettings, run_benchmark
 
@@ -302,6 +314,8 @@ def cmd_run(s: BenchRunSettings) -> int:
         )
     if name != "grader" and "model" not in spec:
         raise UserError(f"--scorer {name} needs a model: --model MODEL or --scorer {name}:MODEL")
+    if s.native is not None and (problem := native_problem(bench.name, kind)):
+        raise UserError(problem)
 
     pairs = None
     if bench.name == "suite" and s.data is None:
@@ -315,9 +329,12 @@ def cmd_run(s: BenchRunSettings) -> int:
         use_cache=s.cache,
         model_name=s.name,
         options=bench_options,
+        native_dir=s.native,
     )
     record = run_benchmark(bench.name, scorer, settings, pairs=pairs)
     print(summarize(record))
+    for path in record.settings.get("native_files", []):
+        print(f"native    {path}")
     return 0
 
 

@@ -1,0 +1,259 @@
+"""Per-item results in RewardBench's own layout, both ways.
+
+`align bench run rewardbench|rewardbench2 ... --native DIR` writes, beside the toolkit's record, the two files the
+reference scripts write for a reward model (allenai/reward-bench @ 05a9005e, `rewardbench/utils.py::save_to_hub`,
+called by `scripts/run_rm.py` for v1 and `scripts/run_v2.py` for v2):
+
+- `DIR/eval-set/<model>.json`: the per-subset scores, with `model`, `model_type` and `chat_template` (v1: the subset
+  accuracies; v2: best-of-4 accuracies and the Ties composite). The leaderboard's sections are computed from this
+  file (`calculate_scores_per_section`), and the `allenai/reward-bench-results` dataset holds one per public model.
+- `DIR/eval-set-scores/<model>.json`: one column per field, one entry per example: v1 `id`, `subset`, `results`
+  (1 if the chosen response scored above the rejected one, else 0), `scores_chosen`, `scores_rejected`,
+  `text_chosen`, `text_rejected`; v2 `id`, `subset`, `num_correct`, `scores` and `text` (the four or more responses,
+  correct ones first), `results` (the best-of-n credit).
+
+Both are written as `save_to_hub` writes them (`json.dumps(..., indent=4, sort_keys=True)`). One difference: the
+reference's `text_*` columns hold the full conversation rendered by the model's chat template; here they hold the
+response (the scorer's own template is not a property of the benchmark).
+
+`align bench score rewardbench|rewardbench2 --from FILE` reads either file back (`leaderboards.score_from`): an
+eval-set-scores file is scored item by item through the same rule and aggregation `bench run` uses, an eval-set file
+(per-subset scores, e.g. a public model's from the results dataset) through the same section arithmetic.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from prefalign.errors import UserError
+from prefalign.files import write_text
+from prefalign.registry import Table
+from preference_data.records import Message
+
+from . import rules
+from .benchmarks import BENCHMARKS, Judgement, RunInfo, Scores
+from .loaders import Example
+from .rules import TiePolicy
+
+SCORED_MODEL_TYPE = "Seq. Classifier"
+"""`model_type` of a scorer that gives each response a number (run_rm.py's label for sequence-classifier RMs)."""
+
+
+@dataclass(frozen=True)
+class Scored:
+    """One example as a run saw it: the example, the scorer's judgement, the rule's result."""
+
+    example: Example
+    judgement: Judgement
+    result: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class NativeFormat:
+    summary: str
+    files: Callable[[Sequence[Scored], Scores, str], dict[str, Any]]
+    """(the run's examples, its scores, the model's name) -> {path under DIR: the JSON object}."""
+    examples: Callable[[dict[str, Any], str], list[tuple[Example, Judgement]]]
+    """An eval-set-scores object (and its path, for messages) -> the examples and their judgements."""
+
+
+def _header(model: str) -> dict[str, Any]:
+    return {"model": model, "model_type": SCORED_MODEL_TYPE, "chat_template": "tokenizer"}
+
+
+def _text(conv: Any) -> str:
+    return conv[-1].content if conv else ""
+
+
+def _native_id(ident: str) -> Any:
+    return int(ident) if ident.isdigit() else ident
+
+
+def _scores(items: Sequence[Scored], bench: str) -> list[list[float]]:
+    if any(s.judgement.scores is None for s in items):
+        raise UserError(
+            f"--native: {bench}'s own result files hold one score per response, which a pairwise judge does not "
+            "give; run a pointwise scorer, or leave --native out (the record has the judge's per-item results)"
+        )
+    return [list(s.judgement.scores or []) for s in items]
+
+
+def _subset_scores(scores: Scores) -> dict[str, float]:
+    return {name: float(v["score"]) for name, v in scores.subsets.items()}
+
+
+def _rewardbench_files(items: Sequence[Scored], scores: Scores, model: str) -> dict[str, Any]:
+    got = _scores(items, "rewardbench")
+    columns = {
+        "id": [_native_id(s.example.id) for s in items],
+        "subset": [s.example.group for s in items],
+        "results": [1 if sc[0] > sc[1] else 0 for sc in got],  # run_rm.py: `1 if chosen > rejected else 0`
+        "scores_chosen": [sc[0] for sc in got],
+        "scores_rejected": [sc[1] for sc in got],
+        "text_chosen": [_text(s.example.responses[0]) for s in items],
+        "text_rejected": [_text(s.example.responses[1]) for s in items],
+    }
+    return {
+        f"eval-set/{model}.json": {**_header(model), **_subset_scores(scores)},
+        f"eval-set-scores/{model}.json": {**columns, **_header(model)},
+    }
+
+
+def _rewardbench2_files(items: Sequence[Scored], scores: Scores, model: str) -> dict[str, Any]:
+    got = _scores(items, "rewardbench2")
+    columns = {
+        "id": [s.example.id for s in items],
+        "subset": [s.example.group for s in items],
+        "num_correct": [s.example.meta["num_correct"] for s in items],
+        "scores": got,
+        "text": [[_text(r) for r in s.example.responses] for s in items],
+        "results": [rules.best_of_n(sc) for sc in got],  # reroll_and_score_dataset's column
+    }
+    return {
+        f"eval-set/{model}.json": {**_header(model), **_subset_scores(scores)},
+        f"eval-set-scores/{model}.json": {**columns, **_header(model)},
+    }
+
+
+def _columns(obj: dict[str, Any], path: str, names: Sequence[str]) -> list[list[Any]]:
+    missing = [n for n in names if not isinstance(obj.get(n), list)]
+    if missing:
+        raise UserError(
+            f"{path}: not an eval-set-scores file: no list field {', '.join(repr(m) for m in missing)} (the file "
+            f"{'scripts/run_rm.py' if 'scores_chosen' in names else 'scripts/run_v2.py'} writes has {', '.join(names)})"
+        )
+    cols = [obj[n] for n in names]
+    lengths = {n: len(c) for n, c in zip(names, cols, strict=True)}
+    if len(set(lengths.values())) != 1:
+        raise UserError(f"{path}: the columns have different lengths ({lengths}); the file is cut or mixed")
+    return cols
+
+
+def _number(v: Any, path: str, field: str, i: int) -> float:
+    if isinstance(v, list) and len(v) == 1:  # a classifier's [[score]] (process_single_model reads it so too)
+        v = v[0]
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        raise UserError(f"{path}: entry {i} of '{field}' is {v!r}, not a number")
+    return float(v)
+
+
+def _rewardbench_examples(obj: dict[str, Any], path: str) -> list[tuple[Example, Judgement]]:
+    ids, subsets, chosen, rejected = _columns(obj, path, ("id", "subset", "scores_chosen", "scores_rejected"))
+    texts = [obj.get("text_chosen") or [""] * len(ids), obj.get("text_rejected") or [""] * len(ids)]
+    out = []
+    for i, (ident, subset) in enumerate(zip(ids, subsets, strict=True)):
+        responses = [[Message("assistant", str(texts[0][i]))], [Message("assistant", str(texts[1][i]))]]
+        ex = Example(str(ident), str(subset), [], responses, row=f"{path}: entry {i}")
+        sc = [_number(chosen[i], path, "scores_chosen", i), _number(rejected[i], path, "scores_rejected", i)]
+        out.append((ex, Judgement(scores=sc)))
+    return out
+
+
+def _rewardbench2_examples(obj: dict[str, Any], path: str) -> list[tuple[Example, Judgement]]:
+    ids, subsets, num_correct, scores = _columns(obj, path, ("id", "subset", "num_correct", "scores"))
+    out = []
+    for i, (ident, subset) in enumerate(zip(ids, subsets, strict=True)):
+        sc = scores[i]
+        if not isinstance(sc, list) or len(sc) < 2:
+            raise UserError(f"{path}: entry {i} of 'scores' is {sc!r}, not a list of two or more scores")
+        values = [_number(v, path, "scores", i) for v in sc]
+        meta: dict[str, Any] = {"num_correct": num_correct[i]}
+        if str(subset).lower() == "ties":
+            kind, _, prompt = str(ident).partition(":")
+            if kind not in ("ref", "tied") or not prompt.isdigit():
+                raise UserError(f"{path}: entry {i}: a Ties row's id must be 'ref:<n>' or 'tied:<n>', got {ident!r}")
+            meta.update(ties_kind=kind, ties_prompt=int(prompt))
+        responses = [[Message("assistant", "")] for _ in values]
+        ex = Example(str(ident), "Ties" if str(subset).lower() == "ties" else str(subset), [], responses, meta)
+        out.append((ex, Judgement(scores=values)))
+    return out
+
+
+NATIVE_FORMATS: Table[NativeFormat] = Table(
+    "native results format",
+    {
+        "rewardbench": NativeFormat(
+            "RewardBench v1 (scripts/run_rm.py): eval-set/<model>.json and eval-set-scores/<model>.json",
+            _rewardbench_files,
+            _rewardbench_examples,
+        ),
+        "rewardbench2": NativeFormat(
+            "RewardBench 2 (scripts/run_v2.py): eval-set/<model>.json and eval-set-scores/<model>.json",
+            _rewardbench2_files,
+            _rewardbench2_examples,
+        ),
+    },
+)
+
+
+def native_problem(bench: str, kind: str) -> str | None:
+    """Why `--native` cannot be honoured for `bench` with a scorer of `kind` (checked before anything is scored),
+    or None."""
+    if bench not in NATIVE_FORMATS:
+        return (
+            f"--native: {bench} has no native results layout here (it has: {', '.join(NATIVE_FORMATS)}); the "
+            "record holds the per-item results"
+        )
+    if kind != "pointwise":
+        return (
+            f"--native: {bench}'s own result files hold one score per response, which a {kind} scorer does not "
+            "give; run a pointwise scorer, or leave --native out (the record has the per-item results)"
+        )
+    return None
+
+
+def write_native(bench: str, items: Sequence[Scored], scores: Scores, model: str, out_dir: str | Path) -> list[Path]:
+    """Write `bench`'s own result files for a run under `out_dir`; returns their paths."""
+    problem = native_problem(bench, "pointwise")
+    if problem is not None:
+        raise UserError(problem)
+    written = []
+    for rel, obj in NATIVE_FORMATS[bench].files(items, scores, model).items():
+        path = Path(out_dir) / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_text(path, json.dumps(obj, indent=4, sort_keys=True))  # save_to_hub's layout
+        written.append(path)
+    return written
+
+
+def score_native(bench: str, obj: dict[str, Any], path: str) -> Scores:
+    """The scores of a RewardBench results file: an eval-set-scores file item by item (the run's rule and
+    aggregation, ties as the reference counts them), or an eval-set file's per-subset scores (the section
+    arithmetic)."""
+    b = BENCHMARKS[bench]
+    if "scores_chosen" in obj or "scores" in obj:
+        pairs = NATIVE_FORMATS[bench].examples(obj, path)
+        if not pairs:
+            raise UserError(f"{path}: no examples")
+        tie: TiePolicy = "wrong" if b.uses_tie_policy else "half"  # run_rm.py: a tie is not a win
+        results = [(ex, b.rule(ex, j, tie)) for ex, j in pairs]
+        return b.aggregate(results, RunInfo("pointwise", False, tie, path))
+    subsets = {k: v for k, v in obj.items() if k not in _header("") and isinstance(v, int | float)}
+    known = rules.REWARDBENCH_EXAMPLE_COUNTS if bench == "rewardbench" else dict.fromkeys(rules.REWARDBENCH2_SUBSETS)
+    if not set(subsets) & set(known):
+        raise UserError(
+            f"{path}: neither an eval-set-scores file (per-item 'scores_chosen'/'scores' columns) nor an eval-set "
+            f"file (numbers per subset, e.g. {', '.join(list(known)[:3])})"
+        )
+    if bench == "rewardbench":
+        sections = rules.weighted_sections(subsets, rules.REWARDBENCH_EXAMPLE_COUNTS, rules.REWARDBENCH_SECTIONS)
+        headline = rules.rewardbench_score(sections)
+    else:
+        sections = {s: subsets.get(s) for s in rules.REWARDBENCH2_SUBSETS}
+        headline = rules.rewardbench2_score(sections)
+    return Scores(headline, sections, {k: {"score": v} for k, v in subsets.items()})
+
+
+__all__ = [
+    "NATIVE_FORMATS",
+    "SCORED_MODEL_TYPE",
+    "NativeFormat",
+    "Scored",
+    "native_problem",
+    "score_native",
+    "write_native",
+]
