@@ -66,6 +66,12 @@ class DataConfig:
         "quickstart's suite holds out 0.25, so split dev and test here are the quickstart's dev and test",
     )
     suite_test_fraction: float = option(0.2, "suite: share of its tasks held out as test")
+    suite_hard_negatives: int = option(
+        0,
+        "suite: this many more pairs per training task whose answer can be wrong in content (the good answer in "
+        "another phrasing against a wrong value or a violated constraint), added to split train (and all); the "
+        "held-out splits keep one pair per task",
+    )
 
     def check(self) -> list[str]:
         problems = []
@@ -97,6 +103,8 @@ class DataConfig:
             )
         if self.limit is not None and self.limit <= 0:
             problems.append(f"limit: must be positive, got {self.limit}")
+        if self.suite_hard_negatives < 0:
+            problems.append(f"suite_hard_negatives: must be 0 or more, got {self.suite_hard_negatives}")
         if not 0 < self.suite_test_fraction < 1:
             problems.append(f"suite_test_fraction: must lie in (0, 1), got {self.suite_test_fraction}")
         elif not 0 <= self.suite_dev_fraction < 1 - self.suite_test_fraction:
@@ -228,13 +236,16 @@ def suite_label(cfg: DataConfig) -> str:
         label += f", dev_fraction={cfg.suite_dev_fraction}, test_fraction={cfg.suite_test_fraction}"
     elif cfg.suite_test_fraction != 0.2:
         label += f", test_fraction={cfg.suite_test_fraction}"
+    if cfg.suite_hard_negatives:
+        label += f", hard_negatives={cfg.suite_hard_negatives}"
     return label
 
 
 def _suite(cfg: DataConfig) -> Loaded:
-    from .suite import build_suite  # lazy: the suite's generators (0.16 s), only for source: suite
+    from .suite import build_suite, hard_negatives  # lazy: the suite's generators (0.16 s), only for source: suite
 
     suite = build_suite(cfg.suite_per_family, cfg.suite_seed, cfg.suite_test_fraction, None, cfg.suite_dev_fraction)
+    hard = hard_negatives(suite, cfg.suite_hard_negatives) if cfg.split in ("train", "all") else []
     report = DataReport(source=f"suite({suite_label(cfg)})", row_unit="record")
     if suite.dev_fraction:  # the suite's own three splits
         if cfg.split == "all":
@@ -253,6 +264,8 @@ def _suite(cfg: DataConfig) -> Loaded:
         pick = lambda conv: split_of(text_of(conv), (1 - dev_frac, dev_frac, 0.0), cfg.split_seed) == want  # noqa: E731
         pairs = [p for p in suite.train_pairs if pick(p.prompt)]
         prompts = [p for p in suite.train_prompts if pick(p.prompt)]
+        hard = [p for p in hard if pick(p.prompt)]
+    pairs += hard  # after the suite's own pairs, so those are the same with and without
     report.rows_read = len(pairs) + len(prompts)
     return Loaded(pairs=pairs, prompts=prompts, report=report)
 

@@ -374,3 +374,22 @@ def test_duplicate_rows_name_both_lines_in_every_format(tmp_path):
     prompts = write_jsonl(tmp_path / "prompts.jsonl", [{"prompt": "Hi."}, {"prompt": "Yo."}, {"prompt": "Hi."}])
     _, rep = read_records(prompts)
     assert rep.examples["duplicate"] == ["3 (same as line 1)"]
+
+
+@pytest.mark.parametrize("dev_fraction", [0.0, 0.25])
+def test_suite_hard_negatives_join_the_training_split_only(dev_fraction):
+    base = {"source": "suite", "suite_per_family": 20, "suite_dev_fraction": dev_fraction}
+    plain = {split: load_pairs(build(DataConfig, {**base, "split": split}))[0] for split in ("train", "test")}
+    hard = {
+        split: load_pairs(build(DataConfig, {**base, "split": split, "suite_hard_negatives": 1}))[0]
+        for split in ("train", "test")
+    }
+    assert [p.to_dict() for p in hard["test"]] == [p.to_dict() for p in plain["test"]]
+    n = len(plain["train"])
+    assert [p.to_dict() for p in hard["train"][:n]] == [p.to_dict() for p in plain["train"]]
+    extra = hard["train"][n:]
+    assert extra and {p.attributes["corruption"] for p in extra} <= {"wrong_value", "violated_constraint"}
+    train_prompts = {p.prompt[-1].content for p in plain["train"]}
+    assert {p.prompt[-1].content for p in extra} <= train_prompts
+    with pytest.raises(UserError, match="suite_hard_negatives: must be 0 or more"):
+        build(DataConfig, {**base, "suite_hard_negatives": -1})
