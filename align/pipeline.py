@@ -11,7 +11,9 @@ named stages writing under one directory. `Pipeline` gives each stage what it sh
   (`inputs.json`: the content hash of every local file and the weights' fingerprint of every local model the
   config names, so a data file rewritten under the same path or a model retrained into the same directory
   retrains the stage), in which case the saved report is returned. An interrupted pipeline so resumes at the
-  stage where it stopped, and a changed setting or input retrains only the stages it belongs to;
+  stage where it stopped, and inside it from the stage's last checkpoint (a run of the same settings and inputs
+  that did not finish is continued with the recipe's own resume; checkpoints of other settings are deleted
+  first), and a changed setting or input retrains only the stages it belongs to;
 - `fit_to_device(cfg, scale, name)`: where `train.precision: auto` resolves to fp32 on this device (no native
   bf16, a step costs more), the stage's training is shortened by `scale` (max_steps, else epochs), and the
   change is logged.
@@ -22,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import shutil
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -85,18 +88,26 @@ class Pipeline:
         self,
         name: str,
         cfg: Any,
-        run: Callable[[Any], dict[str, Any]],
+        run: Callable[[Any, bool], dict[str, Any]],
         lines: Callable[[dict[str, Any]], list[str]],
         what: str,
     ) -> dict[str, Any]:
-        """The report of training `cfg` with `run`: trained now, or read back from a finished identical run."""
+        """The report of training `cfg` with `run`: trained now, or read back from a finished identical run; a run
+        of the same settings on the same inputs that was interrupted (killed, Ctrl-C) is continued from its last
+        checkpoint, and checkpoints of other settings or inputs are deleted first, so none is ever resumed."""
         out = Path(cfg.output_dir)
         if finished_run(out, cfg):
             report = json.loads((out / "report.json").read_text())
             self.say(f"{name}: already trained ({out}); skipping")
         else:
+            resume = same_run(out, cfg)
+            if resume:
+                self.say(f"{name}: continuing the interrupted run in {out} (the same settings and inputs)")
+            elif (dropped := clear_checkpoints(out)) > 0:
+                self.say(f"{name}: deleted {dropped} checkpoint(s) in {out} of other settings or inputs")
             self.say(f"{name}: {what}")
-            report = run(cfg)
+            record_inputs(out, cfg)  # before training too: an interrupted run is recognised as this one
+            report = run(cfg, resume)
             record_inputs(out, cfg)
         for line in lines(report):
             self.say(f"{name}: {line}")
@@ -151,8 +162,33 @@ def run_inputs(cfg: Any) -> dict[str, str]:
 
 
 def record_inputs(run_dir: Path, cfg: Any) -> None:
-    """Save `run_inputs(cfg)` beside a run that just finished, for `finished_run` to compare."""
+    """Save `run_inputs(cfg)` beside a run that starts or just finished, for `finished_run` and `same_run` to
+    compare."""
+    Path(run_dir).mkdir(parents=True, exist_ok=True)
     write_json(Path(run_dir) / INPUTS_FILE, run_inputs(cfg), indent=1, sort_keys=True)
+
+
+def same_run(run_dir: Path, cfg: Any) -> bool:
+    """True when run_dir holds a run (finished or not) of exactly `cfg` on the same inputs: its config.yaml (which
+    a recipe writes when it starts) equal to `cfg` and its inputs.json equal to `run_inputs(cfg)` now."""
+    import yaml  # lazy: only to read a saved config, as prefalign.config does
+
+    saved, inputs = run_dir / "config.yaml", run_dir / INPUTS_FILE
+    if not (saved.exists() and inputs.exists()):
+        return False
+    if _resolved(yaml.safe_load(saved.read_text())) != _resolved(to_dict(cfg)):
+        return False
+    return bool(json.loads(inputs.read_text(encoding="utf-8")) == run_inputs(cfg))
+
+
+def clear_checkpoints(run_dir: Path) -> int:
+    """Delete every `checkpoints` directory under run_dir (a run's, or its rounds'); the number of checkpoints
+    they held."""
+    dirs = [d for d in run_dir.rglob("checkpoints") if d.is_dir()] if run_dir.is_dir() else []
+    n = sum(1 for d in dirs for c in d.glob("checkpoint-*") if c.is_dir())
+    for d in dirs:
+        shutil.rmtree(d)
+    return n
 
 
 def _resolved(config: Any) -> Any:

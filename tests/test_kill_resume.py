@@ -171,3 +171,82 @@ def test_killed_at_random_moments_and_resumed_ends_as_an_uninterrupted_run(tmp_p
     assert not differ, f"after {kills} kills at {moments}: {differ}"
     la, lb = losses(runs["straight"][1]), losses(out)
     assert la == lb, f"after {kills} kills at {moments}"
+
+
+QUICKSTART = [
+    "model=builtin:tiny-llama",
+    "suite.per_family=30",
+    "rm.train.max_steps=4",
+    "rm.train.save_every=1",
+    "rm.train.precision=fp32",
+    "rm.eval.stats_pairs=8",
+    "dpo.train.max_steps=4",
+    "dpo.train.save_every=1",
+    "align.rounds.rounds=2",
+    "align.rounds.prompts_per_round=6",
+    "align.rounds.keep_pairs=4",
+    "align.rounds.max_new_tokens=6",
+    "align.train.max_steps=3",
+    "align.train.save_every=1",
+    "align.train.precision=fp32",
+    "align.train.compile=false",
+    "eval.prompts=6",
+    "eval.safety_each=2",
+    "eval.max_new_tokens=4",
+]
+
+
+def saved_weights(out: Path) -> dict[str, torch.Tensor]:
+    """Every tensor a pipeline saved outside any checkpoints directory, keyed by file and name."""
+    found = {}
+    for f in sorted(out.rglob("*.safetensors")):
+        rel = f.relative_to(out)
+        if "checkpoints" not in rel.parts:
+            found |= {f"{rel}:{k}": v for k, v in load_file(str(f)).items()}
+    assert found, f"no weights saved under {out}"
+    return found
+
+
+def test_the_quickstart_killed_at_random_moments_ends_as_an_uninterrupted_run(tmp_path, tiny_model_ref):
+    """The quickstart as a whole, killed with SIGKILL at seeded random moments and rerun with the same command
+    (no flag: the pipeline reuses finished stages and continues an interrupted one from its last checkpoint), ends
+    with the uninterrupted run's weights in every stage (the RM, offline DPO, both align rounds) bit for bit and its
+    numbers: the RM's held-out accuracy, each policy's gold score per prompt and the RM's score of its answers."""
+    straight, killed = tmp_path / "straight", tmp_path / "killed"
+    proc = launch(["quickstart", "--out", str(straight), *QUICKSTART], tmp_path / "straight.log")
+    t0 = started(tmp_path / "straight.log", proc)
+    finish(proc)
+    span = time.monotonic() - t0
+
+    rng = random.Random("kill-quickstart")
+    kills, moments = 0, list[float]()
+    while True:
+        log = tmp_path / f"killed-{kills}.log"
+        proc = launch(["quickstart", "--out", str(killed), *QUICKSTART], log)
+        t = started(log, proc)
+        if kills < 8:
+            at = round(rng.uniform(0.0, span), 2)
+            while proc.poll() is None and time.monotonic() - t < at:
+                time.sleep(0.01)
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+                kills, moments = kills + 1, [*moments, at]
+                continue
+        finish(proc)
+        break
+    logs = [(tmp_path / f"killed-{i}.log").read_text(encoding="utf-8") for i in range(1, kills + 1)]
+    continued = [m for x in logs for m in re.findall(r"(\w+): continuing the interrupted run", x)]
+    print(f"quickstart: {kills} kills at {moments} s (an uninterrupted run: {span:.1f} s); continued: {continued}")
+    assert kills >= 4, f"only {kills} kills landed before the run ended (moments {moments}, span {span:.1f}s)"
+    assert continued, f"no rerun continued an interrupted stage: {moments}"
+
+    a, b = saved_weights(straight), saved_weights(killed)
+    assert a.keys() == b.keys()
+    differ = {k: float((a[k] - b[k]).abs().max()) for k in a if not torch.equal(a[k], b[k])}
+    assert not differ, f"after {kills} kills at {moments}: {differ}"
+    sa, sb = (json.loads((d / "summary.json").read_text()) for d in (straight, killed))
+    assert sa["rm"]["accuracy"] == sb["rm"]["accuracy"]
+    for name in ("aligned", "dpo"):
+        for key in ("per_prompt", "reward_after", "after"):
+            assert sa["eval"][name][key] == sb["eval"][name][key], (name, key)
