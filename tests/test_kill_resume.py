@@ -8,6 +8,10 @@ and rerun with `--resume` after each kill. The two must end with the same final 
 hold every step exactly once with the uninterrupted run's loss; at least two reruns must have continued from a
 checkpoint (counted from their own output).
 
+The quickstart as a whole is killed the same way, each kill in the first stage not finished yet (now and then a
+later one), and rerun with the same command: it must end with every stage's weights and the evaluation's numbers of
+an uninterrupted run.
+
 Bit for bit: the reward model, the online run and the judge restore their weights, optimizer, scheduler, RNG streams
 and data position exactly, and a CPU repeats the same arithmetic, so their final weights are identical. Offline DPO
 too: its reference log-probs are computed once and cached, and the resumed run reads the same cache.
