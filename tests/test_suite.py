@@ -472,7 +472,8 @@ def test_hard_negatives_are_content_errors_of_training_tasks_only(suite):
     before = [p.to_dict() for p in suite.pairs]
     hard = hard_negatives(suite, 2)
     assert [p.to_dict() for p in suite.pairs] == before
-    assert [p.to_dict() for p in hard] == [p.to_dict() for p in hard_negatives(suite, 2)]
+    small = build_suite(n_per_family=20, seed=3)
+    assert [p.to_dict() for p in hard_negatives(small, 1)] == [p.to_dict() for p in hard_negatives(small, 1)]
     train = {t.id for t in suite.tasks if t.split == "train"}
     kinds = Counter(p.attributes["corruption"] for p in hard)
     assert set(kinds) == set(HARD_KINDS) and kinds["wrong_value"] > 400
