@@ -31,13 +31,16 @@ Round t (1..rounds), reading top to bottom:
 
 Every round's samples, scores, pairs and training run are kept under `output_dir/round_<t>/`; a finished round is
 read back, not redone, and `--resume` continues an interrupted round's training from its last checkpoint, so a
-killed run ends with the same weights as one that was not.
+killed run ends with the same weights as one that was not. With `rounds.keep_merged: last` (the quickstart's) the
+earlier rounds' merged policies (each the next round's start) are deleted once the last round has finished; their
+adapters stay, and a later run that needs one trains that round again.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -126,7 +129,7 @@ def run_round(
     write_jsonl(pairs_file, (p.to_dict() for p in use))
     tcfg = round_train_config(cfg, t, policy, pairs_file, len(use))
     out = Path(tcfg.output_dir)
-    if finished_run(out, tcfg):
+    if finished_run(out, tcfg) and Path(saved_policy(out)).exists():
         report = json.loads((out / "report.json").read_text(encoding="utf-8"))
         print(f"round {t}: already trained ({out})", flush=True)
     else:
@@ -217,9 +220,29 @@ def run(cfg: IterativeConfig, resume: bool = False) -> dict[str, Any]:
         "dashboard_first": ["eval_gold/overall", "reward", "pairs/pairs"],
         "config": to_dict(cfg),
     }
+    if cfg.rounds.keep_merged == "last":
+        drop_earlier_merged(rounds_report, policy)
     write_json(root / "report.json", report, indent=2, default=str)
     write_report(root)
     return report
+
+
+def saved_policy(run_dir: Path) -> str:
+    """The policy a finished round's training saved (its report's policy_dir)."""
+    return str(json.loads((run_dir / "report.json").read_text(encoding="utf-8"))["policy_dir"])
+
+
+def drop_earlier_merged(rounds: list[dict[str, Any]], final: str) -> None:
+    """Delete the merged policies of the rounds before the last (`rounds.keep_merged: last`); a round's adapter is
+    kept. A round whose merged policy is gone is trained again when a later run needs it (`run_round`)."""
+    freed = 0
+    for r in rounds:
+        path = Path(r["policy"])
+        if str(path) != final and path.name == "merged" and path.is_dir():
+            freed += sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+            shutil.rmtree(path)
+    if freed:
+        print(f"deleted the earlier rounds' merged policies ({freed / 2**20:.0f} MB; keep_merged: last)", flush=True)
 
 
 def summary_lines(report: dict[str, Any]) -> list[str]:

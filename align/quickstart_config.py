@@ -85,6 +85,9 @@ def _default_align() -> IterativeConfig:
                 # seed 0 8/27 and 7/37 -> 9/27 and 6/37; docs/results.md)
                 "candidates": "policy_and_data",
                 "reference": "previous",
+                # the stage is reused whole by a rerun, so rounds 1 and 2's merged policies (517 MB each in fp32)
+                # are not kept once round 3 has finished
+                "keep_merged": "last",
             },
             "loss": {"name": "sigmoid", "params": {"beta": 0.1, "sft_weight": 1.0}, "pair_weights": "margin"},
             "eval": {"limit": 0},

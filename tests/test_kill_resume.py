@@ -261,6 +261,10 @@ def test_the_quickstart_killed_at_random_moments_ends_as_an_uninterrupted_run(tm
     assert a.keys() == b.keys()
     differ = {k: float((a[k] - b[k]).abs().max()) for k in a if not torch.equal(a[k], b[k])}
     assert not differ, f"after {kills} kills at {moments}: {differ}"
+    # rounds.keep_merged: last (the quickstart's): round 1's merged policy deleted at the end, its adapter kept
+    for d in (straight, killed):
+        r1, r2 = d / "align" / "round_1" / "train", d / "align" / "round_2" / "train"
+        assert not (r1 / "merged").exists() and (r1 / "adapter").is_dir() and (r2 / "merged").is_dir()
     sa, sb = (json.loads((d / "summary.json").read_text()) for d in (straight, killed))
     assert sa["rm"]["accuracy"] == sb["rm"]["accuracy"]
     for name in ("aligned", "dpo"):

@@ -84,6 +84,13 @@ class RoundsSection(SamplingOptions):
     verify_rule: VerifyRule = option(
         "flip", "a pair the judge disagrees with: flip its sides (the judge's verdict wins) or drop it"
     )
+    keep_merged: Literal["all", "last"] = option(
+        "all",
+        "under LoRA each round saves its policy merged into its start (the next round's start, 517 MB in fp32 at "
+        "135M) beside its adapter: all = keep them (a rerun reads every finished round back); last = once every "
+        "round has finished, delete the earlier rounds' merged copies (their adapters, pairs and samples stay; a "
+        "later run that needs one trains that round, and the rounds after it, again, bit for bit)",
+    )
     static: Literal["auto", "compiled", "eager", "off"] = option(
         "off",
         "generation: the decode step on fixed-shape caches per batch bucket, compiled once (CUDA graphs on a GPU) and "
