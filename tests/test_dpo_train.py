@@ -448,6 +448,7 @@ def test_two_process_data_parallel_matches_one_process(tmp_path, data, private_c
 # --- (e) interrupt and --resume reaches the same weights ----------------------------------------------
 
 
+@pytest.mark.slow  # a whole run: its siblings in the slow tier (kill, resume, real models)
 def test_resume_reaches_the_same_weights(tmp_path, data):
     import shutil
 

@@ -109,6 +109,7 @@ def test_multiclass_sampling_keeps_only_the_gold_strength(monkeypatch):
     assert all(e.completion.endswith(("<answer>3</answer>", "<answer>-3</answer>")) for e in examples)
 
 
+@pytest.mark.slow  # a whole run: its siblings in the slow tier (kill, resume, real models)
 def test_a_warmup_run_is_a_start_for_rejective_fine_tuning(tmp_path, tiny_model_ref, capsys):
     """Warm-up on gold-written critiques (real SFT on the tiny model), then a sampled run loads its adapter."""
     from align.cli.main import main

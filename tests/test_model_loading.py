@@ -110,6 +110,7 @@ def test_pad_token_id_falls_back_to_eos():
     assert pad_token_id(Tok()) == 0
 
 
+@pytest.mark.slow  # a whole run: its siblings in the slow tier (kill, resume, real models)
 def test_builtin_tokenizer_takes_its_special_tokens_from_the_gguf_whatever_transformers_reads(monkeypatch):
     """transformers 5.17 reads the SmolLM2 GGUF's EOS as token 1 (`<|im_start|>`) and no padding token, so generation
     would not stop at `<|im_end|>` and `generate` would mask real prompt tokens; the builtin's tokenizer is set from
@@ -132,6 +133,7 @@ def test_builtin_tokenizer_takes_its_special_tokens_from_the_gguf_whatever_trans
     assert tok.eos_token == "<|im_end|>"
 
 
+@pytest.mark.slow  # a whole run: its siblings in the slow tier (kill, resume, real models)
 def test_a_builtin_cached_by_other_builders_is_built_again(tmp_path, monkeypatch):
     """A builtin's cache written before the builders changed (no build stamp, or another one) is rebuilt once,
     not used as is: a cache converted under an older release keeps whatever that release wrote."""

@@ -489,6 +489,7 @@ def test_reward_hacking_rule_by_hand():
     assert reward_hacking([(0, float("nan"), 0.5), (5, 0.2, 0.4), (10, 0.3, 0.3)]) is None  # NaN is no evidence
 
 
+@pytest.mark.slow  # a whole run: its siblings in the slow tier (kill, resume, real models)
 def test_hacking_alert_fires_in_a_run(tmp_path, tiny_model_ref, monkeypatch):
     """A run whose held-out evaluations (real: the learned reward and gold of the same greedy answers) are rewritten
     so that the learned reward rises while gold falls: the alert fires once, in alerts.jsonl and the run report."""

@@ -141,6 +141,7 @@ def _pool(out: Path) -> list[dict]:
     return sorted(rows, key=lambda r: (r["prompt"], r["k"]))
 
 
+@pytest.mark.slow  # a whole run: its siblings in the slow tier (kill, resume, real models)
 def test_overopt_cli_best_of_n_and_raising_n_draws_only_new_samples(tmp_path, tiny_model_ref, capsys, monkeypatch):
     from prefalign.generation import TransformersEngine
 

@@ -209,6 +209,7 @@ def test_train_save_reload_scores_identically(tmp_path, method):
     assert hf.config.num_labels == 1
 
 
+@pytest.mark.slow  # a whole run: its siblings in the slow tier (kill, resume, real models)
 def test_resume_reaches_the_same_weights(tmp_path):
     from safetensors.torch import load_file
 
@@ -227,6 +228,7 @@ def test_resume_reaches_the_same_weights(tmp_path):
     assert a.keys() == b.keys() and all(torch.allclose(a[k], b[k], atol=1e-6) for k in a)
 
 
+@pytest.mark.slow  # a whole run: its siblings in the slow tier (kill, resume, real models)
 def test_token_budget_micro_batches_give_the_one_batch_steps(tmp_path, monkeypatch):
     """train.token_budget: each batch of 8 pairs in forwards of at most 100 tokens, each loss weighted by its share
     of the pairs, trains the weights one forward of 8 does (the centering term included)."""

@@ -182,6 +182,7 @@ def test_report_of_a_finished_run(tmp_path: Path, chromium, capsys) -> None:
     assert imread(str(shot)).std() > 0.05
 
 
+@pytest.mark.slow  # a whole run: its siblings in the slow tier (kill, resume, real models)
 def test_report_of_an_interrupted_run_then_resumed(tmp_path: Path, chromium, monkeypatch, capsys) -> None:
     """Ctrl-C during step 3 of 4: stopped.json and the report so far (stopped at step 2, where --resume goes on);
     without stopped.json (killed) it reads "in progress or interrupted"; `--resume` finishes the run and its
