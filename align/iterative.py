@@ -129,8 +129,8 @@ def run_round(
     write_jsonl(pairs_file, (p.to_dict() for p in use))
     tcfg = round_train_config(cfg, t, policy, pairs_file, len(use))
     out = Path(tcfg.output_dir)
-    if finished_run(out, tcfg) and Path(saved_policy(out)).exists():
-        report = json.loads((out / "report.json").read_text(encoding="utf-8"))
+    report = json.loads((out / "report.json").read_text(encoding="utf-8")) if finished_run(out, tcfg) else None
+    if report is not None and Path(report["policy_dir"]).exists():  # keep_merged: last may have deleted it
         print(f"round {t}: already trained ({out})", flush=True)
     else:
         report = offline.run(tcfg, resume=resume)
@@ -225,11 +225,6 @@ def run(cfg: IterativeConfig, resume: bool = False) -> dict[str, Any]:
     write_json(root / "report.json", report, indent=2, default=str)
     write_report(root)
     return report
-
-
-def saved_policy(run_dir: Path) -> str:
-    """The policy a finished round's training saved (its report's policy_dir)."""
-    return str(json.loads((run_dir / "report.json").read_text(encoding="utf-8"))["policy_dir"])
 
 
 def drop_earlier_merged(rounds: list[dict[str, Any]], final: str) -> None:

@@ -106,9 +106,8 @@ class Pipeline:
             elif (dropped := clear_checkpoints(out)) > 0:
                 self.say(f"{name}: deleted {dropped} checkpoint(s) in {out} of other settings or inputs")
             self.say(f"{name}: {what}")
-            record_inputs(out, cfg)  # before training too: an interrupted run is recognised as this one
+            record_inputs(out, cfg)  # before training: an interrupted run is then recognised as this one
             report = run(cfg, resume)
-            record_inputs(out, cfg)
         for line in lines(report):
             self.say(f"{name}: {line}")
         return report
@@ -162,8 +161,7 @@ def run_inputs(cfg: Any) -> dict[str, str]:
 
 
 def record_inputs(run_dir: Path, cfg: Any) -> None:
-    """Save `run_inputs(cfg)` beside a run that starts or just finished, for `finished_run` and `same_run` to
-    compare."""
+    """Save `run_inputs(cfg)` beside a run as it starts, for `finished_run` and `same_run` to compare."""
     Path(run_dir).mkdir(parents=True, exist_ok=True)
     write_json(Path(run_dir) / INPUTS_FILE, run_inputs(cfg), indent=1, sort_keys=True)
 
@@ -205,17 +203,7 @@ def _resolved(config: Any) -> Any:
 
 def finished_run(run_dir: Path, cfg: Any) -> bool:
     """True when run_dir holds a finished run of exactly this config on the same inputs (so the stage can be
-    skipped): its report.json, a saved config.yaml equal to `cfg`, and an inputs.json equal to `run_inputs(cfg)`
-    now. A run without inputs.json (or whose data or model changed under the same path) is not reused.
-
-    Both configs are compared with `train.precision` and `train.attention` resolved (`_resolved`)."""
-    import yaml  # lazy: only to read a saved config, as prefalign.config does
-
-    done = run_dir / "report.json"
-    saved = run_dir / "config.yaml"
-    inputs = run_dir / INPUTS_FILE
-    if not (done.exists() and saved.exists() and inputs.exists()):
-        return False
-    if _resolved(yaml.safe_load(saved.read_text())) != _resolved(to_dict(cfg)):
-        return False
-    return bool(json.loads(inputs.read_text(encoding="utf-8")) == run_inputs(cfg))
+    skipped): its report.json beside a run `same_run` recognises (a saved config.yaml equal to `cfg`, an inputs.json
+    equal to `run_inputs(cfg)` now). A run without inputs.json (or whose data or model changed under the same path)
+    is not reused. Both configs are compared with `train.precision` and `train.attention` resolved (`_resolved`)."""
+    return (run_dir / "report.json").exists() and same_run(run_dir, cfg)

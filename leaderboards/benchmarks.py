@@ -179,12 +179,23 @@ def rewardbench_aggregate(results: list[tuple[Example, dict[str, Any]]], run: Ru
     order = list(rules.REWARDBENCH_EXAMPLE_COUNTS)
     subsets = _group_mean(results, "correct", lambda ex: ex.group)
     subsets = {s: subsets[s] for s in order if s in subsets}
-    sections = rules.weighted_sections(
-        {s: v["score"] for s, v in subsets.items()}, rules.REWARDBENCH_EXAMPLE_COUNTS, rules.REWARDBENCH_SECTIONS
-    )
+    headline, sections = rewardbench_sections({s: v["score"] for s, v in subsets.items()})
     # The `rewardbench` CLI's own "accuracy": the unweighted mean over all examples.
     extra = {"accuracy": rules.mean(r["correct"] for _, r in results)}
-    return Scores(rules.rewardbench_score(sections), sections, subsets, extra)
+    return Scores(headline, sections, subsets, extra)
+
+
+def rewardbench_sections(subset_scores: dict[str, float]) -> tuple[float | None, dict[str, float | None]]:
+    """The score and the count-weighted sections of RewardBench v1 subset accuracies (a run's, or an eval-set
+    file's)."""
+    sections = rules.weighted_sections(subset_scores, rules.REWARDBENCH_EXAMPLE_COUNTS, rules.REWARDBENCH_SECTIONS)
+    return rules.rewardbench_score(sections), sections
+
+
+def rewardbench2_sections(subset_scores: dict[str, float]) -> tuple[float | None, dict[str, float | None]]:
+    """The score and the six subsets of RewardBench 2 subset scores (a run's, or an eval-set file's)."""
+    sections = {s: subset_scores.get(s) for s in rules.REWARDBENCH2_SUBSETS}
+    return rules.rewardbench2_score(sections), sections
 
 
 # --- RewardBench 2 --------------------------------------------------------------------------------------
@@ -210,8 +221,8 @@ def rewardbench2_aggregate(results: list[tuple[Example, dict[str, Any]]], run: R
         subsets["Ties"] = {"score": t.score, "n": len(ties_rows)}
         extra["ties"] = t._asdict()
     subsets = {s: subsets[s] for s in rules.REWARDBENCH2_SUBSETS if s in subsets}
-    sections = {s: subsets[s]["score"] if s in subsets else None for s in rules.REWARDBENCH2_SUBSETS}
-    return Scores(rules.rewardbench2_score(sections), sections, subsets, extra)
+    headline, sections = rewardbench2_sections({s: v["score"] for s, v in subsets.items()})
+    return Scores(headline, sections, subsets, extra)
 
 
 # --- RM-Bench -------------------------------------------------------------------------------------------

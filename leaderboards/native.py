@@ -35,34 +35,31 @@ from prefalign.registry import Table
 from preference_data.records import Message
 
 from . import rules
-from .benchmarks import BENCHMARKS, Judgement, RunInfo, Scores
+from .benchmarks import BENCHMARKS, Judgement, RunInfo, Scores, rewardbench2_sections, rewardbench_sections
 from .loaders import Example
 from .rules import TiePolicy
 
+HEADER_FIELDS = ("model", "model_type", "chat_template")
 SCORED_MODEL_TYPE = "Seq. Classifier"
 """`model_type` of a scorer that gives each response a number (run_rm.py's label for sequence-classifier RMs)."""
 
 
 @dataclass(frozen=True)
 class Scored:
-    """One example as a run saw it: the example, the scorer's judgement, the rule's result."""
+    """One example as a run saw it: the example and the scorer's judgement (a pointwise scorer's: one score per
+    response)."""
 
     example: Example
     judgement: Judgement
-    result: dict[str, Any]
 
 
 @dataclass(frozen=True)
 class NativeFormat:
     summary: str
-    files: Callable[[Sequence[Scored], Scores, str], dict[str, Any]]
-    """(the run's examples, its scores, the model's name) -> {path under DIR: the JSON object}."""
+    columns: Callable[[Sequence[Scored]], dict[str, list[Any]]]
+    """The run's examples -> the eval-set-scores file's columns (the eval-set file is the run's subset scores)."""
     examples: Callable[[dict[str, Any], str], list[tuple[Example, Judgement]]]
     """An eval-set-scores object (and its path, for messages) -> the examples and their judgements."""
-
-
-def _header(model: str) -> dict[str, Any]:
-    return {"model": model, "model_type": SCORED_MODEL_TYPE, "chat_template": "tokenizer"}
 
 
 def _text(conv: Any) -> str:
@@ -73,22 +70,13 @@ def _native_id(ident: str) -> Any:
     return int(ident) if ident.isdigit() else ident
 
 
-def _scores(items: Sequence[Scored], bench: str) -> list[list[float]]:
-    if any(s.judgement.scores is None for s in items):
-        raise UserError(
-            f"--native: {bench}'s own result files hold one score per response, which a pairwise judge does not "
-            "give; run a pointwise scorer, or leave --native out (the record has the judge's per-item results)"
-        )
-    return [list(s.judgement.scores or []) for s in items]
+def _scores(items: Sequence[Scored]) -> list[list[float]]:
+    return [list(s.judgement.scores or []) for s in items]  # pointwise: `native_problem` refused any other kind
 
 
-def _subset_scores(scores: Scores) -> dict[str, float]:
-    return {name: float(v["score"]) for name, v in scores.subsets.items()}
-
-
-def _rewardbench_files(items: Sequence[Scored], scores: Scores, model: str) -> dict[str, Any]:
-    got = _scores(items, "rewardbench")
-    columns = {
+def _rewardbench_columns(items: Sequence[Scored]) -> dict[str, list[Any]]:
+    got = _scores(items)
+    return {
         "id": [_native_id(s.example.id) for s in items],
         "subset": [s.example.group for s in items],
         "results": [1 if sc[0] > sc[1] else 0 for sc in got],  # run_rm.py: `1 if chosen > rejected else 0`
@@ -97,25 +85,17 @@ def _rewardbench_files(items: Sequence[Scored], scores: Scores, model: str) -> d
         "text_chosen": [_text(s.example.responses[0]) for s in items],
         "text_rejected": [_text(s.example.responses[1]) for s in items],
     }
+
+
+def _rewardbench2_columns(items: Sequence[Scored]) -> dict[str, list[Any]]:
+    got = _scores(items)
     return {
-        f"eval-set/{model}.json": {**_header(model), **_subset_scores(scores)},
-        f"eval-set-scores/{model}.json": {**columns, **_header(model)},
-    }
-
-
-def _rewardbench2_files(items: Sequence[Scored], scores: Scores, model: str) -> dict[str, Any]:
-    got = _scores(items, "rewardbench2")
-    columns = {
         "id": [s.example.id for s in items],
         "subset": [s.example.group for s in items],
         "num_correct": [s.example.meta["num_correct"] for s in items],
         "scores": got,
         "text": [[_text(r) for r in s.example.responses] for s in items],
         "results": [rules.best_of_n(sc) for sc in got],  # reroll_and_score_dataset's column
-    }
-    return {
-        f"eval-set/{model}.json": {**_header(model), **_subset_scores(scores)},
-        f"eval-set-scores/{model}.json": {**columns, **_header(model)},
     }
 
 
@@ -178,12 +158,12 @@ NATIVE_FORMATS: Table[NativeFormat] = Table(
     {
         "rewardbench": NativeFormat(
             "RewardBench v1 (scripts/run_rm.py): eval-set/<model>.json and eval-set-scores/<model>.json",
-            _rewardbench_files,
+            _rewardbench_columns,
             _rewardbench_examples,
         ),
         "rewardbench2": NativeFormat(
             "RewardBench 2 (scripts/run_v2.py): eval-set/<model>.json and eval-set-scores/<model>.json",
-            _rewardbench2_files,
+            _rewardbench2_columns,
             _rewardbench2_examples,
         ),
     },
@@ -211,11 +191,16 @@ def write_native(bench: str, items: Sequence[Scored], scores: Scores, model: str
     problem = native_problem(bench, "pointwise")
     if problem is not None:
         raise UserError(problem)
+    header = {"model": model, "model_type": SCORED_MODEL_TYPE, "chat_template": "tokenizer"}
+    files = {
+        "eval-set": {**header, **{name: float(v["score"]) for name, v in scores.subsets.items()}},
+        "eval-set-scores": {**NATIVE_FORMATS[bench].columns(items), **header},
+    }
     written = []
-    for rel, obj in NATIVE_FORMATS[bench].files(items, scores, model).items():
-        path = Path(out_dir) / rel
+    for where, obj in files.items():
+        path = Path(out_dir) / where / f"{model}.json"
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_text(path, json.dumps(obj, indent=4, sort_keys=True))  # save_to_hub's layout
+        write_text(path, json.dumps(obj, indent=4, sort_keys=True))  # save_to_hub's layout: no final newline
         written.append(path)
     return written
 
@@ -232,19 +217,14 @@ def score_native(bench: str, obj: dict[str, Any], path: str) -> Scores:
         tie: TiePolicy = "wrong" if b.uses_tie_policy else "half"  # run_rm.py: a tie is not a win
         results = [(ex, b.rule(ex, j, tie)) for ex, j in pairs]
         return b.aggregate(results, RunInfo("pointwise", False, tie, path))
-    subsets = {k: v for k, v in obj.items() if k not in _header("") and isinstance(v, int | float)}
+    subsets = {k: v for k, v in obj.items() if k not in HEADER_FIELDS and isinstance(v, int | float)}
     known = rules.REWARDBENCH_EXAMPLE_COUNTS if bench == "rewardbench" else dict.fromkeys(rules.REWARDBENCH2_SUBSETS)
     if not set(subsets) & set(known):
         raise UserError(
             f"{path}: neither an eval-set-scores file (per-item 'scores_chosen'/'scores' columns) nor an eval-set "
             f"file (numbers per subset, e.g. {', '.join(list(known)[:3])})"
         )
-    if bench == "rewardbench":
-        sections = rules.weighted_sections(subsets, rules.REWARDBENCH_EXAMPLE_COUNTS, rules.REWARDBENCH_SECTIONS)
-        headline = rules.rewardbench_score(sections)
-    else:
-        sections = {s: subsets.get(s) for s in rules.REWARDBENCH2_SUBSETS}
-        headline = rules.rewardbench2_score(sections)
+    headline, sections = (rewardbench_sections if bench == "rewardbench" else rewardbench2_sections)(subsets)
     return Scores(headline, sections, {k: {"score": v} for k, v in subsets.items()})
 
 

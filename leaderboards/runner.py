@@ -187,7 +187,7 @@ def run_benchmark(
             continue
         judgement = _judgement(kind, got)
         results.append((ex, bench.rule(ex, judgement, tie)))
-        scored.append(Scored(ex, judgement, results[-1][1]))
+        scored.append(Scored(ex, judgement))
     nan_items = sum(1 for k in unique if math.isnan(values[k]))
     if failed:
         problems += [f"{ex.row}: NaN score for example {ex.id}" for ex in failed]
