@@ -17,7 +17,8 @@ Round t (1..rounds), reading top to bottom:
              or one pairwise preference oracle (the pairwise preference model, a judge) ranking the K samples with
              `reward_models.ranking.rank` (round robin or knockout).
   pairs      `pair_rule`: max_min (best vs worst), max_random (best vs a random other), max_second (best vs the
-             second best), length_penalized (max_min on r − λ·tokens). A prompt whose chosen and rejected
+             second best), length_penalized (max_min on r − λ·tokens); `reference_bonus: δ` ranks the data's reference
+             at r + δ, so a sample displaces it only by beating it by more than δ. A prompt whose chosen and rejected
              rewards tie is dropped and counted; so is a prompt with a NaN reward among its samples (never read
              as a zero). `keep_pairs: N` keeps the N pairs with the largest reward margins (sample more prompts
              than N: the round trains where the reward's best beats the worst by most; a list gives each round

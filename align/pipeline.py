@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from prefalign.config import to_dict
+from prefalign.config import build, read_yaml, to_dict
 from prefalign.errors import UserError
 from prefalign.files import write_json
 from prefalign.models.batch import decide_layout
@@ -168,13 +168,18 @@ def record_inputs(run_dir: Path, cfg: Any) -> None:
 
 def same_run(run_dir: Path, cfg: Any) -> bool:
     """True when run_dir holds a run (finished or not) of exactly `cfg` on the same inputs: its config.yaml (which
-    a recipe writes when it starts) equal to `cfg` and its inputs.json equal to `run_inputs(cfg)` now."""
-    import yaml  # lazy: only to read a saved config, as prefalign.config does
-
+    a recipe writes when it starts) equal to `cfg` and its inputs.json equal to `run_inputs(cfg)` now. The saved
+    config is read as `cfg`'s type, so a setting added since it was written takes its default (which keeps the
+    earlier behaviour) instead of making the run a different one; a saved config this version cannot read (a
+    setting since removed) is a different run."""
     saved, inputs = run_dir / "config.yaml", run_dir / INPUTS_FILE
     if not (saved.exists() and inputs.exists()):
         return False
-    if _resolved(yaml.safe_load(saved.read_text())) != _resolved(to_dict(cfg)):
+    try:
+        before = to_dict(build(type(cfg), read_yaml(saved), str(saved)))
+    except UserError:
+        return False
+    if _resolved(before) != _resolved(to_dict(cfg)):
         return False
     return bool(json.loads(inputs.read_text(encoding="utf-8")) == run_inputs(cfg))
 

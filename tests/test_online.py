@@ -336,6 +336,25 @@ def test_policy_and_data_ranks_the_datas_pair_beside_the_samples(tmp_path, smoll
     assert candidate_pool(only_ref, rollout, smollm2_tokenizer).texts[0] == ["a", "b", "Pump the tire."]
     assert data_text(build(IterativeConfig, {}), counts) == ""
 
+    # rounds.reference_bonus: a sample must beat the reference by more than the bonus to be chosen over it; the
+    # margin counts the bonus. Prompt 1's sample "c" (2.0) beats its reference (1.0) by 1.0: not by more than 1.5
+    anchored = build(
+        IterativeConfig,
+        {"rounds": {"candidates": "policy_and_data", "samples_per_prompt": 2, "reference_bonus": 1.5}},
+    )
+    pairs, counts = build_pairs(anchored, pool, [[0.0, 1.0, 3.0, -2.0], [2.0, 0.0, 1.0]], 1)
+    assert [(p.chosen[0].content, p.rejected[0].content, p.margin) for p in pairs] == [
+        ("Pump the tire.", "I can't help with that request.", 6.5),
+        ("I won't help with that.", "d", 2.5),
+    ]
+    assert counts["chosen_reference"] == 2
+    pairs, _ = build_pairs(anchored, pool, [[0.0, 1.0, 3.0, -2.0], [2.6, 0.0, 1.0]], 1)  # 2.6 > 1.0 + 1.5
+    assert pairs[1].chosen[0].content == "c"
+    with pytest.raises(ConfigError, match="reference_bonus: 1.0 needs the reference among the candidates"):
+        build(IterativeConfig, {"rounds": {"reference_bonus": 1.0}})
+    with pytest.raises(ConfigError, match="reference_bonus: a finite number >= 0"):
+        build(IterativeConfig, {"rounds": {"candidates": "policy_and_data", "reference_bonus": -1}})
+
 
 def test_one_sample_against_the_reference_makes_a_pair_and_a_prompt_without_one_is_counted():
     """K = 1 with candidates policy_and_reference: the sample and the reference are the pair (either side may

@@ -72,3 +72,25 @@ def test_inputs_skip_strings_that_are_not_paths(tmp_path):
     data = tmp_path / "pairs.jsonl"
     data.write_text("{}\n")
     assert list(run_inputs(Settings("Judge the answer. " * 40, str(data)))) == ["data"]
+
+
+def test_a_run_saved_before_a_setting_existed_is_the_same_run(tmp_path):
+    """A config saved by an earlier version lacks settings added since; they take their defaults (which keep the
+    earlier behaviour), so the finished run is still reused. A saved setting this version does not know, or a
+    changed one, makes it another run."""
+    import yaml
+
+    data = tmp_path / "pairs.jsonl"
+    data.write_text('{"prompt": "a", "chosen": "b", "rejected": "c"}\n')
+    cfg, out = finished(tmp_path, data, "builtin:smollm2-135m-instruct")
+    saved = yaml.safe_load((out / "config.yaml").read_text())
+    del saved["data"]["suite_hard_negatives"]  # written before the setting existed
+    (out / "config.yaml").write_text(yaml.safe_dump(saved))
+    assert finished_run(out, cfg)
+    saved["data"]["suite_hard_negatives"] = 3  # not the default: another run
+    (out / "config.yaml").write_text(yaml.safe_dump(saved))
+    assert not finished_run(out, cfg)
+    del saved["data"]["suite_hard_negatives"]
+    saved["train"]["a_setting_since_removed"] = 1
+    (out / "config.yaml").write_text(yaml.safe_dump(saved))
+    assert not finished_run(out, cfg)

@@ -39,6 +39,14 @@ class RoundsSection(SamplingOptions):
     )
     pair_rule: PairRule = option("max_min", "how a prompt's K samples become one pair (`align ls pair-rules`)")
     length_penalty: float = option(0.0, "length_penalized: reward penalty per completion token")
+    reference_bonus: float = option(
+        0.0,
+        "added to the data's reference answer's reward when the pair rule ranks a prompt's candidates (with "
+        "candidates: policy_and_reference or policy_and_data): a sample is chosen over the reference only when its "
+        "reward beats the reference's by more than this, and the pair's margin counts it. 0 = the reward alone "
+        "decides; a bonus anchors the rounds to the demonstrations where the reward is not sure, so that a sample "
+        "the reward prefers by a hair (short and sure, but wrong) does not displace a right reference",
+    )
     reference: Literal["initial", "previous"] = option(
         "previous", "DPO reference of round t: the initial model, or π_t (the released RLHFlow loop)"
     )
@@ -112,6 +120,13 @@ class RoundsSection(SamplingOptions):
             )
         if self.length_penalty < 0:
             p.append("length_penalty: must be >= 0")
+        if not self.reference_bonus >= 0 or self.reference_bonus == float("inf"):
+            p.append(f"reference_bonus: a finite number >= 0, got {self.reference_bonus}")
+        elif self.reference_bonus and "reference" not in DATA_CANDIDATES[self.candidates]:
+            p.append(
+                f"reference_bonus: {self.reference_bonus} needs the reference among the candidates (candidates: "
+                f"policy_and_reference or policy_and_data), got candidates: {self.candidates}"
+            )
         if self.verify is not None:
             kind = self.verify.get("type")
             if kind not in SCORERS or SCORERS[str(kind)].kind != "pairwise":

@@ -151,6 +151,7 @@ def select_pairs(
         if any(not math.isfinite(x) for x in r):
             counts["dropped_nan"] += 1
             continue
+        r = anchored(r, origins, cfg.rounds.reference_bonus)
         sel = select_pair(r, lengths, cfg.rounds.pair_rule, cfg.rounds.length_penalty, rng)
         if sel is None:
             counts["dropped_tie"] += 1
@@ -169,6 +170,11 @@ def select_pairs(
         pairs[-1].attributes["origins"] = [origins[w], origins[lo]]
     counts["pairs"] = len(pairs)
     return pairs, counts
+
+
+def anchored(rewards: list[float], origins: list[str], bonus: float) -> list[float]:
+    """`rounds.reference_bonus`: the candidates' rewards with `bonus` added to the data's reference answer's."""
+    return [x + bonus if o == "reference" else x for x, o in zip(rewards, origins, strict=True)] if bonus else rewards
 
 
 def keep_largest(pairs: list[PreferencePair], keep: int, counts: dict[str, int]) -> list[PreferencePair]:
