@@ -1,4 +1,4 @@
-"""Per-item results in RewardBench's own layout, both ways.
+"""Per-item results in the benchmarks' own layouts, both ways (RewardBench 1 and 2, RM-Bench).
 
 `align bench run rewardbench|rewardbench2 ... --native DIR` writes, beside the toolkit's record, the two files the
 reference scripts write for a reward model (allenai/reward-bench @ 05a9005e, `rewardbench/utils.py::save_to_hub`,
@@ -16,8 +16,13 @@ Both are written as `save_to_hub` writes them (`json.dumps(..., indent=4, sort_k
 reference's `text_*` columns hold the full conversation rendered by the model's chat template; here they hold the
 response (the scorer's own template is not a property of the benchmark).
 
-`align bench score rewardbench|rewardbench2 --from FILE` reads either file back (`leaderboards.score_from`): an
-eval-set-scores file is scored item by item through the same rule and aggregation `bench run` uses, an eval-set file
+`align bench run rm-bench ... --native DIR` writes the one file RM-Bench's `scripts/run_rm.py` writes (THU-KEG/RM-Bench
+@ 73c52d7): `DIR/total_dataset_<model>.json`, the dataset's items (`id`, `prompt`, `chosen`, `rejected`, `domain`)
+each with `score_chosen` and `score_rejected`, one score per style (concise, detailed plain, detailed markdown), as
+`json.dump(..., indent=4, ensure_ascii=False)` writes them; its `scripts/utils.py::compute_accuracy` reads it.
+
+`align bench score rewardbench|rewardbench2|rm-bench --from FILE` reads these files back (`leaderboards.score_from`):
+a per-item file is scored item by item through the same rule and aggregation `bench run` uses, an eval-set file
 (per-subset scores, e.g. a public model's from the results dataset) through the same section arithmetic.
 """
 
@@ -56,10 +61,13 @@ class Scored:
 @dataclass(frozen=True)
 class NativeFormat:
     summary: str
-    columns: Callable[[Sequence[Scored]], dict[str, list[Any]]]
-    """The run's examples -> the eval-set-scores file's columns (the eval-set file is the run's subset scores)."""
-    examples: Callable[[dict[str, Any], str], list[tuple[Example, Judgement]]]
-    """An eval-set-scores object (and its path, for messages) -> the examples and their judgements."""
+    files: Callable[[Sequence[Scored], Scores, dict[str, Any]], dict[str, Any]]
+    """(the run's examples, its scores, the header: model, model_type, chat_template) -> {path under the output
+    directory, `{model}` standing for the model's name: the JSON it holds}."""
+    examples: Callable[[Any, str], list[tuple[Example, Judgement]]]
+    """A per-item results object (and its path, for messages) -> the examples and their judgements."""
+    dump: dict[str, Any]
+    """`json.dumps` options of the reference's writer."""
 
 
 def _text(conv: Any) -> str:
@@ -99,6 +107,40 @@ def _rewardbench2_columns(items: Sequence[Scored]) -> dict[str, list[Any]]:
     }
 
 
+def _eval_set_files(
+    columns: Callable[[Sequence[Scored]], dict[str, list[Any]]],
+) -> Callable[[Sequence[Scored], Scores, dict[str, Any]], dict[str, Any]]:
+    """RewardBench's two files (`save_to_hub`): the subset scores, and `columns` of the examples."""
+
+    def files(items: Sequence[Scored], scores: Scores, header: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "eval-set/{model}.json": {**header, **{name: float(v["score"]) for name, v in scores.subsets.items()}},
+            "eval-set-scores/{model}.json": {**columns(items), **header},
+        }
+
+    return files
+
+
+def _rmbench_files(items: Sequence[Scored], scores: Scores, header: dict[str, Any]) -> dict[str, Any]:
+    """RM-Bench's one file (`scripts/run_rm.py`): the dataset's items, each with `score_chosen` and
+    `score_rejected` (one score per style: concise, detailed plain, detailed markdown)."""
+    rows = []
+    for s in items:
+        ex, got = s.example, list(s.judgement.scores or [])
+        rows.append(
+            {
+                "id": _native_id(ex.id),
+                "prompt": _text(ex.prompt),
+                "chosen": [_text(r) for r in ex.responses[:3]],
+                "rejected": [_text(r) for r in ex.responses[3:6]],
+                "domain": ex.meta.get("domain", ex.group),
+                "score_chosen": got[:3],
+                "score_rejected": got[3:6],
+            }
+        )
+    return {"total_dataset_{model}.json": rows}
+
+
 def _columns(obj: dict[str, Any], path: str, names: Sequence[str]) -> list[list[Any]]:
     missing = [n for n in names if not isinstance(obj.get(n), list)]
     if missing:
@@ -121,7 +163,14 @@ def _number(v: Any, path: str, field: str, i: int) -> float:
     return float(v)
 
 
-def _rewardbench_examples(obj: dict[str, Any], path: str) -> list[tuple[Example, Judgement]]:
+def _eval_set_scores(obj: Any, path: str) -> dict[str, Any]:
+    if not isinstance(obj, dict):
+        raise UserError(f"{path}: expected one JSON object (an eval-set or eval-set-scores file)")
+    return obj
+
+
+def _rewardbench_examples(obj: Any, path: str) -> list[tuple[Example, Judgement]]:
+    obj = _eval_set_scores(obj, path)
     ids, subsets, chosen, rejected = _columns(obj, path, ("id", "subset", "scores_chosen", "scores_rejected"))
     texts = [obj.get("text_chosen") or [""] * len(ids), obj.get("text_rejected") or [""] * len(ids)]
     out = []
@@ -133,7 +182,8 @@ def _rewardbench_examples(obj: dict[str, Any], path: str) -> list[tuple[Example,
     return out
 
 
-def _rewardbench2_examples(obj: dict[str, Any], path: str) -> list[tuple[Example, Judgement]]:
+def _rewardbench2_examples(obj: Any, path: str) -> list[tuple[Example, Judgement]]:
+    obj = _eval_set_scores(obj, path)
     ids, subsets, num_correct, scores = _columns(obj, path, ("id", "subset", "num_correct", "scores"))
     out = []
     for i, (ident, subset) in enumerate(zip(ids, subsets, strict=True)):
@@ -153,18 +203,65 @@ def _rewardbench2_examples(obj: dict[str, Any], path: str) -> list[tuple[Example
     return out
 
 
+def _scores3(row: dict[str, Any], field: str, path: str, i: int) -> list[float]:
+    got = row.get(field)
+    if not isinstance(got, list) or len(got) != 3:
+        raise UserError(
+            f"{path}: item {i}: '{field}' is {got!r}, not the three scores (concise, detailed plain, detailed "
+            "markdown) scripts/run_rm.py writes"
+        )
+    return [_number(v, path, field, i) for v in got]
+
+
+def _rmbench_examples(obj: Any, path: str) -> list[tuple[Example, Judgement]]:
+    if not isinstance(obj, list):
+        raise UserError(
+            f"{path}: not an RM-Bench results file: expected the JSON list scripts/run_rm.py writes (the dataset's "
+            "items with 'score_chosen' and 'score_rejected'), got a JSON {type(obj).__name__}"
+        )
+    out = []
+    for i, row in enumerate(obj):
+        if not isinstance(row, dict):
+            raise UserError(f"{path}: item {i} is not an object")
+        domain = row.get("domain")
+        if not isinstance(domain, str) or not domain.startswith(rules.RMBENCH_DOMAINS):
+            raise UserError(
+                f"{path}: item {i}: 'domain' is {domain!r}; compute_accuracy splits by a domain starting with one "
+                f"of {', '.join(rules.RMBENCH_DOMAINS)}"
+            )
+        sc = _scores3(row, "score_chosen", path, i) + _scores3(row, "score_rejected", path, i)
+        texts = [*(row.get("chosen") or [""] * 3), *(row.get("rejected") or [""] * 3)]
+        responses = [[Message("assistant", str(t))] for t in texts]
+        ident = str(row.get("id", i))
+        ex = Example(ident, rules.rmbench_domain(domain), [], responses, {"domain": domain}, row=f"{path}: item {i}")
+        out.append((ex, Judgement(scores=sc)))
+    return out
+
+
+SAVE_TO_HUB = {"indent": 4, "sort_keys": True}
+"""rewardbench/utils.py::save_to_hub: `json.dumps(results, indent=4, sort_keys=True)`, no final newline."""
+
 NATIVE_FORMATS: Table[NativeFormat] = Table(
     "native results format",
     {
         "rewardbench": NativeFormat(
             "RewardBench v1 (scripts/run_rm.py): eval-set/<model>.json and eval-set-scores/<model>.json",
-            _rewardbench_columns,
+            _eval_set_files(_rewardbench_columns),
             _rewardbench_examples,
+            SAVE_TO_HUB,
         ),
         "rewardbench2": NativeFormat(
             "RewardBench 2 (scripts/run_v2.py): eval-set/<model>.json and eval-set-scores/<model>.json",
-            _rewardbench2_columns,
+            _eval_set_files(_rewardbench2_columns),
             _rewardbench2_examples,
+            SAVE_TO_HUB,
+        ),
+        "rm-bench": NativeFormat(
+            "RM-Bench (scripts/run_rm.py): total_dataset_<model>.json, the items with score_chosen and "
+            "score_rejected, which scripts/utils.py::compute_accuracy reads",
+            _rmbench_files,
+            _rmbench_examples,
+            {"indent": 4, "ensure_ascii": False},  # run_rm.py: json.dump(dataset_json, f, indent=4, ensure_ascii=False)
         ),
     },
 )
@@ -192,25 +289,22 @@ def write_native(bench: str, items: Sequence[Scored], scores: Scores, model: str
     if problem is not None:
         raise UserError(problem)
     header = {"model": model, "model_type": SCORED_MODEL_TYPE, "chat_template": "tokenizer"}
-    files = {
-        "eval-set": {**header, **{name: float(v["score"]) for name, v in scores.subsets.items()}},
-        "eval-set-scores": {**NATIVE_FORMATS[bench].columns(items), **header},
-    }
     written = []
-    for where, obj in files.items():
-        path = Path(out_dir) / where / f"{model}.json"
+    fmt = NATIVE_FORMATS[bench]
+    for where, obj in fmt.files(items, scores, header).items():
+        path = Path(out_dir) / where.format(model=model)
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_text(path, json.dumps(obj, indent=4, sort_keys=True))  # save_to_hub's layout: no final newline
+        write_text(path, json.dumps(obj, **fmt.dump))
         written.append(path)
     return written
 
 
-def score_native(bench: str, obj: dict[str, Any], path: str) -> Scores:
-    """The scores of a RewardBench results file: an eval-set-scores file item by item (the run's rule and
-    aggregation, ties as the reference counts them), or an eval-set file's per-subset scores (the section
-    arithmetic)."""
+def score_native(bench: str, obj: Any, path: str) -> Scores:
+    """The scores of a benchmark's own results file: a per-item file (RewardBench's eval-set-scores, RM-Bench's
+    items with their scores) item by item, by the run's rule and aggregation with ties as the reference counts them;
+    or RewardBench's eval-set file, its per-subset scores through the section arithmetic."""
     b = BENCHMARKS[bench]
-    if "scores_chosen" in obj or "scores" in obj:
+    if bench == "rm-bench" or isinstance(obj, list) or "scores_chosen" in obj or "scores" in obj:
         pairs = NATIVE_FORMATS[bench].examples(obj, path)
         if not pairs:
             raise UserError(f"{path}: no examples")

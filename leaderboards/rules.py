@@ -292,13 +292,41 @@ class Difficulty(NamedTuple):
 
 
 def rmbench_difficulty(matrix: Sequence[Sequence[float]]) -> Difficulty:
-    """hard = sum(triu(M, 1)) / 3, normal = mean(diag(M)), easy = sum(tril(M, -1)) / 3 (official, 3x3)."""
+    """hard = sum(triu(M, 1)) / 3, normal = mean(diag(M)), easy = sum(tril(M, -1)) / 3 (official, 3x3). The
+    triangles are summed as `np.sum` sums the whole matrix with the other cells zero (`numpy_sum`), so the numbers
+    are the reference's to the last digit."""
     k = len(matrix)
     off = k * (k - 1) / 2
-    hard = sum(matrix[i][j] for i in range(k) for j in range(k) if i < j) / off
-    easy = sum(matrix[i][j] for i in range(k) for j in range(k) if i > j) / off
+    hard = numpy_sum([matrix[i][j] if i < j else 0.0 for i in range(k) for j in range(k)]) / off
+    easy = numpy_sum([matrix[i][j] if i > j else 0.0 for i in range(k) for j in range(k)]) / off
     normal = sum(matrix[i][i] for i in range(k)) / k
     return Difficulty(hard, normal, easy)
+
+
+def numpy_sum(xs: Sequence[float]) -> float:
+    """The float sum in numpy's order (`np.sum` of a contiguous float64 array: numpy's pairwise summation, eight
+    running sums over blocks of up to 128, halves beyond), which differs from a left-to-right sum in the last
+    digit. Reference code that sums with numpy is matched to the digit by summing so."""
+    n = len(xs)
+    if n < 8:
+        total = 0.0
+        for x in xs:
+            total += x
+        return total
+    if n <= 128:
+        r = list(xs[:8])
+        i = 8
+        while i < n - n % 8:
+            for j in range(8):
+                r[j] += xs[i + j]
+            i += 8
+        total = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]))
+        for x in xs[i:]:
+            total += x
+        return total
+    half = n // 2
+    half -= half % 8
+    return numpy_sum(xs[:half]) + numpy_sum(xs[half:])
 
 
 def rmbench_score(domain_scores: Mapping[str, float | None]) -> float | None:

@@ -15,7 +15,10 @@ scored by the functions every run uses, never by a second copy of them.
   rating) per model: the mean per turn and overall (`show_result.py --mode single`);
 - rewardbench, rewardbench2: the JSON files RewardBench's scripts save (`results/eval-set-scores/<model>.json`, per
   item, or `results/eval-set/<model>.json`, per subset; `align bench run ... --native DIR` writes both): the
-  sections and the score (`leaderboards.native`).
+  sections and the score (`leaderboards.native`);
+- rm-bench: the JSON list RM-Bench's `scripts/run_rm.py` writes (`total_dataset_<model>.json`: the items with
+  `score_chosen` and `score_rejected`; `align bench run rm-bench ... --native DIR` writes it): hard, normal and easy
+  per domain and overall, and the score (`compute_accuracy`).
 """
 
 from __future__ import annotations
@@ -190,16 +193,15 @@ def _reward_bench(bench: str) -> Callable[[Sequence[str], dict[str, Any]], list[
                 obj = json.loads(Path(path).read_text(encoding="utf-8"))
             except json.JSONDecodeError as e:
                 raise UserError(f"{path}: not JSON ({e})") from e
-            if not isinstance(obj, dict):
-                raise UserError(f"{path}: expected one JSON object (an eval-set or eval-set-scores file)")
             scored = score_native(bench, obj, path)
-            per_item = "scores_chosen" in obj or "scores" in obj
+            per_item = isinstance(obj, list) or "scores_chosen" in obj or "scores" in obj
             counts = {"examples": sum(int(v.get("n", 0)) for v in scored.subsets.values())} if per_item else {}
             counts["subsets"] = len(scored.subsets)
             sections = {"score": scored.headline, **scored.sections}
             if bench == "rewardbench":  # the leaderboard's columns, and the subsets beside them
                 sections |= {k: v["score"] for k, v in scored.subsets.items()}
-            out.append(ModelScore(str(obj.get("model") or Path(path).stem), sections, counts))
+            name = obj.get("model") if isinstance(obj, dict) else None
+            out.append(ModelScore(str(name or Path(path).stem), sections, counts))
         return out
 
     return score
@@ -227,6 +229,11 @@ RESULTS_FORMATS: Table[ResultsFormat] = Table(
             "RewardBench 2 results/eval-set-scores/<model>.json (per item: best-of-n, the Ties composite) or "
             "eval-set/<model>.json: the subsets and the score",
             _reward_bench("rewardbench2"),
+        ),
+        "rm-bench": ResultsFormat(
+            "RM-Bench's results file from scripts/run_rm.py (the items with score_chosen and score_rejected): "
+            "hard, normal and easy per domain, and the score",
+            _reward_bench("rm-bench"),
         ),
     },
 )

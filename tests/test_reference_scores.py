@@ -469,3 +469,68 @@ def test_eval_policy_judgments_in_each_benchmark_s_own_format_score_the_same(tmp
     assert got.sections["turn_1"] == pytest.approx(scores["sections"]["turn_1"], abs=1e-12)
     assert got.sections["average"] == pytest.approx(scores["sections"]["mean"], abs=1e-12)
     assert got.counts["failed"] == 1
+
+
+RMBENCH_REFERENCE = {  # ref_rmbench.py on the file the run wrote (compute_accuracy's keys)
+    "chat": 0.5079365079365079,
+    "math": 0.5185185185185185,
+    "code": 0.5777777777777778,
+    "safety": 0.4603174603174603,
+    "hard_acc": 0.444047619047619,
+    "normal_acc": 0.4797619047619047,
+    "easy_acc": 0.6246031746031746,
+    "total_avg_acc": 0.5161375661375662,
+}
+
+
+def test_rmbench_file_in_its_own_layout_both_ways(tmp_path, capsys):
+    """`bench run rm-bench --native DIR` writes the file THU-KEG/RM-Bench @ 73c52d7 scripts/run_rm.py saves (the
+    dataset's items with `score_chosen` and `score_rejected`), and both the run and `bench score rm-bench --from`
+    that file give what the reference's `scripts/utils.py::compute_accuracy` printed for it, to the last digit
+    (`python ref_rmbench.py total_dataset_rm.json`, the function copied verbatim from lines 34-114; 25 items over
+    the five domain files, ties among the scores, string and integer ids)."""
+    from align.cli.main import main
+
+    d = FIXTURES / "rmbench"
+    rows, table = json.loads((d / "total_dataset.json").read_text()), json.loads((d / "scores.json").read_text())
+    record = _run("rm-bench", TableScorer(table), d / "total_dataset.json", native_dir=tmp_path, model_name="rm")
+    path = tmp_path / "total_dataset_rm.json"
+    assert record.settings["native_files"] == [str(path)]
+    items = json.loads(path.read_text(encoding="utf-8"))
+    assert [{k: r[k] for k in ("id", "prompt", "chosen", "rejected", "domain")} for r in items] == rows
+    assert [r["score_chosen"] + r["score_rejected"] for r in items] == [
+        [table[t] for t in r["chosen"] + r["rejected"]] for r in rows
+    ]
+    assert "é" in path.read_text(encoding="utf-8")  # ensure_ascii=False, as run_rm.py writes
+    ref = RMBENCH_REFERENCE
+    expected = {
+        "score": ref["total_avg_acc"],
+        **{d.capitalize(): ref[d] for d in ("chat", "math", "code", "safety")},
+        **{k.capitalize(): ref[f"{k}_acc"] for k in ("hard", "normal", "easy")},
+    }
+    assert {"score": record.scores["headline"], **record.scores["sections"]} == expected
+    assert main(["bench", "score", "rm-bench", "--from", str(path), "--json"]) == 0
+    (got,) = json.loads(capsys.readouterr().out)
+    assert got["sections"] == expected and got["counts"] == {"examples": 25, "subsets": 4}
+    # a RewardBench file, or an item without its three scores: errors that say what the file should hold
+    (tmp_path / "other.json").write_text(json.dumps({"model": "x", "scores_chosen": [1]}))
+    assert main(["bench", "score", "rm-bench", "--from", str(tmp_path / "other.json")]) == 2
+    assert "not an RM-Bench results file" in capsys.readouterr().err
+    items[3]["score_rejected"] = [0.5]
+    path.write_text(json.dumps(items))
+    assert main(["bench", "score", "rm-bench", "--from", str(path)]) == 2
+    assert "item 3: 'score_rejected' is [0.5], not the three scores" in capsys.readouterr().err
+
+
+def test_numpy_sum_is_numpys_order():
+    """`numpy_sum` (the order reference code summing with numpy adds in) equals np.sum to the last bit."""
+    import random
+
+    import numpy as np
+
+    from leaderboards.rules import numpy_sum
+
+    rng = random.Random(0)
+    for n in [*range(20), 127, 128, 129, 300, 1031]:
+        xs = [rng.uniform(-1, 1) * 10 ** rng.randint(-4, 4) for _ in range(n)]
+        assert numpy_sum(xs) == float(np.sum(np.array(xs)))

@@ -113,8 +113,9 @@ class BenchRunSettings:
     native: str | None = option(
         None,
         "rewardbench, rewardbench2: also write the files RewardBench's own scripts save, DIR/eval-set/<name>.json "
-        "(per subset) and DIR/eval-set-scores/<name>.json (per item), which `align bench score --from` and the "
-        "reference code read (a pointwise scorer)",
+        "(per subset) and DIR/eval-set-scores/<name>.json (per item); rm-bench: the file RM-Bench's run_rm.py "
+        "saves, DIR/total_dataset_<name>.json (the items with score_chosen and score_rejected); `align bench score "
+        "--from` and the reference code read them (a pointwise scorer)",
         metavar="DIR",
     )
     cache: bool = option(True, "reuse cached scores of an identical earlier run (--no-cache scores everything again)")
@@ -139,7 +140,8 @@ SCORE_EXAMPLES = """align bench score arenahard --from model_judgment/gpt-4-1106
   align bench score alpacaeval --from results/my_model/weighted_alpaca_eval_gpt4_turbo/annotations.json
   align bench score mtbench --from model_judgment/gpt-4_single.jsonl --json
   align bench score judgebench --from outputs/judgebench-arena_hard.jsonl
-  align bench score rewardbench --from results/eval-set-scores/my-org/my-rm.json"""
+  align bench score rewardbench --from results/eval-set-scores/my-org/my-rm.json
+  align bench score rm-bench --from results/total_dataset_my-rm.json"""
 
 
 @dataclass(kw_only=True)
