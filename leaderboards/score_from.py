@@ -8,6 +8,10 @@ scored by the functions every run uses, never by a second copy of them.
   `score` is a verdict label), one per model, scored by `leaderboards.arena_hard` (show_result.py's rules);
 - alpacaeval: an `annotations.json` (rows with `generator_2`, `preference` 1..2 or null, `output_1`, `output_2`):
   each evaluated generator's raw win rate (`winrate.win_rates`, alpaca_eval's `get_winrate`);
+- ifeval: the `eval_results_strict.jsonl` / `eval_results_loose.jsonl` IFEval's `evaluation_main.py` writes (each
+  row a prompt, its response, `instruction_id_list` and the reference's `follow_instruction_list`), with
+  `--option data=input_data.jsonl` for the instructions' arguments: our verifiers' accuracy beside the file's, and the
+  share of instruction verdicts that agree (strict or loose by the file's name, or `--option mode=`);
 - judgebench: the JSONL `run_judge.py` writes (`outputs/*.jsonl`: the pairs with `label`, `source` and `judgments`,
   one per order; two is the double game, the second judged with B first; a failed judgement null): the accuracy
   overall and per category in percent (`compute_final_metrics`, the rules `judgebench` runs use);
@@ -35,7 +39,9 @@ from prefalign.registry import Table
 
 from . import rules
 from .arena_hard import ROUNDS, SEED, WEIGHT, arena_hard_scores, read_judgments
+from .ifeval import DETECTORS, follow
 from .native import score_native
+from .policy_data import read_ifeval
 from .winrate import win_rates
 
 
@@ -118,6 +124,66 @@ def _alpacaeval(files: Sequence[str], opts: dict[str, Any]) -> list[ModelScore]:
                 {"counted": wr.n, "null": wr.abstained, "wins": wr.wins, "draws": wr.ties, "losses": wr.losses},
             )
         )
+    return out
+
+
+def _ifeval(files: Sequence[str], opts: dict[str, Any]) -> list[ModelScore]:
+    """Each file's responses checked by this toolkit's IFEval verifiers beside the verdicts the file holds: our
+    prompt- and instruction-level accuracy, the file's, and the share of instruction verdicts that agree (the
+    instructions' arguments come from the input file, matched by prompt)."""
+    if not opts.get("data"):
+        raise UserError(
+            "ifeval results hold no instruction arguments: add --option data=input_data.jsonl (the benchmark's input "
+            "file, google-research instruction_following_eval/data/input_data.jsonl)"
+        )
+    if opts["mode"] not in ("auto", "strict", "loose"):
+        raise UserError(f"--option mode={opts['mode']}: one of auto (by the file's name), strict, loose")
+    data = read_ifeval(str(opts["data"]))
+    if data.problems:
+        raise UserError(f"{opts['data']}: " + "; ".join(data.problems[:5]))
+    items = {i.ifeval.prompt: i.ifeval for i in data.items if i.ifeval is not None}
+    out = []
+    for path in files:
+        loose = opts["mode"] == "loose" or (opts["mode"] == "auto" and "loose" in Path(path).name)
+        mode = "loose" if loose else "strict"
+        ours: list[list[bool]] = []
+        theirs: list[list[bool]] = []
+        unmatched = 0
+        disagree: dict[str, int] = {}
+        for i, r in enumerate(_rows(path)):
+            _need(r, ("prompt", "response", "instruction_id_list", "follow_instruction_list"), path, i)
+            item = items.get(r["prompt"])
+            if item is None:
+                unmatched += 1
+                continue
+            if list(r["instruction_id_list"]) != item.instruction_ids:
+                raise UserError(
+                    f"{path} row {i}: instruction_id_list {r['instruction_id_list']} is not the input's "
+                    f"{item.instruction_ids} for the same prompt (key {item.key})"
+                )
+            got, ref = follow(item, str(r["response"]), loose=loose), [bool(x) for x in r["follow_instruction_list"]]
+            ours.append(got)
+            theirs.append(ref)
+            for iid, a, b in zip(item.instruction_ids, got, ref, strict=True):
+                if a != b:
+                    disagree[iid] = disagree.get(iid, 0) + 1
+        if not ours:
+            raise UserError(f"{path}: no row's prompt is in {opts['data']} ({unmatched} rows): another input file?")
+        n_inst = sum(len(x) for x in ours)
+        sections: dict[str, float | None] = {
+            f"prompt_{mode}": sum(all(x) for x in ours) / len(ours),
+            f"instruction_{mode}": sum(sum(x) for x in ours) / n_inst,
+            f"file_prompt_{mode}": sum(all(x) for x in theirs) / len(theirs),
+            f"file_instruction_{mode}": sum(sum(x) for x in theirs) / n_inst,
+            "agreement": (n_inst - sum(disagree.values())) / n_inst,
+        }
+        name = Path(path).parent.name if Path(path).name.startswith("eval_results") else Path(path).stem
+        counts = {"prompts": len(ours), "instructions": n_inst, "disagreements": sum(disagree.values())}
+        counts |= {"unmatched": unmatched} if unmatched else {}
+        line = f"{name}: " + ", ".join(f"{k} {v:.4f}" for k, v in sections.items() if v is not None)
+        if disagree:
+            line += "; disagreeing: " + ", ".join(f"{k} {v}" for k, v in sorted(disagree.items()))
+        out.append(ModelScore(name, sections, counts, line=line + f"; language by {DETECTORS['language']}"))
     return out
 
 
@@ -216,6 +282,12 @@ RESULTS_FORMATS: Table[ResultsFormat] = Table(
             {"weight": WEIGHT, "rounds": ROUNDS, "seed": SEED},
         ),
         "alpacaeval": ResultsFormat("AlpacaEval annotations.json (raw win rate per generator_2)", _alpacaeval),
+        "ifeval": ResultsFormat(
+            "IFEval eval_results_strict.jsonl / eval_results_loose.jsonl from evaluation_main.py (the responses and "
+            "the reference's verdicts): our strict or loose accuracy, the file's, and their agreement",
+            _ifeval,
+            {"data": "", "mode": "auto"},
+        ),
         "judgebench": ResultsFormat(
             "JudgeBench outputs JSONL from run_judge.py (accuracy per judge_name: single or double game)", _judgebench
         ),

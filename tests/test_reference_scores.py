@@ -534,3 +534,50 @@ def test_numpy_sum_is_numpys_order():
     for n in [*range(20), 127, 128, 129, 300, 1031]:
         xs = [rng.uniform(-1, 1) * 10 ** rng.randint(-4, 4) for _ in range(n)]
         assert numpy_sum(xs) == float(np.sum(np.array(xs)))
+
+
+def test_bench_score_ifeval_puts_our_verdicts_beside_the_files(tmp_path, capsys):
+    """`bench score ifeval --from eval_results_strict.jsonl --option data=input_data.jsonl`: the responses of an
+    IFEval results file (evaluation_main.py's layout: prompt, response, instruction_id_list and its
+    follow_instruction_list) checked by our verifiers beside the file's own verdicts, with their agreement and the
+    instruction ids that disagree. The verdicts here follow the benchmark's definitions by hand; one is set wrong on
+    purpose, and is the one disagreement reported."""
+    from align.cli.main import main
+
+    inputs = [
+        {"key": 1, "prompt": "Answer in lowercase.", "instruction_id_list": ["change_case:english_lowercase"],
+         "kwargs": [{}]},
+        {"key": 2, "prompt": "Use fewer than 5 words, wrap in quotes.",
+         "instruction_id_list": ["length_constraints:number_words", "startend:quotation"],
+         "kwargs": [{"relation": "less than", "num_words": 5}, {}]},
+    ]  # fmt: skip
+    data = tmp_path / "input_data.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in inputs))
+    rows = [
+        {"prompt": inputs[0]["prompt"], "response": "all lowercase here.", "follow_instruction_list": [True]},
+        {"prompt": inputs[1]["prompt"], "response": '"Two words"', "follow_instruction_list": [True, False]},
+    ]  # the second verdict is wrong: the response is wrapped in double quotes
+    for r, i in zip(rows, inputs, strict=True):
+        r["instruction_id_list"] = i["instruction_id_list"]
+        r["follow_all_instructions"] = all(r["follow_instruction_list"])
+    results = tmp_path / "my-model" / "eval_results_strict.jsonl"
+    results.parent.mkdir()
+    results.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert main(["bench", "score", "ifeval", "--from", str(results), "--option", f"data={data}", "--json"]) == 0
+    (got,) = json.loads(capsys.readouterr().out)
+    assert got["model"] == "my-model"
+    assert got["sections"] == {
+        "prompt_strict": 1.0,
+        "instruction_strict": 1.0,
+        "file_prompt_strict": 0.5,
+        "file_instruction_strict": 2 / 3,
+        "agreement": 2 / 3,
+    }
+    assert got["counts"] == {"prompts": 2, "instructions": 3, "disagreements": 1}
+    assert "disagreeing: startend:quotation 1" in got["line"]
+    # without the input file, or with a results file of other prompts: errors that say what to give
+    assert main(["bench", "score", "ifeval", "--from", str(results)]) == 2
+    assert "--option data=input_data.jsonl" in capsys.readouterr().err
+    data.write_text(json.dumps({**inputs[0], "prompt": "Another prompt."}) + "\n")
+    assert main(["bench", "score", "ifeval", "--from", str(results), "--option", f"data={data}"]) == 2
+    assert "no row's prompt is in" in capsys.readouterr().err

@@ -141,7 +141,9 @@ SCORE_EXAMPLES = """align bench score arenahard --from model_judgment/gpt-4-1106
   align bench score mtbench --from model_judgment/gpt-4_single.jsonl --json
   align bench score judgebench --from outputs/judgebench-arena_hard.jsonl
   align bench score rewardbench --from results/eval-set-scores/my-org/my-rm.json
-  align bench score rm-bench --from results/total_dataset_my-rm.json"""
+  align bench score rm-bench --from results/total_dataset_my-rm.json
+  align bench score ifeval --from eval_results_strict.jsonl --from eval_results_loose.jsonl \\
+      --option data=input_data.jsonl"""
 
 
 @dataclass(kw_only=True)
@@ -149,7 +151,8 @@ class ScoreFromSettings:
     """`align bench score`: the arguments of `leaderboards.score_from.score_from`."""
 
     bench: str = option(
-        doc="the results format: arenahard, alpacaeval, judgebench, mtbench, rewardbench or rewardbench2",
+        doc="the results format: arenahard, alpacaeval, ifeval, judgebench, mtbench, rewardbench, rewardbench2 or "
+        "rm-bench",
         positional=True,
         metavar="BENCH",
     )
@@ -160,7 +163,8 @@ class ScoreFromSettings:
     )
     options: dict[str, Any] = option(
         factory=dict,
-        doc="arenahard: weight=3 (a strong verdict's battles), rounds=100, seed=42 (the reference's defaults)",
+        doc="arenahard: weight=3 (a strong verdict's battles), rounds=100, seed=42 (the reference's defaults); "
+        "ifeval: data=input_data.jsonl (the instructions' arguments, required), mode=auto|strict|loose",
         flag="--option",
     )
     json: bool = option(False, "print the scores as JSON")
