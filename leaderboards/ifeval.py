@@ -509,31 +509,40 @@ def follow(item: IFEvalItem, response: str, loose: bool = False) -> list[bool]:
     return out
 
 
+def levels(verdicts: list[list[bool]]) -> tuple[float, float]:
+    """(prompt level, instruction level) accuracy of per-prompt instruction verdicts: the share of prompts whose
+    every instruction is followed, and the share of instructions followed."""
+    flat = [v for prompt in verdicts for v in prompt]
+    return sum(all(p) for p in verdicts) / len(verdicts), sum(flat) / len(flat)
+
+
 def ifeval_scores(items: list[IFEvalItem], responses: list[str]) -> dict[str, Any]:
-    """Prompt- and instruction-level accuracy, strict and loose, over checked items; per instruction id too.
+    """Prompt- and instruction-level accuracy (`levels`), strict and loose, over checked items; per instruction id
+    too.
 
     E.g. two prompts, [a, b] both followed and [c] not followed: prompt level 1/2, instruction level 2/3.
     """
-    per_prompt: dict[str, list[float]] = {"prompt_strict": [], "prompt_loose": []}
-    per_inst: dict[str, list[float]] = {"instruction_strict": [], "instruction_loose": []}
+    details = [
+        {"strict": follow(item, response), "loose": follow(item, response, loose=True)}
+        for item, response in zip(items, responses, strict=True)
+    ]
+    modes = ("strict", "loose")
+    verdicts = {m: [d[m] for d in details] for m in modes}
+    acc = {m: levels(verdicts[m]) if details else (None, None) for m in modes}
     by_id: dict[str, dict[str, list[float]]] = {}
-    details = []
-    for item, response in zip(items, responses, strict=True):
-        strict, loose = follow(item, response), follow(item, response, loose=True)
-        per_prompt["prompt_strict"].append(float(all(strict)))
-        per_prompt["prompt_loose"].append(float(all(loose)))
-        per_inst["instruction_strict"] += [float(x) for x in strict]
-        per_inst["instruction_loose"] += [float(x) for x in loose]
-        for iid, s, lo in zip(item.instruction_ids, strict, loose, strict=True):
-            d = by_id.setdefault(iid, {"strict": [], "loose": []})
-            d["strict"].append(float(s))
-            d["loose"].append(float(lo))
-        details.append({"strict": strict, "loose": loose})
-    mean = lambda v: sum(v) / len(v) if v else None
+    for item, d in zip(items, details, strict=True):
+        for iid, s, lo in zip(item.instruction_ids, d["strict"], d["loose"], strict=True):
+            got = by_id.setdefault(iid, {"strict": [], "loose": []})
+            got["strict"].append(float(s))
+            got["loose"].append(float(lo))
+    mean = lambda v: sum(v) / len(v)
     return {
-        **{k: mean(v) for k, v in per_prompt.items()},
-        **{k: mean(v) for k, v in per_inst.items()},
-        "values": {**per_prompt, **per_inst},
+        **{f"prompt_{m}": acc[m][0] for m in modes},
+        **{f"instruction_{m}": acc[m][1] for m in modes},
+        "values": {
+            **{f"prompt_{m}": [float(all(v)) for v in verdicts[m]] for m in modes},
+            **{f"instruction_{m}": [float(x) for v in verdicts[m] for x in v] for m in modes},
+        },
         "by_instruction": {
             iid: {"strict": mean(d["strict"]), "loose": mean(d["loose"]), "n": len(d["strict"])}
             for iid, d in sorted(by_id.items())

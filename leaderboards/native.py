@@ -68,6 +68,8 @@ class NativeFormat:
     """A per-item results object (and its path, for messages) -> the examples and their judgements."""
     dump: dict[str, Any]
     """`json.dumps` options of the reference's writer."""
+    per_item: Callable[[Any], bool]
+    """Whether a results object holds the examples one by one (else a per-subset file, RewardBench's eval-set)."""
 
 
 def _text(conv: Any) -> str:
@@ -238,6 +240,12 @@ def _rmbench_examples(obj: Any, path: str) -> list[tuple[Example, Judgement]]:
     return out
 
 
+def _has_columns(obj: Any) -> bool:
+    """A RewardBench eval-set-scores file (per-item columns), not an eval-set file (a number per subset); anything
+    but an object is read as per-item, whose reader says what it lacks."""
+    return not isinstance(obj, dict) or "scores_chosen" in obj or "scores" in obj
+
+
 SAVE_TO_HUB = {"indent": 4, "sort_keys": True}
 """rewardbench/utils.py::save_to_hub: `json.dumps(results, indent=4, sort_keys=True)`, no final newline."""
 
@@ -249,12 +257,14 @@ NATIVE_FORMATS: Table[NativeFormat] = Table(
             _eval_set_files(_rewardbench_columns),
             _rewardbench_examples,
             SAVE_TO_HUB,
+            _has_columns,
         ),
         "rewardbench2": NativeFormat(
             "RewardBench 2 (scripts/run_v2.py): eval-set/<model>.json and eval-set-scores/<model>.json",
             _eval_set_files(_rewardbench2_columns),
             _rewardbench2_examples,
             SAVE_TO_HUB,
+            _has_columns,
         ),
         "rm-bench": NativeFormat(
             "RM-Bench (scripts/run_rm.py): total_dataset_<model>.json, the items with score_chosen and "
@@ -262,6 +272,7 @@ NATIVE_FORMATS: Table[NativeFormat] = Table(
             _rmbench_files,
             _rmbench_examples,
             {"indent": 4, "ensure_ascii": False},  # run_rm.py: json.dump(dataset_json, f, indent=4, ensure_ascii=False)
+            lambda obj: True,  # its only file
         ),
     },
 )
@@ -304,7 +315,7 @@ def score_native(bench: str, obj: Any, path: str) -> Scores:
     items with their scores) item by item, by the run's rule and aggregation with ties as the reference counts them;
     or RewardBench's eval-set file, its per-subset scores through the section arithmetic."""
     b = BENCHMARKS[bench]
-    if bench == "rm-bench" or isinstance(obj, list) or "scores_chosen" in obj or "scores" in obj:
+    if NATIVE_FORMATS[bench].per_item(obj):
         pairs = NATIVE_FORMATS[bench].examples(obj, path)
         if not pairs:
             raise UserError(f"{path}: no examples")

@@ -39,8 +39,8 @@ from prefalign.registry import Table
 
 from . import rules
 from .arena_hard import ROUNDS, SEED, WEIGHT, arena_hard_scores, read_judgments
-from .ifeval import DETECTORS, follow
-from .native import score_native
+from .ifeval import DETECTORS, ifeval_scores, levels
+from .native import NATIVE_FORMATS, score_native
 from .policy_data import read_ifeval
 from .winrate import win_rates
 
@@ -146,10 +146,8 @@ def _ifeval(files: Sequence[str], opts: dict[str, Any]) -> list[ModelScore]:
     for path in files:
         loose = opts["mode"] == "loose" or (opts["mode"] == "auto" and "loose" in Path(path).name)
         mode = "loose" if loose else "strict"
-        ours: list[list[bool]] = []
-        theirs: list[list[bool]] = []
+        checked, responses, theirs = [], [], []
         unmatched = 0
-        disagree: dict[str, int] = {}
         for i, r in enumerate(_rows(path)):
             _need(r, ("prompt", "response", "instruction_id_list", "follow_instruction_list"), path, i)
             item = items.get(r["prompt"])
@@ -161,24 +159,28 @@ def _ifeval(files: Sequence[str], opts: dict[str, Any]) -> list[ModelScore]:
                     f"{path} row {i}: instruction_id_list {r['instruction_id_list']} is not the input's "
                     f"{item.instruction_ids} for the same prompt (key {item.key})"
                 )
-            got, ref = follow(item, str(r["response"]), loose=loose), [bool(x) for x in r["follow_instruction_list"]]
-            ours.append(got)
-            theirs.append(ref)
-            for iid, a, b in zip(item.instruction_ids, got, ref, strict=True):
+            checked.append(item)
+            responses.append(str(r["response"]))
+            theirs.append([bool(x) for x in r["follow_instruction_list"]])
+        if not checked:
+            raise UserError(f"{path}: no row's prompt is in {opts['data']} ({unmatched} rows): another input file?")
+        ours = ifeval_scores(checked, responses)
+        disagree: dict[str, int] = {}
+        for item, d, ref in zip(checked, ours["details"], theirs, strict=True):
+            for iid, a, b in zip(item.instruction_ids, d[mode], ref, strict=True):
                 if a != b:
                     disagree[iid] = disagree.get(iid, 0) + 1
-        if not ours:
-            raise UserError(f"{path}: no row's prompt is in {opts['data']} ({unmatched} rows): another input file?")
-        n_inst = sum(len(x) for x in ours)
+        n_inst = sum(len(x) for x in theirs)
+        file_prompt, file_instruction = levels(theirs)
         sections: dict[str, float | None] = {
-            f"prompt_{mode}": sum(all(x) for x in ours) / len(ours),
-            f"instruction_{mode}": sum(sum(x) for x in ours) / n_inst,
-            f"file_prompt_{mode}": sum(all(x) for x in theirs) / len(theirs),
-            f"file_instruction_{mode}": sum(sum(x) for x in theirs) / n_inst,
+            f"prompt_{mode}": ours[f"prompt_{mode}"],
+            f"instruction_{mode}": ours[f"instruction_{mode}"],
+            f"file_prompt_{mode}": file_prompt,
+            f"file_instruction_{mode}": file_instruction,
             "agreement": (n_inst - sum(disagree.values())) / n_inst,
         }
         name = Path(path).parent.name if Path(path).name.startswith("eval_results") else Path(path).stem
-        counts = {"prompts": len(ours), "instructions": n_inst, "disagreements": sum(disagree.values())}
+        counts = {"prompts": len(checked), "instructions": n_inst, "disagreements": sum(disagree.values())}
         counts |= {"unmatched": unmatched} if unmatched else {}
         line = f"{name}: " + ", ".join(f"{k} {v:.4f}" for k, v in sections.items() if v is not None)
         if disagree:
@@ -260,7 +262,7 @@ def _reward_bench(bench: str) -> Callable[[Sequence[str], dict[str, Any]], list[
             except json.JSONDecodeError as e:
                 raise UserError(f"{path}: not JSON ({e})") from e
             scored = score_native(bench, obj, path)
-            per_item = isinstance(obj, list) or "scores_chosen" in obj or "scores" in obj
+            per_item = NATIVE_FORMATS[bench].per_item(obj)
             counts = {"examples": sum(int(v.get("n", 0)) for v in scored.subsets.values())} if per_item else {}
             counts["subsets"] = len(scored.subsets)
             sections = {"score": scored.headline, **scored.sections}

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -120,7 +121,7 @@ class RoundsSection(SamplingOptions):
             )
         if self.length_penalty < 0:
             p.append("length_penalty: must be >= 0")
-        if not self.reference_bonus >= 0 or self.reference_bonus == float("inf"):
+        if not (math.isfinite(self.reference_bonus) and self.reference_bonus >= 0):
             p.append(f"reference_bonus: a finite number >= 0, got {self.reference_bonus}")
         elif self.reference_bonus and "reference" not in DATA_CANDIDATES[self.candidates]:
             p.append(
