@@ -219,6 +219,7 @@ def align_stage(cfg: QuickstartConfig, p: Pipeline, summary: dict[str, Any]) -> 
         f"{r.rounds} rounds of {a.loss.name} from the {cfg.align_from} policy: {r.samples_per_prompt} samples of "
         f"{r.prompts_per_round} prompts a round, ranked by the RM ({r.candidates}), {r.pair_rule} pairs"
         + (f", the reference's reward +{r.reference_bonus:g}" if r.reference_bonus else "")
+        + (", rejected from the policy's own samples" if r.rejected_from == "policy" else "")
     )
     report = p.train("align", a, iterative.run, iterative.summary_lines, what)
     return {

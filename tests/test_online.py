@@ -350,6 +350,27 @@ def test_policy_and_data_ranks_the_datas_pair_beside_the_samples(tmp_path, smoll
     assert counts["chosen_reference"] == 2
     pairs, _ = build_pairs(anchored, pool, [[0.0, 1.0, 3.0, -2.0], [2.6, 0.0, 1.0]], 1)  # 2.6 > 1.0 + 1.5
     assert pairs[1].chosen[0].content == "c"
+    # rounds.rejected_from: policy: the rejected side is the policy's own worst sample, not the data's rejected answer
+    spin = build(
+        IterativeConfig,
+        {
+            "rounds": {
+                "candidates": "policy_and_data",
+                "samples_per_prompt": 2,
+                "reference_bonus": 1.5,
+                "rejected_from": "policy",
+            }
+        },
+    )
+    pairs, counts = build_pairs(spin, pool, [[0.0, 1.0, 3.0, -2.0], [2.0, 0.0, 1.0]], 1)
+    assert [(p.chosen[0].content, p.rejected[0].content, p.margin) for p in pairs] == [
+        ("Pump the tire.", "a", 4.5),
+        ("I won't help with that.", "d", 2.5),
+    ]
+    assert counts["chosen_reference"] == 2 and counts["rejected_data"] == 0
+    assert [p.attributes["origins"] for p in pairs] == [["reference", "policy"], ["reference", "policy"]]
+    with pytest.raises(ConfigError, match="rejected_from"):
+        build(IterativeConfig, {"rounds": {"rejected_from": "data"}})
     with pytest.raises(ConfigError, match="reference_bonus: 1.0 needs the reference among the candidates"):
         build(IterativeConfig, {"rounds": {"reference_bonus": 1.0}})
     with pytest.raises(ConfigError, match="reference_bonus: a finite number >= 0"):

@@ -254,4 +254,7 @@ def test_pair_rules_by_hand():
     picks = {select_pair(r, n, "max_random", rng=random.Random(s))[1] for s in range(50)}
     assert picks == {0, 2, 3}  # never the best itself
     assert select_pair([0.5, 0.5, 0.5], [1, 1, 1], "max_min") is None  # a tie is dropped
+    # rejectable (rounds.rejected_from: policy): the rejected side only among the marked; none but the chosen: any
+    assert select_pair([0.1, 0.9, 0.5], [1, 1, 1], "max_min", rejectable=[False, True, True]) == (1, 2)
+    assert select_pair([0.1, 0.9, 0.5], [1, 1, 1], "max_min", rejectable=[False, True, False]) == (1, 0)
     assert select_pair([0.7, 0.7, 0.1], [1, 1, 1], "max_second") is None

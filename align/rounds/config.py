@@ -48,6 +48,13 @@ class RoundsSection(SamplingOptions):
         "decides; a bonus anchors the rounds to the demonstrations where the reward is not sure, so that a sample "
         "the reward prefers by a hair (short and sure, but wrong) does not displace a right reference",
     )
+    rejected_from: Literal["candidates", "policy"] = option(
+        "candidates",
+        "where the pair rule takes the rejected side: any candidate but the chosen, or the policy's own samples only "
+        "(on-policy negatives: with a reference among the candidates, the data's answer against the model's own, as "
+        "SPIN pairs them; the data's rejected answer is then never a pair's side unless no policy sample is left). "
+        "policy pushes down what the policy itself now says, e.g. a refusal it learned to give a harmless request",
+    )
     reference: Literal["initial", "previous"] = option(
         "previous", "DPO reference of round t: the initial model, or π_t (the released RLHFlow loop)"
     )

@@ -29,24 +29,25 @@ from .sample import Pool
 # --- pair rules ------------------------------------------------------------------------------------------------
 
 
-def _worst(score: list[float], best: int, rng: random.Random) -> int:
-    return min(range(len(score)), key=lambda i: (score[i], i))
+def _worst(score: list[float], among: list[int], rng: random.Random) -> int:
+    return min(among, key=lambda i: (score[i], i))
 
 
-def _second(score: list[float], best: int, rng: random.Random) -> int:
-    return max((i for i in range(len(score)) if i != best), key=lambda i: (score[i], -i))
+def _second(score: list[float], among: list[int], rng: random.Random) -> int:
+    return max(among, key=lambda i: (score[i], -i))
 
 
-def _random_other(score: list[float], best: int, rng: random.Random) -> int:
-    return rng.choice([i for i in range(len(score)) if i != best])
+def _random_other(score: list[float], among: list[int], rng: random.Random) -> int:
+    return rng.choice(among)
 
 
 @dataclass(frozen=True)
 class PairRuleSpec:
-    """How one prompt's K samples become one pair: the rejected sample given the scores and the chosen (best)."""
+    """How one prompt's K samples become one pair: the rejected sample among the candidates other than the chosen
+    (the best), given the scores."""
 
     summary: str
-    other: Callable[[list[float], int, random.Random], int]
+    other: Callable[[list[float], list[int], random.Random], int]
     length_penalized: bool = False  # scores are r − length_penalty × completion tokens
 
 
@@ -70,10 +71,13 @@ def select_pair(
     rule: PairRule,
     length_penalty: float = 0.0,
     rng: random.Random | None = None,
+    rejectable: list[bool] | None = None,
 ) -> tuple[int, int] | None:
     """(chosen index, rejected index) of one prompt's K samples, or None when the pair ties (dropped).
 
-    Ties in the maximum go to the earliest sample. The rewards must be finite (the caller drops NaN groups)."""
+    Ties in the maximum go to the earliest sample. The rewards must be finite (the caller drops NaN groups).
+    `rejectable`: which candidates may be the rejected side (`rounds.rejected_from: policy` marks the policy's own
+    samples); when none but the chosen is, any other candidate may."""
     if len(rewards) < 2:
         return None
     spec = PAIR_RULES[rule]
@@ -81,7 +85,9 @@ def select_pair(
         [r - length_penalty * n for r, n in zip(rewards, lengths, strict=True)] if spec.length_penalized else rewards
     )
     best = max(range(len(score)), key=lambda i: (score[i], -i))
-    other = spec.other(score, best, rng or random.Random(0))
+    others = [i for i in range(len(score)) if i != best]
+    among = [i for i in others if rejectable[i]] if rejectable is not None else others
+    other = spec.other(score, among or others, rng or random.Random(0))
     return None if score[best] == score[other] else (best, other)
 
 
@@ -152,7 +158,8 @@ def select_pairs(
             counts["dropped_nan"] += 1
             continue
         r = anchored(r, origins, cfg.rounds.reference_bonus)
-        sel = select_pair(r, lengths, cfg.rounds.pair_rule, cfg.rounds.length_penalty, rng)
+        rejectable = [o == "policy" for o in origins] if cfg.rounds.rejected_from == "policy" else None
+        sel = select_pair(r, lengths, cfg.rounds.pair_rule, cfg.rounds.length_penalty, rng, rejectable)
         if sel is None:
             counts["dropped_tie"] += 1
             continue
