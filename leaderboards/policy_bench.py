@@ -46,7 +46,7 @@ from reward_models.scorers import load_scorer, scorer_spec
 from .arena_hard import ROUNDS, SEED, WEIGHT, arena_hard_scores, game_battles
 from .ifeval import DETECTORS, ifeval_scores
 from .policy_data import BenchData, BenchItem, read_alpacaeval, read_arenahard, read_ifeval, read_mtbench
-from .winrate import both_orders, pointwise_preference, win_rates
+from .winrate import LC_GLM_CHOICES, RIDGE, alpaca_lc_win_rate, both_orders, pointwise_preference, resolve_lc, win_rates
 
 if TYPE_CHECKING:
     from .records import Record
@@ -272,12 +272,26 @@ def score_pairwise(data: BenchData, answers: list[list[str]], judge: Any, s: Pol
     for it, p in zip(data.items, prefs, strict=True):
         if it.category and math.isfinite(p):
             cats.setdefault(it.category, []).append(p)
+    # the length control: alpaca_eval's own GLM with an instruction-difficulty table (--lc-table), else ours;
+    # getattr: callers that score without the CLI's settings (a namespace with bootstrap and seed) get the default
+    glm, table = resolve_lc(getattr(s, "lc_glm", "auto"), getattr(s, "lc_table", None), "--lc-glm ", "--lc-table ")
+    lc_win_rate, lc_ci = wr.lc_win_rate, list(wr.lc_ci95) if wr.lc_ci95 else None
+    length_control: dict[str, Any] = {
+        "glm": "toolkit",
+        "formula": "theta + phi * tanh(delta_len / std)",
+        "ridge": RIDGE,
+    }
+    if glm != "toolkit" and wr.n:
+        # an item's instruction index is its row in --data (AlpacaEval's 805, in order, when --data is its file)
+        indices = [int(it.id) for it in data.items]
+        lc = alpaca_lc_win_rate(
+            prefs, [len(it.reference or "") for it in data.items], [len(a) for a in first], indices, glm, table
+        )
+        lc_win_rate, lc_ci = lc.lc_win_rate, None  # the reference reports a standard error, not a bootstrap interval
+        length_control = lc.describe(table.path if table else None) | {"lc_standard_error": lc.lc_standard_error}
     scores = {
-        "sections": {"win_rate": wr.win_rate, "lc_win_rate": wr.lc_win_rate},
-        "intervals": {
-            "win_rate": list(wr.ci95) if wr.ci95 else None,
-            "lc_win_rate": list(wr.lc_ci95) if wr.lc_ci95 else None,
-        },
+        "sections": {"win_rate": wr.win_rate, "lc_win_rate": lc_win_rate},
+        "intervals": {"win_rate": list(wr.ci95) if wr.ci95 else None, "lc_win_rate": lc_ci},
         "subsets": {c: {"score": sum(v) / len(v), "n": len(v)} for c, v in sorted(cats.items())},
         "extra": {
             "judged": {
@@ -288,7 +302,8 @@ def score_pairwise(data: BenchData, answers: list[list[str]], judge: Any, s: Pol
                 "losses": wr.losses,
                 "length_coef": wr.length_coef,
                 "mean_len_diff_chars": wr.mean_len_diff,
-            }
+            },
+            "length_control": length_control,
         },
     }
     return scores, [{"preference": None if not math.isfinite(p) else p} for p in prefs]
@@ -376,9 +391,12 @@ def native_alpacaeval(
     data: BenchData, answers: list[list[str]], rows: list[dict[str, Any]], model: str, judge: str
 ) -> tuple[str, str]:
     """alpaca_eval's annotations.json: the reference answer as output_1, the policy's as output_2, `preference` 1 +
-    P(policy better) (1..2; null where the judge abstained), as its `get_winrate` reads it."""
+    P(policy better) (1..2; null where the judge abstained), as its `get_winrate` reads it; `index` the item's row in
+    --data, which alpaca_eval's length-controlled GLM takes as the instruction (a file's own `index` column wins over
+    the row position there), so a run with --limit or skipped rows still looks up the right difficulty."""
     out = [
         {
+            **({"index": int(it.id)} if it.id.isdigit() else {}),  # the instruction, for alpaca_eval's LC GLM
             "instruction": it.turns[0],
             "output_1": it.reference or "",
             "generator_1": data.reference_model or "reference",
@@ -553,6 +571,20 @@ class PolicyBenchSettings(DecodingSettings):
         doc="an option of the --judge scorer, e.g. normalize=true, dtype=float32 (repeatable)",
         flag="--option",
     )
+    lc_table: str | None = option(
+        None,
+        "alpacaeval: compute the length-controlled win rate as alpaca_eval's length_controlled_v1 does, with this "
+        "instruction-difficulty table (CSV: index, instruction_difficulty, and for v1 the gamed baselines' "
+        "preference, std_delta_len, not_gamed_baseline rows, as AlpacaEval's df_gamed.csv); without it the "
+        "toolkit's simpler GLM (no difficulty term). The record's extra.length_control says which",
+        metavar="FILE",
+    )
+    lc_glm: str = option(
+        "auto",
+        "alpacaeval: the length-controlled GLM: auto (length_controlled_v1 with --lc-table, else toolkit), toolkit "
+        "(the toolkit's own), or another of alpaca_eval's GLM_INFO",
+        choices=LC_GLM_CHOICES,
+    )
     allow_partial: bool = option(
         False,
         "--bench: score the usable rows when some are not (unknown instruction ids, missing fields); they are "
@@ -600,6 +632,14 @@ class PolicyBenchSettings(DecodingSettings):
                     "model; to compare with a model, write its answers with --write-reference and pass that file "
                     "as --data"
                 )
+        for key, given in (("lc_table", self.lc_table is not None), ("lc_glm", self.lc_glm != "auto")):
+            if given and self.bench != "alpacaeval":
+                problems.append(f"{key}: AlpacaEval's length control; use it with --bench alpacaeval")
+        if self.bench == "alpacaeval":
+            try:  # the GLM and its table (read and checked) before anything is generated
+                resolve_lc(self.lc_glm, self.lc_table, "--lc-glm ", "--lc-table ")
+            except UserError as e:
+                problems.append(str(e))  # it names the flags
         return problems
 
 
@@ -770,6 +810,14 @@ def report_lines(record: Record) -> list[str]:
     )
     if record.settings.get("reference_model"):
         lines.append(f"  reference answers by: {record.settings['reference_model']}")
+    control = (s.get("extra") or {}).get("length_control")
+    if control:  # which GLM gave lc_win_rate: alpaca_eval's (with its table and standard error) or the toolkit's
+        how = "the toolkit's GLM (--lc-table FILE for alpaca_eval's)" if control["glm"] == "toolkit" else control["glm"]
+        extra = f", table {control['table']}" if control.get("table") else ""
+        se = control.get("lc_standard_error")
+        lines.append(
+            f"  length control: {how}{extra}" + (f", standard error {_fmt(se, units)}" if se is not None else "")
+        )
     detectors = (s.get("extra") or {}).get("detectors")
     if detectors:  # the checks a rule-scored set ran with (IFEval's language detector)
         lines.append("  checks: " + "; ".join(f"{k}: {v}" for k, v in detectors.items()))

@@ -180,6 +180,108 @@ def test_alpacaeval_raw_win_rate_is_the_reference_code_s():
     assert (wr.n, wr.abstained) == (21, 2)
 
 
+ALPACA_LC = FIXTURES / "alpacaeval"
+
+
+def test_alpacaeval_lc_win_rate_is_the_reference_code_s(tmp_path, capsys):
+    """tatsu-lab/alpaca_eval @ cd543a14: src/alpaca_eval/metrics/glm_winrate.py `get_length_controlled_winrate`
+    (GLM_INFO's length_controlled_v1, _noreg and _minimal; `fit_LogisticRegressionCV`: L1, liblinear, no intercept,
+    GroupKFold(5) on the soft log loss, random_state 123), run unmodified from the snapshot's src/ in a throwaway venv
+    (scikit-learn 1.9.1 and 1.5.2 printed the same digits; pandas 3.1.1, patsy 1.0.3), its `hf_hub_download` of
+    df_gamed.csv pointed at the hand-made lc_gamed.csv, on `pd.read_json("lc_annotations.json")` (40 rows: weighted
+    preferences, 1 and 2, a legacy 0, 1.5 and two nulls), `save_weights_dir` a temporary directory (weights read
+    back from its CSV and from `model.coef_`). Printed:
+        v1:      length_controlled_winrate 52.145689651885775, lc_standard_error 1.5730625853229228, win_rate
+                 47.30132368421052; coef [-1.2768009982807977, -0.558781953509746, 0.0998167787133544], C 21.544...
+        noreg:   51.96801696835346, 1.462335562184886; coef [..., 0.09119144324472471]
+        minimal: 50.0, 0.0 (the L1 fit zeroes the model term); coef [-1.0357079640590114, 0.0]
+        v1 on the rows reversed, each with its position as `index` (json.dumps(rows, indent=2)):
+                 52.14568965188578, 1.5730625853229219
+    noreg needs only the difficulty column (the reference reads it from df_gamed.csv; lc_difficulty.csv holds the
+    same numbers). The digits match because the file's numbers are decoded as pd.read_json decodes them
+    (`pandas_json_float`): with Python's correctly rounded floats six of the 40 preferences differ in the last bit
+    and noreg's rate in the last digit."""
+    from leaderboards.score_from import pandas_json_float, score_from
+
+    # pd.read_json's decoding of two of the fixture's preferences (printed by the reference's pandas)
+    assert (pandas_json_float("1.492501"), pandas_json_float("1.59472")) == (1.4925009999999999, 1.5947200000000001)
+    ann = str(ALPACA_LC / "lc_annotations.json")
+
+    def lc(path: str, **options) -> tuple[dict, dict]:
+        (got,) = score_from("alpacaeval", [path], options)
+        return got.sections, got.method
+
+    sections, method = lc(ann, lc_table=str(ALPACA_LC / "lc_gamed.csv"))
+    assert sections == {
+        "win_rate": 47.30132368421052,
+        "lc_win_rate": 52.145689651885775,
+        "lc_standard_error": 1.5730625853229228,
+    }
+    assert method["glm"] == "length_controlled_v1" and method["C"] == pytest.approx(21.54434690031882)
+    assert list(method["weights"].values()) == [-1.2768009982807977, -0.558781953509746, 0.0998167787133544]
+    sections, method = lc(ann, lc_table=str(ALPACA_LC / "lc_difficulty.csv"), lc_glm="length_controlled_noreg")
+    assert (sections["lc_win_rate"], sections["lc_standard_error"]) == (51.96801696835346, 1.462335562184886)
+    assert method["weights"]["not_gamed_baseline.astype(float)"] == 0.09119144324472471
+    sections, method = lc(ann, lc_glm="length_controlled_minimal")
+    assert (sections["lc_win_rate"], sections["lc_standard_error"]) == (50.0, 0.0)
+    assert list(method["weights"].values()) == [-1.0357079640590114, 0.0]
+    rows = json.loads(Path(ann).read_text())
+    indexed = tmp_path / "indexed.json"
+    indexed.write_text(json.dumps([{**r, "index": i} for i, r in reversed(list(enumerate(rows)))], indent=2))
+    sections, _ = lc(str(indexed), lc_table=str(ALPACA_LC / "lc_gamed.csv"))
+    assert (sections["lc_win_rate"], sections["lc_standard_error"]) == (52.14568965188578, 1.5730625853229219)
+    # without a table: the toolkit's own GLM, and the result says so
+    sections, method = lc(ann)
+    assert method["glm"] == "toolkit" and "lc_standard_error" not in sections
+    # on the command line, and what is refused: a difficulty-only table for v1, a table laid out so the reference
+    # (which looks instruction i up at row i) would read another instruction's difficulty
+    from align.cli.main import main
+
+    def score(*options: str) -> int:
+        return main(["bench", "score", "alpacaeval", "--from", ann, *(x for o in options for x in ("--option", o))])
+
+    assert score(f"lc_table={ALPACA_LC / 'lc_gamed.csv'}") == 0
+    out = capsys.readouterr().out
+    assert "lc_win_rate 52.1457, lc_standard_error 1.5731 (LC: alpaca_eval's length_controlled_v1" in out
+    assert score(f"lc_table={ALPACA_LC / 'lc_difficulty.csv'}") == 2
+    assert "lc_glm=length_controlled_noreg" in capsys.readouterr().err
+    lines = (ALPACA_LC / "lc_difficulty.csv").read_text().splitlines()
+    (tmp_path / "shuffled.csv").write_text("\n".join([lines[0], lines[2], lines[1], *lines[3:]]))
+    assert score(f"lc_table={tmp_path / 'shuffled.csv'}", "lc_glm=length_controlled_noreg") == 2
+    assert "from row 0 of the file" in capsys.readouterr().err
+
+
+def test_alpacaeval_lc_win_rate_through_eval_policy_and_back(tmp_path):
+    """`align eval policy --bench alpacaeval --lc-table FILE`: the run's LC win rate is alpaca_eval's GLM on the
+    judge's preferences (its record says which GLM and table), and the annotations.json it writes (with each item's
+    `index`) reads back through `bench score --from` to the same number."""
+    from leaderboards.policy_bench import native_alpacaeval, score_pairwise
+    from leaderboards.policy_data import BenchData, BenchItem
+    from leaderboards.score_from import score_from
+
+    ids = range(3, 35)  # rows 3-34 of the --data file: their difficulties are rows 3-34 of the table
+    items = [BenchItem(str(i), [f"q{i}"], "cat", reference="r" * (30 + 11 * (i % 7))) for i in ids]
+    data = BenchData("alpacaeval", "fixture", items, reference_model="gpt4_turbo")
+    answers = [["p" * (15 + 17 * (i % 5)) + str(i)] for i in ids]
+    table = {it.reference: 0.0 for it in items}
+    table |= {a[0]: (1.0 if (i * 7) % 10 < 6 else -1.0) if i % 9 else 0.0 for i, a in zip(ids, answers, strict=True)}
+    s = SimpleNamespace(
+        bootstrap=0, seed=0, lc_glm="length_controlled_noreg", lc_table=str(ALPACA_LC / "lc_difficulty.csv")
+    )
+    scores, rows = score_pairwise(data, answers, TableScorer(table), s)
+    control = scores["extra"]["length_control"]
+    assert control["glm"] == "length_controlled_noreg" and control["table"] == s.lc_table
+    assert scores["intervals"]["lc_win_rate"] is None  # the reference gives a standard error, kept beside it
+    assert scores["sections"]["win_rate"] == 0.609375
+    assert scores["sections"]["lc_win_rate"] == pytest.approx(0.5584, abs=1e-4)  # a fit, not a degenerate 1/2
+    name, text = native_alpacaeval(data, answers, rows, "my-policy", "table")
+    assert [r["index"] for r in json.loads(text)] == list(ids)
+    (tmp_path / name).write_text(text)
+    (got,) = score_from("alpacaeval", [str(tmp_path / name)], {"lc_table": s.lc_table, "lc_glm": s.lc_glm})
+    assert got.sections["lc_win_rate"] == 100 * scores["sections"]["lc_win_rate"]
+    assert got.sections["lc_standard_error"] == 100 * control["lc_standard_error"]
+
+
 def test_mtbench_turn_averages_are_fastchat_s():
     """lm-sys/FastChat @ 0e6d3e4b: fastchat/llm_judge/show_result.py `display_result_single` (ratings of -1 dropped,
     the mean per turn, the average over every kept rating, turns pooled); `python show_result.py --mode single
@@ -207,6 +309,67 @@ def test_mtbench_turn_averages_are_fastchat_s():
         if name == "gpt-4_single.jsonl":  # FastChat's per-category means (its show_result idiom), to the digit
             cats = {k: v["score"] for k, v in scores["subsets"].items()}
             assert cats == {"coding": 3.5, "math": 5.0, "roleplay": 8.0, "stem": 3.6666666666666665, "writing": 7.6}
+
+
+def test_mtbench_pairwise_win_rates_are_show_result_s(capsys):
+    """lm-sys/FastChat @ 0e6d3e4b: fastchat/llm_judge/show_result.py `display_result_pairwise` (rows with an "error"
+    verdict dropped; a tie in game 1 or games that disagree a tie for both models; --model-list checked on model_1
+    only; pairwise-baseline keeps the rows naming the baseline and drops its own line; win_rate_adjusted counts a tie
+    half), run unmodified in a throwaway venv (pandas 3.1.1, `pd.set_option("display.precision", 17)` to print every
+    digit) on gpt-4_pair.jsonl (30 hand-made rows, the layout gen_judgment.py writes: both turns, three models and the
+    baseline gpt-3.5-turbo, once as model_1). Printed (win, loss, tie, win_rate, loss_rate, win_rate_adjusted):
+        --mode pairwise-baseline:  model-a 3 1 5 0.33333333333333331 0.11111111111111110 0.61111111111111116
+                                   model-c 1 1 1 0.33333333333333331 0.33333333333333331 0.50000000000000000
+                                   model-b 2 4 3 0.22222222222222221 0.44444444444444442 0.38888888888888890
+        --mode pairwise-all:       model-a 5 2 8 ... 0.59999999999999998; gpt-3.5-turbo 6 6 9 ... 0.5;
+                                   model-c 1 1 1 ... 0.5; model-b 3 6 6 0.20000000000000001 0.40000000000000002 0.4...
+        --mode pairwise-baseline --baseline-model model-b:
+                                   gpt-3.5-turbo 4 2 3 ... 0.61111111111111116; model-a 2 1 3 ... 0.58333333333333337
+        --mode pairwise-all --model-list model-a model-c:
+                                   model-a 5 2 8; model-c 0 0 1; model-b 1 2 3; gpt-3.5-turbo 1 3 6"""
+    from align.cli.main import main
+    from leaderboards.score_from import score_from
+
+    pair = str(FIXTURES / "mtbench" / "gpt-4_pair.jsonl")
+    want = {
+        (): {
+            "model-a": (3, 1, 5, 0.33333333333333331, 0.11111111111111110, 0.61111111111111116),
+            "model-c": (1, 1, 1, 0.33333333333333331, 0.33333333333333331, 0.5),
+            "model-b": (2, 4, 3, 0.22222222222222221, 0.44444444444444442, 0.38888888888888890),
+        },
+        (("mode", "pairwise-all"),): {
+            "model-a": (5, 2, 8, 0.33333333333333331, 0.13333333333333333, 0.59999999999999998),
+            "gpt-3.5-turbo": (6, 6, 9, 0.28571428571428570, 0.28571428571428570, 0.5),
+            "model-c": (1, 1, 1, 0.33333333333333331, 0.33333333333333331, 0.5),
+            "model-b": (3, 6, 6, 0.20000000000000001, 0.40000000000000002, 0.40000000000000002),
+        },
+        (("baseline", "model-b"),): {
+            "gpt-3.5-turbo": (4, 2, 3, 0.44444444444444442, 0.22222222222222221, 0.61111111111111116),
+            "model-a": (2, 1, 3, 0.33333333333333331, 0.16666666666666666, 0.58333333333333337),
+        },
+        (("mode", "pairwise-all"), ("model_list", "model-a,model-c")): {
+            "model-a": (5, 2, 8, 0.33333333333333331, 0.13333333333333333, 0.59999999999999998),
+            "model-c": (0, 0, 1, 0.0, 0.0, 0.5),
+            "model-b": (1, 2, 3, 0.16666666666666666, 0.33333333333333331, 0.41666666666666669),
+            "gpt-3.5-turbo": (1, 3, 6, 0.10000000000000001, 0.29999999999999999, 0.40000000000000002),
+        },
+    }
+    for options, table in want.items():
+        got = score_from("mtbench", [pair], dict(options))
+        assert [g.model for g in got] == list(table), (
+            options
+        )  # show_result.py's order: win_rate_adjusted, highest first
+        for g in got:
+            c, r = g.counts, g.sections
+            assert (c["win"], c["loss"], c["tie"], r["win_rate"], r["loss_rate"], r["win_rate_adjusted"]) == table[
+                g.model
+            ]
+    assert main(["bench", "score", "mtbench", "--from", pair]) == 0
+    assert "model-a: win_rate 0.333333, loss_rate 0.111111, win_rate_adjusted 0.611111" in capsys.readouterr().out
+    assert main(["bench", "score", "mtbench", "--from", pair, "--option", "mode=single"]) == 2
+    assert "holds pairwise (g1_winner, g2_winner) judgments" in capsys.readouterr().err
+    assert main(["bench", "score", "mtbench", "--from", pair, "--option", "baseline=gpt-4"]) == 2
+    assert "--option mode=pairwise-all" in capsys.readouterr().err
 
 
 def test_arena_hard_scores_and_intervals_are_show_result_s():

@@ -23,6 +23,7 @@ from typing import Any
 
 from align.cli.common import HelpFormatter
 from leaderboards.benchmarks import BENCHMARKS
+from leaderboards.winrate import LC_GLM_CHOICES
 from prefalign.config import option
 from prefalign.errors import UserError
 from prefalign.flags import flag_of
@@ -138,7 +139,9 @@ SCORE_EXAMPLES = """align bench score arenahard --from model_judgment/gpt-4-1106
       --from model_judgment/gpt-4-1106-preview/model-y.jsonl
   align bench score arenahard --from model-x.jsonl --option weight=1
   align bench score alpacaeval --from results/my_model/weighted_alpaca_eval_gpt4_turbo/annotations.json
+  align bench score alpacaeval --from annotations.json --option lc_table=df_gamed.csv   (alpaca_eval's LC GLM)
   align bench score mtbench --from model_judgment/gpt-4_single.jsonl --json
+  align bench score mtbench --from model_judgment/gpt-4_pair.jsonl --option mode=pairwise-all
   align bench score judgebench --from outputs/judgebench-arena_hard.jsonl
   align bench score rewardbench --from results/eval-set-scores/my-org/my-rm.json
   align bench score rm-bench --from results/total_dataset_my-rm.json
@@ -164,7 +167,12 @@ class ScoreFromSettings:
     options: dict[str, Any] = option(
         factory=dict,
         doc="arenahard: weight=3 (a strong verdict's battles), rounds=100, seed=42 (the reference's defaults); "
-        "ifeval: data=input_data.jsonl (the instructions' arguments, required), mode=auto|strict|loose",
+        "ifeval: data=input_data.jsonl (the instructions' arguments, required), mode=auto|strict|loose; "
+        "alpacaeval: lc_table=FILE (an instruction-difficulty CSV, e.g. AlpacaEval's df_gamed.csv: the LC win rate "
+        "as alpaca_eval's length_controlled_v1 computes it; without it the toolkit's simpler GLM), "
+        f"lc_glm={'|'.join(LC_GLM_CHOICES)}; "
+        "mtbench: mode=auto|single|pairwise-baseline|pairwise-all (auto: by the file's rows), "
+        "baseline=gpt-3.5-turbo, model_list=A,B (show_result.py's --baseline-model and --model-list)",
         flag="--option",
     )
     json: bool = option(False, "print the scores as JSON")
