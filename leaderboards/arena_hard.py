@@ -32,6 +32,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -146,12 +147,40 @@ def arena_hard_scores(
     return out
 
 
-def read_judgments(paths: Sequence[str | Path], weight: int = WEIGHT) -> list[tuple[str, list[float]]]:
-    """Arena-Hard judgment files (model_judgment/<judge>/<model>.jsonl: question_id, model, games[2] with `score`)
-    -> (model, battles) per file, in the order given; a row without two games is an error naming the file and line."""
+@dataclass(frozen=True)
+class JudgmentRow:
+    """One judged prompt of a judgment file: the row as read, and its two games' verdicts."""
+
+    fields: dict[str, Any]
+    """The row's fields (`model`, `question_id` in v0.1, `uid` and `category` in v2.0, ...)."""
+    verdicts: tuple[str | None, str | None]
+    """Game 1 (the baseline's answer as A), game 2 (the model's as A); None where the game or its `score` is null."""
+    where: str
+    """`FILE line N`, for messages."""
+
+
+_ROW_NEEDS = (
+    "each row needs `model` and `games`: two objects (or null) whose `score` is a verdict label such as A>>B, A>B, "
+    "A=B, B>A, B>>A (or null)"
+)
+
+
+def _verdict(game: Any) -> str | None:
+    if game is None:
+        return None
+    if not isinstance(game, dict):
+        raise ValueError(f"a game must be an object with a `score`, got {game!r}")
+    score = game.get("score")
+    return score if isinstance(score, str) else None
+
+
+def read_judgment_rows(paths: Sequence[str | Path]) -> list[tuple[str, list[JudgmentRow]]]:
+    """Arena-Hard judgment files (model_judgment/<judge>/<model>.jsonl, one model each) -> (model, rows) per file, in
+    the order given; a row that is not a judgment is an error naming the file and line. A null game reads as a game
+    without a verdict (the v0.1 reference cannot read one; v2.0's drops its row)."""
     out = []
     for path in paths:
-        model, outcomes = None, []
+        model, rows = None, []
         with open(path, encoding="utf-8") as f:
             for line_no, line in enumerate(f, 1):
                 if not line.strip():
@@ -164,18 +193,24 @@ def read_judgments(paths: Sequence[str | Path], weight: int = WEIGHT) -> list[tu
                     model = model or row["model"]
                     if row["model"] != model:
                         raise ValueError(f"`model` is {row['model']!r}, earlier rows say {model!r}")
-                    outcomes += game_battles(games[0].get("score"), games[1].get("score"), weight)
+                    verdicts = (_verdict(games[0]), _verdict(games[1]))
                 except KeyError as e:
                     raise UserError(
-                        f"{path} line {line_no}: not an Arena-Hard judgment row (no field {e}); each row needs "
-                        "`model` and `games`: two objects whose `score` is A>>B, A>B, A=B, B>A or B>>A (or null)"
+                        f"{path} line {line_no}: not an Arena-Hard judgment row (no field {e}); {_ROW_NEEDS}"
                     ) from e
-                except (ValueError, TypeError, AttributeError) as e:
-                    raise UserError(
-                        f"{path} line {line_no}: not an Arena-Hard judgment row ({e}); each row needs `model` and "
-                        "`games`: two objects whose `score` is A>>B, A>B, A=B, B>A or B>>A (or null)"
-                    ) from e
+                except (ValueError, TypeError) as e:
+                    raise UserError(f"{path} line {line_no}: not an Arena-Hard judgment row ({e}); {_ROW_NEEDS}") from e
+                rows.append(JudgmentRow(row, verdicts, f"{path} line {line_no}"))
         if model is None:
             raise UserError(f"{path}: no judgment rows")
-        out.append((model, outcomes))
+        out.append((str(model), rows))
     return out
+
+
+def read_judgments(paths: Sequence[str | Path], weight: int = WEIGHT) -> list[tuple[str, list[float]]]:
+    """Arena-Hard judgment files -> (model, battles) per file, in the order given (`read_judgment_rows`, each row's
+    games through `game_battles`)."""
+    return [
+        (model, [b for r in rows for b in game_battles(*r.verdicts, weight=weight)])
+        for model, rows in read_judgment_rows(paths)
+    ]

@@ -5,7 +5,10 @@ own pipeline wrote (or that `align eval policy --bench ... --out DIR` wrote in t
 scored by the functions every run uses, never by a second copy of them.
 
 - arenahard: judgment files (`model_judgment/<judge>/<model>.jsonl`, rows with `model` and two `games` whose
-  `score` is a verdict label), one per model, scored by `leaderboards.arena_hard` (show_result.py's rules);
+  `score` is a verdict label), one per model, scored by `leaderboards.arena_hard` (show_result.py's rules); with
+  `--option style_control=true --option answers=model_answer/` the style-controlled score of
+  `leaderboards.arena_hard_style` (`version=v0.1`, show_result.py --style-control, or `version=v2.0`, its
+  `--control-features markdown length`), the answers' style metadata read from their rows;
 - alpacaeval: an `annotations.json` (rows with `generator_2`, `preference` 1..2 or null, `output_1`, `output_2`):
   each evaluated generator's raw win rate (`winrate.win_rates`, alpaca_eval's `get_winrate`) and length-controlled
   win rate: with `--option lc_table=FILE` (an instruction-difficulty CSV, `winrate.read_lc_table`) as alpaca_eval's
@@ -45,7 +48,7 @@ from prefalign.errors import UserError, did_you_mean
 from prefalign.registry import Table
 
 from . import rules
-from .arena_hard import ROUNDS, SEED, WEIGHT, arena_hard_scores, read_judgments
+from .arena_hard import ROUNDS, SEED, WEIGHT, arena_hard_scores, read_judgment_rows, read_judgments
 from .ifeval import DETECTORS, ifeval_scores, levels
 from .native import NATIVE_FORMATS, score_native
 from .policy_data import read_ifeval
@@ -76,7 +79,25 @@ class ResultsFormat:
     """The options it takes, with their defaults (the reference code's)."""
 
 
+STYLE_ONLY = ("version", "answers", "control", "baseline", "category")
+"""arenahard options that only style control reads."""
+
+
+def _switch(value: Any, name: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    if str(value).lower() in ("true", "false"):
+        return str(value).lower() == "true"
+    raise UserError(f"--option {name}={value}: true or false")
+
+
 def _arenahard(files: Sequence[str], opts: dict[str, Any]) -> list[ModelScore]:
+    if _switch(opts["style_control"], "style_control"):
+        return _arenahard_style(files, opts)
+    defaults = RESULTS_FORMATS["arenahard"].options
+    stray = [k for k in STYLE_ONLY if opts[k] != defaults[k]]
+    if stray:
+        raise UserError(f"--option {stray[0]}=: only style control reads it; add --option style_control=true")
     scored = arena_hard_scores(read_judgments(files, int(opts["weight"])), int(opts["rounds"]), int(opts["seed"]))
     return [
         ModelScore(
@@ -87,6 +108,42 @@ def _arenahard(files: Sequence[str], opts: dict[str, Any]) -> list[ModelScore]:
             s.printed(),
         )
         for s in scored
+    ]
+
+
+def _arenahard_style(files: Sequence[str], opts: dict[str, Any]) -> list[ModelScore]:
+    # torch and scikit-learn (a second or two to import): only a style-controlled score loads them
+    from .arena_hard_style import style_scores
+
+    if not opts["answers"]:
+        raise UserError(
+            "style control needs each answer's style metadata: add --option answers=DIR, the benchmark's "
+            "model_answer/ folder (rows with `conv_metadata` in v0.1, `metadata` in v2.0; arena-hard-auto's "
+            "add_markdown_info.py adds them)"
+        )
+    version = "v" + str(opts["version"]).removeprefix("v")  # `version=2.0` reads as a number
+    fit = style_scores(
+        read_judgment_rows(files),
+        str(opts["answers"]),
+        version,
+        control=opts["control"],
+        baseline=str(opts["baseline"]) or None,
+        category=str(opts["category"]),
+        weight=int(opts["weight"]),
+        rounds=int(opts["rounds"]),
+        seed=int(opts["seed"]),
+    )
+    method = {"style_control": fit.version, "style_coefficients": fit.coefficients, "printed": fit.line} | fit.method
+    return [
+        ModelScore(
+            s.model,
+            {"score": s.score, "win_rate": s.win_rate, "full_fit": s.full_fit},
+            {"battles": s.battles},
+            (s.lower, s.upper),
+            s.line,
+            method,
+        )
+        for s in fit.scores
     ]
 
 
@@ -462,9 +519,20 @@ RESULTS_FORMATS: Table[ResultsFormat] = Table(
     "results format",
     {
         "arenahard": ResultsFormat(
-            "Arena-Hard judgment files, one per model (show_result.py's score and bootstrap interval)",
+            "Arena-Hard judgment files, one per model (show_result.py's score and bootstrap interval; with "
+            "style_control=true and answers=DIR its style-controlled score, v0.1 or v2.0)",
             _arenahard,
-            {"weight": WEIGHT, "rounds": ROUNDS, "seed": SEED},
+            {
+                "weight": WEIGHT,
+                "rounds": ROUNDS,
+                "seed": SEED,
+                "style_control": False,
+                "version": "v0.1",
+                "answers": "",
+                "control": "markdown,length",
+                "baseline": "",
+                "category": "hard_prompt",
+            },
         ),
         "alpacaeval": ResultsFormat(
             "AlpacaEval annotations.json (raw and length-controlled win rate per generator_2)",

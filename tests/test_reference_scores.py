@@ -423,6 +423,172 @@ def test_arena_hard_from_a_judge_through_eval_policy_scoring():
     assert scores["extra"]["judged"]["games_without_verdict"] == 2
 
 
+ARENA_STYLE = FIXTURES / "arenahard_style"
+V01_STYLE = {
+    # control: (the coefficients line, {model: (score, lower, upper)} as `stats` holds them)
+    "markdown,length": (
+        "Style Coefficients: {'sum_assistant_a_tokens': 0.588, 'header_count_a': -0.501, 'list_count_a': 0.769, "
+        "'bold_count_a': 0.294}",
+        {"model-a": (62.97, 53.3, 72.69), "model-b": (47.41, 34.52, 60.12), "model-c": (71.06, 59.34, 81.66)}
+        | {"model-d": (31.89, 20.04, 47.02)},
+    ),
+    "length": (
+        "Style Coefficients: {'sum_assistant_a_tokens': 0.717}",
+        {"model-a": (60.73, 52.23, 69.78), "model-b": (52.53, 38.99, 63.7), "model-c": (58.99, 48.1, 69.07)}
+        | {"model-d": (43.25, 32.73, 57.16)},
+    ),
+    "markdown": (
+        "Style Coefficients: {'header_count_a': -0.551, 'list_count_a': 0.862, 'bold_count_a': 0.324}",
+        {"model-a": (58.76, 49.05, 69.96), "model-b": (53.24, 42.71, 65.37), "model-c": (59.57, 47.97, 72.91)}
+        | {"model-d": (44.58, 32.01, 60.13)},
+    ),
+}
+V2_STYLE = {
+    # model: (median, 5% and 95% quantiles of the rounds' win rates, the full-data fit's win rate)
+    "model-a": (0.5904534161090851, 0.509044560790062, 0.668568155169487, 0.5931174159049988),
+    "model-b": (0.5245474278926849, 0.4329396039247513, 0.6263943761587143, 0.5282928943634033),
+    "model-c": (0.5948286056518555, 0.4698193550109863, 0.71062673330307, 0.5853647589683533),
+    "model-d": (0.43657204508781433, 0.27223330587148664, 0.5588251024484634, 0.4405744969844818),
+}
+
+
+def _style_judgments(version: str) -> list:
+    from leaderboards.arena_hard import read_judgment_rows
+
+    judge = {"v0.1": "gpt-4-1106-preview", "v2.0": "gpt-4.1"}[version]
+    return read_judgment_rows([ARENA_STYLE / version / "model_judgment" / judge / f"model-{m}.jsonl" for m in "abcd"])
+
+
+def test_arena_hard_style_control_is_show_result_s():
+    """lmarena/arena-hard-auto @ 0489bf38 (v0.1): `show_result.py --style-control`, `--length-control-only`,
+    `--markdown-control-only` and `--style-control --weight 1` (`get_battles_from_row`; `utils_math.py`
+    `construct_style_matrices`, `fit_bt`: scikit-learn's penalised logistic regression,
+    `get_bootstrap_result_style_control`: 100 rounds of `np.random.choice` from numpy's generator, seeded 42 on
+    import; `get_win_rate_column`) on four models' judgment files and five answer files with made-up `conv_metadata`
+    (arenahard_style/v0.1: 30 prompts; strong verdicts, ties, null verdicts), the judgment files globbed in sorted
+    order. Run from the snapshot in a venv outside the project (pandas 3.1.1, numpy 2.4.6, scikit-learn 1.9.1; numpy 2
+    has no `np.NAN`, which its `predict_win_rate` names: aliased to `np.nan` for the run). Printed there, per model
+    the score and its 95% CI:
+        --style-control: c 71.1 (-11.7, 10.6), a 63.0 (-9.7, 9.7), b 47.4 (-12.9, 12.7), d 31.9 (-11.9, 15.1)
+        --length-control-only: a 60.7 (-8.5, 9.1), c 59.0 (-10.9, 10.1), b 52.5 (-13.5, 11.2), d 43.2 (-10.5, 13.9)
+        --markdown-control-only: c 59.6 (-11.6, 13.3), a 58.8 (-9.7, 11.2), b 53.2 (-10.5, 12.1), d 44.6 (-12.6, 15.6)
+        --style-control --weight 1: c 68.4 (-18.8, 17.1), a 65.4 (-15.5, 12.4), b 44.9 (-13.3, 14.1), d 32.2 (-14.2,
+        22.4)
+    each with its `Style Coefficients` line (V01_STYLE); its `stats` (score, lower, upper at 0.01) in V01_STYLE; for
+    --style-control the unrounded win rates 0.6297134252125265 (a), 0.47413210557594854 (b), 0.7105697303443006 (c),
+    0.31889134778952827 (d) and coefficients 0.5877108383462976, -0.5010686311471466, 0.7692372992863437,
+    0.2944599939327746 (the same scikit-learn: equal to the last bit here)."""
+    from leaderboards.arena_hard_style import style_scores
+
+    judged = _style_judgments("v0.1")
+    answers = ARENA_STYLE / "v0.1" / "model_answer"
+    fits = {control: style_scores(judged, answers, "v0.1", control=control) for control in V01_STYLE}
+    for control, (line, stats) in V01_STYLE.items():
+        assert fits[control].line == line
+        assert {s.model: (s.score, s.lower, s.upper) for s in fits[control].scores} == stats
+    fit = fits["markdown,length"]  # --style-control
+    by = {s.model: s for s in fit.scores}
+    assert by["model-c"].line == "model-c: score 71.1 95% CI (-11.7, 10.6)"
+    assert by["model-a"].line == "model-a: score 63.0 95% CI (-9.7, 9.7)"
+    assert by["model-d"].line == "model-d: score 31.9 95% CI (-11.9, 15.1)"
+    assert [by[m].win_rate for m in ("model-a", "model-b", "model-c", "model-d")] == pytest.approx(
+        [0.6297134252125265, 0.47413210557594854, 0.7105697303443006, 0.31889134778952827], abs=1e-12
+    )
+    want = [0.5877108383462976, -0.5010686311471466, 0.7692372992863437, 0.2944599939327746]
+    assert list(fit.coefficients.values()) == pytest.approx(want, abs=1e-12)
+    assert [by[m].battles for m in ("model-a", "model-b", "model-c", "model-d")] == [109, 78, 95, 88]
+    w1 = {s.model: s.line for s in style_scores(judged, answers, "v0.1", weight=1).scores}
+    assert w1["model-c"] == "model-c: score 68.4 95% CI (-18.8, 17.1)"
+    assert w1["model-d"] == "model-d: score 32.2 95% CI (-14.2, 22.4)"
+    assert w1["model-b"] == "model-b: score 44.9 95% CI (-13.3, 14.1)"
+
+
+def test_arena_hard_v2_style_control_is_show_result_s():
+    """lmarena/arena-hard-auto @ 196f6b82 (v2.0): `show_result.py --judge-names gpt-4.1 --control-features markdown
+    length` (`load_judgments`, `print_leaderboard_with_style_features`; `utils/math_utils.py` `one_hot_encode`,
+    `bootstrap_pairwise_model`, `fit_pairwise_model`: torch L-BFGS, `to_winrate_probabilities`) on the same prompts in
+    v2.0's layout (arenahard_style/v2.0: `uid`, `category`, mirrored labels such as `A<<B`, rows with a null game,
+    three creative_writing rows per model that --category hard_prompt leaves out; answers with `metadata`), globbed in
+    sorted order, in a venv outside the project (pandas 3.1.1, numpy 2.4.6, torch 2.13.0+cpu). It draws its bootstrap
+    from numpy's global generator and never seeds it: run with `np.random.seed(42)` first, which makes its draws ours
+    (RandomState(42)). Printed there:
+        model-c 59.5 (-12.5 / +11.6), model-a 59.0 (-8.1 / +7.8), model-b 52.5 (-9.2 / +10.2),
+        o3-mini-2025-01-31 50.0 (-0.0 / +0.0), model-d 43.7 (-16.4 / +12.2)
+        Feature Coefs: tensor([ 0.7221, -0.1633,  0.2237, -0.0072])
+    and, observed on its `bootstrap_pairwise_model`'s coefficients through its `to_winrate_probabilities` and pandas'
+    `quantile`, the numbers in V2_STYLE; the full-data fit is its `fit_pairwise_model` on the same features (which
+    show_result never prints). Equal here to the last bit; 1e-6 allows another CPU's float32 sums. Five unseeded runs
+    printed model-c between 59.2 and 61.5 and model-d between 41.3 and 44.3: that is the reference's own noise."""
+    from leaderboards.arena_hard_style import style_scores
+
+    fit = style_scores(_style_judgments("v2.0"), ARENA_STYLE / "v2.0" / "model_answer", "v2.0")
+    by = {s.model: s for s in fit.scores}
+    assert [by[m].line for m in ("model-c", "model-a", "model-b", "model-d")] == [
+        "model-c: score 59.5 90% CI (-12.5 / +11.6)",
+        "model-a: score 59.0 90% CI (-8.1 / +7.8)",
+        "model-b: score 52.5 90% CI (-9.2 / +10.2)",
+        "model-d: score 43.7 90% CI (-16.4 / +12.2)",
+    ]
+    assert fit.line == "Feature Coefs: [0.7221, -0.1633, 0.2237, -0.0072]"
+    for model, want in V2_STYLE.items():
+        s = by[model]
+        assert (s.win_rate, s.lower / 100, s.upper / 100, s.full_fit) == pytest.approx(want, abs=1e-6)
+    assert [by[m].battles for m in ("model-a", "model-b", "model-c", "model-d")] == [106, 78, 94, 88]
+
+
+def test_bench_score_arenahard_style_control(tmp_path, capsys):
+    """`align bench score arenahard --option style_control=true --option answers=DIR`: the numbers above on the
+    console and in --json, and errors that name the file, row and field (or the option) for what is missing."""
+    from align.cli.main import main
+
+    def score(*args: str) -> int:
+        return main(["bench", "score", "arenahard", *args])
+
+    def judgments(version: str, judge: str) -> list[str]:
+        return [f"--from={ARENA_STYLE / version / 'model_judgment' / judge / f'model-{m}.jsonl'}" for m in "abcd"]
+
+    v01, v2 = judgments("v0.1", "gpt-4-1106-preview"), judgments("v2.0", "gpt-4.1")
+    answers = ARENA_STYLE / "v0.1" / "model_answer"
+    style = ["--option", "style_control=true", "--option", f"answers={answers}"]
+    assert score(*v01, *style) == 0
+    assert "model-c: score 71.1 95% CI (-11.7, 10.6)  (battles 95)" in capsys.readouterr().out
+    assert score(*v01, *style, "--option", "control=length", "--json") == 0
+    got = {m["model"]: m for m in json.loads(capsys.readouterr().out)}
+    assert (got["model-a"]["sections"]["score"], *got["model-a"]["interval"]) == V01_STYLE["length"][1]["model-a"]
+    assert got["model-a"]["method"]["printed"] == V01_STYLE["length"][0]
+    # v2.0: the full-data fit does not depend on the draws, so three rounds are enough to check it
+    v2_style = ["--option", "style_control=true", "--option", f"answers={ARENA_STYLE / 'v2.0' / 'model_answer'}"]
+    assert score(*v2, *v2_style, "--option", "version=2.0", "--option", "rounds=3", "--json") == 0
+    got = {m["model"]: m for m in json.loads(capsys.readouterr().out)}  # `version=2.0` reads as a number: v2.0
+    for model, want in V2_STYLE.items():
+        assert got[model]["sections"]["full_fit"] == pytest.approx(want[3], abs=1e-6)
+    assert got["model-a"]["method"]["style_control"].startswith("lmarena/arena-hard-auto@196f6b82")
+    # what is missing or refused, named
+    assert score(*v01, "--option", "style_control=true") == 2
+    assert "add --option answers=DIR" in capsys.readouterr().err
+    assert score(*v01, "--option", f"answers={answers}") == 2
+    assert "add --option style_control=true" in capsys.readouterr().err
+    assert score(*v2, *v2_style, "--option", "version=v2.0", "--option", "control=length") == 2
+    assert "v2.0's show_result scores only markdown,length" in capsys.readouterr().err
+    assert score(*v01, *style, "--option", "version=v2") == 2
+    assert "did you mean 'v2.0'" in capsys.readouterr().err
+    broken = tmp_path / "model_answer"
+    broken.mkdir()
+    for f in answers.glob("*.jsonl"):
+        rows = [json.loads(x) for x in f.read_text().splitlines()]
+        if f.stem == "model-b":
+            del rows[4]["conv_metadata"]["bold_count"]
+        if f.stem == "model-d":
+            rows = rows[:-1]
+        (broken / f.name).write_text("".join(json.dumps(r) + "\n" for r in rows))
+    style = ["--option", "style_control=true", "--option", f"answers={broken}"]
+    assert score(*v01, *style) == 2
+    assert f"{broken / 'model-b.jsonl'} line 5: `conv_metadata` has no bold_count" in capsys.readouterr().err
+    assert score(*v01[3:], *style) == 2
+    err = capsys.readouterr().err
+    assert "model-d.jsonl line 30: model-d's answer file has no row with question_id 'q29'" in err
+
+
 def test_bench_score_from_reads_each_reference_format(capsys):
     """`align bench score BENCH --from FILE`: the reference pipelines' own files scored by the same rules, the numbers
     the reference code printed for them (the tests above) on the console and in --json."""

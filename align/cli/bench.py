@@ -138,6 +138,10 @@ class ShowSettings:
 SCORE_EXAMPLES = """align bench score arenahard --from model_judgment/gpt-4-1106-preview/model-x.jsonl \\
       --from model_judgment/gpt-4-1106-preview/model-y.jsonl
   align bench score arenahard --from model-x.jsonl --option weight=1
+  align bench score arenahard --from model_judgment/gpt-4-1106-preview/model-x.jsonl \\
+      --option style_control=true --option answers=model_answer   (show_result.py --style-control, v0.1)
+  align bench score arenahard --from model_judgment/gpt-4.1/model-x.jsonl --option style_control=true \\
+      --option version=v2.0 --option answers=model_answer   (v2.0's --control-features markdown length)
   align bench score alpacaeval --from results/my_model/weighted_alpaca_eval_gpt4_turbo/annotations.json
   align bench score alpacaeval --from annotations.json --option lc_table=df_gamed.csv   (alpaca_eval's LC GLM)
   align bench score mtbench --from model_judgment/gpt-4_single.jsonl --json
@@ -166,7 +170,10 @@ class ScoreFromSettings:
     )
     options: dict[str, Any] = option(
         factory=dict,
-        doc="arenahard: weight=3 (a strong verdict's battles), rounds=100, seed=42 (the reference's defaults); "
+        doc="arenahard: weight=3 (a strong verdict's battles), rounds=100, seed=42 (the reference's defaults), "
+        "style_control=true (the style-controlled score; needs answers=DIR, the model_answer folder whose rows carry "
+        "the style metadata) with version=v0.1|v2.0, control=markdown,length|length|markdown (v0.1 only alone), "
+        "baseline=MODEL (v0.1: gpt-4-0314; v2.0: the category's), category=hard_prompt (v2.0); "
         "ifeval: data=input_data.jsonl (the instructions' arguments, required), mode=auto|strict|loose; "
         "alpacaeval: lc_table=FILE (an instruction-difficulty CSV, e.g. AlpacaEval's df_gamed.csv: the LC win rate "
         "as alpaca_eval's length_controlled_v1 computes it; without it the toolkit's simpler GLM), "
