@@ -797,7 +797,9 @@ def test_graceful_shutdown_finishes_the_request_in_flight(rm_dir):
     res = {}
     t = threading.Thread(target=lambda: res.update(r=post(srv.url + "/score", {"items": [ITEM]})))
     t.start()
-    time.sleep(0.4)
+    deadline = time.monotonic() + 20  # the request must be in the batch window before shutdown (a loaded CPU is slow)
+    while app.state.batcher.stats["requests"] < 1 and time.monotonic() < deadline:
+        time.sleep(0.02)
     srv.server.should_exit = True
     t.join(timeout=30)
     srv.thread.join(timeout=30)
