@@ -272,9 +272,8 @@ def score_pairwise(data: BenchData, answers: list[list[str]], judge: Any, s: Pol
     for it, p in zip(data.items, prefs, strict=True):
         if it.category and math.isfinite(p):
             cats.setdefault(it.category, []).append(p)
-    # the length control: alpaca_eval's own GLM with an instruction-difficulty table (--lc-table), else ours;
-    # getattr: callers that score without the CLI's settings (a namespace with bootstrap and seed) get the default
-    glm, table = resolve_lc(getattr(s, "lc_glm", "auto"), getattr(s, "lc_table", None), "--lc-glm ", "--lc-table ")
+    # the length control: alpaca_eval's own GLM with an instruction-difficulty table (--lc-table), else ours
+    glm, table = resolve_lc(s.lc_glm, s.lc_table, "--lc-glm ", "--lc-table ")
     lc_win_rate, lc_ci = wr.lc_win_rate, list(wr.lc_ci95) if wr.lc_ci95 else None
     length_control: dict[str, Any] = {
         "glm": "toolkit",

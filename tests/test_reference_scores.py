@@ -768,7 +768,7 @@ def test_eval_policy_judgments_in_each_benchmark_s_own_format_score_the_same(tmp
     from leaderboards.policy_data import BenchData, BenchItem
     from leaderboards.score_from import score_from
 
-    s = SimpleNamespace(bootstrap=0, seed=0)
+    s = SimpleNamespace(bootstrap=0, seed=0, lc_glm="auto", lc_table=None)
     items = [BenchItem(str(i), [f"q{i}", f"q{i} again"], "cat", reference=f"ref {i}") for i in range(8)]
     data = BenchData("x", "fixture", items, reference_model="gpt4_turbo")
     answers = [[f"pol {i}", f"pol {i} t2"] for i in range(8)]
