@@ -798,7 +798,7 @@ def test_graceful_shutdown_finishes_the_request_in_flight(rm_dir):
     t = threading.Thread(target=lambda: res.update(r=post(srv.url + "/score", {"items": [ITEM]})))
     t.start()
     deadline = time.monotonic() + 20  # the request must be in the batch window before shutdown (a loaded CPU is slow)
-    while app.state.batcher.stats["requests"] < 1 and time.monotonic() < deadline:
+    while app.state.batcher.stats["queued_requests"] < 1 and time.monotonic() < deadline:
         time.sleep(0.02)
     srv.server.should_exit = True
     t.join(timeout=30)

@@ -66,7 +66,7 @@ class Batcher:
         self.task: asyncio.Task | None = None
         self.carry: _Request | None = None
         self.stats: dict[str, Any] = {
-            "requests": 0,  # requests received (queued or scored)
+            "queued_requests": 0,  # requests received by the batcher (queued or scored)
             "batches": 0,
             "batched_items": 0,
             "largest_batch": 0,
@@ -91,7 +91,7 @@ class Batcher:
         assert self.queue is not None, "Batcher.start() first"
         loop = asyncio.get_running_loop()
         req = _Request(items, loop.create_future(), loop.time(), [it.key() for it in items])
-        self.stats["requests"] += 1
+        self.stats["queued_requests"] += 1
         await self.queue.put(req)
         return await req.future
 
