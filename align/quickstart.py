@@ -216,7 +216,9 @@ def align_stage(cfg: QuickstartConfig, p: Pipeline, summary: dict[str, Any]) -> 
     a = p.fit_to_device(a, cfg.fp32_work, "align")
     r = a.rounds
     what = (
-        f"{r.rounds} rounds of {a.loss.name} from the {cfg.align_from} policy: {r.samples_per_prompt} samples of "
+        f"{r.rounds} rounds of {a.loss.name} from the {cfg.align_from} policy: {r.samples_per_prompt} samples"
+        + (" (one greedy)" if r.greedy_sample else "")
+        + " of "
         f"{r.prompts_per_round} prompts a round, ranked by the RM ({r.candidates}), {r.pair_rule} pairs"
         + (f", the reference's reward +{r.reference_bonus:g}" if r.reference_bonus else "")
         + (", rejected from the policy's own samples" if r.rejected_from == "policy" else "")

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -400,6 +401,35 @@ def test_one_sample_against_the_reference_makes_a_pair_and_a_prompt_without_one_
     assert "1 with one sample and no reference" in dropped_text(counts)
     with pytest.raises(ConfigError, match="K >= 1 with candidates: policy_and_reference"):
         build(IterativeConfig, {"rounds": {"samples_per_prompt": 1}})
+
+
+def test_greedy_sample_is_the_groups_last_answer_beside_the_same_sampled_ones(tmp_path, tiny_model_ref):
+    """`rounds.greedy_sample`: each prompt's group is its K - 1 sampled answers, the same ones a run without it
+    samples first, then the answer greedy decoding gives alone; the cache key tells the two apart."""
+    from align.iterative import IterativeConfig
+    from align.rounds.sample import sample_key, sample_round
+    from prefalign.generation import SamplingParams, make_engine
+    from prefalign.models.hub import load_model, load_tokenizer
+    from preference_data.records import Message, PromptOnly
+
+    prompts = [PromptOnly([Message("user", q)], id=f"p{i}") for i, q in enumerate(["Name a colour.", "What is 3 + 4?"])]
+
+    def cfg(greedy: bool, k: int) -> Any:
+        rounds = {"samples_per_prompt": k, "greedy_sample": greedy, "max_new_tokens": 8, "seed": 3}
+        rounds["candidates"] = "policy_and_data"  # K = 1 ranks the sample against the data's answers
+        return build(IterativeConfig, {"model": tiny_model_ref, "train": {"precision": "fp32"}, "rounds": rounds})
+
+    with_greedy, _ = sample_round(cfg(True, 3), tiny_model_ref, prompts, 1, tmp_path / "g.json")
+    plain, _ = sample_round(cfg(False, 2), tiny_model_ref, prompts, 1, tmp_path / "p.json")
+    assert with_greedy.group_size == 3 and plain.group_size == 2
+    engine = make_engine(load_model(tiny_model_ref, dtype="float32", merge=True), load_tokenizer(tiny_model_ref))
+    alone = engine.generate([p.prompt for p in prompts], SamplingParams(n=1, temperature=0.0, max_new_tokens=8))
+    for i, group in enumerate(with_greedy.groups()):
+        assert group[:2] == plain.groups()[i]
+        assert group[2] == alone.outputs[i].completions[0].text
+    assert sample_key(cfg(True, 2), tiny_model_ref, prompts, 1) != sample_key(cfg(False, 2), tiny_model_ref, prompts, 1)
+    only, _ = sample_round(cfg(True, 1), tiny_model_ref, prompts, 1, tmp_path / "o.json")
+    assert [g[0] for g in only.groups()] == [o.completions[0].text for o in alone.outputs]
 
 
 FSDP_ON_CPU = """compute_environment: LOCAL_MACHINE

@@ -166,16 +166,24 @@ def draw(
     step: int,
     directions: list[float] | None = None,
     progress: bool = False,
+    also: SamplingParams | None = None,
 ) -> Rollout:
     """`params.n` completions of each prompt (sampled from `conversations`, the prompts as the policy sees them);
-    `progress`: a progress bar (samples done, rate, time left)."""
-    result = engine.generate(conversations, params, progress=progress)
-    done = [c for out in result.outputs for c in out.completions]
+    `also`: `also.n` more of each at other settings (e.g. one greedy answer), after them in its group, decoded in
+    the same batches; `progress`: a progress bar (samples done, rate, time left)."""
+    P = len(conversations)
+    plist = [params] * P + ([also] * P if also is not None else [])
+    result = engine.generate(
+        [*conversations, *conversations] if also is not None else conversations, plist, progress=progress
+    )
+    outs = result.outputs
+    groups = [outs[i].completions + (outs[P + i].completions if also is not None else []) for i in range(P)]
+    done = [c for g in groups for c in g]
     return Rollout(
         step=step,
         prompts=prompts,
-        group_size=params.n,
-        prompt_ids=[out.prompt_ids for out in result.outputs],
+        group_size=params.n + (also.n if also is not None else 0),
+        prompt_ids=[out.prompt_ids for out in outs[:P]],
         texts=[c.text for c in done],
         token_ids=[c.token_ids for c in done],
         logprobs=[c.logprobs for c in done],

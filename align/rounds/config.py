@@ -38,6 +38,13 @@ class RoundsSection(SamplingOptions):
         "K completions per prompt (with candidates: policy_and_reference or policy_and_data, K = 1 ranks one sample "
         "against the data's answers: half the sampling of K = 2 for as many prompts)",
     )
+    greedy_sample: bool = option(
+        False,
+        "decode one of each prompt's K samples greedily (temperature 0: the answer an evaluation reads), the other "
+        "K - 1 at the sampling settings. What the policy says when it is sure, a refusal of a harmless look-alike it "
+        "learned in a round among it, is then ranked with the rest, and rejected where the reward puts it last; "
+        "sampled answers at temperature 1 show it rarely",
+    )
     pair_rule: PairRule = option("max_min", "how a prompt's K samples become one pair (`align ls pair-rules`)")
     length_penalty: float = option(0.0, "length_penalized: reward penalty per completion token")
     reference_bonus: float = option(

@@ -4,7 +4,7 @@ decodes with, the samples (cached with what they depend on) and the candidates t
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +53,8 @@ def sample_key(cfg: IterativeConfig, policy: str, prompts: list[PromptOnly], t: 
     """What round t's samples depend on: the policy (path and weights' fingerprint), the prompts, the sampling."""
     r = cfg.rounds
     sampling = [r.samples_per_prompt, r.temperature, r.top_p, r.top_k, r.max_new_tokens, r.seed, t]
+    if r.greedy_sample:  # an older cache (no greedy answer) keeps its key
+        sampling.append("greedy")
     return {
         "policy": policy,
         "weights": weights_fingerprint(policy),
@@ -73,9 +75,12 @@ def sample_round(
         cached = json.loads(path.read_text(encoding="utf-8"))
         if cached.get("key") == key:
             return Rollout.from_json(cached["rollout"]), key
-    params = r.params(r.samples_per_prompt, stream_seed(r.seed, t))
     engine = (engines or RoundEngine(cfg)).on(policy)
-    rollout = draw(engine, prompts, [p.prompt for p in prompts], params, t, progress=True)
+    sampled = r.params(r.samples_per_prompt - r.greedy_sample, stream_seed(r.seed, t))
+    greedy = replace(sampled, n=1, temperature=0.0) if r.greedy_sample else None
+    if greedy is not None and sampled.n == 0:  # K = 1: the greedy answer alone
+        sampled, greedy = greedy, None
+    rollout = draw(engine, prompts, [p.prompt for p in prompts], sampled, t, progress=True, also=greedy)
     n, secs = len(rollout.texts), max(rollout.seconds, 1e-9)
     print(
         f"round {t}: sampled {n} answers in {secs:.1f}s ({n / secs:.1f} answers/s, "
