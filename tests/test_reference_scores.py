@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+import torch
 
 from leaderboards.runner import BenchSettings, run_benchmark
 from prefalign.errors import UserError
@@ -452,6 +454,18 @@ V2_STYLE = {
 }
 
 
+V2_EXACT = torch.backends.cpu.get_cpu_capability() == "AVX2"
+"""The reference's v2.0 numbers were printed on a CPU whose torch kernels are AVX2's. Its float32 L-BFGS stops after
+50 steps, where the float32 sums of that CPU's kernels left it: on a CPU with AVX-512 the same code lands up to 6e-4
+away in a win rate (measured here on both), a printed score 0.1 away. Where the kernels are AVX2's the numbers are
+checked to the last bit (1e-6); elsewhere to 1e-3, the reference's own spread across CPUs."""
+V2_TOL = 1e-6 if V2_EXACT else 1e-3
+
+
+def _printed_numbers(line: str) -> list[float]:
+    return [float(x) for x in re.findall(r"[-+]?\d+\.\d+", line)]
+
+
 def _style_judgments(version: str) -> list:
     from leaderboards.arena_hard import read_judgment_rows
 
@@ -517,22 +531,28 @@ def test_arena_hard_v2_style_control_is_show_result_s():
         Feature Coefs: tensor([ 0.7221, -0.1633,  0.2237, -0.0072])
     and, observed on its `bootstrap_pairwise_model`'s coefficients through its `to_winrate_probabilities` and pandas'
     `quantile`, the numbers in V2_STYLE; the full-data fit is its `fit_pairwise_model` on the same features (which
-    show_result never prints). Equal here to the last bit; 1e-6 allows another CPU's float32 sums. Five unseeded runs
+    show_result never prints). Equal to the last bit on an AVX2 CPU, to 1e-3 elsewhere (V2_EXACT). Five unseeded runs
     printed model-c between 59.2 and 61.5 and model-d between 41.3 and 44.3: that is the reference's own noise."""
     from leaderboards.arena_hard_style import style_scores
 
     fit = style_scores(_style_judgments("v2.0"), ARENA_STYLE / "v2.0" / "model_answer", "v2.0")
     by = {s.model: s for s in fit.scores}
-    assert [by[m].line for m in ("model-c", "model-a", "model-b", "model-d")] == [
+    printed = [
         "model-c: score 59.5 90% CI (-12.5 / +11.6)",
         "model-a: score 59.0 90% CI (-8.1 / +7.8)",
         "model-b: score 52.5 90% CI (-9.2 / +10.2)",
         "model-d: score 43.7 90% CI (-16.4 / +12.2)",
     ]
-    assert fit.line == "Feature Coefs: [0.7221, -0.1633, 0.2237, -0.0072]"
+    lines = [by[m].line for m in ("model-c", "model-a", "model-b", "model-d")]
+    coefs = "Feature Coefs: [0.7221, -0.1633, 0.2237, -0.0072]"
+    if V2_EXACT:
+        assert lines == printed and fit.line == coefs
+    else:  # a printed number may round the other way (V2_EXACT)
+        for got_line, want_line in zip(lines + [fit.line], printed + [coefs], strict=True):
+            assert _printed_numbers(got_line) == pytest.approx(_printed_numbers(want_line), abs=0.11)
     for model, want in V2_STYLE.items():
         s = by[model]
-        assert (s.win_rate, s.lower / 100, s.upper / 100, s.full_fit) == pytest.approx(want, abs=1e-6)
+        assert (s.win_rate, s.lower / 100, s.upper / 100, s.full_fit) == pytest.approx(want, abs=V2_TOL)
     assert [by[m].battles for m in ("model-a", "model-b", "model-c", "model-d")] == [106, 78, 94, 88]
 
 
@@ -561,7 +581,7 @@ def test_bench_score_arenahard_style_control(tmp_path, capsys):
     assert score(*v2, *v2_style, "--option", "version=2.0", "--option", "rounds=3", "--json") == 0
     got = {m["model"]: m for m in json.loads(capsys.readouterr().out)}  # `version=2.0` reads as a number: v2.0
     for model, want in V2_STYLE.items():
-        assert got[model]["sections"]["full_fit"] == pytest.approx(want[3], abs=1e-6)
+        assert got[model]["sections"]["full_fit"] == pytest.approx(want[3], abs=V2_TOL)
     assert got["model-a"]["method"]["style_control"].startswith("lmarena/arena-hard-auto@196f6b82")
     # what is missing or refused, named
     assert score(*v01, "--option", "style_control=true") == 2
