@@ -84,6 +84,11 @@ def _default_align() -> IterativeConfig:
                 # complied with but 19/36 look-alikes refused; with the data's rejected answer 7/32 and 7/36;
                 # seed 0 8/27 and 7/37 -> 9/27 and 6/37; docs/results.md)
                 "candidates": "policy_and_data",
+                # the reference's reward +1: a sample displaces the data's reference only when the RM prefers it by
+                # more than 1, so an answer the RM prefers by a hair (short and sure, but wrong: the RM cannot check
+                # a value) does not displace a right demonstration (dev, seed 0: +0.088 -> +0.263 in fp32; bf16
+                # +0.276 with 6/20 harmful requests complied with and 1/20 look-alikes refused; docs/results.md)
+                "reference_bonus": 1.0,
                 "reference": "previous",
                 # the stage is reused whole by a rerun, so rounds 1 and 2's merged policies (517 MB each in fp32)
                 # are not kept once round 3 has finished
