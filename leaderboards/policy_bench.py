@@ -45,6 +45,14 @@ from reward_models.scorers import load_scorer, scorer_spec
 
 from .arena_hard import ROUNDS, SEED, WEIGHT, arena_hard_scores, game_battles
 from .ifeval import DETECTORS, ifeval_scores
+from .mtbench_judge import (
+    MAX_NEW_TOKENS,
+    FastChatJudge,
+    grade,
+    read_judge_prompts,
+    read_reference_answers,
+    single_matches,
+)
 from .policy_data import BenchData, BenchItem, read_alpacaeval, read_arenahard, read_ifeval, read_mtbench
 from .winrate import LC_GLM_CHOICES, RIDGE, alpaca_lc_win_rate, both_orders, pointwise_preference, resolve_lc, win_rates
 
@@ -206,7 +214,8 @@ def judge_turn_scores(scorer: Any, items: list[BenchItem], answers: list[list[st
     if scorer.kind != "pointwise":
         raise UserError(
             f"mtbench scores each answer on its own; the {scorer.kind} scorer '{scorer.name}' compares two. Use a "
-            "pointwise scorer: a reward model (scalar) or a generative RM giving 1-10 (grm)"
+            "pointwise scorer: a reward model (scalar) or a generative RM giving 1-10 (grm); or grade with "
+            "FastChat's judge prompts: --judge judge:MODEL --judge-prompts judge_prompts.jsonl"
         )
     out: list[list[float]] = [[] for _ in items]
     for turn in range(2):
@@ -355,8 +364,23 @@ def score_arenahard(data: BenchData, answers: list[list[str]], judge: Any, s: Po
 
 
 def score_mtbench(data: BenchData, answers: list[list[str]], judge: Any, s: PolicyBenchSettings) -> Scores:
-    """The judge's score of every turn's answer: the mean, per turn and per category."""
-    turn_scores = judge_turn_scores(judge, data.items, answers)
+    """The judge's score of every turn's answer: the mean, per turn and per category. A FastChat judge
+    (`--judge-prompts`) grades each answer with MT-Bench's own prompts; its failed ratings (-1) are left out, as
+    FastChat's show_result drops them, and counted."""
+    judgments: list[list[dict[str, Any]]] = [[] for _ in data.items]
+    if isinstance(judge, FastChatJudge):
+        matches = single_matches(data.items, answers, judge.prompts, judge.references)
+        graded = grade(matches, judge.generate)
+        at = {it.id: k for k, it in enumerate(data.items)}
+        turn_scores = [[math.nan] * len(it.turns) for it in data.items]
+        for m, (score, text) in zip(matches, graded, strict=True):
+            k = at[m.item.id]
+            turn_scores[k][m.turn - 1] = math.nan if score == -1 else float(score)
+            judgments[k].append(
+                {"turn": m.turn, "prompt": m.prompt.name, "user_prompt": m.user_prompt, "judgment": text}
+            )
+    else:
+        turn_scores = judge_turn_scores(judge, data.items, answers)
     finite = lambda xs: [x for x in xs if math.isfinite(x)]
     turns = {f"turn_{t + 1}": finite([ts[t] for ts in turn_scores]) for t in range(2)}
     both = finite([x for ts in turn_scores for x in ts])
@@ -375,7 +399,11 @@ def score_mtbench(data: BenchData, answers: list[list[str]], judge: Any, s: Poli
         },
         "extra": {"judged": {"answers": 2 * len(data.items), "abstained": abstained}},
     }
-    return scores, [{"scores": [None if not math.isfinite(x) else x for x in ts]} for ts in turn_scores]
+    rows = [
+        {"scores": [None if not math.isfinite(x) else x for x in ts], **({"judgments": j} if j else {})}
+        for ts, j in zip(turn_scores, judgments, strict=True)
+    ]
+    return scores, rows
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -426,21 +454,23 @@ def native_mtbench(
 ) -> tuple[str, str]:
     """FastChat's model_judgment/<judge>_single.jsonl: one row per question and turn, `score` -1 where the judge
     gave none (FastChat's failed rating). The format has no other way to say it: a reward model's score of exactly
-    -1 reads as a failure there (MT-Bench's own judge rates 1-10)."""
-    lines = [
-        json.dumps(
-            {
+    -1 reads as a failure there (MT-Bench's own judge rates 1-10). A FastChat judge's rows carry the prompt it was
+    asked with, its user prompt and its judgment, as `play_a_match_single` writes them."""
+    lines = []
+    for it, r in zip(data.items, rows, strict=True):
+        asked = {j["turn"]: j for j in r.get("judgments", [])}
+        for t, v in enumerate(r["scores"]):
+            j = asked.get(t + 1)
+            prompt = j["prompt"] if j else ("single-v1" if t == 0 else "single-v1-multi-turn")
+            row = {
                 "question_id": int(it.id) if it.id.isdigit() else it.id,
                 "model": model,
-                "judge": [judge, "single-v1" if t == 0 else "single-v1-multi-turn"],
+                "judge": [judge, prompt],
+                **({"user_prompt": j["user_prompt"], "judgment": j["judgment"]} if j else {}),
                 "score": -1 if v is None else v,
                 "turn": t + 1,
-            },
-            ensure_ascii=False,
-        )
-        for it, r in zip(data.items, rows, strict=True)
-        for t, v in enumerate(r["scores"])
-    ]
+            }
+            lines.append(json.dumps(row, ensure_ascii=False))
     return "model_judgment_single.jsonl", "".join(x + "\n" for x in lines)
 
 
@@ -511,10 +541,11 @@ POLICY_BENCHMARKS: Table[PolicyBenchmark] = Table(
             native=native_arenahard,
         ),
         "mtbench": PolicyBenchmark(
-            "MT-Bench: two turns, each answer scored by a pointwise judge",
+            "MT-Bench: two turns, each answer scored by a pointwise judge, or graded by a chat model with FastChat's "
+            "judge prompts (--judge-prompts)",
             read=read_mtbench,
             score=score_mtbench,
-            judge=("pointwise",),
+            judge=("pointwise", "fastchat"),
             reference_answers="none",
             turns=2,
             headline="mean",
@@ -584,6 +615,20 @@ class PolicyBenchSettings(DecodingSettings):
         "(the toolkit's own), or another of alpaca_eval's GLM_INFO",
         choices=LC_GLM_CHOICES,
     )
+    judge_prompts: str | None = option(
+        None,
+        "mtbench: grade each answer as FastChat's llm_judge does, with its judge prompts (this file: FastChat's "
+        "data/judge_prompts.jsonl) and --judge's chat model writing each judgment (greedy), the rating read from "
+        "[[x]] (else [x]; -1 when none, left out and counted); the judgments go to model_judgment_single.jsonl",
+        metavar="FILE",
+    )
+    judge_reference: str | None = option(
+        None,
+        "mtbench with --judge-prompts: the reference answers of the math, reasoning and coding questions (FastChat's "
+        "reference_answer/<judge>.jsonl)",
+        metavar="FILE",
+    )
+    judge_max_new_tokens: int = option(MAX_NEW_TOKENS, "mtbench with --judge-prompts: tokens per judgment")
     allow_partial: bool = option(
         False,
         "--bench: score the usable rows when some are not (unknown instruction ids, missing fields); they are "
@@ -631,6 +676,12 @@ class PolicyBenchSettings(DecodingSettings):
                     "model; to compare with a model, write its answers with --write-reference and pass that file "
                     "as --data"
                 )
+        if self.judge_prompts is not None and self.bench != "mtbench":
+            problems.append("judge_prompts: FastChat's MT-Bench judge prompts; use them with --bench mtbench")
+        if self.judge_reference is not None and self.judge_prompts is None:
+            problems.append("judge_reference: the reference answers of FastChat's judge prompts; add --judge-prompts")
+        if self.judge_max_new_tokens < 1:
+            problems.append(f"judge_max_new_tokens: must be >= 1, got {self.judge_max_new_tokens}")
         for key, given in (("lc_table", self.lc_table is not None), ("lc_glm", self.lc_glm != "auto")):
             if given and self.bench != "alpacaeval":
                 problems.append(f"{key}: AlpacaEval's length control; use it with --bench alpacaeval")
@@ -685,7 +736,33 @@ def load_judge(s: PolicyBenchSettings) -> Any | None:
     model is scalar); None for 'gold' (no judge model)."""
     if s.judge == "gold":
         return None
-    return load_scorer(scorer_spec(s.judge, options=s.options, flag="--judge"))
+    spec = scorer_spec(s.judge, options=s.options, flag="--judge")
+    if s.judge_prompts is not None:
+        return fastchat_judge(s, spec)
+    return load_scorer(spec)
+
+
+def fastchat_judge(s: PolicyBenchSettings, spec: dict[str, Any]) -> FastChatJudge:
+    """--judge's chat model grading with FastChat's prompts (--judge-prompts), its replies decoded greedily."""
+    model = spec.get("model")
+    if not isinstance(model, str):
+        raise UserError(
+            f"--judge {s.judge!r}: with --judge-prompts, --judge names the judge's chat model (judge:MODEL)"
+        )
+    prompts = read_judge_prompts(str(s.judge_prompts))
+    references = read_reference_answers(s.judge_reference) if s.judge_reference is not None else None
+    # the generation engine imports torch: loaded when a judge is, not when the CLI builds its parser
+    from prefalign.generation.policy import generate, load_policy
+
+    tok = load_tokenizer(model)
+    chat = load_policy(model, s.dtype)
+    context = int(getattr(chat.config, "max_position_embeddings", 0) or 8192)
+
+    def replies(convs: list[list[dict[str, str]]]) -> list[str]:
+        n = s.judge_max_new_tokens
+        return generate(chat, tok, convs, n, s.batch_size, 0.0, max(context - n, 1), progress=True)
+
+    return FastChatJudge(model, prompts, references, replies, s.judge_max_new_tokens)
 
 
 def run_policy_bench(settings: PolicyBenchSettings, judge: Any = None) -> tuple[dict[str, Any], Record]:

@@ -377,7 +377,7 @@ def test_the_table_says_what_each_set_needs():
         assert callable(b.read) and callable(b.score) and b.headline_name and b.turns in (1, 2)
         assert bool(b.judge) != bool(b.rule)  # a judge scores it, or rules do
     assert POLICY_BENCHMARKS["arenahard"].reference_answers == "file"
-    assert POLICY_BENCHMARKS["mtbench"].judge == ("pointwise",) and POLICY_BENCHMARKS["mtbench"].turns == 2
+    assert POLICY_BENCHMARKS["mtbench"].judge == ("pointwise", "fastchat") and POLICY_BENCHMARKS["mtbench"].turns == 2
     # the flag's choices are the table's names
     import dataclasses
 
@@ -539,6 +539,141 @@ def test_mtbench_cli_two_turns(tmp_path, tiny_model_ref, capsys):
     pairwise = ("--judge", f"judge:{tiny_model_ref}")
     assert _run("--bench", "mtbench", "--data", str(data), "--model", tiny_model_ref, "--out", str(out), *pairwise) == 2
     assert "mtbench scores each answer on its own" in capsys.readouterr().err
+
+
+JUDGE_PROMPTS = [  # made-up texts in judge_prompts.jsonl's layout, with the fields FastChat's templates fill
+    {"name": "single-v1", "type": "single", "system_prompt": "S1", "prompt_template": "Q {question} A {answer}"},
+    {
+        "name": "single-math-v1",
+        "type": "single",
+        "system_prompt": "SM",
+        "prompt_template": "Q {question} R {ref_answer_1} A {answer}",
+    },
+    {
+        "name": "single-v1-multi-turn",
+        "type": "single",
+        "system_prompt": "S2",
+        "prompt_template": "{question_1}|{answer_1}|{question_2}|{answer_2}",
+    },
+    {
+        "name": "single-math-v1-multi-turn",
+        "type": "single",
+        "system_prompt": "SM2",
+        "prompt_template": "{question_1}|{ref_answer_1}|{answer_1}|{question_2}|{ref_answer_2}|{answer_2}",
+    },
+    {"name": "pair-v2", "type": "pairwise", "system_prompt": "P", "prompt_template": "{question}"},
+]
+
+
+def _judge_prompts(path: Path) -> Path:
+    for p in JUDGE_PROMPTS:
+        p.setdefault("output_format", "[[rating]]" if p["type"] == "single" else "[[A]]")
+    return _jsonl(path, JUDGE_PROMPTS)
+
+
+def test_fastchat_rating_is_read_as_run_judge_single_reads_it():
+    """fastchat/llm_judge/common.py (lm-sys/FastChat @ 0e6d3e4b): the first [[x]], else the first [x], as a
+    literal; -1 when neither."""
+    from leaderboards.mtbench_judge import parse_rating
+
+    cases = {
+        "Rating: [[7]]": 7,
+        "[[8.5]] overall": 8.5,
+        "first [[3]] then [[9]]": 3,
+        "a [2] before [[6]]": 6,  # the double brackets win wherever they are
+        "only [4]": 4,
+        "[7.]": 7.0,
+        "rated 7/10": -1,
+        "[[ 7 ]]": -1,
+        "[[-3]]": -1,
+        "": -1,
+    }
+    assert {k: parse_rating(k) for k in cases} == cases
+    assert isinstance(parse_rating("[[7]]"), int) and isinstance(parse_rating("[[7.0]]"), float)
+
+
+def test_fastchat_matches_prompts_and_references(tmp_path):
+    """gen_judgment's single mode: turn 1 of the questions without a reference, then with one, then turn 2 the same
+    way; each with its prompt, the reference answer's turns where its category needs one."""
+    from leaderboards.mtbench_judge import grade, read_judge_prompts, read_reference_answers, single_matches
+    from leaderboards.policy_data import BenchItem
+
+    prompts = read_judge_prompts(_judge_prompts(tmp_path / "judge_prompts.jsonl"))
+    refs_file = _jsonl(tmp_path / "gpt-4.jsonl", [{"question_id": 2, "choices": [{"turns": ["r1", "r2"]}]}])
+    refs = read_reference_answers(refs_file)
+    items = [
+        BenchItem("1", ["w1", "w2"], "writing"),
+        BenchItem("2", ["m1", "m2"], "math"),
+        BenchItem("3", ["x"], "stem"),
+    ]
+    answers = [["a1", "a2"], ["b1", "b2"], ["c1"]]
+    matches = single_matches(items, answers, prompts, refs)
+    assert [(m.item.id, m.turn, m.prompt.name, m.user_prompt) for m in matches] == [
+        ("1", 1, "single-v1", "Q w1 A a1"),
+        ("3", 1, "single-v1", "Q x A c1"),
+        ("2", 1, "single-math-v1", "Q m1 R r1 A b1"),
+        ("1", 2, "single-v1-multi-turn", "w1|a1|w2|a2"),
+        ("2", 2, "single-math-v1-multi-turn", "m1|r1|b1|m2|r2|b2"),
+    ]
+    asked = []
+
+    def judge(convs):
+        asked.extend(convs)
+        return ["[[9]]", "no rating", "[5]", "[[2.5]]", "[[10]]"]
+
+    assert [g[0] for g in grade(matches, judge)] == [9, -1, 5, 2.5, 10]
+    assert asked[2] == [{"role": "system", "content": "SM"}, {"role": "user", "content": "Q m1 R r1 A b1"}]
+    with pytest.raises(UserError, match="question 2 \\(math\\).*--judge-reference"):
+        single_matches(items, answers, prompts, None)
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text(json.dumps(JUDGE_PROMPTS[0]) + "\n{not json\n")
+    with pytest.raises(UserError, match="broken.jsonl line 2: not JSON"):
+        read_judge_prompts(broken)
+    _jsonl(broken, JUDGE_PROMPTS[:1])
+    with pytest.raises(UserError, match="no judge prompt named single-math-v1, single-v1-multi-turn"):
+        read_judge_prompts(broken)
+    _jsonl(broken, [{"question_id": 1, "choices": []}])
+    with pytest.raises(UserError, match="broken.jsonl line 1: needs question_id and choices"):
+        read_reference_answers(broken)
+
+
+def test_mtbench_graded_with_fastchat_prompts_by_a_chat_model(tmp_path, tiny_model_ref):
+    """`align eval policy --bench mtbench --judge judge:MODEL --judge-prompts FILE`: each answer graded by the chat
+    model's greedy judgment; model_judgment_single.jsonl carries the prompt's name, the user prompt and the judgment
+    of every (question, turn); failed ratings counted; a rerun writes the same record and the same judgments."""
+    data = _jsonl(
+        tmp_path / "question.jsonl",
+        [
+            {"question_id": 81, "category": "writing", "turns": ["Write a haiku.", "Now make it rhyme."]},
+            {"question_id": 111, "category": "math", "turns": ["What is 2+2?", "And times 3?"]},
+        ],
+    )
+    prompts = _judge_prompts(tmp_path / "judge_prompts.jsonl")
+    refs = _jsonl(tmp_path / "gpt-4.jsonl", [{"question_id": 111, "choices": [{"turns": ["4", "12"]}]}])
+    flags = ["--bench", "mtbench", "--data", str(data), "--model", tiny_model_ref, "--max-new-tokens", "4"]
+    judge = ["--judge", f"judge:{tiny_model_ref}", "--judge-prompts", str(prompts), "--judge-max-new-tokens", "6"]
+    runs = []
+    for name in ("a", "b"):
+        assert _run(*flags, *judge, "--judge-reference", str(refs), "--out", str(tmp_path / name)) == 0
+        report = json.loads((tmp_path / name / "report.json").read_text())
+        rows = [json.loads(x) for x in Path(report["native"]).read_text().splitlines()]
+        runs.append((report["record"]["scores"], report["record"]["counts"], rows))
+    scores, counts, rows = runs[0]
+    assert [(r["question_id"], r["turn"], r["judge"][1]) for r in rows] == [
+        (81, 1, "single-v1"),
+        (81, 2, "single-v1-multi-turn"),
+        (111, 1, "single-math-v1"),
+        (111, 2, "single-math-v1-multi-turn"),
+    ]
+    assert (
+        rows[2]["user_prompt"]
+        == "Q What is 2+2? R 4 A "
+        + json.loads((tmp_path / "a" / "generations.jsonl").read_text().splitlines()[1])["answers"][0]
+    )
+    assert all(isinstance(r["judgment"], str) and r["judge"][0] == f"fastchat:{tiny_model_ref}" for r in rows)
+    assert counts["abstained"] == sum(r["score"] == -1 for r in rows)
+    assert runs[1] == runs[0]
+    assert _run(*flags, *judge, "--out", str(tmp_path / "c")) == 2  # a math question needs its reference
 
 
 def test_write_reference_then_compare(tmp_path, tiny_model_ref):
