@@ -47,6 +47,7 @@ from preference_data.suite import build_suite, hard_negatives, write_suite
 from reward_models.rm_train import heldout_report as rm_heldout
 from reward_models.rm_train import run as train_rm
 from reward_models.rm_train import summary_lines as rm_lines
+from reward_models.scorers import scorer_spec
 
 from . import iterative, online
 from .figures import draw, figure_data
@@ -190,6 +191,13 @@ def dpo_stage(cfg: QuickstartConfig, p: Pipeline, summary: dict[str, Any]) -> di
     return {"policy_dir": report["policy_dir"], "train_seconds": report["train_seconds"], "steps": report["steps"]}
 
 
+def align_reward(cfg: QuickstartConfig, p: Pipeline, summary: dict[str, Any]) -> list[dict[str, Any]]:
+    """What ranks the align rounds' candidates: the pairwise judge of `rank_by`, else the RM."""
+    if cfg.rank_by is not None:
+        return [scorer_spec(cfg.rank_by, flag="rank_by")]
+    return rm_reward(p, summary, "align")
+
+
 def rm_reward(p: Pipeline, summary: dict[str, Any], stage: str) -> list[dict[str, Any]]:
     """The reward the policy stages optimize: the RM this quickstart trained."""
     model_dir = p.made_by(summary, "rm", "model_dir")
@@ -211,7 +219,7 @@ def align_stage(cfg: QuickstartConfig, p: Pipeline, summary: dict[str, Any]) -> 
         model=start,
         output_dir=str(p.root / "align"),
         prompts=dataclasses.replace(cfg.align.prompts, source=p.suite_file("align", "train_prompts.jsonl")),
-        reward=rm_reward(p, summary, "align"),
+        reward=align_reward(cfg, p, summary),
     )
     a = p.fit_to_device(a, cfg.fp32_work, "align")
     r = a.rounds
@@ -219,7 +227,9 @@ def align_stage(cfg: QuickstartConfig, p: Pipeline, summary: dict[str, Any]) -> 
         f"{r.rounds} rounds of {a.loss.name} from the {cfg.align_from} policy: {r.samples_per_prompt} samples"
         + (" (one greedy)" if r.greedy_sample else "")
         + " of "
-        f"{r.prompts_per_round} prompts a round, ranked by the RM ({r.candidates}), {r.pair_rule} pairs"
+        f"{r.prompts_per_round} prompts a round, ranked by "
+        + (f"the judge {cfg.rank_by} ({r.ranking})" if cfg.rank_by else "the RM")
+        + f" ({r.candidates}), {r.pair_rule} pairs"
         + (f", the reference's reward +{r.reference_bonus:g}" if r.reference_bonus else "")
         + (", rejected from the policy's own samples" if r.rejected_from == "policy" else "")
     )

@@ -7,9 +7,10 @@ from dataclasses import dataclass
 from typing import Literal
 
 from prefalign.config import build, option
-from prefalign.errors import did_you_mean
+from prefalign.errors import UserError, did_you_mean
 from prefalign.models.hub import DEFAULT_MODEL
 from reward_models.rm_train import RMTrainConfig
+from reward_models.scorers import SCORERS, scorer_spec
 
 from .online import OnlineConfig
 from .rounds.config import IterativeConfig
@@ -234,6 +235,14 @@ class QuickstartConfig:
         "by the quickstart: the DPO policy, the suite's train prompts, [{type: scalar, model: out_dir/rm/model}], "
         "out_dir/align)",
     )
+    rank_by: str | None = option(
+        None,
+        "a pairwise judge that ranks the align rounds' candidates instead of the RM (a scorer SPEC of kind pairwise, "
+        "e.g. 'pair_pm:runs/judge_pair_pm/model' or '{type: think, model: DIR}'): round robin of its verdicts, each "
+        "candidate scored by its mean win probability (0..1, so align.rounds.reference_bonus is on that scale); "
+        "None = the RM this quickstart trained",
+        metavar="SPEC",
+    )
     align_from: Literal["dpo", "base"] = option(
         "dpo", "where the align stage starts: the offline-DPO policy (a warm start) or the base model"
     )
@@ -257,6 +266,13 @@ class QuickstartConfig:
     def check(self) -> list[str]:
         if not 0 < self.fp32_work <= 1:
             return [f"fp32_work: must lie in (0, 1], got {self.fp32_work}"]
+        if self.rank_by is not None:
+            try:
+                kind = scorer_spec(self.rank_by, flag="rank_by").get("type")
+            except UserError as e:
+                return [str(e)]
+            if kind not in SCORERS or SCORERS[str(kind)].kind != "pairwise":
+                return [f"rank_by: a pairwise judge's spec (pair_pm, think or judge), got type {kind!r}"]
         return [
             f"stages: unknown stage '{s}'{did_you_mean(s, STAGES)}; choose from {', '.join(STAGES)}"
             for s in self.stages

@@ -142,6 +142,8 @@ def test_the_align_stage_is_driven_by_the_rm(tmp_path):
     assert pairs
     rm = load_scorer("scalar", model=summary["rm"]["model_dir"], dtype="float32")
     G = samples["group_size"]
+    bonus = build(QuickstartConfig, {}).align.rounds.reference_bonus
+    assert bonus == 1.0
     by_id = {p["id"]: i for i, p in enumerate(samples["prompts"])}
     for pair in pairs:
         i = by_id[pair["attributes"]["prompt_id"]]
@@ -149,10 +151,24 @@ def test_the_align_stage_is_driven_by_the_rm(tmp_path):
         candidates = samples["texts"][i * G : (i + 1) * G] + [prompt["meta"]["reference"], prompt["meta"]["rejected"]]
         conv = [[Message(m["role"], m["content"]) for m in prompt["prompt"]]] * len(candidates)
         scores = rm.score(conv, [[Message("assistant", c)] for c in candidates])
+        scores[G] += bonus  # the reference's reward + align.rounds.reference_bonus (the recipe's anchor)
         best = max(range(len(candidates)), key=lambda k: (scores[k], -k))
         worst = min(range(len(candidates)), key=lambda k: (scores[k], k))
         assert pair["chosen"][0]["content"] == candidates[best]
         assert pair["rejected"][0]["content"] == candidates[worst]
+
+
+def test_rank_by_puts_a_pairwise_judge_in_the_rms_place(tmp_path):
+    """`rank_by: SPEC`: the align rounds' reward is that judge (kind pairwise) instead of the RM; another kind is a
+    config error naming the key."""
+    from align.pipeline import Pipeline
+    from align.quickstart import align_reward
+    from prefalign.errors import ConfigError
+
+    cfg = build(QuickstartConfig, {"rank_by": "pair_pm:builtin:tiny-llama"})
+    assert align_reward(cfg, Pipeline(tmp_path, []), {}) == [{"type": "pair_pm", "model": "builtin:tiny-llama"}]
+    with pytest.raises(ConfigError, match="rank_by: a pairwise judge's spec"):
+        build(QuickstartConfig, {"rank_by": "scalar:runs/rm/model"})
 
 
 def test_quickstart_runs_only_the_stages_it_is_given(tmp_path, capsys):
