@@ -65,6 +65,7 @@ that model's percentiles.
 from __future__ import annotations
 
 import json
+import math
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -486,6 +487,68 @@ def _v2_scores(
     shown = ", ".join(f"{c:.4f}" for c in median.tolist())
     method = {"interval": 0.90, "full_fit_coefficients": dict(zip(FEATURES, full[k:].tolist(), strict=True))}
     return StyleFit(version.reference, scores, coefficients, f"Feature Coefs: [{shown}]", method)
+
+
+def _kahan_mean(values: Sequence[float]) -> float:
+    """pandas' grouped mean of a float column (`group_mean`): a compensated (Kahan) sum, then / count."""
+    total = compensation = 0.0
+    for v in values:
+        y = v - compensation
+        t = total + y
+        compensation = t - total - y
+        total = t
+    return total / len(values)
+
+
+def _group_quantile(values: Sequence[float], q: float) -> float:
+    """pandas' grouped quantile (`group_quantile`, linear): v[i] + (v[i + 1] - v[i]) * frac at q * (n - 1)."""
+    v = sorted(values)
+    at = q * (len(v) - 1)
+    i, frac = int(at), at % 1
+    return v[i] if frac == 0.0 else v[i] + (v[i + 1] - v[i]) * frac
+
+
+def v2_plain_scores(
+    judged: Sequence[tuple[str, Sequence[JudgmentRow]]],
+    *,
+    baseline: str | None = None,
+    category: str = "hard_prompt",
+    weight: int = WEIGHT,
+    rounds: int = ROUNDS,
+    seed: int = SEED,
+) -> StyleFit:
+    """v2.0's `show_result.py` without --control-features (`print_leaderboard`): no Bradley-Terry fit; each model's
+    battles (`load_judgments`, the rows of `category`) resampled with replacement `rounds` times, per round the
+    models in sorted order (`groupby("model").sample(frac=1.0, replace=True)`: `choice(n, n)` from numpy's global
+    generator, which the reference never seeds; here RandomState(`seed`), its draws after `np.random.seed(seed)`),
+    each round's mean score; the score is the mean of the rounds' means (pandas' compensated grouped mean), the 90%
+    interval their 5% and 95% grouped quantiles; the baseline printed at 50.0."""
+    version = STYLE_VERSIONS["v2.0"]
+    base = baseline or V2_BASELINES.get(category)
+    battles = _v2_battles(judged, weight, category, version)
+    if not battles:
+        found = sorted({str(r.fields.get("category")) for _, rows in judged for r in rows})
+        raise UserError(f"--option category={category}: no judged row of that category (found: {', '.join(found)})")
+    outcomes: dict[str, list[float]] = {}
+    for bt in battles:
+        outcomes.setdefault(bt.model.split("/")[-1], []).append(bt.outcome)
+    names = sorted(outcomes)
+    rng = np.random.RandomState(seed)
+    means: dict[str, list[float]] = {n: [] for n in names}
+    for _ in range(rounds):
+        for n in names:
+            x = outcomes[n]
+            drawn = rng.choice(len(x), size=len(x), replace=True)
+            means[n].append(math.fsum(x[i] for i in drawn) / len(x))  # halves and wholes: the sum is exact
+    scores = []
+    for n in names:
+        mean, lo, hi = _kahan_mean(means[n]), _group_quantile(means[n], 0.05), _group_quantile(means[n], 0.95)
+        ci = f"(-{round((mean - lo) * 100, 1)} / +{round((hi - mean) * 100, 1)})"
+        line = f"{n}: score {round(mean * 100, 1)} 90% CI {ci}"
+        scores.append(StyleScore(n, mean * 100, lo * 100, hi * 100, mean, math.nan, len(outcomes[n]), line))
+    reference = "lmarena/arena-hard-auto@196f6b82 show_result.py (no --control-features)"
+    method = {"interval": 0.90, "baseline": base, "category": category, "rounds": rounds}
+    return StyleFit(reference, scores, {}, f"baseline {base}: score 50.0 90% CI (-0.0 / +0.0)", method)
 
 
 def _question(r: JudgmentRow, version: StyleVersion) -> str:

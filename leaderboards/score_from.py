@@ -6,6 +6,7 @@ scored by the functions every run uses, never by a second copy of them.
 
 - arenahard: judgment files (`model_judgment/<judge>/<model>.jsonl`, rows with `model` and two `games` whose
   `score` is a verdict label), one per model, scored by `leaderboards.arena_hard` (show_result.py's rules); with
+  `--option version=v2.0` v2.0's score without style control (`arena_hard_style.v2_plain_scores`), with
   `--option style_control=true --option answers=model_answer/` the style-controlled score of
   `leaderboards.arena_hard_style` (`version=v0.1`, show_result.py --style-control, or `version=v2.0`, its
   `--control-features markdown length`), the answers' style metadata read from their rows;
@@ -80,7 +81,9 @@ class ResultsFormat:
 
 
 STYLE_ONLY = ("version", "answers", "control", "baseline", "category")
-"""arenahard options that only style control reads."""
+"""arenahard options that only style control reads (v0.1)."""
+V2_PLAIN = ("version", "baseline", "category")
+"""Of those, the ones v2.0's score without style control reads too."""
 
 
 def _switch(value: Any, name: str) -> bool:
@@ -91,13 +94,20 @@ def _switch(value: Any, name: str) -> bool:
     raise UserError(f"--option {name}={value}: true or false")
 
 
+def _version(opts: dict[str, Any]) -> str:
+    return "v" + str(opts["version"]).removeprefix("v")  # `version=2.0` reads as a number
+
+
 def _arenahard(files: Sequence[str], opts: dict[str, Any]) -> list[ModelScore]:
     if _switch(opts["style_control"], "style_control"):
         return _arenahard_style(files, opts)
     defaults = RESULTS_FORMATS["arenahard"].options
-    stray = [k for k in STYLE_ONLY if opts[k] != defaults[k]]
+    v2 = _version(opts) == "v2.0"
+    stray = [k for k in STYLE_ONLY if opts[k] != defaults[k] and not (v2 and k in V2_PLAIN)]
     if stray:
         raise UserError(f"--option {stray[0]}=: only style control reads it; add --option style_control=true")
+    if v2:
+        return _arenahard_v2(files, opts)
     scored = arena_hard_scores(read_judgments(files, int(opts["weight"])), int(opts["rounds"]), int(opts["seed"]))
     return [
         ModelScore(
@@ -111,6 +121,32 @@ def _arenahard(files: Sequence[str], opts: dict[str, Any]) -> list[ModelScore]:
     ]
 
 
+def _arenahard_v2(files: Sequence[str], opts: dict[str, Any]) -> list[ModelScore]:
+    # the v2.0 module loads torch and scikit-learn (a second or two): only a v2.0 or style-controlled score loads it
+    from .arena_hard_style import v2_plain_scores
+
+    fit = v2_plain_scores(
+        read_judgment_rows(files),
+        baseline=str(opts["baseline"]) or None,
+        category=str(opts["category"]),
+        weight=int(opts["weight"]),
+        rounds=int(opts["rounds"]),
+        seed=int(opts["seed"]),
+    )
+    method = {"version": fit.version, "printed": fit.line} | fit.method
+    return [
+        ModelScore(
+            s.model,
+            {"score": s.score, "win_rate": s.win_rate},
+            {"battles": s.battles},
+            (s.lower, s.upper),
+            s.line,
+            method,
+        )
+        for s in fit.scores
+    ]
+
+
 def _arenahard_style(files: Sequence[str], opts: dict[str, Any]) -> list[ModelScore]:
     # torch and scikit-learn (a second or two to import): only a style-controlled score loads them
     from .arena_hard_style import style_scores
@@ -121,7 +157,7 @@ def _arenahard_style(files: Sequence[str], opts: dict[str, Any]) -> list[ModelSc
             "model_answer/ folder (rows with `conv_metadata` in v0.1, `metadata` in v2.0; arena-hard-auto's "
             "add_markdown_info.py adds them)"
         )
-    version = "v" + str(opts["version"]).removeprefix("v")  # `version=2.0` reads as a number
+    version = _version(opts)
     fit = style_scores(
         read_judgment_rows(files),
         str(opts["answers"]),
@@ -519,8 +555,9 @@ RESULTS_FORMATS: Table[ResultsFormat] = Table(
     "results format",
     {
         "arenahard": ResultsFormat(
-            "Arena-Hard judgment files, one per model (show_result.py's score and bootstrap interval; with "
-            "style_control=true and answers=DIR its style-controlled score, v0.1 or v2.0)",
+            "Arena-Hard judgment files, one per model (show_result.py's score and bootstrap interval, v0.1, or "
+            "version=v2.0's bootstrap of each model's mean; with style_control=true and answers=DIR its "
+            "style-controlled score, v0.1 or v2.0)",
             _arenahard,
             {
                 "weight": WEIGHT,

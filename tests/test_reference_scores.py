@@ -517,6 +517,44 @@ def test_arena_hard_style_control_is_show_result_s():
     assert w1["model-b"] == "model-b: score 44.9 95% CI (-13.3, 14.1)"
 
 
+def test_arena_hard_v2_without_style_control_is_show_result_s(capsys):
+    """lmarena/arena-hard-auto @ 196f6b82 (v2.0): `show_result.py --judge-names gpt-4.1` without --control-features
+    (`load_judgments`, the hard_prompt rows, `print_leaderboard`: per model `groupby("model").sample(frac=1.0,
+    replace=True)` 100 times, the mean of the rounds' means and their 5% / 95% grouped quantiles) on the fixture's
+    v2.0 judgments, run outside the project (pandas 3.1.1, numpy 2.4.6) after `np.random.seed(42)`, which makes its
+    draws ours (RandomState(42); the reference never seeds them). Printed there:
+        model-d 62.1 (-8.2 / +7.2), model-b 61.4 (-7.0 / +9.7), model-a 52.2 (-7.8 / +7.3),
+        o3-mini-2025-01-31 50.0 (-0.0 / +0.0), model-c 41.2 (-6.2 / +7.2)
+    and, read from its bootstrap frame, the means and bounds below (equal here to the last bit: no float32)."""
+    from align.cli.main import main
+    from leaderboards.arena_hard_style import v2_plain_scores
+
+    want = {  # model: (mean of the rounds' means, 5% and 95% quantiles), as the reference's frame holds them
+        "model-a": (0.5218396226415094, 0.44339622641509435, 0.5952830188679245),
+        "model-b": (0.614423076923077, 0.5442307692307692, 0.7115384615384616),
+        "model-c": (0.41244680851063825, 0.35079787234042553, 0.4843085106382979),
+        "model-d": (0.62125, 0.5394886363636364, 0.6931818181818182),
+    }
+    fit = v2_plain_scores(_style_judgments("v2.0"))
+    by = {s.model: s for s in fit.scores}
+    for model, (mean, lo, hi) in want.items():
+        assert by[model].win_rate == mean
+        assert (by[model].lower, by[model].upper) == pytest.approx((lo * 100, hi * 100), abs=1e-12)
+    assert [by[m].line for m in ("model-d", "model-b", "model-a", "model-c")] == [
+        "model-d: score 62.1 90% CI (-8.2 / +7.2)",
+        "model-b: score 61.4 90% CI (-7.0 / +9.7)",
+        "model-a: score 52.2 90% CI (-7.8 / +7.3)",
+        "model-c: score 41.2 90% CI (-6.2 / +7.2)",
+    ]
+    assert [by[m].battles for m in ("model-a", "model-b", "model-c", "model-d")] == [106, 78, 94, 88]
+    files = [f"--from={ARENA_STYLE / 'v2.0' / 'model_judgment' / 'gpt-4.1' / f'model-{m}.jsonl'}" for m in "abcd"]
+    assert main(["bench", "score", "arenahard", *files, "--option", "version=v2.0", "--json"]) == 0
+    got = {m["model"]: m for m in json.loads(capsys.readouterr().out)}
+    assert got["model-c"]["sections"]["win_rate"] == want["model-c"][0]
+    assert main(["bench", "score", "arenahard", *files, "--option", "version=v2.0", "--option", "answers=x"]) == 2
+    assert "only style control reads it" in capsys.readouterr().err
+
+
 def test_arena_hard_v2_style_control_is_show_result_s():
     """lmarena/arena-hard-auto @ 196f6b82 (v2.0): `show_result.py --judge-names gpt-4.1 --control-features markdown
     length` (`load_judgments`, `print_leaderboard_with_style_features`; `utils/math_utils.py` `one_hot_encode`,
