@@ -52,7 +52,7 @@ class RoundEngine:
 def sample_key(cfg: IterativeConfig, policy: str, prompts: list[PromptOnly], t: int) -> dict[str, Any]:
     """What round t's samples depend on: the policy (path and weights' fingerprint), the prompts, the sampling."""
     r = cfg.rounds
-    sampling = [r.samples_per_prompt, r.temperature, r.top_p, r.top_k, r.max_new_tokens, r.seed, t]
+    sampling: list[Any] = [r.samples_per_prompt, r.temperature, r.top_p, r.top_k, r.max_new_tokens, r.seed, t]
     if r.greedy_sample:  # an older cache (no greedy answer) keeps its key
         sampling.append("greedy")
     return {
