@@ -19,9 +19,18 @@ prompt_template, output_format), given by the user as `--judge-prompts FILE`; no
   (FastChat: 2048 for OpenAI's models).
 - the rating: the first `[[x]]` (x digits, optionally a decimal part), else the first `[x]`, read as a Python
   literal (an int or a float); -1 when neither is there (FastChat's failed rating, which `show_result` drops).
+- pairwise-baseline (`--judge-mode pairwise-baseline --judge-baseline model_answer/<baseline>.jsonl`): the same
+  matches against the baseline's answers, with `pair-v2`, `pair-math-v1` and their multi-turn prompts; each match
+  judged twice (`play_a_match_pair`: game 1 the model's answer as A, game 2 the baseline's), the template filled
+  with question, answer_a, answer_b (turn 2: question_1, question_2, answer_a_1, answer_b_1, answer_a_2,
+  answer_b_2); the verdict the first of `[[A]]`, `[[B]]`, `[[C]]` (a tie) in the judgment, else error (or, for an
+  `[[rating_a,rating_b]]` prompt, the two ratings, a tie within 0.1); mapped to model_1 / model_2 per game; the
+  rows scored by show_result's pairwise rules (`score_from.mtbench_pairwise`).
 - the rows written (`policy_bench.native_mtbench`): question_id, model, judge [judge, prompt name], user_prompt,
   judgment, score, turn, as `play_a_match_single` appends them to `model_judgment/<judge>_single.jsonl` (without
-  its wall-clock tstamp, so that a rerun writes the same file).
+  its wall-clock tstamp, so that a rerun writes the same file); pairwise, model_judgment_pair.jsonl's rows:
+  question_id, model_1, model_2, g1_winner, g2_winner, judge, g1_user_prompt, g1_judgment, g2_user_prompt,
+  g2_judgment, turn.
 """
 
 from __future__ import annotations
@@ -49,6 +58,22 @@ SINGLE_PROMPTS = {
 }
 """(reference-based, turn) -> the judge prompt's name in judge_prompts.jsonl (`make_judge_single`)."""
 
+PAIR_PROMPTS = {
+    (False, 1): "pair-v2",
+    (True, 1): "pair-math-v1",
+    (False, 2): "pair-v2-multi-turn",
+    (True, 2): "pair-math-v1-multi-turn",
+}
+"""(reference-based, turn) -> the pairwise judge prompt's name (`make_judge_pairwise`)."""
+MODES = {
+    "single": (SINGLE_PROMPTS, "single", ("[[rating]]",)),
+    "pairwise-baseline": (PAIR_PROMPTS, "pairwise", ("[[A]]", "[[rating_a,rating_b]]")),
+}
+"""gen_judgment's --mode -> (its prompts, their type, the output formats run_judge_single / run_judge_pair read)."""
+TIE_DELTA = 0.1
+"""Two ratings this close are a tie (`[[rating_a,rating_b]]`)."""
+TWO_SCORE = re.compile(r"\[\[(\d+\.?\d*),\s?(\d+\.?\d*)\]\]")
+TWO_SCORE_BACKUP = re.compile(r"\[(\d+\.?\d*),\s?(\d+\.?\d*)\]")
 ONE_SCORE = re.compile(r"\[\[(\d+\.?\d*)\]\]")
 ONE_SCORE_BACKUP = re.compile(r"\[(\d+\.?\d*)\]")
 PROMPT_FIELDS = ("name", "type", "system_prompt", "prompt_template", "output_format")
@@ -67,9 +92,9 @@ class JudgePrompt:
     output_format: str
 
 
-def read_judge_prompts(path: str | Path) -> dict[str, JudgePrompt]:
-    """FastChat's judge_prompts.jsonl -> {name: prompt}; a line that cannot be read, or without the single-grading
-    prompts MT-Bench needs, is an error naming the file, the line and the field."""
+def read_judge_prompts(path: str | Path, mode: str = "single") -> dict[str, JudgePrompt]:
+    """FastChat's judge_prompts.jsonl -> {name: prompt}; a line that cannot be read, or a file without the prompts
+    `mode` (single, pairwise-baseline) grades with, is an error naming the file, the line and the field."""
     p = Path(path)
     if not p.is_file():
         raise UserError(f"--judge-prompts {p}: no such file (FastChat's fastchat/llm_judge/data/judge_prompts.jsonl)")
@@ -85,25 +110,27 @@ def read_judge_prompts(path: str | Path) -> dict[str, JudgePrompt]:
         if missing:
             raise UserError(f"{p} line {n}: missing or non-text field(s) {', '.join(missing)}")
         prompts[row["name"]] = JudgePrompt(*(row[k] for k in PROMPT_FIELDS))
-    absent = [name for name in SINGLE_PROMPTS.values() if name not in prompts]
+    names, kind, formats = MODES[mode]
+    absent = [name for name in names.values() if name not in prompts]
     if absent:
-        raise UserError(f"{p}: no judge prompt named {', '.join(absent)} (MT-Bench's single-answer grading uses them)")
+        raise UserError(f"{p}: no judge prompt named {', '.join(absent)} (MT-Bench's {mode} grading uses them)")
     wrong = [
         f"{name} (type {prompts[name].type}, output_format {prompts[name].output_format})"
-        for name in SINGLE_PROMPTS.values()
-        if prompts[name].type != "single" or prompts[name].output_format != "[[rating]]"
+        for name in names.values()
+        if prompts[name].type != kind or prompts[name].output_format not in formats
     ]
     if wrong:
-        raise UserError(f"{p}: single-answer prompts must be type single with output_format [[rating]]: {wrong}")
+        raise UserError(f"{p}: {mode} prompts must be type {kind} with output_format {' or '.join(formats)}: {wrong}")
     return prompts
 
 
-def read_reference_answers(path: str | Path) -> dict[str, list[str]]:
-    """FastChat's reference_answer/<judge>.jsonl (its model-answer format: question_id, choices[0].turns) ->
-    {question_id: turns}; a line that cannot be read is an error naming the file, the line and the field."""
+def read_answers(path: str | Path, flag: str = "--judge-reference") -> dict[str, list[str]]:
+    """A file in FastChat's model-answer format (question_id, choices[0].turns: `reference_answer/<judge>.jsonl`,
+    `model_answer/<model>.jsonl`) -> {question_id: turns}; a line that cannot be read is an error naming the file,
+    the line and the field."""
     p = Path(path)
     if not p.is_file():
-        raise UserError(f"--judge-reference {p}: no such file (FastChat's data/mt_bench/reference_answer/gpt-4.jsonl)")
+        raise UserError(f"{flag} {p}: no such file (FastChat's answer format: question_id, choices[0].turns)")
     out: dict[str, list[str]] = {}
     for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1):
         if not line.strip():
@@ -131,6 +158,21 @@ def parse_rating(judgment: str) -> int | float:
     return value if isinstance(value, int | float) else -1
 
 
+def parse_pair(judgment: str, output_format: str) -> str:
+    """FastChat's verdict of a pairwise judgment: `[[A]]`: A, B or tie ([[C]]) by the first of them found in that
+    order, else error; `[[rating_a,rating_b]]`: the two ratings ([[a, b]], else [a, b]), a tie within TIE_DELTA."""
+    if output_format == "[[A]]":
+        for mark, verdict in (("[[A]]", "A"), ("[[B]]", "B"), ("[[C]]", "tie")):
+            if mark in judgment:
+                return verdict
+        return "error"
+    match = TWO_SCORE.search(judgment) or TWO_SCORE_BACKUP.search(judgment)
+    if match is None:
+        return "error"
+    a, b = (ast.literal_eval(x.strip()) for x in match.groups())
+    return "tie" if abs(a - b) <= TIE_DELTA else "A" if a > b else "B"
+
+
 @dataclass(frozen=True)
 class SingleMatch:
     """One answer's grading: the question, the turn (1 or 2), the prompt used and the rendered user prompt."""
@@ -156,18 +198,7 @@ def single_matches(
             if (item.category in NEED_REF_CATS) != ref_based or (turn == 2 and len(item.turns) != 2):
                 continue
             prompt = prompts[SINGLE_PROMPTS[(ref_based, turn)]]
-            kwargs: dict[str, str] = {}
-            if ref_based:
-                ref = (references or {}).get(item.id)
-                if ref is None or len(ref) < turn:
-                    raise UserError(
-                        f"question {item.id} ({item.category}) is graded against a reference answer: give "
-                        "--judge-reference FILE (FastChat's reference_answer/<judge>.jsonl) holding its "
-                        f"{'two turns' if turn == 2 else 'first turn'}"
-                    )
-                kwargs["ref_answer_1"] = ref[0]
-                if turn == 2:
-                    kwargs["ref_answer_2"] = ref[1]
+            kwargs = _reference(item, turn, references) if ref_based else {}
             if turn == 1:
                 user = prompt.prompt_template.format(question=item.turns[0], answer=ans[0], **kwargs)
             else:
@@ -175,6 +206,69 @@ def single_matches(
                     question_1=item.turns[0], question_2=item.turns[1], answer_1=ans[0], answer_2=ans[1], **kwargs
                 )
             out.append(SingleMatch(item, turn, prompt, user))
+    return out
+
+
+def _reference(item: BenchItem, turn: int, references: dict[str, list[str]] | None) -> dict[str, str]:
+    """ref_answer_1 (and ref_answer_2 at turn 2) of a reference-category question; an error naming it without."""
+    ref = (references or {}).get(item.id)
+    if ref is None or len(ref) < turn:
+        raise UserError(
+            f"question {item.id} ({item.category}) is graded against a reference answer: give --judge-reference "
+            f"FILE (FastChat's reference_answer/<judge>.jsonl) holding its {'two turns' if turn == 2 else 'first turn'}"
+        )
+    return {"ref_answer_1": ref[0], **({"ref_answer_2": ref[1]} if turn == 2 else {})}
+
+
+@dataclass(frozen=True)
+class PairMatch:
+    """One pairwise grading (gen_judgment's pairwise-baseline): game 1 with the model's answer as A, game 2 with the
+    baseline's as A (`play_a_match_pair`), each game's rendered user prompt."""
+
+    item: BenchItem
+    turn: int
+    prompt: JudgePrompt
+    user_prompts: tuple[str, str]
+
+
+def pair_matches(
+    items: Sequence[BenchItem],
+    answers: Sequence[Sequence[str]],
+    baseline: dict[str, list[str]],
+    prompts: dict[str, JudgePrompt],
+    references: dict[str, list[str]] | None,
+) -> list[PairMatch]:
+    """Every (question, turn) against the baseline's answer, in gen_judgment's order (as `single_matches`); a
+    question the baseline's file does not answer is an error naming it."""
+    out = []
+    for turn, ref_based in ((1, False), (1, True), (2, False), (2, True)):
+        for item, ans in zip(items, answers, strict=True):
+            if (item.category in NEED_REF_CATS) != ref_based or (turn == 2 and len(item.turns) != 2):
+                continue
+            theirs = baseline.get(item.id)
+            if theirs is None or len(theirs) < turn:
+                raise UserError(f"question {item.id}: the baseline's answer file (--judge-baseline) has no turn {turn}")
+            prompt = prompts[PAIR_PROMPTS[(ref_based, turn)]]
+            kwargs = _reference(item, turn, references) if ref_based else {}
+            games = []
+            for a, b in ((ans, theirs), (theirs, ans)):
+                if turn == 1:
+                    games.append(
+                        prompt.prompt_template.format(question=item.turns[0], answer_a=a[0], answer_b=b[0], **kwargs)
+                    )
+                else:
+                    games.append(
+                        prompt.prompt_template.format(
+                            question_1=item.turns[0],
+                            question_2=item.turns[1],
+                            answer_a_1=a[0],
+                            answer_b_1=b[0],
+                            answer_a_2=a[1],
+                            answer_b_2=b[1],
+                            **kwargs,
+                        )
+                    )
+            out.append(PairMatch(item, turn, prompt, (games[0], games[1])))
     return out
 
 
@@ -192,6 +286,27 @@ def grade(matches: Sequence[SingleMatch], generate: Generate) -> list[tuple[int 
     return [(parse_rating(j), j) for j in judgments]
 
 
+GAME_WINNERS = ({"A": "model_1", "B": "model_2"}, {"A": "model_2", "B": "model_1"})
+"""`play_a_match_pair`: a game's A/B verdict -> the model it names (game 1 the model as A, game 2 the baseline)."""
+
+
+def grade_pairs(matches: Sequence[PairMatch], generate: Generate) -> list[tuple[str, str, str, str]]:
+    """Each match's (g1_winner, g2_winner, g1 judgment, g2 judgment): model_1, model_2, tie or error, both games of
+    every match decoded in one batch."""
+    convs = [
+        [{"role": "system", "content": m.prompt.system_prompt}, {"role": "user", "content": u}]
+        for m in matches
+        for u in m.user_prompts
+    ]
+    judgments = generate(convs)
+    out = []
+    for k, m in enumerate(matches):
+        j1, j2 = judgments[2 * k], judgments[2 * k + 1]
+        v1, v2 = (parse_pair(j, m.prompt.output_format) for j in (j1, j2))
+        out.append((GAME_WINNERS[0].get(v1, v1), GAME_WINNERS[1].get(v2, v2), j1, j2))
+    return out
+
+
 @dataclass
 class FastChatJudge:
     """A chat model grading MT-Bench answers with FastChat's prompts (`--judge-prompts`): `model` names it in the
@@ -202,6 +317,10 @@ class FastChatJudge:
     references: dict[str, list[str]] | None
     generate: Generate
     max_new_tokens: int = MAX_NEW_TOKENS
+    mode: str = "single"
+    baseline: str | None = None
+    """pairwise-baseline: the baseline model's name (its answer file's stem, as FastChat names it)."""
+    baseline_answers: dict[str, list[str]] | None = None
     kind: str = "fastchat"
 
     @property
@@ -211,16 +330,26 @@ class FastChatJudge:
     def describe(self) -> dict[str, Any]:
         return {
             "model": self.model,
-            "prompts": sorted(set(SINGLE_PROMPTS.values())),
+            "mode": self.mode,
+            "prompts": sorted(set(MODES[self.mode][0].values())),
+            **({"baseline": self.baseline} if self.baseline else {}),
             "reference_answers": len(self.references or {}),
             "decoding": "greedy",
             "max_new_tokens": self.max_new_tokens,
-            "reference_code": "lm-sys/FastChat@0e6d3e4b fastchat/llm_judge (run_judge_single)",
+            "reference_code": "lm-sys/FastChat@0e6d3e4b fastchat/llm_judge (run_judge_single, run_judge_pair)",
         }
 
 
 __all__ = [
+    "GAME_WINNERS",
     "MAX_NEW_TOKENS",
+    "MODES",
+    "PAIR_PROMPTS",
+    "PairMatch",
+    "grade_pairs",
+    "pair_matches",
+    "parse_pair",
+    "read_answers",
     "NEED_REF_CATS",
     "SINGLE_PROMPTS",
     "FastChatJudge",
@@ -229,6 +358,5 @@ __all__ = [
     "grade",
     "parse_rating",
     "read_judge_prompts",
-    "read_reference_answers",
     "single_matches",
 ]

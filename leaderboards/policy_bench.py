@@ -47,13 +47,17 @@ from .arena_hard import ROUNDS, SEED, WEIGHT, arena_hard_scores, game_battles
 from .ifeval import DETECTORS, ifeval_scores
 from .mtbench_judge import (
     MAX_NEW_TOKENS,
+    MODES,
     FastChatJudge,
     grade,
+    grade_pairs,
+    pair_matches,
+    read_answers,
     read_judge_prompts,
-    read_reference_answers,
     single_matches,
 )
 from .policy_data import BenchData, BenchItem, read_alpacaeval, read_arenahard, read_ifeval, read_mtbench
+from .score_from import mtbench_pairwise
 from .winrate import LC_GLM_CHOICES, RIDGE, alpaca_lc_win_rate, both_orders, pointwise_preference, resolve_lc, win_rates
 
 if TYPE_CHECKING:
@@ -367,6 +371,8 @@ def score_mtbench(data: BenchData, answers: list[list[str]], judge: Any, s: Poli
     """The judge's score of every turn's answer: the mean, per turn and per category. A FastChat judge
     (`--judge-prompts`) grades each answer with MT-Bench's own prompts; its failed ratings (-1) are left out, as
     FastChat's show_result drops them, and counted."""
+    if isinstance(judge, FastChatJudge) and judge.mode == "pairwise-baseline":
+        return score_mtbench_pairwise(data, answers, judge, s)
     judgments: list[list[dict[str, Any]]] = [[] for _ in data.items]
     if isinstance(judge, FastChatJudge):
         matches = single_matches(data.items, answers, judge.prompts, judge.references)
@@ -404,6 +410,53 @@ def score_mtbench(data: BenchData, answers: list[list[str]], judge: Any, s: Poli
         for ts, j in zip(turn_scores, judgments, strict=True)
     ]
     return scores, rows
+
+
+def score_mtbench_pairwise(
+    data: BenchData, answers: list[list[str]], judge: FastChatJudge, s: PolicyBenchSettings
+) -> Scores:
+    """FastChat's pairwise-baseline grading: each (question, turn) judged in both orders against the baseline's
+    answer; win, loss and tie as show_result counts them (a row with an error in either game dropped, a tie in game 1
+    or two games that disagree a tie), the rates with bootstrap intervals over the kept rows."""
+    assert judge.baseline is not None and judge.baseline_answers is not None
+    matches = pair_matches(data.items, answers, judge.baseline_answers, judge.prompts, judge.references)
+    graded = grade_pairs(matches, judge.generate)
+    at = {it.id: k for k, it in enumerate(data.items)}
+    games: list[list[dict[str, Any]]] = [[] for _ in data.items]
+    rows = []
+    for m, (w1, w2, j1, j2) in zip(matches, graded, strict=True):
+        game = {"turn": m.turn, "prompt": m.prompt.name, "g1_winner": w1, "g2_winner": w2}
+        games[at[m.item.id]].append(game | {"g1_user_prompt": m.user_prompts[0], "g1_judgment": j1})
+        games[at[m.item.id]][-1] |= {"g2_user_prompt": m.user_prompts[1], "g2_judgment": j2}
+        rows.append({"model_1": "policy", "model_2": judge.baseline, "g1_winner": w1, "g2_winner": w2})
+    tally = mtbench_pairwise(rows, judge.baseline)
+    # each kept row's outcome for the policy: win 1, tie 1/2, loss 0 (their mean is win_rate_adjusted)
+    outcome = []
+    for r in rows:
+        if "error" in (r["g1_winner"], r["g2_winner"]):
+            continue
+        agreed = r["g1_winner"] == r["g2_winner"] and r["g1_winner"] != "tie"
+        outcome.append(0.5 if not agreed else 1.0 if r["g1_winner"] == "model_1" else 0.0)
+    rates = tally[0].rates if tally else {"win_rate": None, "loss_rate": None, "win_rate_adjusted": None}
+    won = [float(x == 1.0) for x in outcome]
+    lost = [float(x == 0.0) for x in outcome]
+    scores = {
+        "headline_section": "win_rate_adjusted",
+        "headline_name": f"Adjusted win rate against {judge.baseline} (ties half)",
+        "units": "fraction",
+        "sections": rates,
+        "intervals": {
+            "win_rate": _ci(won, s.bootstrap, s.seed),
+            "loss_rate": _ci(lost, s.bootstrap, s.seed),
+            "win_rate_adjusted": _ci(outcome, s.bootstrap, s.seed),
+        },
+        "subsets": {},
+        "extra": {
+            "judged": {"answers": 2 * len(rows), "abstained": len(rows) - len(outcome)},
+            "tally": {"win": tally[0].win, "loss": tally[0].loss, "tie": tally[0].tie} if tally else {},
+        },
+    }
+    return scores, [{"baseline": judge.baseline, "games": g} for g in games]
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -455,7 +508,24 @@ def native_mtbench(
     """FastChat's model_judgment/<judge>_single.jsonl: one row per question and turn, `score` -1 where the judge
     gave none (FastChat's failed rating). The format has no other way to say it: a reward model's score of exactly
     -1 reads as a failure there (MT-Bench's own judge rates 1-10). A FastChat judge's rows carry the prompt it was
-    asked with, its user prompt and its judgment, as `play_a_match_single` writes them."""
+    asked with, its user prompt and its judgment, as `play_a_match_single` writes them; graded pairwise against a
+    baseline, model_judgment/<judge>_pair.jsonl's rows as `play_a_match_pair` writes them."""
+    if rows and "games" in rows[0]:  # FastChat's pairwise-baseline rows (model_judgment/<judge>_pair.jsonl)
+        pair = []
+        for it, r in zip(data.items, rows, strict=True):
+            for g in r["games"]:
+                row = {
+                    "question_id": int(it.id) if it.id.isdigit() else it.id,
+                    "model_1": model,
+                    "model_2": r["baseline"],
+                    "g1_winner": g["g1_winner"],
+                    "g2_winner": g["g2_winner"],
+                    "judge": [judge, g["prompt"]],
+                    **{k: g[k] for k in ("g1_user_prompt", "g1_judgment", "g2_user_prompt", "g2_judgment")},
+                    "turn": g["turn"],
+                }
+                pair.append(json.dumps(row, ensure_ascii=False))
+        return "model_judgment_pair.jsonl", "".join(x + "\n" for x in pair)
     lines = []
     for it, r in zip(data.items, rows, strict=True):
         asked = {j["turn"]: j for j in r.get("judgments", [])}
@@ -629,6 +699,18 @@ class PolicyBenchSettings(DecodingSettings):
         metavar="FILE",
     )
     judge_max_new_tokens: int = option(MAX_NEW_TOKENS, "mtbench with --judge-prompts: tokens per judgment")
+    judge_mode: str = option(
+        "single",
+        "mtbench with --judge-prompts: single (each answer rated 1-10) or pairwise-baseline (each answer against "
+        "--judge-baseline's, judged in both orders; FastChat's gen_judgment --mode)",
+        choices=tuple(MODES),
+    )
+    judge_baseline: str | None = option(
+        None,
+        "mtbench --judge-mode pairwise-baseline: the baseline's answers (FastChat's model_answer/<model>.jsonl; the "
+        "file's name is the baseline's, e.g. gpt-3.5-turbo)",
+        metavar="FILE",
+    )
     allow_partial: bool = option(
         False,
         "--bench: score the usable rows when some are not (unknown instruction ids, missing fields); they are "
@@ -680,6 +762,13 @@ class PolicyBenchSettings(DecodingSettings):
             problems.append("judge_prompts: FastChat's MT-Bench judge prompts; use them with --bench mtbench")
         if self.judge_reference is not None and self.judge_prompts is None:
             problems.append("judge_reference: the reference answers of FastChat's judge prompts; add --judge-prompts")
+        if (self.judge_mode == "pairwise-baseline") != (self.judge_baseline is not None):
+            problems.append(
+                "judge_baseline: --judge-mode pairwise-baseline needs --judge-baseline FILE (the baseline's answers), "
+                "and --judge-baseline needs that mode"
+            )
+        if self.judge_mode != "single" and self.judge_prompts is None:
+            problems.append("judge_mode: grades with FastChat's prompts; add --judge-prompts")
         if self.judge_max_new_tokens < 1:
             problems.append(f"judge_max_new_tokens: must be >= 1, got {self.judge_max_new_tokens}")
         for key, given in (("lc_table", self.lc_table is not None), ("lc_glm", self.lc_glm != "auto")):
@@ -749,8 +838,9 @@ def fastchat_judge(s: PolicyBenchSettings, spec: dict[str, Any]) -> FastChatJudg
         raise UserError(
             f"--judge {s.judge!r}: with --judge-prompts, --judge names the judge's chat model (judge:MODEL)"
         )
-    prompts = read_judge_prompts(str(s.judge_prompts))
-    references = read_reference_answers(s.judge_reference) if s.judge_reference is not None else None
+    prompts = read_judge_prompts(str(s.judge_prompts), s.judge_mode)
+    references = read_answers(s.judge_reference) if s.judge_reference is not None else None
+    baseline = read_answers(s.judge_baseline, "--judge-baseline") if s.judge_baseline is not None else None
     # the generation engine imports torch: loaded when a judge is, not when the CLI builds its parser
     from prefalign.generation.policy import generate, load_policy
 
@@ -762,7 +852,8 @@ def fastchat_judge(s: PolicyBenchSettings, spec: dict[str, Any]) -> FastChatJudg
         n = s.judge_max_new_tokens
         return generate(chat, tok, convs, n, s.batch_size, 0.0, max(context - n, 1), progress=True)
 
-    return FastChatJudge(model, prompts, references, replies, s.judge_max_new_tokens)
+    name = Path(s.judge_baseline).stem if s.judge_baseline is not None else None  # FastChat: the file's name
+    return FastChatJudge(model, prompts, references, replies, s.judge_max_new_tokens, s.judge_mode, name, baseline)
 
 
 def run_policy_bench(settings: PolicyBenchSettings, judge: Any = None) -> tuple[dict[str, Any], Record]:
@@ -788,10 +879,11 @@ def run_policy_bench(settings: PolicyBenchSettings, judge: Any = None) -> tuple[
     answers, reused = cached_answers(s.model, data, s, s.out)
     t_gen = time.time() - t0
     rest, per_item = bench.score(data, answers, judge, s)
+    section = rest.pop("headline_section", bench.headline)  # a set graded another way may name its own
     scores = {
-        "headline": rest["sections"][bench.headline],
-        "headline_name": bench.headline_name,
-        "units": bench.units,
+        "headline": rest["sections"][section],
+        "headline_name": rest.pop("headline_name", bench.headline_name),
+        "units": rest.pop("units", bench.units),
         **rest,
     }
     judge_desc: dict[str, Any] = (

@@ -561,7 +561,31 @@ JUDGE_PROMPTS = [  # made-up texts in judge_prompts.jsonl's layout, with the fie
         "system_prompt": "SM2",
         "prompt_template": "{question_1}|{ref_answer_1}|{answer_1}|{question_2}|{ref_answer_2}|{answer_2}",
     },
-    {"name": "pair-v2", "type": "pairwise", "system_prompt": "P", "prompt_template": "{question}"},
+    {
+        "name": "pair-v2",
+        "type": "pairwise",
+        "system_prompt": "P",
+        "prompt_template": "{question}|{answer_a}|{answer_b}",
+    },
+    {
+        "name": "pair-math-v1",
+        "type": "pairwise",
+        "system_prompt": "PM",
+        "prompt_template": "{question}|{ref_answer_1}|{answer_a}|{answer_b}",
+    },
+    {
+        "name": "pair-v2-multi-turn",
+        "type": "pairwise",
+        "system_prompt": "P2",
+        "prompt_template": "{question_1}|{answer_a_1}|{answer_b_1}|{question_2}|{answer_a_2}|{answer_b_2}",
+    },
+    {
+        "name": "pair-math-v1-multi-turn",
+        "type": "pairwise",
+        "system_prompt": "PM2",
+        "prompt_template": "{ref_answer_1}|{ref_answer_2}|{answer_a_1}|{answer_b_1}|{answer_a_2}|{answer_b_2}",
+        "output_format": "[[rating_a,rating_b]]",
+    },
 ]
 
 
@@ -595,12 +619,12 @@ def test_fastchat_rating_is_read_as_run_judge_single_reads_it():
 def test_fastchat_matches_prompts_and_references(tmp_path):
     """gen_judgment's single mode: turn 1 of the questions without a reference, then with one, then turn 2 the same
     way; each with its prompt, the reference answer's turns where its category needs one."""
-    from leaderboards.mtbench_judge import grade, read_judge_prompts, read_reference_answers, single_matches
+    from leaderboards.mtbench_judge import grade, read_answers, read_judge_prompts, single_matches
     from leaderboards.policy_data import BenchItem
 
     prompts = read_judge_prompts(_judge_prompts(tmp_path / "judge_prompts.jsonl"))
     refs_file = _jsonl(tmp_path / "gpt-4.jsonl", [{"question_id": 2, "choices": [{"turns": ["r1", "r2"]}]}])
-    refs = read_reference_answers(refs_file)
+    refs = read_answers(refs_file)
     items = [
         BenchItem("1", ["w1", "w2"], "writing"),
         BenchItem("2", ["m1", "m2"], "math"),
@@ -634,7 +658,48 @@ def test_fastchat_matches_prompts_and_references(tmp_path):
         read_judge_prompts(broken)
     _jsonl(broken, [{"question_id": 1, "choices": []}])
     with pytest.raises(UserError, match="broken.jsonl line 1: needs question_id and choices"):
-        read_reference_answers(broken)
+        read_answers(broken)
+
+
+def test_fastchat_pairwise_verdicts_are_run_judge_pair_s():
+    """fastchat/llm_judge/common.py `run_judge_pair`: [[A]], [[B]], [[C]] looked for in that order anywhere in the
+    judgment; two ratings within TIE_DELTA (0.1) tie."""
+    from leaderboards.mtbench_judge import parse_pair
+
+    marks = {"[[A]]": "A", "x [[B]]": "B", "[[B]] then [[A]]": "A", "[[C]]": "tie", "A is better": "error", "": "error"}
+    assert {k: parse_pair(k, "[[A]]") for k in marks} == marks
+    ratings = {"[[7, 3]]": "A", "[[5,5.05]]": "tie", "[[5, 5.2]]": "B", "[2, 9]": "B", "[[8]]": "error"}
+    assert {k: parse_pair(k, "[[rating_a,rating_b]]") for k in ratings} == ratings
+
+
+def test_fastchat_pair_matches_both_games(tmp_path):
+    """play_a_match_pair: game 1 the model's answer as A, game 2 the baseline's; a game's A names model_1 in game 1
+    and model_2 in game 2."""
+    from leaderboards.mtbench_judge import grade_pairs, pair_matches, read_judge_prompts
+    from leaderboards.policy_data import BenchItem
+
+    prompts = read_judge_prompts(_judge_prompts(tmp_path / "judge_prompts.jsonl"), "pairwise-baseline")
+    items = [BenchItem("1", ["w1", "w2"], "writing"), BenchItem("2", ["m1", "m2"], "math")]
+    mine, theirs = [["a1", "a2"], ["b1", "b2"]], {"1": ["x1", "x2"], "2": ["y1", "y2"]}
+    matches = pair_matches(items, mine, theirs, prompts, {"2": ["r1", "r2"]})
+    assert [(m.item.id, m.turn, m.prompt.name, m.user_prompts) for m in matches] == [
+        ("1", 1, "pair-v2", ("w1|a1|x1", "w1|x1|a1")),
+        ("2", 1, "pair-math-v1", ("m1|r1|b1|y1", "m1|r1|y1|b1")),
+        ("1", 2, "pair-v2-multi-turn", ("w1|a1|x1|w2|a2|x2", "w1|x1|a1|w2|x2|a2")),
+        ("2", 2, "pair-math-v1-multi-turn", ("r1|r2|b1|y1|b2|y2", "r1|r2|y1|b1|y2|b2")),
+    ]
+    replies = ["[[A]]", "[[A]]", "[[B]]", "[[C]]", "none", "[[B]]", "[[9, 2]]", "[[2, 9]]"]
+    graded = grade_pairs(matches, lambda convs: replies[: len(convs)])
+    assert [(w1, w2) for w1, w2, _, _ in graded] == [
+        ("model_1", "model_2"),  # game 1 for the model, game 2 for the baseline: a tie by position
+        ("model_2", "tie"),
+        ("error", "model_1"),
+        ("model_1", "model_1"),  # [[9, 2]] with the model as A, [[2, 9]] with it as B: both for the model
+    ]
+    with pytest.raises(UserError, match="question 2: the baseline's answer file .* no turn 1"):
+        pair_matches(items, mine, {"1": ["x1", "x2"]}, prompts, {"2": ["r1", "r2"]})
+    with pytest.raises(UserError, match="no judge prompt named pair-v2"):
+        read_judge_prompts(_jsonl(tmp_path / "single_only.jsonl", JUDGE_PROMPTS[:4]), "pairwise-baseline")
 
 
 def test_mtbench_graded_with_fastchat_prompts_by_a_chat_model(tmp_path, tiny_model_ref):
@@ -674,6 +739,64 @@ def test_mtbench_graded_with_fastchat_prompts_by_a_chat_model(tmp_path, tiny_mod
     assert counts["abstained"] == sum(r["score"] == -1 for r in rows)
     assert runs[1] == runs[0]
     assert _run(*flags, *judge, "--out", str(tmp_path / "c")) == 2  # a math question needs its reference
+    # pairwise against a baseline's answers: both games of every (question, turn) in FastChat's pair rows, which
+    # `bench score mtbench` reads back to the run's own numbers
+    base = _jsonl(
+        tmp_path / "gpt-3.5-turbo.jsonl",
+        [{"question_id": q, "choices": [{"turns": ["One.", "Two."]}]} for q in (81, 111)],
+    )
+    pair = ["--judge-mode", "pairwise-baseline", "--judge-baseline", str(base), "--judge-reference", str(refs)]
+    assert _run(*flags, *judge, *pair, "--out", str(tmp_path / "p")) == 0
+    report = json.loads((tmp_path / "p" / "report.json").read_text())
+    rows = [json.loads(x) for x in Path(report["native"]).read_text().splitlines()]
+    assert [(r["question_id"], r["turn"], r["model_2"], r["judge"][1]) for r in rows] == [
+        (81, 1, "gpt-3.5-turbo", "pair-v2"),
+        (81, 2, "gpt-3.5-turbo", "pair-v2-multi-turn"),
+        (111, 1, "gpt-3.5-turbo", "pair-math-v1"),
+        (111, 2, "gpt-3.5-turbo", "pair-math-v1-multi-turn"),
+    ]
+    assert all(r["g1_user_prompt"] != r["g2_user_prompt"] for r in rows)
+    scores = report["record"]["scores"]
+    assert scores["headline_name"].startswith("Adjusted win rate against gpt-3.5-turbo")
+    errors = sum("error" in (r["g1_winner"], r["g2_winner"]) for r in rows)
+    assert scores["extra"]["judged"] == {"answers": 8, "abstained": errors}  # a game without a verdict drops its row
+
+
+def test_mtbench_pairwise_record_equals_show_result_s_reading_of_its_file(tmp_path, capsys):
+    """A pairwise-baseline grading (fixed judgments in place of a judge's replies) scored by the run, its
+    model_judgment_pair.jsonl written, and that file scored by `align bench score mtbench` (show_result.py's
+    pairwise rules): the same win, loss, tie and rates."""
+    from leaderboards.mtbench_judge import FastChatJudge, read_judge_prompts
+    from leaderboards.policy_bench import PolicyBenchSettings, native_mtbench, score_mtbench
+    from leaderboards.policy_data import BenchData, BenchItem
+
+    prompts = read_judge_prompts(_judge_prompts(tmp_path / "judge_prompts.jsonl"), "pairwise-baseline")
+    items = [BenchItem(str(q), [f"q{q}", f"r{q}"], "writing") for q in range(1, 6)]
+    data = BenchData("mtbench", "q.jsonl", items)
+    replies = iter(["[[A]]", "[[B]]", "[[A]]", "[[A]]", "[[C]]", "[[B]]", "[[B]]", "[[A]]", "?", "[[A]]"] * 2)
+    judge = FastChatJudge(
+        "j",
+        prompts,
+        None,
+        lambda convs: [next(replies) for _ in convs],
+        16,
+        "pairwise-baseline",
+        "base",
+        {it.id: ["x", "y"] for it in items},
+    )
+    s = PolicyBenchSettings(model="m", bench="mtbench", data="q.jsonl", bootstrap=200)
+    scores, rows = score_mtbench(data, [["a", "b"]] * 5, judge, s)
+    # per (question, turn): (A,B) both for the model; (A,A) a tie by position; (C,B) a tie; (B,A) both for the
+    # baseline; (?,A) dropped. Ten rows: 2 wins, 2 losses, 4 ties, 2 dropped
+    assert scores["extra"]["tally"] == {"win": 2, "loss": 2, "tie": 4}
+    assert scores["sections"]["win_rate_adjusted"] == pytest.approx(0.5)
+    name, text = native_mtbench(data, [["a", "b"]] * 5, rows, "m", "fastchat:j")
+    (tmp_path / name).write_text(text)
+    assert (
+        main(["bench", "score", "mtbench", "--from", str(tmp_path / name), "--option", "baseline=base", "--json"]) == 0
+    )
+    got = json.loads(capsys.readouterr().out)[0]
+    assert got["model"] == "m" and got["sections"] == pytest.approx(scores["sections"])
 
 
 def test_write_reference_then_compare(tmp_path, tiny_model_ref):
