@@ -264,20 +264,29 @@ class QuickstartConfig:
     )
 
     def check(self) -> list[str]:
-        if not 0 < self.fp32_work <= 1:
-            return [f"fp32_work: must lie in (0, 1], got {self.fp32_work}"]
-        if self.rank_by is not None:
-            try:
-                kind = scorer_spec(self.rank_by, flag="rank_by").get("type")
-            except UserError as e:
-                return [str(e)]
-            if kind not in SCORERS or SCORERS[str(kind)].kind != "pairwise":
-                return [f"rank_by: a pairwise judge's spec (pair_pm, think or judge), got type {kind!r}"]
-        return [
+        p = [f"fp32_work: must lie in (0, 1], got {self.fp32_work}"] if not 0 < self.fp32_work <= 1 else []
+        p += [
             f"stages: unknown stage '{s}'{did_you_mean(s, STAGES)}; choose from {', '.join(STAGES)}"
             for s in self.stages
             if s not in STAGES
         ]
+        if self.rank_by is not None:
+            judges = [k for k, e in SCORERS.entries.items() if e.kind == "pairwise"]
+            try:
+                kind = scorer_spec(self.rank_by, flag="rank_by").get("type")
+            except UserError as e:
+                kind = None
+                p.append(str(e))
+            if kind is not None and (kind not in SCORERS or SCORERS[str(kind)].kind != "pairwise"):
+                p.append(f"rank_by: a pairwise judge's spec ({', '.join(judges)}), got type {kind!r}")
+            bonus = self.align.rounds.reference_bonus
+            if bonus >= 1:
+                p.append(
+                    f"rank_by: a judge scores each candidate by its mean win probability (0..1), so "
+                    f"align.rounds.reference_bonus={bonus:g} (the RM's anchor) always chooses the data's reference; "
+                    "set align.rounds.reference_bonus below 1 for the judge (e.g. 0.25), or 0"
+                )
+        return p
 
 
 __all__ = ["STAGES", "DoctorSection", "EvalSection", "QuickstartConfig", "SuiteSection"]

@@ -129,7 +129,8 @@ V2_LBFGS = {"lr": 0.1, "max_iter": 50, "tolerance_grad": 1e-9, "tolerance_change
 class StyleScore:
     model: str
     score: float
-    """Percent: v0.1 the full-data fit's win rate rounded to 0.01; v2.0 the median of the rounds' win rates."""
+    """Percent: v0.1 the full-data fit's win rate rounded to 0.01; v2.0 the median of the rounds' win rates (without
+    style control, `v2_plain_scores`: the mean of the rounds' mean outcomes)."""
     lower: float
     upper: float
     """The interval's bounds in percent (v0.1 95%, rounded to 0.01; v2.0 90%)."""
@@ -546,6 +547,7 @@ def v2_plain_scores(
         ci = f"(-{round((mean - lo) * 100, 1)} / +{round((hi - mean) * 100, 1)})"
         line = f"{n}: score {round(mean * 100, 1)} 90% CI {ci}"
         scores.append(StyleScore(n, mean * 100, lo * 100, hi * 100, mean, math.nan, len(outcomes[n]), line))
+    scores.sort(key=lambda x: -x.win_rate)  # format_confidence_interval: by score, highest first
     reference = "lmarena/arena-hard-auto@196f6b82 show_result.py (no --control-features)"
     method = {"interval": 0.90, "baseline": base, "category": category, "rounds": rounds}
     return StyleFit(reference, scores, {}, f"baseline {base}: score 50.0 90% CI (-0.0 / +0.0)", method)

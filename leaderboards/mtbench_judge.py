@@ -26,9 +26,10 @@ prompt_template, output_format), given by the user as `--judge-prompts FILE`; no
   answer_b_2); the verdict the first of `[[A]]`, `[[B]]`, `[[C]]` (a tie) in the judgment, else error (or, for an
   `[[rating_a,rating_b]]` prompt, the two ratings, a tie within 0.1); mapped to model_1 / model_2 per game; the
   rows scored by show_result's pairwise rules (`score_from.mtbench_pairwise`).
-- the rows written (`policy_bench.native_mtbench`): question_id, model, judge [judge, prompt name], user_prompt,
-  judgment, score, turn, as `play_a_match_single` appends them to `model_judgment/<judge>_single.jsonl` (without
-  its wall-clock tstamp, so that a rerun writes the same file); pairwise, model_judgment_pair.jsonl's rows:
+- the rows written (`policy_bench.native_mtbench`): question_id, model, judge [judge model, prompt name],
+  user_prompt, judgment, score, turn, as `play_a_match_single` appends them to `model_judgment/<judge>_single.jsonl`
+  (without its wall-clock tstamp, so that a rerun writes the same file; grouped by question, turn 1 then 2, where
+  FastChat appends them in the order its threads finish); pairwise, model_judgment_pair.jsonl's rows:
   question_id, model_1, model_2, g1_winner, g2_winner, judge, g1_user_prompt, g1_judgment, g2_user_prompt,
   g2_judgment, turn.
 """
@@ -149,13 +150,21 @@ def read_answers(path: str | Path, flag: str = "--judge-reference") -> dict[str,
     return out
 
 
+def _literal(text: str) -> int | float | None:
+    """A rating as `ast.literal_eval` reads it; None where it cannot (e.g. `05`: FastChat's thread raises there)."""
+    try:
+        value = ast.literal_eval(text.strip())
+    except (ValueError, SyntaxError):
+        return None
+    return value if isinstance(value, int | float) else None
+
+
 def parse_rating(judgment: str) -> int | float:
-    """FastChat's rating of a single-answer judgment: [[x]], else [x], as a literal; -1 when there is none."""
+    """FastChat's rating of a single-answer judgment: [[x]], else [x], as a literal; -1 when there is none (or when
+    the literal cannot be read, such as a leading zero, where FastChat's judging thread raises instead)."""
     match = ONE_SCORE.search(judgment) or ONE_SCORE_BACKUP.search(judgment)
-    if match is None:
-        return -1
-    value = ast.literal_eval(match.groups()[0])
-    return value if isinstance(value, int | float) else -1
+    value = _literal(match.groups()[0]) if match is not None else None
+    return -1 if value is None else value
 
 
 def parse_pair(judgment: str, output_format: str) -> str:
@@ -167,10 +176,43 @@ def parse_pair(judgment: str, output_format: str) -> str:
                 return verdict
         return "error"
     match = TWO_SCORE.search(judgment) or TWO_SCORE_BACKUP.search(judgment)
-    if match is None:
+    a, b = (_literal(x) for x in match.groups()) if match is not None else (None, None)
+    if a is None or b is None:
         return "error"
-    a, b = (ast.literal_eval(x.strip()) for x in match.groups())
     return "tie" if abs(a - b) <= TIE_DELTA else "A" if a > b else "B"
+
+
+def _order(items: Sequence[BenchItem]) -> list[tuple[int, int, bool]]:
+    """gen_judgment's order of matches as (item index, turn, reference-based): the first turns of the questions
+    outside NEED_REF_CATS, then of those in them, then the second turns in the same way (two-turn questions)."""
+    return [
+        (k, turn, ref_based)
+        for turn, ref_based in ((1, False), (1, True), (2, False), (2, True))
+        for k, item in enumerate(items)
+        if (item.category in NEED_REF_CATS) == ref_based and (turn == 1 or len(item.turns) == 2)
+    ]
+
+
+def _reference(item: BenchItem, turn: int, references: dict[str, list[str]] | None) -> dict[str, str]:
+    """ref_answer_1 (and ref_answer_2 at turn 2) of a reference-category question; an error naming it without."""
+    ref = (references or {}).get(item.id)
+    if ref is None or len(ref) < turn:
+        raise UserError(
+            f"question {item.id} ({item.category}) is graded against a reference answer: give --judge-reference "
+            f"FILE (FastChat's reference_answer/<judge>.jsonl) holding its {'two turns' if turn == 2 else 'first turn'}"
+        )
+    return {"ref_answer_1": ref[0], **({"ref_answer_2": ref[1]} if turn == 2 else {})}
+
+
+def _fill(prompt: JudgePrompt, **fields: str) -> str:
+    """The prompt's template filled as FastChat fills it (`str.format`); a field the template names that this turn
+    does not have is an error naming the prompt and the field."""
+    try:
+        return prompt.prompt_template.format(**fields)
+    except KeyError as e:
+        raise UserError(
+            f"judge prompt {prompt.name}: its template names {{{e.args[0]}}}, which FastChat does not fill there"
+        ) from None
 
 
 @dataclass(frozen=True)
@@ -189,35 +231,20 @@ def single_matches(
     prompts: dict[str, JudgePrompt],
     references: dict[str, list[str]] | None,
 ) -> list[SingleMatch]:
-    """Every (question, turn) FastChat grades, in gen_judgment's order: the first turns of the questions without a
-    reference, then of those with one, then the second turns in the same way; a reference-category question
+    """Every (question, turn) FastChat grades, in gen_judgment's order (`_order`); a reference-category question
     without a reference answer is an error naming it."""
     out = []
-    for turn, ref_based in ((1, False), (1, True), (2, False), (2, True)):
-        for item, ans in zip(items, answers, strict=True):
-            if (item.category in NEED_REF_CATS) != ref_based or (turn == 2 and len(item.turns) != 2):
-                continue
-            prompt = prompts[SINGLE_PROMPTS[(ref_based, turn)]]
-            kwargs = _reference(item, turn, references) if ref_based else {}
-            if turn == 1:
-                user = prompt.prompt_template.format(question=item.turns[0], answer=ans[0], **kwargs)
-            else:
-                user = prompt.prompt_template.format(
-                    question_1=item.turns[0], question_2=item.turns[1], answer_1=ans[0], answer_2=ans[1], **kwargs
-                )
-            out.append(SingleMatch(item, turn, prompt, user))
+    for k, turn, ref_based in _order(items):
+        item, ans = items[k], answers[k]
+        prompt = prompts[SINGLE_PROMPTS[(ref_based, turn)]]
+        ref = _reference(item, turn, references) if ref_based else {}
+        if turn == 1:
+            user = _fill(prompt, question=item.turns[0], answer=ans[0], **ref)
+        else:
+            q1, q2 = item.turns
+            user = _fill(prompt, question_1=q1, question_2=q2, answer_1=ans[0], answer_2=ans[1], **ref)
+        out.append(SingleMatch(item, turn, prompt, user))
     return out
-
-
-def _reference(item: BenchItem, turn: int, references: dict[str, list[str]] | None) -> dict[str, str]:
-    """ref_answer_1 (and ref_answer_2 at turn 2) of a reference-category question; an error naming it without."""
-    ref = (references or {}).get(item.id)
-    if ref is None or len(ref) < turn:
-        raise UserError(
-            f"question {item.id} ({item.category}) is graded against a reference answer: give --judge-reference "
-            f"FILE (FastChat's reference_answer/<judge>.jsonl) holding its {'two turns' if turn == 2 else 'first turn'}"
-        )
-    return {"ref_answer_1": ref[0], **({"ref_answer_2": ref[1]} if turn == 2 else {})}
 
 
 @dataclass(frozen=True)
@@ -238,37 +265,35 @@ def pair_matches(
     prompts: dict[str, JudgePrompt],
     references: dict[str, list[str]] | None,
 ) -> list[PairMatch]:
-    """Every (question, turn) against the baseline's answer, in gen_judgment's order (as `single_matches`); a
-    question the baseline's file does not answer is an error naming it."""
+    """Every (question, turn) against the baseline's answer, in gen_judgment's order (`_order`); a question the
+    baseline's file does not answer is an error naming it."""
     out = []
-    for turn, ref_based in ((1, False), (1, True), (2, False), (2, True)):
-        for item, ans in zip(items, answers, strict=True):
-            if (item.category in NEED_REF_CATS) != ref_based or (turn == 2 and len(item.turns) != 2):
-                continue
-            theirs = baseline.get(item.id)
-            if theirs is None or len(theirs) < turn:
-                raise UserError(f"question {item.id}: the baseline's answer file (--judge-baseline) has no turn {turn}")
-            prompt = prompts[PAIR_PROMPTS[(ref_based, turn)]]
-            kwargs = _reference(item, turn, references) if ref_based else {}
-            games = []
-            for a, b in ((ans, theirs), (theirs, ans)):
-                if turn == 1:
-                    games.append(
-                        prompt.prompt_template.format(question=item.turns[0], answer_a=a[0], answer_b=b[0], **kwargs)
+    for k, turn, ref_based in _order(items):
+        item, ans = items[k], answers[k]
+        theirs = baseline.get(item.id)
+        if theirs is None or len(theirs) < turn:
+            raise UserError(f"question {item.id}: the baseline's answer file (--judge-baseline) has no turn {turn}")
+        prompt = prompts[PAIR_PROMPTS[(ref_based, turn)]]
+        ref = _reference(item, turn, references) if ref_based else {}
+        games = []
+        for a, b in ((ans, theirs), (theirs, ans)):
+            if turn == 1:
+                games.append(_fill(prompt, question=item.turns[0], answer_a=a[0], answer_b=b[0], **ref))
+            else:
+                q1, q2 = item.turns
+                games.append(
+                    _fill(
+                        prompt,
+                        question_1=q1,
+                        question_2=q2,
+                        answer_a_1=a[0],
+                        answer_b_1=b[0],
+                        answer_a_2=a[1],
+                        answer_b_2=b[1],
+                        **ref,
                     )
-                else:
-                    games.append(
-                        prompt.prompt_template.format(
-                            question_1=item.turns[0],
-                            question_2=item.turns[1],
-                            answer_a_1=a[0],
-                            answer_b_1=b[0],
-                            answer_a_2=a[1],
-                            answer_b_2=b[1],
-                            **kwargs,
-                        )
-                    )
-            out.append(PairMatch(item, turn, prompt, (games[0], games[1])))
+                )
+        out.append(PairMatch(item, turn, prompt, (games[0], games[1])))
     return out
 
 
@@ -276,13 +301,14 @@ Generate = Callable[[list[list[dict[str, str]]]], list[str]]
 """(conversations: [system, user] message lists) -> the judge's reply to each, greedy."""
 
 
+def ask(prompt: JudgePrompt, user: str) -> list[dict[str, str]]:
+    """The conversation a judge is asked: the prompt's system message, then the user prompt."""
+    return [{"role": "system", "content": prompt.system_prompt}, {"role": "user", "content": user}]
+
+
 def grade(matches: Sequence[SingleMatch], generate: Generate) -> list[tuple[int | float, str]]:
-    """Each match's (rating, judgment): the judge asked with the prompt's system message and the user prompt."""
-    convs = [
-        [{"role": "system", "content": m.prompt.system_prompt}, {"role": "user", "content": m.user_prompt}]
-        for m in matches
-    ]
-    judgments = generate(convs)
+    """Each match's (rating, judgment)."""
+    judgments = generate([ask(m.prompt, m.user_prompt) for m in matches])
     return [(parse_rating(j), j) for j in judgments]
 
 
@@ -293,12 +319,7 @@ GAME_WINNERS = ({"A": "model_1", "B": "model_2"}, {"A": "model_2", "B": "model_1
 def grade_pairs(matches: Sequence[PairMatch], generate: Generate) -> list[tuple[str, str, str, str]]:
     """Each match's (g1_winner, g2_winner, g1 judgment, g2 judgment): model_1, model_2, tie or error, both games of
     every match decoded in one batch."""
-    convs = [
-        [{"role": "system", "content": m.prompt.system_prompt}, {"role": "user", "content": u}]
-        for m in matches
-        for u in m.user_prompts
-    ]
-    judgments = generate(convs)
+    judgments = generate([ask(m.prompt, u) for m in matches for u in m.user_prompts])
     out = []
     for k, m in enumerate(matches):
         j1, j2 = judgments[2 * k], judgments[2 * k + 1]
@@ -321,11 +342,23 @@ class FastChatJudge:
     baseline: str | None = None
     """pairwise-baseline: the baseline model's name (its answer file's stem, as FastChat names it)."""
     baseline_answers: dict[str, list[str]] | None = None
+    files: dict[str, str] | None = None
+    """The files it was given (prompts, reference and baseline answers) -> the first 16 hex digits of their SHA-256."""
     kind: str = "fastchat"
 
     @property
     def name(self) -> str:
-        return f"fastchat:{self.model}"
+        """The judge as FastChat's rows name it: the model."""
+        return self.model
+
+    def check(self, items: Sequence[BenchItem]) -> None:
+        """Every match the set needs can be asked (its prompt's fields, the reference and baseline answers), checked
+        before any answer is generated, as FastChat's `check_data` does before it judges."""
+        blank = [["", ""] for _ in items]
+        if self.mode == "pairwise-baseline":
+            pair_matches(items, blank, self.baseline_answers or {}, self.prompts, self.references)
+        else:
+            single_matches(items, blank, self.prompts, self.references)
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -333,6 +366,7 @@ class FastChatJudge:
             "mode": self.mode,
             "prompts": sorted(set(MODES[self.mode][0].values())),
             **({"baseline": self.baseline} if self.baseline else {}),
+            "files": self.files or {},
             "reference_answers": len(self.references or {}),
             "decoding": "greedy",
             "max_new_tokens": self.max_new_tokens,
@@ -346,6 +380,7 @@ __all__ = [
     "MODES",
     "PAIR_PROMPTS",
     "PairMatch",
+    "ask",
     "grade_pairs",
     "pair_matches",
     "parse_pair",

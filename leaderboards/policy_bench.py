@@ -57,7 +57,7 @@ from .mtbench_judge import (
     single_matches,
 )
 from .policy_data import BenchData, BenchItem, read_alpacaeval, read_arenahard, read_ifeval, read_mtbench
-from .score_from import mtbench_pairwise
+from .score_from import mtbench_pairwise, pair_outcome
 from .winrate import LC_GLM_CHOICES, RIDGE, alpaca_lc_win_rate, both_orders, pointwise_preference, resolve_lc, win_rates
 
 if TYPE_CHECKING:
@@ -431,12 +431,8 @@ def score_mtbench_pairwise(
         rows.append({"model_1": "policy", "model_2": judge.baseline, "g1_winner": w1, "g2_winner": w2})
     tally = mtbench_pairwise(rows, judge.baseline)
     # each kept row's outcome for the policy: win 1, tie 1/2, loss 0 (their mean is win_rate_adjusted)
-    outcome = []
-    for r in rows:
-        if "error" in (r["g1_winner"], r["g2_winner"]):
-            continue
-        agreed = r["g1_winner"] == r["g2_winner"] and r["g1_winner"] != "tie"
-        outcome.append(0.5 if not agreed else 1.0 if r["g1_winner"] == "model_1" else 0.0)
+    kept = [pair_outcome(r["g1_winner"], r["g2_winner"]) for r in rows]
+    outcome = [x for x in kept if x is not None]
     rates = tally[0].rates if tally else {"win_rate": None, "loss_rate": None, "win_rate_adjusted": None}
     won = [float(x == 1.0) for x in outcome]
     lost = [float(x == 0.0) for x in outcome]
@@ -452,7 +448,8 @@ def score_mtbench_pairwise(
         },
         "subsets": {},
         "extra": {
-            "judged": {"answers": 2 * len(rows), "abstained": len(rows) - len(outcome)},
+            # matches (question and turn), their games, and the matches dropped for a game without a verdict
+            "judged": {"answers": len(rows), "games": 2 * len(rows), "abstained": len(rows) - len(outcome)},
             "tally": {"win": tally[0].win, "loss": tally[0].loss, "tie": tally[0].tie} if tally else {},
         },
     }
@@ -834,9 +831,10 @@ def load_judge(s: PolicyBenchSettings) -> Any | None:
 def fastchat_judge(s: PolicyBenchSettings, spec: dict[str, Any]) -> FastChatJudge:
     """--judge's chat model grading with FastChat's prompts (--judge-prompts), its replies decoded greedily."""
     model = spec.get("model")
-    if not isinstance(model, str):
+    if spec.get("type") != "judge" or not isinstance(model, str):
         raise UserError(
-            f"--judge {s.judge!r}: with --judge-prompts, --judge names the judge's chat model (judge:MODEL)"
+            f"--judge {s.judge!r}: with --judge-prompts, --judge names the judge's chat model (judge:MODEL), which "
+            "writes each judgment"
         )
     prompts = read_judge_prompts(str(s.judge_prompts), s.judge_mode)
     references = read_answers(s.judge_reference) if s.judge_reference is not None else None
@@ -850,10 +848,22 @@ def fastchat_judge(s: PolicyBenchSettings, spec: dict[str, Any]) -> FastChatJudg
 
     def replies(convs: list[list[dict[str, str]]]) -> list[str]:
         n = s.judge_max_new_tokens
-        return generate(chat, tok, convs, n, s.batch_size, 0.0, max(context - n, 1), progress=True)
+        room = context - n  # FastChat never cuts a judge's prompt: one that does not fit is an error here
+        lengths = [len(tok.apply_chat_template(c, tokenize=True, add_generation_prompt=True)) for c in convs]
+        over = [k for k, length in enumerate(lengths) if length > room]
+        if over:
+            raise UserError(
+                f"{len(over)} of {len(convs)} judge prompts are longer than the {room} tokens {model}'s context "
+                f"({context}) leaves beside --judge-max-new-tokens {n} (the longest {max(lengths)}); lower "
+                "--judge-max-new-tokens or --max-new-tokens, or judge with a model of a longer context"
+            )
+        return generate(chat, tok, convs, n, s.batch_size, 0.0, context, progress=True)
 
+    given = {"prompts": s.judge_prompts, "reference": s.judge_reference, "baseline": s.judge_baseline}
+    files = {k: f"{v} sha256:{hashlib.sha256(Path(v).read_bytes()).hexdigest()[:16]}" for k, v in given.items() if v}
     name = Path(s.judge_baseline).stem if s.judge_baseline is not None else None  # FastChat: the file's name
-    return FastChatJudge(model, prompts, references, replies, s.judge_max_new_tokens, s.judge_mode, name, baseline)
+    mode = s.judge_mode
+    return FastChatJudge(model, prompts, references, replies, s.judge_max_new_tokens, mode, name, baseline, files)
 
 
 def run_policy_bench(settings: PolicyBenchSettings, judge: Any = None) -> tuple[dict[str, Any], Record]:
@@ -875,6 +885,8 @@ def run_policy_bench(settings: PolicyBenchSettings, judge: Any = None) -> tuple[
         raise UserError(f"{s.bench} is scored by its rules ({bench.rule}), not a judge; drop --judge")
     if bench.judge and judge is None:
         raise UserError(f"{s.bench} needs a judge: --judge SPEC (a reward model directory, or judge:MODEL ...)")
+    if isinstance(judge, FastChatJudge):
+        judge.check(data.items)  # references, baseline answers, the prompts' fields: before anything is generated
     t0 = time.time()
     answers, reused = cached_answers(s.model, data, s, s.out)
     t_gen = time.time() - t0

@@ -425,6 +425,17 @@ class PairwiseTally:
         }
 
 
+def pair_outcome(g1: str, g2: str) -> float | None:
+    """show_result.py's reading of one pairwise row for model_1: None (dropped) when either game is an error; 1/2
+    when game 1 is a tie or the games disagree (position bias; a tie in game 2 alone after a game-1 verdict is a
+    disagreement too); else 1 when both chose model_1, 0 when both chose model_2 (anything but model_1 is model_2)."""
+    if g1 == "error" or g2 == "error":
+        return None
+    if g1 == "tie" or g1 != g2:
+        return 0.5
+    return 1.0 if g1 == "model_1" else 0.0
+
+
 def mtbench_pairwise(
     rows: Sequence[dict[str, Any]], baseline: str | None, model_list: Sequence[str] = ()
 ) -> list[PairwiseTally]:
@@ -444,19 +455,19 @@ def mtbench_pairwise(
     Returns the tallies sorted by win_rate_adjusted, highest first (ties by name)."""
     tally: dict[str, list[int]] = {}
     for r in rows:
-        g1, g2 = r["g1_winner"], r["g2_winner"]
-        if g1 == "error" or g2 == "error":
+        outcome = pair_outcome(r["g1_winner"], r["g2_winner"])
+        if outcome is None:
             continue
         if model_list and r["model_1"] not in model_list:
             continue
         if baseline is not None and baseline not in (r["model_1"], r["model_2"]):
             continue
         m1, m2 = tally.setdefault(r["model_1"], [0, 0, 0]), tally.setdefault(r["model_2"], [0, 0, 0])
-        if g1 == "tie" or g1 != g2:
+        if outcome == 0.5:
             m1[2] += 1
             m2[2] += 1
-        else:  # both games chose the same model (show_result.py: anything but model_1 is model_2)
-            winner, loser = (m1, m2) if g1 == "model_1" else (m2, m1)
+        else:
+            winner, loser = (m1, m2) if outcome == 1.0 else (m2, m1)
             winner[0] += 1
             loser[1] += 1
     out = [PairwiseTally(m, *t) for m, t in sorted(tally.items()) if m != baseline]

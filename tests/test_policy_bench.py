@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -589,10 +590,11 @@ JUDGE_PROMPTS = [  # made-up texts in judge_prompts.jsonl's layout, with the fie
 ]
 
 
+PROMPT_ROWS = [{"output_format": "[[rating]]" if p["type"] == "single" else "[[A]]", **p} for p in JUDGE_PROMPTS]
+
+
 def _judge_prompts(path: Path) -> Path:
-    for p in JUDGE_PROMPTS:
-        p.setdefault("output_format", "[[rating]]" if p["type"] == "single" else "[[A]]")
-    return _jsonl(path, JUDGE_PROMPTS)
+    return _jsonl(path, PROMPT_ROWS)
 
 
 def test_fastchat_rating_is_read_as_run_judge_single_reads_it():
@@ -610,6 +612,7 @@ def test_fastchat_rating_is_read_as_run_judge_single_reads_it():
         "rated 7/10": -1,
         "[[ 7 ]]": -1,
         "[[-3]]": -1,
+        "[[05]]": -1,  # no Python literal: FastChat's thread raises; here a failed rating
         "": -1,
     }
     assert {k: parse_rating(k) for k in cases} == cases
@@ -650,15 +653,53 @@ def test_fastchat_matches_prompts_and_references(tmp_path):
     with pytest.raises(UserError, match="question 2 \\(math\\).*--judge-reference"):
         single_matches(items, answers, prompts, None)
     broken = tmp_path / "broken.jsonl"
-    broken.write_text(json.dumps(JUDGE_PROMPTS[0]) + "\n{not json\n")
+    broken.write_text(json.dumps(PROMPT_ROWS[0]) + "\n{not json\n")
     with pytest.raises(UserError, match="broken.jsonl line 2: not JSON"):
         read_judge_prompts(broken)
-    _jsonl(broken, JUDGE_PROMPTS[:1])
+    _jsonl(broken, PROMPT_ROWS[:1])
     with pytest.raises(UserError, match="no judge prompt named single-math-v1, single-v1-multi-turn"):
         read_judge_prompts(broken)
     _jsonl(broken, [{"question_id": 1, "choices": []}])
     with pytest.raises(UserError, match="broken.jsonl line 1: needs question_id and choices"):
         read_answers(broken)
+    odd = {**prompts, "single-v1": replace(prompts["single-v1"], prompt_template="{question} {verdict}")}
+    with pytest.raises(UserError, match="judge prompt single-v1: its template names {verdict}"):
+        single_matches(items, answers, odd, refs)
+
+
+def test_mtbench_single_grading_scores_each_turn_by_its_rating(tmp_path):
+    """Fixed judgments in place of a judge's replies (in gen_judgment's order: turn 1 of the non-reference
+    questions, turn 1 of the math one, then turn 2 the same way): each rating lands on its question and turn, a
+    failed one (-1) is left out of every mean and counted, and the rows written carry them."""
+    from leaderboards.mtbench_judge import FastChatJudge, read_judge_prompts
+    from leaderboards.policy_bench import PolicyBenchSettings, native_mtbench, score_mtbench
+    from leaderboards.policy_data import BenchData, BenchItem
+
+    prompts = read_judge_prompts(_judge_prompts(tmp_path / "judge_prompts.jsonl"))
+    items = [
+        BenchItem("1", ["w1", "w2"], "writing"),
+        BenchItem("2", ["m1", "m2"], "math"),
+        BenchItem("3", ["s1", "s2"], "stem"),
+    ]
+    replies = iter(["[[8]]", "[[6]]", "[[3]]", "[[9]]", "no rating", "[[05]]"])  # items 1, 3, 2 at turn 1; then turn 2
+    judge = FastChatJudge("j", prompts, {"2": ["r1", "r2"]}, lambda convs: [next(replies) for _ in convs])
+    data = BenchData("mtbench", "q.jsonl", items)
+    scores, rows = score_mtbench(data, [["a", "b"]] * 3, judge, PolicyBenchSettings(model="m", bootstrap=0))
+    assert [r["scores"] for r in rows] == [[8.0, 9.0], [3.0, None], [6.0, None]]  # [[05]]: no literal, -1
+    assert scores["sections"] == {"mean": pytest.approx(26 / 4), "turn_1": pytest.approx(17 / 3), "turn_2": 9.0}
+    assert scores["subsets"]["math"]["score"] == 3.0 and scores["extra"]["judged"] == {"answers": 6, "abstained": 2}
+    name, text = native_mtbench(data, [["a", "b"]] * 3, rows, "m", judge.name)
+    written = [json.loads(x) for x in text.splitlines()]
+    assert name == "model_judgment_single.jsonl"
+    assert [(r["question_id"], r["turn"], r["judge"], r["score"]) for r in written] == [
+        (1, 1, ["j", "single-v1"], 8.0),
+        (1, 2, ["j", "single-v1-multi-turn"], 9.0),
+        (2, 1, ["j", "single-math-v1"], 3.0),
+        (2, 2, ["j", "single-math-v1-multi-turn"], -1),
+        (3, 1, ["j", "single-v1"], 6.0),
+        (3, 2, ["j", "single-v1-multi-turn"], -1),
+    ]
+    assert written[2]["user_prompt"] == "Q m1 R r1 A a" and written[5]["judgment"] == "no rating"
 
 
 def test_fastchat_pairwise_verdicts_are_run_judge_pair_s():
@@ -699,7 +740,7 @@ def test_fastchat_pair_matches_both_games(tmp_path):
     with pytest.raises(UserError, match="question 2: the baseline's answer file .* no turn 1"):
         pair_matches(items, mine, {"1": ["x1", "x2"]}, prompts, {"2": ["r1", "r2"]})
     with pytest.raises(UserError, match="no judge prompt named pair-v2"):
-        read_judge_prompts(_jsonl(tmp_path / "single_only.jsonl", JUDGE_PROMPTS[:4]), "pairwise-baseline")
+        read_judge_prompts(_jsonl(tmp_path / "single_only.jsonl", PROMPT_ROWS[:4]), "pairwise-baseline")
 
 
 def test_mtbench_graded_with_fastchat_prompts_by_a_chat_model(tmp_path, tiny_model_ref):
@@ -735,7 +776,7 @@ def test_mtbench_graded_with_fastchat_prompts_by_a_chat_model(tmp_path, tiny_mod
         == "Q What is 2+2? R 4 A "
         + json.loads((tmp_path / "a" / "generations.jsonl").read_text().splitlines()[1])["answers"][0]
     )
-    assert all(isinstance(r["judgment"], str) and r["judge"][0] == f"fastchat:{tiny_model_ref}" for r in rows)
+    assert all(isinstance(r["judgment"], str) and r["judge"][0] == tiny_model_ref for r in rows)
     assert counts["abstained"] == sum(r["score"] == -1 for r in rows)
     assert runs[1] == runs[0]
     assert _run(*flags, *judge, "--out", str(tmp_path / "c")) == 2  # a math question needs its reference
@@ -759,7 +800,7 @@ def test_mtbench_graded_with_fastchat_prompts_by_a_chat_model(tmp_path, tiny_mod
     scores = report["record"]["scores"]
     assert scores["headline_name"].startswith("Adjusted win rate against gpt-3.5-turbo")
     errors = sum("error" in (r["g1_winner"], r["g2_winner"]) for r in rows)
-    assert scores["extra"]["judged"] == {"answers": 8, "abstained": errors}  # a game without a verdict drops its row
+    assert scores["extra"]["judged"] == {"answers": 4, "games": 8, "abstained": errors}  # no verdict: dropped
 
 
 def test_mtbench_pairwise_record_equals_show_result_s_reading_of_its_file(tmp_path, capsys):

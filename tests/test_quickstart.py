@@ -165,10 +165,14 @@ def test_rank_by_puts_a_pairwise_judge_in_the_rms_place(tmp_path):
     from align.quickstart import align_reward
     from prefalign.errors import ConfigError
 
-    cfg = build(QuickstartConfig, {"rank_by": "pair_pm:builtin:tiny-llama"})
+    judged = {"rank_by": "pair_pm:builtin:tiny-llama", "align": {"rounds": {"reference_bonus": 0.25}}}
+    cfg = build(QuickstartConfig, judged)
     assert align_reward(cfg, Pipeline(tmp_path, []), {}) == [{"type": "pair_pm", "model": "builtin:tiny-llama"}]
-    with pytest.raises(ConfigError, match="rank_by: a pairwise judge's spec"):
-        build(QuickstartConfig, {"rank_by": "scalar:runs/rm/model"})
+    with pytest.raises(ConfigError, match="rank_by: a pairwise judge's spec \\(judge, pair_pm, think\\)"):
+        build(QuickstartConfig, {**judged, "rank_by": "scalar:runs/rm/model"})
+    # the RM's anchor (+1) on a judge's 0..1 win probabilities would always choose the reference: said, not run
+    with pytest.raises(ConfigError, match="reference_bonus=1 .* always chooses the data's reference"):
+        build(QuickstartConfig, {"rank_by": "pair_pm:builtin:tiny-llama"})
 
 
 def test_quickstart_runs_only_the_stages_it_is_given(tmp_path, capsys):

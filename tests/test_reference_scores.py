@@ -547,6 +547,7 @@ def test_arena_hard_v2_without_style_control_is_show_result_s(capsys):
         "model-c: score 41.2 90% CI (-6.2 / +7.2)",
     ]
     assert [by[m].battles for m in ("model-a", "model-b", "model-c", "model-d")] == [106, 78, 94, 88]
+    assert [s.model for s in fit.scores] == ["model-d", "model-b", "model-a", "model-c"]  # as printed: by score
     files = [f"--from={ARENA_STYLE / 'v2.0' / 'model_judgment' / 'gpt-4.1' / f'model-{m}.jsonl'}" for m in "abcd"]
     assert main(["bench", "score", "arenahard", *files, "--option", "version=v2.0", "--json"]) == 0
     got = {m["model"]: m for m in json.loads(capsys.readouterr().out)}
