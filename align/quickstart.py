@@ -14,9 +14,10 @@ earlier stage writes finds them in `out_dir`):
                the data alone gives) and the warm start of the next stage
   6. align   - the policy aligned against the RM (`align.iterative`): rounds in which the policy samples answers to
                the suite's training prompts, the RM ranks them together with the prompt's pair from the data (its
-               reference and its rejected answer, `candidates: policy_and_data`), the round keeps the prompts
-               where the RM's best beats its worst by most (`keep_pairs`, more in the last round), and DPO with the
-               NLL term learns the RM's best against its worst, each pair weighted by its RM margin; the RM
+               reference and its rejected answer, `candidates: policy_and_data`; the reference's reward counted 1
+               higher, `reference_bonus`, so a sample displaces it only by beating it by more), the round keeps
+               the prompts where the RM's best beats its worst by most (`keep_pairs`, more in the last round), and
+               DPO with the NLL term learns the RM's best against its worst, each pair weighted by its RM margin; the RM
                decides every pair, no gold label is read
   7. online  - (`align quickstart --full`, or `online` in `stages`) GRPO against the RM with a KL term, from the
                aligned policy
