@@ -377,7 +377,8 @@ def _v2_battles(
     judged: Sequence[tuple[str, Sequence[JudgmentRow]]], weight: int, category: str, version: StyleVersion
 ) -> list[Battle]:
     """`load_judgments` and the category filter: a row with a null game or verdict is dropped, game 2's battles
-    (the model as A) come first, then game 1's turned round; only rows of `category`."""
+    (the model as A) come first, then game 1's turned round; only rows of `category` (none is an error naming the
+    categories found)."""
     out = []
     for model, rows in judged:
         for r in rows:
@@ -395,6 +396,9 @@ def _v2_battles(
             g1, g2 = V2_LABELS[game1], V2_LABELS[game2]
             outcomes = [g2[0]] * (weight if g2[1] else 1) + [1 - g1[0]] * (weight if g1[1] else 1)
             out += [Battle(model, question, o, r.where) for o in outcomes]
+    if not out:
+        found = sorted({str(r.fields.get("category")) for _, rows in judged for r in rows})
+        raise UserError(f"--option category={category}: no judged row of that category (found: {', '.join(found)})")
     return out
 
 
@@ -440,9 +444,6 @@ def _v2_scores(
 ) -> StyleFit:
     """`show_result.py --control-features markdown length`, v2.0 (`control` is always all four features)."""
     battles = _v2_battles(judged, weight, category, version)
-    if not battles:
-        found = sorted({str(r.fields.get("category")) for _, rows in judged for r in rows})
-        raise UserError(f"--option category={category}: no judged row of that category (found: {', '.join(found)})")
     m_counts, b_counts = _style_pairs(battles, counts, baseline, version)
     m, b = torch.tensor(m_counts, dtype=torch.float32), torch.tensor(b_counts, dtype=torch.float32)  # (B, 4)
     f = torch.zeros_like(m)
@@ -527,9 +528,6 @@ def v2_plain_scores(
     version = STYLE_VERSIONS["v2.0"]
     base = baseline or V2_BASELINES.get(category)
     battles = _v2_battles(judged, weight, category, version)
-    if not battles:
-        found = sorted({str(r.fields.get("category")) for _, rows in judged for r in rows})
-        raise UserError(f"--option category={category}: no judged row of that category (found: {', '.join(found)})")
     outcomes: dict[str, list[float]] = {}
     for bt in battles:
         outcomes.setdefault(bt.model.split("/")[-1], []).append(bt.outcome)

@@ -57,7 +57,7 @@ from .mtbench_judge import (
     single_matches,
 )
 from .policy_data import BenchData, BenchItem, read_alpacaeval, read_arenahard, read_ifeval, read_mtbench
-from .score_from import mtbench_pairwise, pair_outcome
+from .score_from import PairwiseTally, pair_outcome
 from .winrate import LC_GLM_CHOICES, RIDGE, alpaca_lc_win_rate, both_orders, pointwise_preference, resolve_lc, win_rates
 
 if TYPE_CHECKING:
@@ -423,19 +423,25 @@ def score_mtbench_pairwise(
     graded = grade_pairs(matches, judge.generate)
     at = {it.id: k for k, it in enumerate(data.items)}
     games: list[list[dict[str, Any]]] = [[] for _ in data.items]
-    rows = []
     for m, (w1, w2, j1, j2) in zip(matches, graded, strict=True):
-        game = {"turn": m.turn, "prompt": m.prompt.name, "g1_winner": w1, "g2_winner": w2}
-        games[at[m.item.id]].append(game | {"g1_user_prompt": m.user_prompts[0], "g1_judgment": j1})
-        games[at[m.item.id]][-1] |= {"g2_user_prompt": m.user_prompts[1], "g2_judgment": j2}
-        rows.append({"model_1": "policy", "model_2": judge.baseline, "g1_winner": w1, "g2_winner": w2})
-    tally = mtbench_pairwise(rows, judge.baseline)
-    # each kept row's outcome for the policy: win 1, tie 1/2, loss 0 (their mean is win_rate_adjusted)
-    kept = [pair_outcome(r["g1_winner"], r["g2_winner"]) for r in rows]
+        games[at[m.item.id]].append(
+            {
+                "turn": m.turn,
+                "prompt": m.prompt.name,
+                "g1_winner": w1,
+                "g2_winner": w2,
+                "g1_user_prompt": m.user_prompts[0],
+                "g1_judgment": j1,
+                "g2_user_prompt": m.user_prompts[1],
+                "g2_judgment": j2,
+            }
+        )
+    # each kept match's outcome for the policy by show_result's rule: win 1, tie 1/2, loss 0 (None: dropped)
+    kept = [pair_outcome(w1, w2) for w1, w2, _, _ in graded]
     outcome = [x for x in kept if x is not None]
-    rates = tally[0].rates if tally else {"win_rate": None, "loss_rate": None, "win_rate_adjusted": None}
-    won = [float(x == 1.0) for x in outcome]
-    lost = [float(x == 0.0) for x in outcome]
+    won, lost = [float(x == 1.0) for x in outcome], [float(x == 0.0) for x in outcome]
+    tally = PairwiseTally("policy", int(sum(won)), int(sum(lost)), len(outcome) - int(sum(won)) - int(sum(lost)))
+    rates = tally.rates if outcome else {"win_rate": None, "loss_rate": None, "win_rate_adjusted": None}
     scores = {
         "headline_section": "win_rate_adjusted",
         "headline_name": f"Adjusted win rate against {judge.baseline} (ties half)",
@@ -449,8 +455,8 @@ def score_mtbench_pairwise(
         "subsets": {},
         "extra": {
             # matches (question and turn), their games, and the matches dropped for a game without a verdict
-            "judged": {"answers": len(rows), "games": 2 * len(rows), "abstained": len(rows) - len(outcome)},
-            "tally": {"win": tally[0].win, "loss": tally[0].loss, "tie": tally[0].tie} if tally else {},
+            "judged": {"answers": len(kept), "games": 2 * len(kept), "abstained": len(kept) - len(outcome)},
+            "tally": {"win": tally.win, "loss": tally.loss, "tie": tally.tie} if outcome else {},
         },
     }
     return scores, [{"baseline": judge.baseline, "games": g} for g in games]
