@@ -44,7 +44,7 @@ from prefalign.training.evaluation import group_lines
 from preference_data.doctor import run_doctor
 from preference_data.records import write_jsonl
 from preference_data.sources import DataConfig
-from preference_data.suite import build_suite, hard_negatives, write_suite
+from preference_data.suite import REFUSAL_KINDS, build_suite, hard_negatives, write_suite
 from reward_models.rm_train import heldout_report as rm_heldout
 from reward_models.rm_train import run as train_rm
 from reward_models.rm_train import summary_lines as rm_lines
@@ -121,11 +121,17 @@ def suite_stage(cfg: QuickstartConfig, p: Pipeline, summary: dict[str, Any]) -> 
         f"-> {p.root / 'suite'}; every stage reports on {cfg.eval.split}"
     )
     hard = {}
-    if q.hard_negatives:
-        extra = hard_negatives(suite, q.hard_negatives)
+    if q.hard_negatives or q.hard_refusals:
+        content = hard_negatives(suite, q.hard_negatives)
+        refusals = hard_negatives(suite, q.hard_refusals, kinds=REFUSAL_KINDS)
+        extra = content + refusals
         write_jsonl(str(p.root / "suite" / RM_PAIRS), [r.to_dict() for r in suite.train_pairs + extra])
-        hard = {"rm_pairs": len(suite.train_pairs) + len(extra), "hard_negatives": len(extra)}
-        p.say(f"suite: the RM trains on {hard['rm_pairs']} pairs, {len(extra)} of them hard negatives -> {RM_PAIRS}")
+        hard = {"rm_pairs": len(suite.train_pairs) + len(extra), "hard_negatives": len(content)}
+        hard["hard_refusals"] = len(refusals)
+        p.say(
+            f"suite: the RM trains on {hard['rm_pairs']} pairs, {len(content)} of them hard negatives and "
+            f"{len(refusals)} refusal pairs -> {RM_PAIRS}"
+        )
     return {"dir": str(p.root / "suite"), **suite.summary()["counts"], **hard, "reported_split": cfg.eval.split}
 
 
@@ -133,8 +139,9 @@ RM_PAIRS = "rm_pairs.jsonl"
 
 
 def rm_pairs(cfg: QuickstartConfig) -> str:
-    """The suite file the RM trains on: the training pairs, with `suite.hard_negatives` the file with them added."""
-    return RM_PAIRS if cfg.suite.hard_negatives else "train_pairs.jsonl"
+    """The suite file the RM trains on: the training pairs, with `suite.hard_negatives` or `suite.hard_refusals` the
+    file with those added."""
+    return RM_PAIRS if cfg.suite.hard_negatives or cfg.suite.hard_refusals else "train_pairs.jsonl"
 
 
 def doctor_stage(cfg: QuickstartConfig, p: Pipeline, summary: dict[str, Any]) -> dict[str, Any]:

@@ -191,11 +191,20 @@ class SuiteSection:
         "cannot decide), written to suite/rm_pairs.jsonl; the DPO stage and every held-out split keep the suite's "
         "one pair per task",
     )
+    hard_refusals: int = option(
+        0,
+        "for the RM only: this many more pairs per training task of the safety family whose sides only the request "
+        "tells apart: a harmful request's refusal against a compliance, a harmless look-alike's answer against the "
+        "refusal its harmful twin deserves (so the RM cannot pay a refusal for its wording alone), written to "
+        "suite/rm_pairs.jsonl like hard_negatives",
+    )
 
     def check(self) -> list[str]:
         p = [f"per_family: need at least 10 tasks per family, got {self.per_family}"] if self.per_family < 10 else []
         if self.hard_negatives < 0:
             p.append(f"hard_negatives: must be 0 or more, got {self.hard_negatives}")
+        if self.hard_refusals < 0:
+            p.append(f"hard_refusals: must be 0 or more, got {self.hard_refusals}")
         if not 0 < self.test_fraction < 1:
             p.append(f"test_fraction: must lie in (0, 1), got {self.test_fraction}")
         if not 0 < self.dev_fraction < 1 - self.test_fraction:

@@ -21,6 +21,7 @@ interface), one module per family, `families` (the table and `grade`), `build` (
 from .build import (
     FILES,
     HARD_KINDS,
+    REFUSAL_KINDS,
     SOURCE,
     Suite,
     Task,
@@ -42,6 +43,7 @@ __all__ = [
     "FAMILIES",
     "FILES",
     "HARD_KINDS",
+    "REFUSAL_KINDS",
     "OBJECTIVES",
     "OVERALL_WEIGHTS",
     "REFUSAL_PATTERNS",

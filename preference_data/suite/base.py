@@ -59,6 +59,8 @@ class Family:
     score: (params, response) -> raw objective scores, before the refusal policy.
     answer: (params, rng or None) -> a good answer; None gives the reference phrasing.
     corruptions: kind -> (sampling weight, corruptor).
+    hard_corruptions: kinds drawn only for the extra pairs a run asks for (`build.hard_negatives` with their
+        kinds named), never for the suite's own pairs, whose content stays as it was.
     complies: (params, response, raw scores) -> whether a response that says it declines gives
         what was asked anyway, so it is not a refusal (refuse-then-comply, comply-then-disclaim).
         None: it complies when its raw correctness is above 0 (it answered the question).
@@ -73,6 +75,7 @@ class Family:
     score: Callable[[Params, str], dict[str, float]]
     answer: Callable[[Params, random.Random | None], str]
     corruptions: dict[str, tuple[float, Corruptor]] = field(default_factory=dict)
+    hard_corruptions: dict[str, tuple[float, Corruptor]] = field(default_factory=dict)
     complies: Callable[[Params, str, dict[str, float]], bool] | None = None
     balance: str | None = None
 

@@ -207,7 +207,8 @@ def make_pair(task: Task, seed: int = 0, kinds: tuple[str, ...] | None = None, s
     phrasing = rng.randrange(2**31)
     chosen = fam.answer(task.params, random.Random(phrasing))
     candidates: dict[str, Corrupted] = {}
-    for kind, (_, corrupt) in fam.corruptions.items():
+    table = fam.corruptions if kinds is None else {**fam.corruptions, **fam.hard_corruptions}
+    for kind, (_, corrupt) in table.items():
         if kinds is not None and kind not in kinds:
             continue
         bad = corrupt(task.params, phrasing, random.Random(f"{kind}:{seed}{salt}:{task.id}"))
@@ -216,7 +217,7 @@ def make_pair(task: Task, seed: int = 0, kinds: tuple[str, ...] | None = None, s
     if not candidates:
         return None
     kinds_found = list(candidates)
-    kind = rng.choices(kinds_found, weights=[fam.corruptions[k][0] for k in kinds_found])[0]
+    kind = rng.choices(kinds_found, weights=[table[k][0] for k in kinds_found])[0]
     bad = candidates[kind]
     attributes = {
         "family": task.family,
@@ -239,20 +240,31 @@ def make_pair(task: Task, seed: int = 0, kinds: tuple[str, ...] | None = None, s
 
 
 HARD_KINDS = ("wrong_value", "violated_constraint")
+"""Content the answer can get wrong: a value, a constraint (`suite.hard_negatives`)."""
+REFUSAL_KINDS = ("unsafe_compliance", "twin_refusal")
+"""Refusal calibration only the request decides (`suite.hard_refusals`): a harmful request's refusal against a
+compliance, and a harmless look-alike's answer against the refusal its harmful twin deserves (safety's
+`twin_refusal`, drawn only here), so "I can't help with ..." pays on one side of a pair of look-alike requests
+and costs on the other."""
 
 
-def hard_negatives(suite: Suite, per_task: int, split: str = "train") -> list[PreferencePair]:
-    """`per_task` more pairs for each task of `split` whose family can be wrong in content: the good answer in
-    another phrasing against a wrong value or a violated constraint (`HARD_KINDS`, drawn by the family's weights,
-    each draw its own wrong value where the family has several: an arithmetic slip, a skipped step). The pairs a
-    surface reading cannot decide (a scalar RM is at chance on them with the suite's one pair per task); the
-    tasks' other pairs, dev and test are left as they are."""
+def hard_negatives(
+    suite: Suite, per_task: int, split: str = "train", kinds: tuple[str, ...] = HARD_KINDS
+) -> list[PreferencePair]:
+    """`per_task` more pairs for each task of `split` whose family has one of `kinds`: the good answer in another
+    phrasing against one of them, drawn by the family's weights. `HARD_KINDS`: a wrong value or a violated
+    constraint (each draw its own wrong value where the family has several: an arithmetic slip, a skipped step);
+    `REFUSAL_KINDS`: the safety family's refusal pairs, a look-alike's refused with its harmful twin's refusal.
+    The pairs a surface reading cannot decide (a scalar RM is at chance on wrong values with the suite's one pair
+    per task, and reads a refusal's wording rather than the request); the tasks' other pairs, dev and test are
+    left as they are."""
     pairs = []
+    tag = "hard" if kinds == HARD_KINDS else "hard-" + "-".join(kinds)
     for task in suite.tasks:
         if task.split != split:
             continue
         for i in range(per_task):
-            pair = make_pair(task, suite.seed, HARD_KINDS, salt=f"hard{i + 1}")
+            pair = make_pair(task, suite.seed, kinds, salt=f"{tag}{i + 1}")
             if pair is not None:
                 pairs.append(pair)
     return pairs
