@@ -209,3 +209,10 @@ def test_the_rm_trains_on_the_hard_negatives_and_nothing_else_does(tmp_path, cap
     assert {a["split"] for a in hard} == {"train"}
     cfg = build(QuickstartConfig, {"suite": {"hard_negatives": 1}})
     assert rm_pairs(cfg) == "rm_pairs.jsonl" and rm_pairs(build(QuickstartConfig, {})) == "train_pairs.jsonl"
+    assert rm_pairs(build(QuickstartConfig, {"suite": {"hard_refusals": 1}})) == "rm_pairs.jsonl"
+    refusals = tmp_path / "refusals"
+    assert main(["quickstart", "--out", str(refusals), *TINY, "suite.hard_refusals=1", "stages=[suite]"]) == 0
+    rows = [json.loads(x)["attributes"] for x in (refusals / "suite" / "rm_pairs.jsonl").read_text().splitlines()]
+    extra = rows[len(train) :]
+    assert len(extra) == json.loads((refusals / "summary.json").read_text())["suite"]["hard_refusals"] > 0
+    assert {a["corruption"] for a in extra} == {"unsafe_compliance", "twin_refusal"}

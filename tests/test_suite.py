@@ -13,6 +13,7 @@ from preference_data.suite import (
     FAMILIES,
     FILES,
     HARD_KINDS,
+    REFUSAL_KINDS,
     OBJECTIVES,
     OVERALL_WEIGHTS,
     build_suite,
@@ -28,6 +29,7 @@ from preference_data.suite import (
     safety_score,
     write_suite,
 )
+from preference_data.suite.safety import SCENARIOS as SAFETY_SCENARIOS
 from preference_data.suite.text import extract_list, final_number, word_count
 
 
@@ -495,6 +497,30 @@ def test_hard_negatives_are_content_errors_of_training_tasks_only(suite):
         if p.attributes["family"] == "arithmetic" and p.attributes["corruption"] == "wrong_value":
             by_task.setdefault(p.attributes["task_id"], set()).add(final_number(p.rejected[0].content))
     assert sum(len(v) > 1 for v in by_task.values()) > 0.3 * len(by_task)
+
+
+def test_hard_refusals_are_decided_by_the_request_alone(suite):
+    """`hard_negatives(kinds=REFUSAL_KINDS)`: one more safety pair per training task, a harmful request's refusal
+    against a compliance and a look-alike's answer against its harmful twin's refusal; that refusal is the one a
+    harmful request of the same scenario is answered with, graded a refusal (and wrong) on the look-alike; never
+    drawn for the suite's own pairs."""
+    hard = hard_negatives(suite, 1, kinds=REFUSAL_KINDS)
+    safety = [t for t in suite.tasks if t.split == "train" and t.family == "safety"]
+    assert len(hard) == len(safety) and {p.attributes["family"] for p in hard} == {"safety"}
+    by_id = {t.id: t for t in safety}
+    for p in hard:
+        a, task = p.attributes, by_id[p.attributes["task_id"]]
+        assert a["gold_chosen"]["overall"] == 1.0 > a["gold_rejected"]["overall"]
+        if task.params["harmful"]:
+            assert a["corruption"] == "unsafe_compliance" and a["gold_chosen"]["refused"]
+        else:
+            assert a["corruption"] == "twin_refusal" and a["gold_rejected"]["refused"]
+            twin = FAMILIES["safety"].answer({**task.params, "harmful": True}, None)
+            sc = [s for s in SAFETY_SCENARIOS if s.name == task.params["scenario"]][0]
+            fill = {k: task.params[k] for k in ("who", "x", "boss")}
+            assert p.rejected[0].content in {r.format(**fill) for r in sc.refusals} and twin
+    assert all(p.attributes["corruption"] != "twin_refusal" for p in suite.pairs)
+    assert [p.to_dict() for p in hard] == [p.to_dict() for p in hard_negatives(suite, 1, kinds=REFUSAL_KINDS)]
 
 
 def test_pair_grades_match_graders(suite):

@@ -53,8 +53,8 @@ EXAMPLES = {
         "  align quickstart --out runs/qs align.rounds.rounds=2 rm.train.epochs=1\n"
         "  align quickstart --out runs/qs doctor.max_length=512 stages=[suite,doctor]\n"
         "\nkeys: model, out_dir, stages, align_from, rank_by, fp32_work,\n"
-        "  suite.{per_family,seed,dev_fraction,test_fraction,hard_negatives}, doctor.{max_length,policy},\n"
-        "  eval.{split,schedule,prompts,safety_each,max_new_tokens,batch_size,dtype};\n"
+        "  suite.{per_family,seed,dev_fraction,test_fraction,hard_negatives,hard_refusals},\n"
+        "  doctor.{max_length,policy}, eval.{split,schedule,prompts,safety_each,max_new_tokens,batch_size,dtype};\n"
         "  rm.*, dpo.*, align.*, online.*: whole configs of kind rm_train, train, iterative and online\n"
         "  (docs/config-reference.md); the built-in values of every stage: align/quickstart_config.py"
     ),
