@@ -109,6 +109,11 @@ Rule = Callable[[Example, Judgement, TiePolicy], dict[str, Any]]
 Aggregate = Callable[[list[tuple[Example, dict[str, Any]]], RunInfo], Scores]
 
 
+def no_variant(ex: Example) -> str | None:
+    """Every example is judged alike."""
+    return None
+
+
 @dataclass(frozen=True)
 class Benchmark:
     name: str
@@ -140,6 +145,10 @@ class Benchmark:
     options: type | None = None
     """A dataclass of the benchmark's own settings (`BenchSettings.options`, checked like a config); the loader
     receives them as `options=` and the aggregation in `RunInfo.options`."""
+    variant: Callable[[Example], str | None] = no_variant
+    """The example's judging variant, or None: a scorer whose `variants` name it judges the example its own way
+    (RewardBench 2's Ties rows get the reference's Ties rating prompt, `rb2_rate`) and receives it as `variants=`;
+    a variant is part of the cache key only where it is passed."""
 
 
 def _chosen_vs_rejected(ex: Example) -> list[tuple[int, int]]:
@@ -207,6 +216,11 @@ def rewardbench2_rule(ex: Example, j: Judgement, tie_policy: TiePolicy) -> dict[
     if ex.group == "Ties":
         return {"ties": rules.ties_prompt_stats(scores, ex.meta["num_correct"])}
     return {"result": rules.best_of_n(scores)}
+
+
+def rewardbench2_variant(ex: Example) -> str | None:
+    """The Ties subset is "ties": the reference's ratings mode rates it with its own prompt."""
+    return "ties" if ex.group == "Ties" else None
 
 
 def rewardbench2_aggregate(results: list[tuple[Example, dict[str, Any]]], run: RunInfo) -> Scores:
@@ -391,6 +405,7 @@ BENCHMARKS: Table[Benchmark] = Table(
             hub="allenai/reward-bench-2",
             split="test",
             uses_tie_policy=False,
+            variant=rewardbench2_variant,
         ),
         "rm-bench": Benchmark(
             "rm-bench",

@@ -156,12 +156,20 @@ def run_benchmark(
 
     # Every input each example needs, keyed by content; the scorer sees each distinct key once.
     symmetric = kind == "pairwise" and bool(getattr(scorer, "symmetric", False))
-    needs = [_inputs(bench, kind, ex, symmetric) for ex in examples]
+    known_variants: tuple[str, ...] = tuple(getattr(scorer, "variants", ()))
+    variant_of: dict[str, str] = {}  # key -> the variant the scorer judges it with (`Benchmark.variant`)
+    needs: list[dict[Slot, tuple[str, tuple[Conversation, ...]]]] = []
     unique: dict[str, tuple[Conversation, ...]] = {}
-    for ex_needs in needs:
+    for ex in examples:
+        v = bench.variant(ex)
+        variant = v if v in known_variants else None
+        ex_needs = _inputs(bench, kind, ex, symmetric, variant)
+        needs.append(ex_needs)
         for key, item in ex_needs.values():
             if not key.startswith(FLIP):
                 unique.setdefault(key, item)
+                if variant is not None:
+                    variant_of[key] = variant
 
     cache_path = None
     if s.use_cache:
@@ -173,7 +181,17 @@ def run_benchmark(
     values = {k: cache[k] for k in unique if k in cache}
     todo = [k for k in unique if k not in values]
     try:
-        _score(scorer, kind, todo, unique, values, s.batch_size, s.progress, f"{bench.name}: {type(scorer).__name__}")
+        _score(
+            scorer,
+            kind,
+            todo,
+            unique,
+            values,
+            s.batch_size,
+            s.progress,
+            f"{bench.name}: {type(scorer).__name__}",
+            variant_of if known_variants else None,
+        )
     finally:
         if cache_path is not None and todo:
             cache.update({k: v for k, v in values.items() if math.isfinite(v)})
@@ -362,22 +380,24 @@ def _value(values: dict[str, float], key: str) -> float:
 
 
 def _inputs(
-    bench: Benchmark, kind: str, ex: Example, symmetric: bool = False
+    bench: Benchmark, kind: str, ex: Example, symmetric: bool = False, variant: str | None = None
 ) -> dict[Slot, tuple[str, tuple[Conversation, ...]]]:
     """What the scorer must say about one example: slot -> (content key, input tuple).
 
     pointwise: slot i -> (prompt, response i); reference: (prompt, response i, reference);
     pairwise: slot (i, j) -> (prompt, response i as A, response j as B), for both orders of each comparison;
     for a scorer that judges both orders itself (`symmetric = True`: pair_pm, think with both_orders) only the
-    first order is scored and the second is its complement.
+    first order is scored and the second is its complement. A `variant` the scorer is given (`Benchmark.variant`)
+    is part of each key; without one the keys are what they always were, so earlier caches stay valid.
     """
     out: dict[Slot, tuple[str, tuple[Conversation, ...]]] = {}
     item: tuple[Conversation, ...]
+    tail = [] if variant is None else [{"variant": variant}]
     if kind == "pairwise":
         for i, j in bench.comparisons(ex):
             for a, b in ((i, j), (j, i)):
                 item = (ex.prompt, ex.responses[a], ex.responses[b])
-                out[(a, b)] = (_hash(["pairwise", *map(_conv, item)]), item)
+                out[(a, b)] = (_hash(["pairwise", *map(_conv, item), *tail]), item)
             if symmetric:  # the scorer already judges both orders: (j, i) is read as 1 - P(i over j)
                 out[(j, i)] = (FLIP + out[(i, j)][0], out[(i, j)][1])
     else:
@@ -387,7 +407,7 @@ def _inputs(
             else:
                 assert ex.reference is not None  # examples without one are left out for reference scorers
                 item = (ex.prompt, resp, ex.reference)
-            out[i] = (_hash([kind, *map(_conv, item)]), item)
+            out[i] = (_hash([kind, *map(_conv, item), *tail]), item)
     return out
 
 
@@ -410,8 +430,10 @@ def _score(
     batch_size: int,
     progress: bool,
     desc: str,
+    variant_of: dict[str, str] | None = None,
 ) -> None:
-    """Score the `todo` keys in batches, longest first, filling `values` (None or non-numbers -> NaN)."""
+    """Score the `todo` keys in batches, longest first, filling `values` (None or non-numbers -> NaN). A scorer
+    that takes variants (`variant_of` not None) also gets `variants=`, each key's variant or None."""
     if not todo:
         return
 
@@ -422,7 +444,8 @@ def _score(
         for start in range(0, len(order), batch_size):
             keys = order[start : start + batch_size]
             columns = list(zip(*(unique[k] for k in keys), strict=True))  # prompts, responses[, refs or bs]
-            out = list(method(*[list(c) for c in columns]))
+            extra = {} if variant_of is None else {"variants": [variant_of.get(k) for k in keys]}
+            out = list(method(*[list(c) for c in columns], **extra))
             if len(out) != len(keys):
                 raise UserError(
                     f"{type(scorer).__name__}.{METHOD[kind]} returned {len(out)} scores for a batch "

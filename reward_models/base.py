@@ -9,6 +9,10 @@ A scorer states its `kind` so benchmarks and trainers call it correctly:
 
 Prompts and responses are conversations (`list[Message]`); a response is the assistant continuation.
 Scores may be NaN when a scorer fails on an item; callers count and report those.
+
+A scorer that judges some benchmark examples its own way names those variants in `variants: tuple[str, ...]`
+(`rb2_rate`: RewardBench 2's Ties rows, "ties"); the benchmark runner then passes `variants=`, one `str | None` per
+item, to its method as a keyword (`leaderboards.benchmarks.Benchmark.variant`).
 """
 
 from __future__ import annotations

@@ -8,7 +8,8 @@
 
 This module is the table and the factory: `SCORERS` lists the kinds with what each needs (`align ls scorers`);
 each kind's options are one dataclass (`ScalarOptions`, `ImplicitOptions`, `JudgeOptions` in `model_scorers`,
-`GraderOptions` in `grader`, `GRMOptions` and `ThinkOptions` in `generative.scorers`, `PolarOptions`,
+`GraderOptions` in `grader`, `GRMOptions` and `ThinkOptions` in `generative.scorers`, `RB2RateOptions` in
+`generative.ratings`, `PolarOptions`,
 `MultiObjectiveOptions`), checked by `prefalign.config.build`, so an unknown or mistyped option is an error that
 lists every problem at once. The scorers themselves live in modules that import no other kind (`batched` holds
 the machinery they share), so this table imports them all and none imports it back.
@@ -54,6 +55,7 @@ from prefalign.models.hub import is_adapter, resolve
 from prefalign.registry import Table
 
 from .base import Scorer, ScorerKind
+from .generative.ratings import RB2RateOptions, RB2RateScorer
 from .generative.scorers import GRMOptions, GRMScorer, ThinkJudgeScorer, ThinkOptions
 from .grader import GraderOptions, GraderScorer
 from .model_scorers import (
@@ -190,6 +192,15 @@ SCORERS: Table[ScorerEntry] = Table(
             "model: a chat causal LM (a trained judge: kind judge_train, judge.kind think)",
             ThinkOptions,
             ThinkJudgeScorer,
+        ),
+        "rb2_rate": ScorerEntry(
+            "pointwise",
+            "RewardBench 2's ratings mode: a chat model rates each answer alone 1..10 with the benchmark's prompt "
+            "(Ties: its own), greedy; -1 when no final rating can be read",
+            "model: a chat causal LM; prompts: the benchmark's two rating prompts, copied by the user "
+            "(docs/evaluation.md)",
+            RB2RateOptions,
+            RB2RateScorer,
         ),
         "polar": ScorerEntry(
             "reference",

@@ -107,6 +107,7 @@ def test_table_lists_every_kind_with_its_needs():
         "pair_pm",
         "grm",
         "think",
+        "rb2_rate",
         "polar",
         "grader",
         "multi_objective",

@@ -549,7 +549,8 @@ def _twin_refusal(params: Params, phrasing: int, rng: random.Random) -> Corrupte
         return None
     sc = _BY_NAME[params["scenario"]]
     fill = {k: params[k] for k in ("who", "x", "boss")}
-    return Corrupted(rng.choice(sc.refusals).format(**fill), "refuses a harmless request as its harmful twin is refused")
+    why = "refuses a harmless request as its harmful twin is refused"
+    return Corrupted(rng.choice(sc.refusals).format(**fill), why)
 
 
 _LECTURE = [

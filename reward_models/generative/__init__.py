@@ -3,7 +3,7 @@ rewards. `parse` reads judge text (never raises, abstains with a reason), `vote`
 verdicts into scores, `implicit_prm` gives per-step rewards from log-probs."""
 
 from .implicit_prm import aggregate, split_steps, step_rewards
-from .parse import GRMParse, PairParse, parse_grm_scores, parse_pair_pm, parse_think_answer
+from .parse import GRMParse, PairParse, parse_grm_scores, parse_pair_pm, parse_rating, parse_think_answer
 from .vote import (
     Vote,
     best_index,
@@ -30,6 +30,7 @@ __all__ = [
     "pair_pm_probability",
     "parse_grm_scores",
     "parse_pair_pm",
+    "parse_rating",
     "parse_think_answer",
     "preference_matrix",
     "rft_select",

@@ -14,6 +14,8 @@ so callers count abstentions instead of scoring them as a silent zero or a silen
   |s| 3/2/1 = much better / better / slightly better). A block with anything else ("A or B", "Both", "13") abstains:
   the reference's "last A/B character in the block" reading would take the B of "Both".
 - `parse_pair_pm(text)`: the pairwise preference model's generated answer: the text, stripped, must be A or B.
+- `parse_rating(text)`: RewardBench 2's ratings mode: an integer 1..10 ending the text, else -1 (the reference's
+  failed rating, which is a score there, not an abstention; see its docstring).
 
 Reasons: empty, no_box, unclosed_box, count_mismatch (the box holds another number of scores), not_a_number,
 out_of_range, no_answer_tag, unclosed_answer_tag, ambiguous_answer. Readers look at bounded windows of the text
@@ -136,3 +138,26 @@ def parse_pair_pm(text: object) -> PairParse:
         return PairParse(None, None, "ambiguous_answer")
     label = _letter(text)
     return PairParse(label, None, "ok") if label else PairParse(None, None, "ambiguous_answer")
+
+
+_FINAL_RATING = re.compile(r"\b([1-9]|10)\b\s*$")
+NO_RATING = -1
+"""RewardBench 2's failed rating: a real score of -1, below every valid one (1..10)."""
+
+
+def parse_rating(text: object) -> int:
+    """The 1..10 rating that ends a judge's output, or -1 (`NO_RATING`); never raises.
+
+    RewardBench 2's ratings mode, allenai/reward-bench @ 05a9005e `rewardbench/generative_v2.py`
+    `get_single_rating`: the pattern `\\b([1-9]|10)\\b\\s*$` searched in the stripped text, its group read as an
+    int and kept if in 1..10. So the number must be the last thing written, as a whole word: "... 9" -> 9,
+    "9/10" -> 10 (the final "10"), "8.5" -> 5, while "**7**", "7.", "0", "11" and a number followed by more text
+    are -1, as is an empty or missing output.
+    """
+    if not isinstance(text, str):
+        return NO_RATING
+    m = _FINAL_RATING.search(text.strip())
+    if m is None:
+        return NO_RATING
+    rating = int(m.group(1))
+    return rating if 1 <= rating <= 10 else NO_RATING

@@ -161,14 +161,22 @@ class _GenerativeJudge:
 
     def _fail(self, reason: str, detail: str = "") -> None:
         if not self.failures[reason]:
-            log.warning("%s: an item scores NaN (%s)%s", type(self).__name__, reason, f": {detail}" if detail else "")
+            log.warning("%s: an item failed (%s)%s", type(self).__name__, reason, f": {detail}" if detail else "")
         self.failures[reason] += 1
 
     def _sample(
-        self, messages: list[str | None], n: int, prefix: str = "", items: int | None = None
+        self,
+        messages: list[str | None],
+        n: int,
+        prefix: str = "",
+        items: int | None = None,
+        fit_to_context: bool = False,
     ) -> list[list[str] | None]:
         """n sampled outputs for each judge message (None: the item failed before sampling). `items`: how many
-        scored items the messages stand for (default: one each), for `cost`."""
+        scored items the messages stand for (default: one each), for `cost`. A judge prompt with no room for
+        `max_new_tokens` more tokens in `max_length` fails (`too_long`); with `fit_to_context` it generates up to
+        `max_length` instead, as vLLM does (RewardBench 2's reference judges), and fails only when the prompt alone
+        fills the context."""
         from prefalign.generation import SamplingParams  # lazy: torch, not needed to list the scorers (align ls)
 
         t0 = time.perf_counter()
@@ -176,21 +184,27 @@ class _GenerativeJudge:
         rendered = judge_prompts(self.tokenizer, [m for _, m in pending], prefix)
         rows: list[int] = []
         prompts: list[list[int]] = []
+        budgets: list[int] = []
         for (i, _), ids in zip(pending, rendered, strict=True):
-            if len(ids) + self.opts.max_new_tokens > self.max_length:
+            room = self.max_length - len(ids)
+            if room < self.opts.max_new_tokens and not (fit_to_context and room > 0):
                 self._fail("too_long", f"judge prompt of {len(ids)} tokens + {self.opts.max_new_tokens} new tokens")
                 continue
             rows.append(i)
             prompts.append(ids)
+            budgets.append(min(room, self.opts.max_new_tokens))
         out: list[list[str] | None] = [None] * len(messages)
         if prompts:
-            params = SamplingParams(
-                n=n,
-                temperature=self.opts.temperature,
-                top_p=self.opts.top_p,
-                max_new_tokens=self.opts.max_new_tokens,
-                seed=self.opts.seed,
-            )
+            params = [
+                SamplingParams(
+                    n=n,
+                    temperature=self.opts.temperature,
+                    top_p=self.opts.top_p,
+                    max_new_tokens=budget,
+                    seed=self.opts.seed,
+                )
+                for budget in budgets
+            ]
             result = self.engine.generate(prompts, params)
             for i, req in zip(rows, result.outputs, strict=True):
                 out[i] = [c.text for c in req.completions]
