@@ -320,6 +320,12 @@ def check_reward_specs(specs: Any, where: str = "reward") -> list[str]:
                 f"{at}.type: unknown scorer '{kind}'{did_you_mean(kind, kinds)}; choose one of {', '.join(kinds)}"
             )
             continue
+        if SCORERS[kind].kind == "listwise":
+            problems.append(
+                f"{at}.type: '{kind}' judges a benchmark's answers as one list (align bench run rewardbench2); a "
+                "reward scores each response: use a pointwise or pairwise scorer"
+            )
+            continue
         pairwise += SCORERS[kind].kind == "pairwise"
         try:
             build(SCORERS[kind].options, opts, at)

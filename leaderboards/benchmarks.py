@@ -41,7 +41,7 @@ ALL_KINDS: tuple[ScorerKind, ...] = ("pointwise", "pairwise", "reference")
 class Judgement:
     """A scorer's output for one example.
 
-    scores: pointwise / reference scorers, one per response (in the example's order).
+    scores: pointwise / reference / listwise scorers, one per response (in the example's order).
     prefs: pairwise judges, prefs[(i, j)] = P(response i preferred | i shown as A, j as B).
     """
 
@@ -147,7 +147,8 @@ class Benchmark:
     receives them as `options=` and the aggregation in `RunInfo.options`."""
     variant: Callable[[Example], str | None] = no_variant
     """The example's judging variant, or None: a scorer whose `variants` name it judges the example its own way
-    (RewardBench 2's Ties rows get the reference's Ties rating prompt, `rb2_rate`) and receives it as `variants=`;
+    (RewardBench 2's Ties rows get the reference's Ties rating prompt, `rb2_rate` and `rb2_4way`) and receives it
+    as `variants=`;
     a variant is part of the cache key only where it is passed."""
 
 
@@ -219,7 +220,7 @@ def rewardbench2_rule(ex: Example, j: Judgement, tie_policy: TiePolicy) -> dict[
 
 
 def rewardbench2_variant(ex: Example) -> str | None:
-    """The Ties subset is "ties": the reference's ratings mode rates it with its own prompt."""
+    """The Ties subset is "ties": the reference rates it with its own prompt, in ratings mode and in 4-way mode."""
     return "ties" if ex.group == "Ties" else None
 
 
@@ -400,7 +401,7 @@ BENCHMARKS: Table[Benchmark] = Table(
             parse_rewardbench2,
             rewardbench2_rule,
             rewardbench2_aggregate,
-            ("pointwise", "pairwise"),
+            ("pointwise", "pairwise", "listwise"),  # listwise: the reference's 4-way generative mode (rb2_4way)
             _round_robin,
             hub="allenai/reward-bench-2",
             split="test",

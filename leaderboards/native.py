@@ -10,7 +10,9 @@ called by `scripts/run_rm.py` for v1 and `scripts/run_v2.py` for v2):
 - `DIR/eval-set-scores/<model>.json`: one column per field, one entry per example: v1 `id`, `subset`, `results`
   (1 if the chosen response scored above the rejected one, else 0), `scores_chosen`, `scores_rejected`,
   `text_chosen`, `text_rejected`; v2 `id`, `subset`, `num_correct`, `scores` and `text` (the four or more responses,
-  correct ones first), `results` (the best-of-n credit).
+  correct ones first), `results` (the best-of-n credit). A 4-way judge's (`rb2_4way`) `scores` outside Ties are its
+  verdict, 1 for the answer it named and 0 for the others (all 0 when it named none), which the reference does not
+  write (its 4-way runs keep only `results`); read back, they give the same credit.
 
 Both are written as `save_to_hub` writes them (`json.dumps(..., indent=4, sort_keys=True)`). One difference: the
 reference's `text_*` columns hold the full conversation rendered by the model's chat template; here they hold the
@@ -81,7 +83,7 @@ def _native_id(ident: str) -> Any:
 
 
 def _scores(items: Sequence[Scored]) -> list[list[float]]:
-    return [list(s.judgement.scores or []) for s in items]  # pointwise: `native_problem` refused any other kind
+    return [list(s.judgement.scores or []) for s in items]  # `native_problem` refused a kind without scores
 
 
 def _rewardbench_columns(items: Sequence[Scored]) -> dict[str, list[Any]]:
@@ -286,7 +288,7 @@ def native_problem(bench: str, kind: str) -> str | None:
             f"--native: {bench} has no native results layout here (it has: {', '.join(NATIVE_FORMATS)}); the "
             "record holds the per-item results"
         )
-    if kind != "pointwise":
+    if kind not in ("pointwise", "listwise"):  # listwise (rb2_4way): its verdict, 1 for the answer named, else 0
         return (
             f"--native: {bench}'s own result files hold one score per response, which a {kind} scorer does not "
             "give; run a pointwise scorer, or leave --native out (the record has the per-item results)"

@@ -213,8 +213,9 @@ def summarize(record: Record) -> str:
             lines.append(f"    {name:<24} {fmt_score(row.get('score')):>6}  (n={row.get('n')})")
     lines += _extra_lines(s.get("extra") or {})
     c = record.counts
+    scored = "lists scored" if record.scorer.get("kind") == "listwise" else "responses scored"  # a list per example
     lines.append(
-        f"  examples {c.get('examples')}, responses scored {c.get('scored_now')} "
+        f"  examples {c.get('examples')}, {scored} {c.get('scored_now')} "
         f"(unique {c.get('unique_items')} of {c.get('items')}), invalid rows {c.get('invalid_rows')}, "
         f"failed examples {c.get('failed_examples')}"
     )

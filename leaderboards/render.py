@@ -5,8 +5,8 @@ exists). The page opens on an overview (every model's headline per benchmark, an
 benchmark's tab shows, per model, every number its record holds:
 
 - the headline and the sections that have a value (a section no shown record has is left out, not shown blank);
-- the scorer (name and kind: pointwise, pairwise, reference), its settings, and for generative scorers the cost
-  per scored item (generated tokens, seconds) and abstentions;
+- the scorer (name and kind: pointwise, pairwise, reference, listwise), its settings, and for generative scorers the
+  cost per scored item (generated tokens, seconds) and abstentions;
 - runs that are partial (invalid rows or failed scores skipped) or limited to the first examples, marked `*`
   with their counts;
 - the benchmark's own breakdowns, whenever the record has them: per subset with its count (RM-Bench: per domain

@@ -6,7 +6,8 @@
 
 The scorer is called by its kind (reward_models/base.py): pointwise `score(prompts, responses)`, pairwise
 `compare(prompts, a, b)` in both orders for every response pair the benchmark asks about, reference
-`score_with_reference(...)` where the data has reference answers.
+`score_with_reference(...)` where the data has reference answers, listwise `rank(prompts, candidate_lists)` with
+each example's responses in the order the scorer asks for (`order`), its scores mapped back.
 
 Each distinct input is scored once: RM-Bench and RewardBench 2 repeat responses, and a pairwise pair asked
 in both orders is two inputs. Inputs are keyed by a hash of their conversations, scored in batches sorted by
@@ -46,8 +47,14 @@ from .rules import TIE_CREDIT, TiePolicy
 
 # Default tie policy per scorer kind (reference §9.1): a scalar score tie is wrong (strict `>`, RewardBench
 # classifier/DPO, RM-Bench, TRL); a pairwise judge's "no preference" earns half (RewardBench generative).
-DEFAULT_TIE_POLICY: dict[str, TiePolicy] = {"pointwise": "wrong", "reference": "wrong", "pairwise": "half"}
-METHOD = {"pointwise": "score", "pairwise": "compare", "reference": "score_with_reference"}
+# A listwise scorer gives each response a score, as a pointwise one does.
+DEFAULT_TIE_POLICY: dict[str, TiePolicy] = {
+    "pointwise": "wrong",
+    "reference": "wrong",
+    "pairwise": "half",
+    "listwise": "wrong",
+}
+METHOD = {"pointwise": "score", "pairwise": "compare", "reference": "score_with_reference", "listwise": "rank"}
 MAX_LISTED = 20  # problem lines shown in an error or kept in a record
 
 
@@ -157,16 +164,18 @@ def run_benchmark(
     # Every input each example needs, keyed by content; the scorer sees each distinct key once.
     symmetric = kind == "pairwise" and bool(getattr(scorer, "symmetric", False))
     known_variants: tuple[str, ...] = tuple(getattr(scorer, "variants", ()))
+    order = getattr(scorer, "order", None) if kind == "listwise" else None
     variant_of: dict[str, str] = {}  # key -> the variant the scorer judges it with (`Benchmark.variant`)
     needs: list[dict[Slot, tuple[str, tuple[Conversation, ...]]]] = []
     unique: dict[str, tuple[Conversation, ...]] = {}
     for ex in examples:
         v = bench.variant(ex)
         variant = v if v in known_variants else None
-        ex_needs = _inputs(bench, kind, ex, symmetric, variant)
+        ex_needs = _inputs(bench, kind, ex, symmetric, variant, order)
         needs.append(ex_needs)
-        for key, item in ex_needs.values():
-            if not key.startswith(FLIP):
+        for slot_key, item in ex_needs.values():
+            if not slot_key.startswith(FLIP):
+                key = slot_key.partition(AT)[0]  # a listwise slot's key is its list's key @ the shown position
                 unique.setdefault(key, item)
                 if variant is not None:
                     variant_of[key] = variant
@@ -178,8 +187,9 @@ def run_benchmark(
             f"{bench.name}-{_hash(ident)[:16]}-{data_hash[:16]}.json"
         )
     cache = _read_cache(cache_path)
-    values = {k: cache[k] for k in unique if k in cache}
-    todo = [k for k in unique if k not in values]
+    stored = {k: _stored_keys(kind, k, item) for k, item in unique.items()}
+    values = {s: cache[s] for k in unique for s in stored[k] if s in cache}
+    todo = [k for k in unique if any(s not in values for s in stored[k])]
     try:
         _score(
             scorer,
@@ -206,7 +216,7 @@ def run_benchmark(
         judgement = _judgement(kind, got)
         results.append((ex, bench.rule(ex, judgement, tie)))
         scored.append(Scored(ex, judgement))
-    nan_items = sum(1 for k in unique if math.isnan(values[k]))
+    nan_items = sum(1 for k in unique if any(math.isnan(values[s]) for s in stored[k]))
     if failed:
         problems += [f"{ex.row}: NaN score for example {ex.id}" for ex in failed]
         if not s.allow_partial:
@@ -243,7 +253,7 @@ def run_benchmark(
             "rows_read": parsed.rows_read,
             "invalid_rows": invalid_rows,
             "failed_examples": len(failed),
-            "items": sum(len(n) for n in needs),
+            "items": len(needs) if kind == "listwise" else sum(len(n) for n in needs),  # listwise: a list each
             "unique_items": len(unique),
             "scored_now": len(todo),
             "nan_items": nan_items,
@@ -373,6 +383,12 @@ Slot = int | tuple[int, int]
 
 
 FLIP = "1-"  # a key prefix: the slot's value is 1 minus the value of the key after it
+AT = "@"  # listwise: "<list key>@<j>" is the score of the list's candidate shown at position j
+
+
+def _stored_keys(kind: str, key: str, item: tuple[Conversation, ...]) -> list[str]:
+    """The value keys one scored input fills: itself, or a listwise list's one per shown candidate."""
+    return [f"{key}{AT}{j}" for j in range(len(item) - 1)] if kind == "listwise" else [key]
 
 
 def _value(values: dict[str, float], key: str) -> float:
@@ -380,19 +396,36 @@ def _value(values: dict[str, float], key: str) -> float:
 
 
 def _inputs(
-    bench: Benchmark, kind: str, ex: Example, symmetric: bool = False, variant: str | None = None
+    bench: Benchmark,
+    kind: str,
+    ex: Example,
+    symmetric: bool = False,
+    variant: str | None = None,
+    order: Callable[[str, int, str | None], list[int]] | None = None,
 ) -> dict[Slot, tuple[str, tuple[Conversation, ...]]]:
     """What the scorer must say about one example: slot -> (content key, input tuple).
 
     pointwise: slot i -> (prompt, response i); reference: (prompt, response i, reference);
     pairwise: slot (i, j) -> (prompt, response i as A, response j as B), for both orders of each comparison;
     for a scorer that judges both orders itself (`symmetric = True`: pair_pm, think with both_orders) only the
-    first order is scored and the second is its complement. A `variant` the scorer is given (`Benchmark.variant`)
-    is part of each key; without one the keys are what they always were, so earlier caches stay valid.
+    first order is scored and the second is its complement;
+    listwise: one input, (prompt, *the responses in the order the scorer shows them: `order(id, n, variant)`, as
+    they are without one), keyed by that order, so a shuffle with another seed is another input; slot i ->
+    "<its key>@<j>", j where response i is shown.
+    A `variant` the scorer is given (`Benchmark.variant`) is part of each key; without one the keys are what they
+    always were, so earlier caches stay valid.
     """
     out: dict[Slot, tuple[str, tuple[Conversation, ...]]] = {}
     item: tuple[Conversation, ...]
     tail = [] if variant is None else [{"variant": variant}]
+    if kind == "listwise":
+        n = len(ex.responses)
+        shown = list(order(ex.id, n, variant)) if order is not None else list(range(n))
+        if sorted(shown) != list(range(n)):
+            raise UserError(f"the scorer's order for example {ex.id} is {shown}, not an order of its {n} responses")
+        item = (ex.prompt, *(ex.responses[i] for i in shown))
+        key = _hash(["listwise", *map(_conv, item), *tail])
+        return {i: (f"{key}{AT}{j}", item) for j, i in enumerate(shown)}
     if kind == "pairwise":
         for i, j in bench.comparisons(ex):
             for a, b in ((i, j), (j, i)):
@@ -439,20 +472,34 @@ def _score(
 
     method = getattr(scorer, METHOD[kind])
     order = sorted(todo, key=lambda k: _length(unique[k]), reverse=True)  # similar lengths share a batch
-    unit = "pair" if kind == "pairwise" else "resp"
+    unit = {"pairwise": "pair", "listwise": "list"}.get(kind, "resp")
     with tqdm(total=len(order), desc=desc, unit=unit, disable=not progress, dynamic_ncols=True) as bar:
         for start in range(0, len(order), batch_size):
             keys = order[start : start + batch_size]
-            columns = list(zip(*(unique[k] for k in keys), strict=True))  # prompts, responses[, refs or bs]
+            columns: list[list[Any]]
+            if kind == "listwise":  # prompts, candidate lists (of any length)
+                columns = [[unique[k][0] for k in keys], [list(unique[k][1:]) for k in keys]]
+            else:  # prompts, responses[, refs or bs]
+                columns = [list(c) for c in zip(*(unique[k] for k in keys), strict=True)]
             extra = {} if variant_of is None else {"variants": [variant_of.get(k) for k in keys]}
-            out = list(method(*[list(c) for c in columns], **extra))
+            out = list(method(*columns, **extra))
             if len(out) != len(keys):
                 raise UserError(
                     f"{type(scorer).__name__}.{METHOD[kind]} returned {len(out)} scores for a batch "
                     f"of {len(keys)}; a scorer must return one score per input"
                 )
             for k, v in zip(keys, out, strict=True):
-                values[k] = _as_float(v)
+                if kind == "listwise":  # one score per shown candidate; None or a non-list: the list failed
+                    slots = _stored_keys(kind, k, unique[k])
+                    got = list(v) if isinstance(v, list | tuple) else [math.nan] * len(slots)
+                    if len(got) != len(slots):
+                        raise UserError(
+                            f"{type(scorer).__name__}.rank returned {len(got)} scores for a list of {len(slots)} "
+                            "candidates; a listwise scorer returns one score per candidate"
+                        )
+                    values.update({s: _as_float(x) for s, x in zip(slots, got, strict=True)})
+                else:
+                    values[k] = _as_float(v)
             bar.update(len(keys))
 
 

@@ -26,7 +26,7 @@ from prefalign.errors import UserError
 from prefalign.stats import bootstrap_ci, paired_bootstrap
 from preference_data.records import PreferencePair
 
-from .scorers import load_scorer, scorer_spec
+from .scorers import SCORERS, load_scorer, scorer_spec
 
 
 @dataclass
@@ -54,7 +54,14 @@ class ScorerSpec:
                 f"--scorer {text!r}: write LABEL=SPEC, e.g. polar=polar:runs/polar_finetune_suite/model or "
                 "bt=scalar:runs/quickstart/rm/model (the label names the row)"
             )
-        return cls(label, scorer_spec(rest, flag=f"--scorer {label}="))
+        spec = scorer_spec(rest, flag=f"--scorer {label}=")
+        entry = SCORERS.entries.get(spec["type"])
+        if entry is not None and entry.kind == "listwise":
+            raise UserError(
+                f"--scorer {text!r}: '{spec['type']}' judges a benchmark's answers as one list (align bench run "
+                "rewardbench2); compare scores preference pairs: use a pointwise, pairwise or reference scorer"
+            )
+        return cls(label, spec)
 
 
 CHECKED_CORRUPTIONS = ("wrong_value", "violated_constraint")

@@ -9,7 +9,7 @@
 This module is the table and the factory: `SCORERS` lists the kinds with what each needs (`align ls scorers`);
 each kind's options are one dataclass (`ScalarOptions`, `ImplicitOptions`, `JudgeOptions` in `model_scorers`,
 `GraderOptions` in `grader`, `GRMOptions` and `ThinkOptions` in `generative.scorers`, `RB2RateOptions` in
-`generative.ratings`, `PolarOptions`,
+`generative.ratings`, `RB2FourWayOptions` in `generative.four_way`, `PolarOptions`,
 `MultiObjectiveOptions`), checked by `prefalign.config.build`, so an unknown or mistyped option is an error that
 lists every problem at once. The scorers themselves live in modules that import no other kind (`batched` holds
 the machinery they share), so this table imports them all and none imports it back.
@@ -55,6 +55,7 @@ from prefalign.models.hub import is_adapter, resolve
 from prefalign.registry import Table
 
 from .base import Scorer, ScorerKind
+from .generative.four_way import RB2FourWayOptions, RB2FourWayScorer
 from .generative.ratings import RB2RateOptions, RB2RateScorer
 from .generative.scorers import GRMOptions, GRMScorer, ThinkJudgeScorer, ThinkOptions
 from .grader import GraderOptions, GraderScorer
@@ -134,7 +135,8 @@ def _load_polar(opts: PolarOptions) -> Scorer:
 @dataclass(frozen=True)
 class ScorerEntry:
     kind: ScorerKind
-    """How it is called (reward_models/base.py): pointwise score, pairwise compare, or with a reference."""
+    """How it is called (reward_models/base.py): pointwise score, pairwise compare, with a reference, or listwise
+    rank (benchmarks only)."""
     summary: str
     needs: str
     """What it loads."""
@@ -201,6 +203,15 @@ SCORERS: Table[ScorerEntry] = Table(
             "(docs/evaluation.md)",
             RB2RateOptions,
             RB2RateScorer,
+        ),
+        "rb2_4way": ScorerEntry(
+            "listwise",
+            "RewardBench 2's 4-way mode: a chat model sees the four answers (the chosen one at a seeded position) "
+            "and names the best, [[A]]..[[D]], greedy; Ties rows rated as rb2_rate does",
+            "model: a chat causal LM; prompts: the benchmark's 4-way and Ties prompts, copied by the user "
+            "(docs/evaluation.md)",
+            RB2FourWayOptions,
+            RB2FourWayScorer,
         ),
         "polar": ScorerEntry(
             "reference",

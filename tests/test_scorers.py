@@ -108,13 +108,14 @@ def test_table_lists_every_kind_with_its_needs():
         "grm",
         "think",
         "rb2_rate",
+        "rb2_4way",
         "polar",
         "grader",
         "multi_objective",
         "ensemble",
     }
     assert rows["judge"]["kind"] == "pairwise" and rows["scalar"]["kind"] == "pointwise"
-    assert rows["polar"]["kind"] == "reference"
+    assert rows["polar"]["kind"] == "reference" and rows["rb2_4way"]["kind"] == "listwise"
     assert all(r["summary"] and r["needs"] for r in rows.values())
 
 

@@ -3,7 +3,15 @@ rewards. `parse` reads judge text (never raises, abstains with a reason), `vote`
 verdicts into scores, `implicit_prm` gives per-step rewards from log-probs."""
 
 from .implicit_prm import aggregate, split_steps, step_rewards
-from .parse import GRMParse, PairParse, parse_grm_scores, parse_pair_pm, parse_rating, parse_think_answer
+from .parse import (
+    GRMParse,
+    PairParse,
+    parse_four_way,
+    parse_grm_scores,
+    parse_pair_pm,
+    parse_rating,
+    parse_think_answer,
+)
 from .vote import (
     Vote,
     best_index,
@@ -28,6 +36,7 @@ __all__ = [
     "majority",
     "meta_vote",
     "pair_pm_probability",
+    "parse_four_way",
     "parse_grm_scores",
     "parse_pair_pm",
     "parse_rating",

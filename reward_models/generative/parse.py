@@ -16,6 +16,8 @@ so callers count abstentions instead of scoring them as a silent zero or a silen
 - `parse_pair_pm(text)`: the pairwise preference model's generated answer: the text, stripped, must be A or B.
 - `parse_rating(text)`: RewardBench 2's ratings mode: an integer 1..10 ending the text, else -1 (the reference's
   failed rating, which is a score there, not an abstention; see its docstring).
+- `parse_four_way(text)`: RewardBench 2's 4-way mode: the letter A..D of the first of `[[A]]`, `[[B]]`, `[[C]]`,
+  `[[D]]` the text contains, checked in that order, else None (the reference's "error", credited 1/4 there).
 
 Reasons: empty, no_box, unclosed_box, count_mismatch (the box holds another number of scores), not_a_number,
 out_of_range, no_answer_tag, unclosed_answer_tag, ambiguous_answer. Readers look at bounded windows of the text
@@ -161,3 +163,20 @@ def parse_rating(text: object) -> int:
         return NO_RATING
     rating = int(m.group(1))
     return rating if 1 <= rating <= 10 else NO_RATING
+
+
+FOUR_WAY_LETTERS = "ABCD"
+"""The answers' letters in RewardBench 2's 4-way prompt, in the order shown."""
+
+
+def parse_four_way(text: object) -> str | None:
+    """The letter (A..D) a RewardBench 2 4-way judge names, or None (the reference's "error"); never raises.
+
+    allenai/reward-bench @ 05a9005e `rewardbench/generative_v2.py` `process_judgement` (lines 174-184): whether the
+    text *contains* "[[A]]", then "[[B]]", "[[C]]", "[[D]]", the first found winning. So the letter checked first
+    wins, not the verdict written first or last ("[[C]] ... [[A]]" -> A), the match is exact ("[[a]]", "[[ A ]]",
+    "[A]" -> None), and an empty or missing output is None.
+    """
+    if not isinstance(text, str):
+        return None
+    return next((letter for letter in FOUR_WAY_LETTERS if f"[[{letter}]]" in text), None)

@@ -24,6 +24,9 @@ model through vLLM).
 Not reproduced: the reference renders the chat template to a string that vLLM tokenizes again, adding special
 tokens a second time (a doubled BOS under templates that write one); here the template is tokenized once. Its
 optional FastChat templates (`--chat_template`) are not offered.
+
+The 4-way mode (`four_way.py`, `rb2_4way`) reads its prompts with the same `read_prompts` and rates the Ties rows with
+the same `rate`.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ import ast
 import hashlib
 import json
 import string
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,8 +50,6 @@ from .scorers import JudgeSamplingOptions, _GenerativeJudge
 
 PROMPT_NAMES: dict[str | None, str] = {None: "ratings_prompt", "ties": "ratings_prompt_ties"}
 """Benchmark variant -> the reference's constant (and the prompt file's key) that rates its answers."""
-PLACEHOLDERS = ("prompt", "completion")
-"""The fields each prompt fills: the first user turn and the answer rated."""
 REFERENCE_SHA256 = {
     "ratings_prompt": "dd94ed65b24c00d411e65e8a671611ed2cba7154e97ff457b96183112b99ee14",
     "ratings_prompt_ties": "86b62377fd01e9697fd87f04ef6d1163ee694a006b838d532d1866267d9722b4",
@@ -55,78 +57,144 @@ REFERENCE_SHA256 = {
 """SHA-256 of the constants' UTF-8 text at allenai/reward-bench @ 05a9005e, so a record says whether its prompts are
 the reference's (`describe()["prompts_are_reference"]`)."""
 REFERENCE = "allenai/reward-bench @ 05a9005efb607249822c193590c8ecab87c77052, rewardbench/generative_v2.py"
-HOW_TO_COPY = (
-    f"copy the constants {' and '.join(PROMPT_NAMES.values())} of {REFERENCE} unchanged into a JSON object with "
-    "those two keys, or give that generative_v2.py file itself (docs/evaluation.md, RewardBench 2)"
-)
 
 
-def _module_strings(path: Path, text: str) -> dict[str, Any]:
-    """The module-level `NAME = "..."` string constants of a Python file, read without running it."""
+@dataclass(frozen=True)
+class PromptField:
+    """One of the benchmark's prompts that a user's prompt file holds."""
+
+    name: str
+    """Its key in a JSON prompt file, and in the reference's generative_v2.py the module constant of that name or
+    the key of `in_dict`."""
+    placeholders: tuple[str, ...]
+    """The fields `str.format` fills, each required and no other allowed; () for a text sent as it is, never
+    formatted (a system prompt)."""
+    fills: str
+    """What the reference fills the placeholders with, for the error message."""
+    in_dict: str | None = None
+    """The generative_v2.py dict constant that holds it under `name` (MTBENCH_V2), or None for a module constant."""
+
+    @property
+    def where(self) -> str:
+        """Where generative_v2.py holds it."""
+        return self.name if self.in_dict is None else f'{self.in_dict}["{self.name}"]'
+
+
+RATING_FIELDS: dict[str | None, PromptField] = {
+    variant: PromptField(
+        name, ("prompt", "completion"), "{prompt} with the first user turn and {completion} with the answer"
+    )
+    for variant, name in PROMPT_NAMES.items()
+}
+"""The ratings mode's two prompts, by benchmark variant."""
+
+
+def _and(items: Sequence[str]) -> str:
+    return f"{', '.join(items[:-1])} and {items[-1]}" if len(items) > 1 else "".join(items)
+
+
+def how_to_copy(fields: Sequence[PromptField]) -> str:
+    """How to make a prompt file that holds `fields` (for error messages)."""
+    return (
+        f"copy the constants {_and([f.where for f in fields])} of {REFERENCE} unchanged into a JSON object with the "
+        f"keys {_and([f.name for f in fields])}, or give that generative_v2.py file itself (docs/evaluation.md, "
+        "RewardBench 2)"
+    )
+
+
+def _module_constants(path: Path, text: str, fix: str) -> dict[str, Any]:
+    """The module-level constants of a Python file that prompts can be: `NAME = "..."` strings, and `NAME = {...}`
+    dicts with string keys (their string values, a bare name standing for an earlier string constant, as
+    `MTBENCH_V2["system_prompt"]` is `prompt_v2`), read with `ast`, without running the file."""
     try:
         tree = ast.parse(text, filename=str(path))
     except SyntaxError as e:
-        raise UserError(f"prompts {path}: not Python ({e.msg}, line {e.lineno}); {HOW_TO_COPY}") from None
+        raise UserError(f"prompts {path}: not Python ({e.msg}, line {e.lineno}); {fix}") from None
     out: dict[str, Any] = {}
     for node in tree.body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
-                out[node.targets[0].id] = node.value.value
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
+            continue
+        value = node.value
+        if isinstance(value, ast.Constant) and isinstance(value.value, str):
+            out[node.targets[0].id] = value.value
+        elif isinstance(value, ast.Dict):
+            entries: dict[str, Any] = {}
+            for k, v in zip(value.keys, value.values, strict=True):
+                if isinstance(k, ast.Constant) and isinstance(k.value, str):
+                    if isinstance(v, ast.Constant):
+                        entries[k.value] = v.value
+                    elif isinstance(v, ast.Name) and isinstance(out.get(v.id), str):
+                        entries[k.value] = out[v.id]
+            out[node.targets[0].id] = entries
     return out
 
 
-def _placeholder_problems(name: str, template: str) -> list[str]:
+def _placeholder_problems(field: PromptField, template: str) -> list[str]:
+    if not field.placeholders:
+        return []  # sent as it is: a brace is just a brace
     try:
         fields = {f for _, f, _, _ in string.Formatter().parse(template) if f is not None}
     except ValueError as e:
-        return [f"field '{name}' is not a format string ({e}); a literal brace is written {{{{ or }}}}"]
+        return [f"field '{field.name}' is not a format string ({e}); a literal brace is written {{{{ or }}}}"]
     problems = []
-    missing = [p for p in PLACEHOLDERS if p not in fields]
+    braced = ["{" + p + "}" for p in field.placeholders]
+    missing = [b for p, b in zip(field.placeholders, braced, strict=True) if p not in fields]
     if missing:
         problems.append(
-            f"field '{name}' has no {', '.join('{' + p + '}' for p in missing)} placeholder (the reference fills "
-            "{prompt} with the first user turn and {completion} with the answer)"
+            f"field '{field.name}' has no {', '.join(missing)} placeholder (the reference fills {field.fills})"
         )
-    other = sorted(fields - set(PLACEHOLDERS))
+    other = sorted(fields - set(field.placeholders))
     if other:
         problems.append(
-            f"field '{name}' has placeholder(s) {', '.join('{' + f + '}' for f in other)}; only {{prompt}} and "
-            "{completion} are filled (a literal brace is written {{ or }})"
+            f"field '{field.name}' has placeholder(s) {', '.join('{' + f + '}' for f in other)}; only "
+            f"{_and(braced)} are filled (a literal brace is written {{{{ or }}}})"
         )
     return problems
 
 
-def read_rating_prompts(path: str | Path) -> dict[str, str]:
-    """The two rating prompts of a user's file -> {constant name: template}. The file is a JSON object with the keys
-    `ratings_prompt` and `ratings_prompt_ties`, or (a `.py` file) the reference's `generative_v2.py`; every problem
-    (no file, a missing or non-text key, a missing or unknown placeholder) is reported at once, naming the file and
-    the field, with how to fix it."""
+def read_prompts(path: str | Path, fields: Sequence[PromptField]) -> dict[str, str]:
+    """The benchmark's prompts in a user's file -> {field name: text}. The file is a JSON object with the fields'
+    names as keys, or (a `.py` file) the reference's `generative_v2.py`, whose constants are read as text (`ast`;
+    never imported or run). Every problem (no file, a missing or non-text field, a missing or unknown placeholder)
+    is reported at once, naming the file and the field, with how to fix it."""
     p = Path(path)
+    fix = how_to_copy(fields)
     if not p.is_file():
-        raise UserError(f"prompts {p}: no such file; {HOW_TO_COPY}")
+        raise UserError(f"prompts {p}: no such file; {fix}")
     text = p.read_text(encoding="utf-8")
-    data: Any
+    found: dict[str, Any]
     if p.suffix == ".py":
-        data = _module_strings(p, text)
+        constants = _module_constants(p, text, fix)
+        found = {}
+        for f in fields:
+            holder = constants if f.in_dict is None else constants.get(f.in_dict)
+            found[f.name] = holder.get(f.name) if isinstance(holder, dict) else None
     else:
         try:
-            data = json.loads(text)
+            found = json.loads(text)
         except json.JSONDecodeError as e:
-            raise UserError(f"prompts {p}: not JSON ({e.msg}, line {e.lineno}); {HOW_TO_COPY}") from None
-        if not isinstance(data, dict):
-            raise UserError(f"prompts {p}: a JSON object is needed, got {type(data).__name__}; {HOW_TO_COPY}")
+            raise UserError(f"prompts {p}: not JSON ({e.msg}, line {e.lineno}); {fix}") from None
+        if not isinstance(found, dict):
+            raise UserError(f"prompts {p}: a JSON object is needed, got {type(found).__name__}; {fix}")
     problems = []
     out: dict[str, str] = {}
-    for name in PROMPT_NAMES.values():
-        value = data.get(name)
+    for f in fields:
+        value = found.get(f.name)
         if not isinstance(value, str):
-            problems.append(f"field '{name}' is {'missing' if value is None else 'not text'}")
+            where = f" ({f.where} of generative_v2.py)" if p.suffix == ".py" and f.in_dict else ""
+            problems.append(f"field '{f.name}'{where} is {'missing' if value is None else 'not text'}")
             continue
-        problems += _placeholder_problems(name, value)
-        out[name] = value
+        problems += _placeholder_problems(f, value)
+        out[f.name] = value
     if problems:
-        raise UserError(f"prompts {p}: " + "; ".join(problems) + f". How to fix: {HOW_TO_COPY}")
+        raise UserError(f"prompts {p}: " + "; ".join(problems) + f". How to fix: {fix}")
     return out
+
+
+def read_rating_prompts(path: str | Path) -> dict[str, str]:
+    """The ratings mode's two prompts of a user's file -> {constant name: template} (`read_prompts`): a JSON object
+    with the keys `ratings_prompt` and `ratings_prompt_ties`, or the reference's `generative_v2.py`."""
+    return read_prompts(path, list(RATING_FIELDS.values()))
 
 
 @dataclass
@@ -145,7 +213,7 @@ class RB2RateOptions(JudgeSamplingOptions):
         if self.prompts is None:
             problems.append(
                 "prompts: required (--option prompts=FILE), the file with the benchmark's rating prompts; "
-                + HOW_TO_COPY
+                + how_to_copy(list(RATING_FIELDS.values()))
             )
         else:
             try:
@@ -159,6 +227,30 @@ def _first(conv: Conversation, role: str) -> str:
     """The first `role` message's text ("" when there is none), as the reference reads the first user turn and the
     answer's first assistant message."""
     return next((m.content for m in conv if m.role == role), "")
+
+
+def rating_message(template: str, prompt: Conversation, response: Conversation) -> str:
+    """The judge's one user turn that rates an answer: `template` with {prompt} (the first user turn) and
+    {completion} (the answer's first assistant message) filled, as `get_single_rating` fills them."""
+    return template.format(prompt=_first(prompt, "user"), completion=_first(response, "assistant"))
+
+
+def rate(
+    judge: _GenerativeJudge, messages: list[str | None], items: int | None = None
+) -> list[tuple[float, str | None]]:
+    """Each rating message generated once (greedy with the reference's settings; up to the context's end where
+    `max_new_tokens` does not fit) -> (its 1..10 rating or -1.0, the raw output or None when nothing was generated).
+    A failed rating counts by reason in `judge.abstentions`: `no_rating` for an output without one, `not_generated`
+    for no output. `items`: how many scored items the messages stand for (`_sample`)."""
+    outputs = judge._sample(messages, 1, items=items, fit_to_context=True)
+    out = []
+    for o in outputs:
+        text = o[0] if o else None
+        rating = parse_rating(text)
+        if rating == NO_RATING:
+            judge.abstentions["no_rating" if text is not None else "not_generated"] += 1
+        out.append((float(rating), text))
+    return out
 
 
 class RB2RateScorer(_GenerativeJudge):
@@ -181,8 +273,7 @@ class RB2RateScorer(_GenerativeJudge):
         """The judge's one user turn for an answer: the variant's prompt with {prompt} and {completion} filled."""
         if variant not in PROMPT_NAMES:
             raise UserError(f"rb2_rate: no rating prompt for variant {variant!r}; it rates {list(PROMPT_NAMES)}")
-        template = self.templates[PROMPT_NAMES[variant]]
-        return template.format(prompt=_first(prompt, "user"), completion=_first(response, "assistant"))
+        return rating_message(self.templates[PROMPT_NAMES[variant]], prompt, response)
 
     def score(
         self,
@@ -190,22 +281,15 @@ class RB2RateScorer(_GenerativeJudge):
         responses: list[Conversation],
         variants: list[str | None] | None = None,
     ) -> list[float]:
-        """The ratings 1..10 of each answer, -1.0 where none could be read (a failed rating counts by reason in
-        `abstentions`: `no_rating` for an output without one, `not_generated` for no output)."""
+        """The ratings 1..10 of each answer, -1.0 where none could be read (`rate`)."""
         variants = variants or [None] * len(prompts)
         messages: list[str | None] = [
             self.message(p, r, v) for p, r, v in zip(prompts, responses, variants, strict=True)
         ]
-        outputs = self._sample(messages, 1, fit_to_context=True)
+        rated = rate(self, messages)
         self.last_messages = messages
-        self.last_outputs = [o[0] if o else None for o in outputs]
-        out = []
-        for text in self.last_outputs:
-            rating = parse_rating(text)
-            if rating == NO_RATING:
-                self.abstentions["no_rating" if text is not None else "not_generated"] += 1
-            out.append(float(rating))
-        return out
+        self.last_outputs = [text for _, text in rated]
+        return [rating for rating, _ in rated]
 
     def describe(self) -> dict[str, Any]:
         sha = {k: hashlib.sha256(v.encode("utf-8")).hexdigest() for k, v in self.templates.items()}
@@ -216,4 +300,14 @@ class RB2RateScorer(_GenerativeJudge):
         }
 
 
-__all__ = ["PROMPT_NAMES", "RB2RateOptions", "RB2RateScorer", "read_rating_prompts"]
+__all__ = [
+    "PROMPT_NAMES",
+    "RATING_FIELDS",
+    "PromptField",
+    "RB2RateOptions",
+    "RB2RateScorer",
+    "rate",
+    "rating_message",
+    "read_prompts",
+    "read_rating_prompts",
+]

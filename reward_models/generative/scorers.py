@@ -125,13 +125,16 @@ class ThinkOptions(JudgeSamplingOptions):
         return problems
 
 
-def judge_prompts(tokenizer: Any, messages: list[str], prefix: str = "") -> list[list[int]]:
-    """Token ids a judge is sampled from: each message as one user turn in the chat template, with the
-    generation prompt, followed by `prefix` (e.g. the forced `<think>\\n`)."""
+def judge_prompts(tokenizer: Any, messages: list[str], prefix: str = "", system: str | None = None) -> list[list[int]]:
+    """Token ids a judge is sampled from: each message as one user turn in the chat template (after a `system`
+    turn when one is given), with the generation prompt, followed by `prefix` (e.g. the forced `<think>\\n`)."""
     from prefalign.generation import render_prompts  # lazy: torch, not needed to list the scorers (align ls)
 
+    head = [] if system is None else [{"role": "system", "content": system}]
     extra = tokenizer.encode(prefix, add_special_tokens=False) if prefix else []
-    return [ids + extra for ids in render_prompts(tokenizer, [[{"role": "user", "content": m}] for m in messages])]
+    return [
+        ids + extra for ids in render_prompts(tokenizer, [[*head, {"role": "user", "content": m}] for m in messages])
+    ]
 
 
 def rate_critiques(meta: Any, message: str, texts: list[str]) -> list[float]:
@@ -171,17 +174,18 @@ class _GenerativeJudge:
         prefix: str = "",
         items: int | None = None,
         fit_to_context: bool = False,
+        system: str | None = None,
     ) -> list[list[str] | None]:
-        """n sampled outputs for each judge message (None: the item failed before sampling). `items`: how many
-        scored items the messages stand for (default: one each), for `cost`. A judge prompt with no room for
-        `max_new_tokens` more tokens in `max_length` fails (`too_long`); with `fit_to_context` it generates up to
-        `max_length` instead, as vLLM does (RewardBench 2's reference judges), and fails only when the prompt alone
-        fills the context."""
+        """n sampled outputs for each judge message (None: the item failed before sampling), each message the user
+        turn after an optional `system` turn. `items`: how many scored items the messages stand for (default: one
+        each), for `cost`. A judge prompt with no room for `max_new_tokens` more tokens in `max_length` fails
+        (`too_long`); with `fit_to_context` it generates up to `max_length` instead, as vLLM does (RewardBench 2's
+        reference judges), and fails only when the prompt alone fills the context."""
         from prefalign.generation import SamplingParams  # lazy: torch, not needed to list the scorers (align ls)
 
         t0 = time.perf_counter()
         pending = [(i, m) for i, m in enumerate(messages) if m is not None]
-        rendered = judge_prompts(self.tokenizer, [m for _, m in pending], prefix)
+        rendered = judge_prompts(self.tokenizer, [m for _, m in pending], prefix, system)
         rows: list[int] = []
         prompts: list[list[int]] = []
         budgets: list[int] = []
