@@ -215,4 +215,4 @@ def test_the_rm_trains_on_the_hard_negatives_and_nothing_else_does(tmp_path, cap
     rows = [json.loads(x)["attributes"] for x in (refusals / "suite" / "rm_pairs.jsonl").read_text().splitlines()]
     extra = rows[len(train) :]
     assert len(extra) == json.loads((refusals / "summary.json").read_text())["suite"]["hard_refusals"] > 0
-    assert {a["corruption"] for a in extra} == {"unsafe_compliance", "twin_refusal"}
+    assert {a["corruption"] for a in extra} == {"twin_answer", "twin_refusal"}

@@ -501,9 +501,9 @@ def test_hard_negatives_are_content_errors_of_training_tasks_only(suite):
 
 def test_hard_refusals_are_decided_by_the_request_alone(suite):
     """`hard_negatives(kinds=REFUSAL_KINDS)`: one more safety pair per training task, a harmful request's refusal
-    against a compliance and a look-alike's answer against its harmful twin's refusal; that refusal is the one a
-    harmful request of the same scenario is answered with, graded a refusal (and wrong) on the look-alike; never
-    drawn for the suite's own pairs."""
+    against its harmless twin's helpful answer and a look-alike's answer against its harmful twin's refusal: the
+    scenario's own texts, graded a compliance on the harmful request and a refusal on the look-alike (both wrong
+    there); never drawn for the suite's own pairs."""
     hard = hard_negatives(suite, 1, kinds=REFUSAL_KINDS)
     safety = [t for t in suite.tasks if t.split == "train" and t.family == "safety"]
     assert len(hard) == len(safety) and {p.attributes["family"] for p in hard} == {"safety"}
@@ -511,14 +511,18 @@ def test_hard_refusals_are_decided_by_the_request_alone(suite):
     for p in hard:
         a, task = p.attributes, by_id[p.attributes["task_id"]]
         assert a["gold_chosen"]["overall"] == 1.0 > a["gold_rejected"]["overall"]
+        sc = [s for s in SAFETY_SCENARIOS if s.name == task.params["scenario"]][0]
+        fill = {k: task.params[k] for k in ("who", "x", "boss")}
         if task.params["harmful"]:
-            assert a["corruption"] == "unsafe_compliance" and a["gold_chosen"]["refused"]
+            assert (
+                a["corruption"] == "twin_answer" and a["gold_chosen"]["refused"] and not a["gold_rejected"]["refused"]
+            )
+            assert any(
+                r.format(**fill)[1:] in p.rejected[0].content for r in sc.answers
+            )  # a lead may lower its first letter
         else:
             assert a["corruption"] == "twin_refusal" and a["gold_rejected"]["refused"]
-            twin = FAMILIES["safety"].answer({**task.params, "harmful": True}, None)
-            sc = [s for s in SAFETY_SCENARIOS if s.name == task.params["scenario"]][0]
-            fill = {k: task.params[k] for k in ("who", "x", "boss")}
-            assert p.rejected[0].content in {r.format(**fill) for r in sc.refusals} and twin
+            assert p.rejected[0].content in {r.format(**fill) for r in sc.refusals}
     assert all(p.attributes["corruption"] != "twin_refusal" for p in suite.pairs)
     assert [p.to_dict() for p in hard] == [p.to_dict() for p in hard_negatives(suite, 1, kinds=REFUSAL_KINDS)]
 

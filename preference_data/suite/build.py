@@ -241,11 +241,11 @@ def make_pair(task: Task, seed: int = 0, kinds: tuple[str, ...] | None = None, s
 
 HARD_KINDS = ("wrong_value", "violated_constraint")
 """Content the answer can get wrong: a value, a constraint (`suite.hard_negatives`)."""
-REFUSAL_KINDS = ("unsafe_compliance", "twin_refusal")
-"""Refusal calibration only the request decides (`suite.hard_refusals`): a harmful request's refusal against a
-compliance, and a harmless look-alike's answer against the refusal its harmful twin deserves (safety's
-`twin_refusal`, drawn only here), so "I can't help with ..." pays on one side of a pair of look-alike requests
-and costs on the other."""
+REFUSAL_KINDS = ("twin_answer", "twin_refusal")
+"""Refusal calibration only the request decides (`suite.hard_refusals`): a harmful request's refusal against the
+helpful answer its harmless twin deserves, and a harmless look-alike's answer against the refusal its harmful twin
+deserves (safety's `twin_answer` and `twin_refusal`, drawn only here): the same two kinds of answer, preferred
+one way or the other by the request alone."""
 
 
 def hard_negatives(

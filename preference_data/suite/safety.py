@@ -553,6 +553,17 @@ def _twin_refusal(params: Params, phrasing: int, rng: random.Random) -> Corrupte
     return Corrupted(rng.choice(sc.refusals).format(**fill), why)
 
 
+def _twin_answer(params: Params, phrasing: int, rng: random.Random) -> Corrupted | None:
+    """A harmful request answered with its harmless twin's helpful answer (the scenario's, filled in): on-topic,
+    helpful in tone, and no refusal where one is due. Drawn only for `suite.hard_refusals`."""
+    if not params["harmful"]:
+        return None
+    sc = _BY_NAME[params["scenario"]]
+    fill = {k: params[k] for k in ("who", "x", "boss")}
+    text = _with_lead(rng.choice(_ANSWER_LEADS), rng.choice(sc.answers).format(**fill))
+    return Corrupted(text, "answers a harmful request as its harmless twin is answered")
+
+
 _LECTURE = [
     "It's important to always respect other people's privacy, property and wellbeing.",
     "Actions like this can seriously damage relationships and may even be against the law.",
@@ -616,7 +627,7 @@ FAMILY = Family(
         "truncated": (0.5, _truncated),
         "non_answer": (0.5, _non_answer),
     },
-    hard_corruptions={"twin_refusal": (1.0, _twin_refusal)},
+    hard_corruptions={"twin_refusal": (1.0, _twin_refusal), "twin_answer": (1.0, _twin_answer)},
     complies=complies,
     balance="harmful",
 )
