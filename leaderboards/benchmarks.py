@@ -11,8 +11,9 @@ pairwise judge about (`comparisons`, always in both orders).
 
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from reward_models.base import ScorerKind
 
 from . import rules
 from .agreement import AgreementOptions, Item, agreement_numbers
+from .intervals import Resampling
 from .loaders import (
     Example,
     Parser,
@@ -150,6 +152,10 @@ class Benchmark:
     (RewardBench 2's Ties rows get the reference's Ties rating prompt, `rb2_rate` and `rb2_4way`) and receives it
     as `variants=`;
     a variant is part of the cache key only where it is passed."""
+    resampling: Resampling | None = Resampling()
+    """How the runner's bootstrap resamples the examples for the record's 95% intervals (`intervals.py`: within each
+    subset, by example unless the aggregation needs rows whole); None where the aggregation reports its own
+    intervals (agreement)."""
 
 
 def _chosen_vs_rejected(ex: Example) -> list[tuple[int, int]]:
@@ -222,6 +228,17 @@ def rewardbench2_rule(ex: Example, j: Judgement, tie_policy: TiePolicy) -> dict[
 def rewardbench2_variant(ex: Example) -> str | None:
     """The Ties subset is "ties": the reference rates it with its own prompt, in ratings mode and in 4-way mode."""
     return "ties" if ex.group == "Ties" else None
+
+
+def _ties_prompt(ex: Example) -> Hashable | None:
+    """A Ties prompt's `ref:` and `tied:` rows are resampled together: the composite compares them."""
+    return ex.meta["ties_prompt"] if ex.group == "Ties" else None
+
+
+def _ties_copy(ex: Example, k: int) -> Example:
+    """A resample's k-th drawn Ties prompt is prompt k: a prompt drawn twice counts twice in the composite, which
+    keys rows by prompt id."""
+    return dataclasses.replace(ex, meta={**ex.meta, "ties_prompt": k})
 
 
 def rewardbench2_aggregate(results: list[tuple[Example, dict[str, Any]]], run: RunInfo) -> Scores:
@@ -322,6 +339,11 @@ def pairs_aggregate(results: list[tuple[Example, dict[str, Any]]], run: RunInfo)
     )
 
 
+def _family(ex: Example) -> str | None:
+    """The suite's subsets are its task families."""
+    return ex.meta.get("family")
+
+
 def suite_aggregate(results: list[tuple[Example, dict[str, Any]]], run: RunInfo) -> Scores:
     """Accuracy overall; per task family as sections; per corruption kind and source as extra tables."""
     t = _pairs_tables(results)
@@ -407,6 +429,7 @@ BENCHMARKS: Table[Benchmark] = Table(
             split="test",
             uses_tie_policy=False,
             variant=rewardbench2_variant,
+            resampling=Resampling(unit=_ties_prompt, copy=_ties_copy, units="examples (Ties: prompts, both rows)"),
         ),
         "rm-bench": Benchmark(
             "rm-bench",
@@ -456,6 +479,7 @@ BENCHMARKS: Table[Benchmark] = Table(
             ALL_KINDS,
             _chosen_vs_rejected,
             headline="Accuracy",
+            resampling=Resampling(stratum=_family),
         ),
         "agreement": Benchmark(
             "agreement",
@@ -469,6 +493,7 @@ BENCHMARKS: Table[Benchmark] = Table(
             _against_winner,
             headline="Accuracy",
             options=AgreementOptions,
+            resampling=None,  # its own intervals (accuracy with and without ties, kappa, ...) in `extra.intervals`
         ),
     },
     columns=("version", "scorer_kinds", "summary"),

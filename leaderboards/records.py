@@ -1,9 +1,9 @@
 """Result records: one JSON file per benchmark run, with everything needed to reproduce it.
 
 A record holds the benchmark (name, version, data source and content hash), the scores (headline, sections,
-per-subset table), example counts (scored, invalid rows, failed scores), the scorer's own description
-(`scorer.describe()`), the settings of the run (tie policy, limit), package versions, the git commit of the
-code, the date, and whether it is partial. The leaderboard is rendered from these files only.
+per-subset table, their bootstrap intervals), example counts (scored, invalid rows, failed scores), the scorer's
+own description (`scorer.describe()`), the settings of the run (tie policy, limit), package versions, the git
+commit of the code, the date, and whether it is partial. The leaderboard is rendered from these files only.
 """
 
 from __future__ import annotations
@@ -34,7 +34,10 @@ class Record:
     model: str
     """The leaderboard row this record belongs to (the scorer's model, or its name)."""
     scores: dict[str, Any]
-    """{"headline", "headline_name", "sections", "subsets", "extra"} (see benchmarks.Scores)."""
+    """{"headline", "headline_name", "sections", "subsets", "extra"} (see benchmarks.Scores), and "intervals": the
+    95% bootstrap intervals {"overall": [low, high], "sections": {name: [low, high]}, "subsets": {name: [low, high]},
+    "level", "reps", "seed", "method"} (`intervals.py`; a bound pair is null where no resample has a value; records
+    written before them have none)."""
     counts: dict[str, int]
     """examples, rows_read, invalid_rows, failed_examples, items, unique_items, scored_now, nan_items."""
     scorer: dict[str, Any]
@@ -197,20 +200,44 @@ def _extra_lines(extra: dict[str, Any]) -> list[str]:
     return lines
 
 
+def intervals_of(scores: dict[str, Any]) -> dict[str, Any]:
+    """A record's bootstrap intervals block (`Record.scores`), or {} for a record written without one."""
+    iv = scores.get("intervals")
+    return iv if isinstance(iv, dict) and isinstance(iv.get("subsets"), dict) else {}
+
+
+def fmt_interval(bounds: Any) -> str:
+    """An interval as shown beside its score: "[low, high]" in percent, or "" when there is none."""
+    if not isinstance(bounds, (list, tuple)) or len(bounds) != 2 or None in bounds:
+        return ""
+    return f"[{fmt_score(bounds[0])}, {fmt_score(bounds[1])}]"
+
+
 def summarize(record: Record) -> str:
     """A short plain-text report of one record (what the CLI prints after a run)."""
     s = record.scores
+    iv = intervals_of(s)
+    sections_iv, subsets_iv = iv.get("sections") or {}, iv.get("subsets") or {}
+    headline = f"  {s.get('headline_name', 'Score')}: {fmt_score(s.get('headline'))}"
     lines = [
         f"{record.section} v{record.version}  model: {record.model}" + ("  [PARTIAL]" if record.partial else ""),
-        f"  {s.get('headline_name', 'Score')}: {fmt_score(s.get('headline'))}",
+        f"{headline}  {fmt_interval(iv.get('overall'))}".rstrip(),
     ]
     for name, v in (s.get("sections") or {}).items():
-        lines.append(f"    {name:<24} {fmt_score(v):>6}")
+        lines.append(f"    {name:<24} {fmt_score(v):>6}  {fmt_interval(sections_iv.get(name))}".rstrip())
     subsets = s.get("subsets") or {}
     if subsets and list(subsets) != list(s.get("sections") or {}):
         lines.append("  subsets:")
         for name, row in subsets.items():
-            lines.append(f"    {name:<24} {fmt_score(row.get('score')):>6}  (n={row.get('n')})")
+            n = f"(n={row.get('n')})"
+            lines.append(
+                f"    {name:<24} {fmt_score(row.get('score')):>6}  {n:<8} {fmt_interval(subsets_iv.get(name))}".rstrip()
+            )
+    if iv:
+        lines.append(
+            f"  [low, high]: {100 * iv.get('level', 0.95):.0f}% bootstrap intervals, {iv.get('reps')} resamples "
+            f"(seed {iv.get('seed')}): {iv.get('method')}"
+        )
     lines += _extra_lines(s.get("extra") or {})
     c = record.counts
     scored = "lists scored" if record.scorer.get("kind") == "listwise" else "responses scored"  # a list per example

@@ -5,6 +5,8 @@ exists). The page opens on an overview (every model's headline per benchmark, an
 benchmark's tab shows, per model, every number its record holds:
 
 - the headline and the sections that have a value (a section no shown record has is left out, not shown blank);
+- the 95% bootstrap interval of the headline and of every subset's score, where the record has them
+  (`scores.intervals`, `intervals.py`; records written before them show none);
 - the scorer (name and kind: pointwise, pairwise, reference, listwise), its settings, and for generative scorers the
   cost per scored item (generated tokens, seconds) and abstentions;
 - runs that are partial (invalid rows or failed scores skipped) or limited to the first examples, marked `*`
@@ -36,7 +38,7 @@ from prefalign.errors import UserError
 from prefalign.files import write_text
 
 from .benchmarks import BENCHMARKS
-from .records import DEFAULT_RECORDS_DIR, Record, fmt_score, load_records
+from .records import DEFAULT_RECORDS_DIR, Record, fmt_interval, fmt_score, intervals_of, load_records
 
 DEFAULT_SITE_DIR = Path("leaderboards") / "site"
 """Where rendered files go when no directory is given (relative to the working directory)."""
@@ -56,6 +58,8 @@ SUBSET_LABELS = {
     "agreement": "category",
 }
 """What a benchmark's `scores.subsets` are called in its breakdown table (default: subset)."""
+CI = "95% CI"
+"""The column of a score's bootstrap interval (`scores.intervals`): beside the headline and each subset's score."""
 HIDDEN_SETTINGS = frozenset({"model", "weights", "reference_weights", "template", "answers"})
 """Scorer settings left out of the Settings column (the model is the row; fingerprints and prompt templates are
 long): the record file, linked on every row, has them all."""
@@ -245,6 +249,18 @@ def _long_table(title: str, label: str, recs: list[Record], get: Callable[[Recor
     return TableData(title, [label, "model", *fields], rows)
 
 
+def _subsets_with_intervals(rec: Record) -> Any:
+    """The record's subset table, each row with its 95% interval beside its score where the record has intervals."""
+    subsets = rec.scores.get("subsets")
+    iv = intervals_of(rec.scores).get("subsets") or {}
+    if not iv or not isinstance(subsets, dict) or not _is_table(subsets):
+        return subsets
+    return {
+        name: {"score": row.get("score"), CI: fmt_interval(iv.get(name)) or "\u2013", **row}
+        for name, row in subsets.items()
+    }
+
+
 def _extra(key: str) -> Callable[[Record], Any]:
     return lambda rec: (rec.scores.get("extra") or {}).get(key)
 
@@ -256,7 +272,8 @@ def benchmark_tables(bench: str, recs: list[Record], links: dict[int, str]) -> l
     )
     has_headline = any(r.headline is not None for r in recs)
     headline_name = next((str(r.scores["headline_name"]) for r in recs if r.scores.get("headline_name")), "Score")
-    head = ["Model", *([headline_name] if has_headline else []), *sections]
+    has_ci = has_headline and any(intervals_of(r.scores).get("overall") for r in recs)
+    head = ["Model", *([headline_name] if has_headline else []), *([CI] if has_ci else []), *sections]
     head += ["Scorer", "Kind", "Settings", "Cost per item", "Examples", "Run", "Date", "Record"]
     rows = []
     for rec in recs:
@@ -265,6 +282,8 @@ def benchmark_tables(bench: str, recs: list[Record], links: dict[int, str]) -> l
         if has_headline:
             hc = _score_cell(rec.headline)
             cells.append(Cell(hc.text + _flag(rec), hc.sort, numeric=True))
+        if has_ci:
+            cells.append(Cell(fmt_interval(intervals_of(rec.scores).get("overall")) or "\u2013"))
         cells += [_score_cell(secs.get(s)) for s in sections]
         href = links.get(id(rec))
         cells += [
@@ -283,10 +302,12 @@ def benchmark_tables(bench: str, recs: list[Record], links: dict[int, str]) -> l
         if has_headline
         else " No shown record has an overall score (a part it averages over is missing); see the breakdown below."
     )
+    if any(intervals_of(r.scores) for r in recs):
+        note += f" {CI}: the percentile bootstrap over examples, resampled within each subset (the record says how)."
     tables = [TableData(bench, head, rows, note)]
 
     label = _subset_label(recs)
-    sub = _long_table(f"Per {label}", label, recs, lambda r: r.scores.get("subsets"))
+    sub = _long_table(f"Per {label}", label, recs, _subsets_with_intervals)
     if sub is not None:
         tables.append(sub)
     extra_keys = list(dict.fromkeys(k for r in recs for k in (r.scores.get("extra") or {})))

@@ -14,7 +14,9 @@ in both orders is two inputs. Inputs are keyed by a hash of their conversations,
 length (scorers receive lists), and mapped back to examples. Finite scores are cached on disk per (scorer
 description, benchmark, data hash), so a rerun (another tie policy, a fixed aggregation, after a crash) only
 scores what is missing. NaN scores are counted; a run with NaN scores or invalid rows writes no record
-unless `allow_partial=True`, and then the record says `partial: true` with the counts.
+unless `allow_partial=True`, and then the record says `partial: true` with the counts. The record's scores carry
+95% bootstrap intervals of the headline, the sections and every subset (`intervals.py`), seeded, so a rerun on the
+same examples writes the same record.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from reward_models.base import Scorer
 
 from .benchmarks import BENCHMARKS, Benchmark, Judgement, RunInfo
 from .compare_records import item_value
+from .intervals import DEFAULT_REPS, bootstrap_intervals
 from .loaders import Example, Parsed, Parser, examples_from_pairs, parse_pairs, read
 from .native import Scored, native_problem, write_native
 from .records import Record, git_commit, now, package_versions
@@ -82,6 +85,10 @@ class BenchSettings:
     and JudgeBench fix their own tie handling and ignore it."""
     batch_size: int = 32
     """Inputs per scorer call."""
+    bootstrap: int = DEFAULT_REPS
+    """Resamples of the record's 95% intervals of the headline, sections and subsets (`intervals.py`); 0: none."""
+    bootstrap_seed: int = 0
+    """Seed of those resamples: a rerun on the same examples writes the same intervals."""
     use_cache: bool = True
     """Reuse (and store) per-input scores cached under `cache_dir`."""
     cache_dir: str | Path | None = None
@@ -109,6 +116,8 @@ class BenchSettings:
             problems.append(f"limit must be a positive number of examples, got {self.limit}")
         if self.batch_size < 1:
             problems.append(f"batch_size must be at least 1, got {self.batch_size}")
+        if self.bootstrap < 0:
+            problems.append(f"bootstrap must be a number of resamples (0: no intervals), got {self.bootstrap}")
         return problems
 
 
@@ -232,9 +241,19 @@ def run_benchmark(
     if not results:
         raise UserError(f"{source}: every example failed to score; no record was written")
 
-    aggregated = bench.aggregate(results, RunInfo(cast("Any", kind), symmetric, tie, source, opts))
+    run = RunInfo(cast("Any", kind), symmetric, tie, source, opts)
+    aggregated = bench.aggregate(results, run)
     scores = aggregated.to_dict()
     scores["headline_name"] = bench.headline
+    if bench.resampling is not None and s.bootstrap > 0:
+        scores["intervals"] = bootstrap_intervals(
+            results,
+            lambda sample: bench.aggregate(sample, run),
+            aggregated,
+            bench.resampling,
+            s.bootstrap,
+            s.bootstrap_seed,
+        )
     more: dict[str, Any] = {}
     if opts is not None:
         more["options"] = to_dict(opts)

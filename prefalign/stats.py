@@ -4,17 +4,18 @@ Torch-free (plain Python), so records, leaderboards and reports use it without l
 statistics over groups of completions (nan-safe mean and std) are in `prefalign.groupstats`.
 
 Bootstrap (Efron's percentile interval): the statistic is recomputed on `reps` resamples of the items drawn with
-replacement from `random.Random(seed)`; the interval at `level` is the pair of order statistics
-`stats[j]` and `stats[k - 1 - j]` with `j = floor((1 - level) / 2 * k)` of the k resamples on which the statistic
-is defined — symmetric, so each tail holds the same number of resamples (j below the lower end, j above the upper).
-E.g. 2000 resamples at 95%: the 51st smallest and the 51st largest.
+replacement from `random.Random(seed)` (or within strata, each keeping its size: `stratified_resamples`); the
+interval at `level` is the pair of order statistics `stats[j]` and `stats[k - 1 - j]` with
+`j = floor((1 - level) / 2 * k)` of the k resamples on which the statistic is defined — symmetric, so each tail
+holds the same number of resamples (j below the lower end, j above the upper). E.g. 2000 resamples at 95%: the
+51st smallest and the 51st largest.
 """
 
 from __future__ import annotations
 
 import math
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TypeVar
 
 SEED_STRIDE = 1_000_003  # a prime larger than any stream count: seed s, stream k -> s * SEED_STRIDE + k
@@ -74,6 +75,21 @@ def bootstrap_replicates(
     return stats
 
 
+Unit = TypeVar("Unit")
+
+
+def stratified_resamples(strata: Sequence[Sequence[Unit]], reps: int, seed: int = 0) -> Iterator[list[Unit]]:
+    """`reps` stratified resamples drawn from `random.Random(seed)`: in each, every stratum's units drawn with
+    replacement, as many as the stratum holds (so every stratum keeps its size), strata in the given order.
+
+    A unit is whatever is resampled whole (an example, or the rows of one prompt); the statistic of each resample
+    then goes to `percentile_interval`. E.g. strata [[a, b], [c]] give resamples such as [a, a, c] or [b, a, c],
+    never [a, b, b] (c's stratum keeps its one unit)."""
+    rng = random.Random(seed)
+    for _ in range(reps):
+        yield [u for units in strata for u in rng.choices(units, k=len(units))]
+
+
 def bootstrap_ci(values: Sequence[float], reps: int = 2000, seed: int = 0, level: float = 0.95) -> tuple[float, float]:
     """Percentile bootstrap interval of mean(values), resampling the items (e.g. prompts)."""
     return bootstrap_statistic(lambda idx: sum(values[i] for i in idx) / len(idx), len(values), reps, seed, level)
@@ -106,6 +122,7 @@ __all__ = [
     "finite_mean",
     "paired_bootstrap",
     "percentile_interval",
+    "stratified_resamples",
     "stream_seed",
     "win_rate",
 ]
