@@ -25,7 +25,7 @@ from leaderboards.records import Record, fmt_interval, load_record, summarize
 from leaderboards.render import CI, benchmark_tables, render
 from leaderboards.runner import BenchSettings, run_benchmark
 from prefalign.errors import UserError
-from prefalign.stats import stratified_resamples
+from prefalign.stats import percentile_interval, stratified_resamples
 from preference_data.records import write_jsonl
 from tests.test_benchmarks import (
     LookupScorer,
@@ -368,3 +368,11 @@ def test_the_agreement_benchmark_keeps_its_own_intervals() -> None:
     runner's bootstrap leaves it alone."""
     assert BENCHMARKS["agreement"].resampling is None
     assert all(BENCHMARKS[b].resampling is not None for b in set(BENCHMARKS) - {"agreement"})
+
+
+def test_the_order_statistics_and_the_resamples_are_frozen():
+    """The interval's ends are the 26th smallest and largest of 1,000 (j = floor(0.025 * 1000) = 25), and the
+    seeded stratified draws are fixed: a changed random stream or an off-by-one fails here."""
+    assert percentile_interval([float(x) for x in range(1000)]) == (25.0, 974.0)
+    frozen = [["a", "b", "b", "x"], ["b", "a", "a", "x"], ["a", "a", "c", "x"]]  # random.Random(3).choices
+    assert list(stratified_resamples([["a", "b", "c"], ["x"]], 3, seed=3)) == frozen

@@ -61,7 +61,7 @@ def test_parse_four_way_is_the_reference_s_rule(text, letter):
 # the seeded shuffle
 # ---------------------------------------------------------------------------------------------------------
 
-POSITIONS = {  # by seed, as the reference-side run printed them (its shuffle_option)
+POSITIONS = {  # by seed: four_way_position's, frozen (the reference-side run was given these, not its own draw)
     0: {
         "f1": 1, "f2": 1, "f3": 3, "f4": 1, "f5": 2, "f6": 3, "p1": 1, "p2": 3, "p3": 2, "m0": 0, "m1": 3, "m2": 1,
         "m3": 3, "m4": 1, "m5": 2, "m6": 3, "s1": 2, "s2": 3, "o1": 1, "o2": 1, "o3": 2, "o4": 0, "o5": 2,

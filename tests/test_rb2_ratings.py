@@ -91,6 +91,10 @@ def test_prompt_file_problems_are_named_all_at_once(tmp_path):
     bad.write_text(json.dumps({"ratings_prompt": "{prompt} {completion} {", "ratings_prompt_ties": "{prompt}"}))
     with pytest.raises(UserError, match=r"'ratings_prompt' is not a format string .*\{\{ or \}\}.*"):
         read_rating_prompts(bad)
+    for broken in ("{prompt} {completion!x}", "{prompt:d} {completion}"):  # right names, a bad conversion or spec
+        bad.write_text(json.dumps({"ratings_prompt": broken, "ratings_prompt_ties": "{prompt} {completion}"}))
+        with pytest.raises(UserError, match="field 'ratings_prompt' cannot be filled"):
+            read_rating_prompts(bad)
     bad.write_text("{not json")
     with pytest.raises(UserError, match="not JSON"):
         read_rating_prompts(bad)

@@ -149,6 +149,13 @@ def _placeholder_problems(field: PromptField, template: str) -> list[str]:
             f"field '{field.name}' has placeholder(s) {', '.join('{' + f + '}' for f in other)}; only "
             f"{_and(braced)} are filled (a literal brace is written {{{{ or }}}})"
         )
+    if not problems:  # the names are right: fill it once, so a bad conversion or spec ({prompt!x}) fails here
+        try:
+            template.format(**{p: "" for p in field.placeholders})
+        except (ValueError, KeyError, IndexError, AttributeError) as e:
+            problems.append(
+                f"field '{field.name}' cannot be filled ({e}); write each placeholder plainly, e.g. {braced[0]}"
+            )
     return problems
 
 

@@ -143,6 +143,19 @@ def rate_critiques(meta: Any, message: str, texts: list[str]) -> list[float]:
     return meta.score([[Message("user", message)]] * len(texts), [[Message("assistant", t or " ")] for t in texts])
 
 
+def stop_token_ids(model: Any, tokenizer: Any) -> list[int] | None:
+    """The tokens a judgement ends at: the tokenizer's EOS and the model's generation_config end tokens (a chat
+    model's end-of-turn, e.g. gemma-2's `<end_of_turn>`, which is not its tokenizer's EOS), as vLLM stops; None when
+    there are none (the engine then says so)."""
+    ids: list[int] = [] if tokenizer.eos_token_id is None else [int(tokenizer.eos_token_id)]
+    config = getattr(model, "generation_config", None)
+    extra = getattr(config, "eos_token_id", None) if config is not None else None
+    for t in [extra] if isinstance(extra, int) else list(extra or []):
+        if int(t) not in ids:
+            ids.append(int(t))
+    return ids or None
+
+
 class _GenerativeJudge:
     """A causal LM judge sampled through the generation engine; counts abstentions and cost."""
 
@@ -155,7 +168,12 @@ class _GenerativeJudge:
         self.opts = _resolve_dtype(opts, device, self.name)
         self.model = load_model(opts.model, self.opts.dtype, merge=True).to(device).eval()
         self.tokenizer = load_tokenizer(opts.model)
-        self.engine = make_engine(self.model, self.tokenizer, token_budget=self.opts.batch_tokens)
+        self.engine = make_engine(
+            self.model,
+            self.tokenizer,
+            token_budget=self.opts.batch_tokens,
+            eos_token_ids=stop_token_ids(self.model, self.tokenizer),
+        )
         self.max_length = opts.max_length or getattr(self.model.config, "max_position_embeddings", None) or 4096
         self.failures: Counter[str] = Counter()
         self.last_unsampled: set[int] = set()
