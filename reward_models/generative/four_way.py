@@ -48,6 +48,7 @@ prompt variant (`prompt_v2_gemini`), API judges and ensembles (PoLL) are not off
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,8 +58,16 @@ from preference_data.records import Conversation
 
 from ..base import ScorerKind
 from .parse import FOUR_WAY_LETTERS, parse_four_way
-from .ratings import RATING_FIELDS, PromptField, _first, how_to_copy, rate, rating_message, read_prompts
-from .scorers import JudgeSamplingOptions, _GenerativeJudge
+from .ratings import (
+    RATING_FIELDS,
+    PromptField,
+    RB2JudgeOptions,
+    _first,
+    rate,
+    rating_message,
+    read_prompts,
+)
+from .scorers import _GenerativeJudge
 
 ANSWER_FIELDS = tuple(f"answer_{letter.lower()}" for letter in FOUR_WAY_LETTERS)
 """The 4-way template's answer placeholders, in the order shown (A..D)."""
@@ -101,16 +110,13 @@ def four_way_order(position: int) -> list[int]:
 
 
 @dataclass
-class RB2FourWayOptions(JudgeSamplingOptions):
+class RB2FourWayOptions(RB2JudgeOptions):
     prompts: str | None = option(
         None,
         "the benchmark's prompts: a JSON file {system_prompt, prompt_template, ratings_prompt_ties} copied from "
         "allenai/reward-bench @ 05a9005e rewardbench/generative_v2.py (MTBENCH_V2's system_prompt and "
         "prompt_template, and ratings_prompt_ties), or that file itself (required)",
     )
-    temperature: float = option(0.0, "sampling temperature of the judge (the reference: 0, greedy)")
-    top_p: float = option(1.0, "nucleus sampling mass (the reference: 1, off)")
-    max_new_tokens: int = option(2048, "longest judgement in tokens (the reference's vLLM judges: 2048)")
     seed: int = option(
         0,
         "the shuffle's seed: each example's chosen answer is shown at position sha256('<seed>:<id>') mod 4 (the "
@@ -122,19 +128,8 @@ class RB2FourWayOptions(JudgeSamplingOptions):
         "for chat templates without a system role",
     )
 
-    def check(self) -> list[str]:
-        problems = super().check()
-        if self.prompts is None:
-            problems.append(
-                "prompts: required (--option prompts=FILE), the file with the benchmark's prompts; "
-                + how_to_copy(FOUR_WAY_FIELDS)
-            )
-        else:
-            try:
-                read_prompts(self.prompts, FOUR_WAY_FIELDS)
-            except UserError as e:
-                problems.append(str(e))
-        return problems
+    def prompt_fields(self) -> Sequence[PromptField]:
+        return FOUR_WAY_FIELDS
 
 
 class RB2FourWayScorer(_GenerativeJudge):

@@ -205,29 +205,44 @@ def read_rating_prompts(path: str | Path) -> dict[str, str]:
 
 
 @dataclass
-class RB2RateOptions(JudgeSamplingOptions):
-    prompts: str | None = option(
-        None,
-        "the benchmark's two rating prompts: a JSON file {ratings_prompt, ratings_prompt_ties} copied from "
-        "allenai/reward-bench @ 05a9005e rewardbench/generative_v2.py, or that file itself (required)",
-    )
+class RB2JudgeOptions(JudgeSamplingOptions):
+    """A RewardBench 2 judge's settings: the reference's decoding (greedy, 2048 new tokens) and the benchmark's
+    prompts from a user's file, checked against `prompt_fields` before any model loads."""
+
+    prompts: str | None = option(None, "the benchmark's prompts: a JSON file or the reference's generative_v2.py")
     temperature: float = option(0.0, "sampling temperature of the judge (the reference: 0, greedy)")
     top_p: float = option(1.0, "nucleus sampling mass (the reference: 1, off)")
     max_new_tokens: int = option(2048, "longest judgement in tokens (the reference's vLLM judges: 2048)")
+
+    def prompt_fields(self) -> Sequence[PromptField]:
+        """The prompts this judge reads from the file."""
+        raise NotImplementedError
 
     def check(self) -> list[str]:
         problems = super().check()
         if self.prompts is None:
             problems.append(
-                "prompts: required (--option prompts=FILE), the file with the benchmark's rating prompts; "
-                + how_to_copy(list(RATING_FIELDS.values()))
+                "prompts: required (--option prompts=FILE), the file with the benchmark's prompts; "
+                + how_to_copy(self.prompt_fields())
             )
         else:
             try:
-                read_rating_prompts(self.prompts)
+                read_prompts(self.prompts, self.prompt_fields())
             except UserError as e:
                 problems.append(str(e))
         return problems
+
+
+@dataclass
+class RB2RateOptions(RB2JudgeOptions):
+    prompts: str | None = option(
+        None,
+        "the benchmark's two rating prompts: a JSON file {ratings_prompt, ratings_prompt_ties} copied from "
+        "allenai/reward-bench @ 05a9005e rewardbench/generative_v2.py, or that file itself (required)",
+    )
+
+    def prompt_fields(self) -> Sequence[PromptField]:
+        return list(RATING_FIELDS.values())
 
 
 def _first(conv: Conversation, role: str) -> str:
