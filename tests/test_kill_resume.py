@@ -9,7 +9,8 @@ hold every step exactly once with the uninterrupted run's loss; at least two rer
 checkpoint (counted from their own output).
 
 The quickstart as a whole is killed the same way, each kill in the first stage not finished yet (now and then a
-later one), and rerun with the same command: it must end with every stage's weights and the evaluation's numbers of
+later one; in a training stage every other kill just after a checkpoint short of its last step, so that reruns
+continue interrupted training whatever the machine's speed), and rerun with the same command: it must end with every stage's weights and the evaluation's numbers of
 an uninterrupted run.
 
 Bit for bit: the reward model, the online run and the judge restore their weights, optimizer, scheduler, RNG streams
@@ -200,6 +201,27 @@ QUICKSTART = [
 ]
 
 
+# the last step of each training stage's run (a round's, for align): a kill after an earlier step's checkpoint lands
+# mid-training
+FINAL_STEP = {"rm": 4, "dpo": 4, "align": 3}
+
+
+def stage_checkpoints(stage_dir: Path) -> dict[str, int]:
+    """The newest complete checkpoint of every checkpoints directory under a quickstart stage's directory (a round's,
+    for align) and its step."""
+    found = (last_checkpoint(str(d)) for d in sorted(stage_dir.rglob("checkpoints")) if d.is_dir())
+    return {c: int(c.rsplit("-", 1)[1]) for c in found if c}
+
+
+def mid_training_ahead(stage_dir: Path, stage: str) -> bool:
+    """Whether a training stage continued from what `stage_dir` holds still has a checkpoint short of its last step
+    to write (align: a round not yet started, or the newest round's)."""
+    steps = [step for c, step in sorted(stage_checkpoints(stage_dir).items())]
+    if stage == "align" and len(steps) < 2:
+        return True
+    return (steps[-1] if steps else 0) < FINAL_STEP[stage] - 1
+
+
 def saved_weights(out: Path) -> dict[str, torch.Tensor]:
     """Every tensor a pipeline saved outside any checkpoints directory, keyed by file and name."""
     found = {}
@@ -235,19 +257,29 @@ def test_the_quickstart_killed_at_random_moments_ends_as_an_uninterrupted_run(tm
         started(log, proc)
         left = [s for s in stages if not (killed / s / "report.json").exists()]
         if kills < 8 and left:
-            # the first stage not finished yet (now and then a later one), at a random moment within the time it
-            # took in the uninterrupted run
+            # the first stage not finished yet (now and then a later one); in a training stage every other kill, the
+            # first too, lands just after a new checkpoint short of the stage's last step (mid-training, whatever this
+            # machine's speed), the others at a random moment within the time the stage took uninterrupted
             stage = left[0] if rng.random() < 0.75 else rng.choice(left)
-            at = rng.uniform(0.0, max(spans[stage]) - min(spans[stage]) + 1.0)
+            before = stage_checkpoints(killed / stage)
             while proc.poll() is None and not re.search(rf"^\[\s*[\d.]+s\] {stage}:", log.read_text(), re.M):
                 time.sleep(0.01)
-            t = time.monotonic()
-            while proc.poll() is None and time.monotonic() - t < at:
-                time.sleep(0.01)
+            if stage in FINAL_STEP and kills % 2 == 0 and mid_training_ahead(killed / stage, stage):
+                while proc.poll() is None and not any(
+                    step < FINAL_STEP[stage] for c, step in stage_checkpoints(killed / stage).items() if c not in before
+                ):
+                    time.sleep(0.005)
+                at = "after a checkpoint"
+            else:
+                at = f"+{rng.uniform(0.0, max(spans[stage]) - min(spans[stage]) + 1.0):.1f}s"
+                t = time.monotonic()
+                while proc.poll() is None and time.monotonic() - t < float(at[1:-1]):
+                    time.sleep(0.01)
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
-                kills, moments = kills + 1, [*moments, f"{stage} +{at:.1f}s"]
+                landed = re.findall(r"^\[\s*[\d.]+s\] (\w+)", log.read_text(), re.M)[-1]  # the stage it was in
+                kills, moments = kills + 1, [*moments, f"{stage} {at} (in {landed})"]
                 continue
         finish(proc)
         break
