@@ -70,6 +70,7 @@ from prefalign.training.trainer import (
     compile_layers,
     disable_dropout,
     drawn_indices,
+    saved_dtype,
     training_arguments,
     whole_state_dict,
 )
@@ -391,7 +392,9 @@ def run(cfg: TrainConfig, resume: bool = False) -> dict[str, Any]:
         eval_report = trainer.last_eval_report
 
     # save
-    saved = save_policy(model, tokenizer, run_dir, cfg.train.method, cfg.save_merged, whole, cfg.model)
+    saved = save_policy(
+        model, tokenizer, run_dir, cfg.train.method, cfg.save_merged, whole, cfg.model, saved_dtype(cfg.train)
+    )
 
     # report
     return s.run.finish(

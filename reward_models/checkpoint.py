@@ -37,6 +37,8 @@ from prefalign.files import write_json, write_text
 from prefalign.models.hub import load_model, load_tokenizer, resolve
 
 if TYPE_CHECKING:
+    import torch
+
     from preference_data.tokenize import ResponseEnd
 
 STATS_FILE = "reward_stats.json"
@@ -63,13 +65,16 @@ def save_rm(
     merge: bool = True,
     card: dict[str, Any] | None = None,
     state: dict | None = None,
+    dtype: torch.dtype | None = None,
 ) -> Path:
     """Write `model` (plain or peft) so that it reloads and scores identically, here and in plain transformers.
 
     The saved tokenizer and config get a pad token distinct from EOS (`distinct_pad`); `card` (base model,
     data, accuracy, ...) goes into the README.md model card. Under FSDP, `state` holds the weights gathered whole
     (`whole_state_dict`): they are saved as trained and read back into a plain model, which is then written as
-    any other.
+    any other. A whole model (merged, or fully fine-tuned) is saved in `dtype` (`saved_dtype(train)`: the precision
+    the run trained in, unless `train.save_precision` says otherwise; None: as it is), a LoRA merge computed in fp32
+    first.
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -85,7 +90,10 @@ def save_rm(
     if hasattr(model, "merge_and_unload") and merge:
         # merge in fp32: a small LoRA delta added to bf16 weights would be partly rounded away
         model = copy.deepcopy(model).float().merge_and_unload()
-        model.config.dtype = "float32"
+    if not hasattr(model, "peft_config"):  # a whole model (an adapter is saved as trained)
+        if dtype is not None and next(model.parameters()).dtype != dtype:
+            model = copy.deepcopy(model).to(dtype)
+        model.config.dtype = str(next(model.parameters()).dtype).removeprefix("torch.")
     tokenizer = copy.deepcopy(tokenizer)
     distinct_pad(tokenizer, model)
     model.save_pretrained(str(out), safe_serialization=True)

@@ -29,7 +29,13 @@ from prefalign.models.hub import DEFAULT_MODEL, load_model, load_seq_cls, load_t
 from prefalign.training.config import HeldOutSection, LoraSection, TrainSection
 from prefalign.training.metrics import MetricsMixin
 from prefalign.training.recipe import start_run
-from prefalign.training.trainer import base_dtype, prepare_model, training_arguments, whole_state_dict
+from prefalign.training.trainer import (
+    base_dtype,
+    prepare_model,
+    saved_dtype,
+    training_arguments,
+    whole_state_dict,
+)
 from preference_data.records import Message
 from preference_data.sources import DataConfig, load_pairs
 from preference_data.sources import load as load_source
@@ -203,7 +209,9 @@ def run(cfg: MetaRMTrainConfig, resume: bool = False) -> dict[str, Any]:
         return {}
     stats = RewardStats(mean=0.0, std=1.0, n=0, computed_on="none: a meta-RM's logit is read raw (p = sigmoid)")
     card = {"base model": cfg.model, "rates critiques of": cfg.critiques.judge, "loss": "binary cross-entropy"}
-    model_dir = save_rm(model, tokenizer, run_.dir / "model", stats, card=card, state=whole)
+    model_dir = save_rm(
+        model, tokenizer, run_.dir / "model", stats, card=card, state=whole, dtype=saved_dtype(cfg.train)
+    )
 
     eval_report: dict[str, Any] = {}
     if cfg.eval.split != "none":

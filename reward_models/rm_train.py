@@ -23,7 +23,7 @@ from prefalign.models.hub import load_seq_cls, load_tokenizer, pad_token_id
 from prefalign.models.precision import decide_precision, default_device
 from prefalign.training.evaluation import accuracy_report, group_lines
 from prefalign.training.recipe import start_run
-from prefalign.training.trainer import base_dtype, prepare_model, resolve_precision, whole_state_dict
+from prefalign.training.trainer import base_dtype, prepare_model, resolve_precision, saved_dtype, whole_state_dict
 from preference_data.training_pairs import load_training_pairs
 
 from .checkpoint import RewardStats, load_rm, save_rm, write_stats
@@ -138,7 +138,15 @@ def run(cfg: RMTrainConfig, resume: bool = False) -> dict[str, Any]:
     }
     if eval_report:
         card["held-out accuracy"] = f"{eval_report['accuracy']:.3f} on {eval_report['pairs']} pairs"
-    model_dir = save_rm(model, tokenizer, run.dir / "model", RewardStats(computed_on="pending"), card=card, state=whole)
+    model_dir = save_rm(
+        model,
+        tokenizer,
+        run.dir / "model",
+        RewardStats(computed_on="pending"),
+        card=card,
+        state=whole,
+        dtype=saved_dtype(cfg.train),
+    )
     stats, sample_rewards = saved_reward_statistics(model_dir, sample, pad_id, cfg.train, computed_on)
     write_stats(model_dir, stats, card)
 

@@ -817,3 +817,24 @@ def test_ctrl_c_saves_the_step_and_a_rerun_neither_starts_over_nor_repeats_a_row
     rows = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines() if x.strip()]
     steps = [r["step"] for r in rows if "loss" in r]
     assert steps == sorted(set(steps)) and steps[-1] == 4  # each step once
+
+
+@pytest.mark.parametrize(("precision", "save", "saved"), [("bf16", "auto", "bfloat16"), ("bf16", "fp32", "float32")])
+def test_the_merged_policy_is_saved_in_the_precision_it_trained_in(tmp_path, data, precision, save, saved):
+    """`train.save_precision: auto` saves a bf16 run's merged copy in bf16 (half the disk): the fp32 merge cast once,
+    so it loads in bf16 as the fp32 merged copy would; fp32 keeps it in fp32. The adapter is saved as trained."""
+    from safetensors.torch import load_file
+
+    from align.train import run
+
+    cfg = config(tmp_path, data, f"train.precision={precision}", f"train.save_precision={save}", "save_merged=true")
+    report = run(cfg)
+    merged = load_file(str(Path(report["merged_dir"]) / "model.safetensors"))
+    assert {str(t.dtype).removeprefix("torch.") for t in merged.values()} == {saved}
+    assert json.loads((Path(report["merged_dir"]) / "config.json").read_text())["dtype"] == saved
+    adapter = load_file(str(Path(report["adapter_dir"]) / "adapter_model.safetensors"))
+    assert {t.dtype for t in adapter.values()} == {torch.float32}
+    if saved == "bfloat16":  # the bf16 copy is the fp32 merge rounded once: the fp32 run's copy, cast
+        fp32 = run(config(tmp_path, data, f"train.precision={precision}", "train.save_precision=fp32", out="fp32"))
+        other = load_file(str(Path(fp32["merged_dir"]) / "model.safetensors"))
+        assert all(torch.equal(other[k].to(torch.bfloat16), merged[k]) for k in merged)

@@ -10,8 +10,8 @@ checkpoint (counted from their own output).
 
 The quickstart as a whole is killed the same way, each kill in the first stage not finished yet (now and then a
 later one; in a training stage every other kill just after a checkpoint short of its last step, so that reruns
-continue interrupted training whatever the machine's speed), and rerun with the same command: it must end with every stage's weights and the evaluation's numbers of
-an uninterrupted run.
+continue interrupted training whatever the machine's speed), and rerun with the same command: it must end with every
+stage's weights and the evaluation's numbers of an uninterrupted run.
 
 Bit for bit: the reward model, the online run and the judge restore their weights, optimizer, scheduler, RNG streams
 and data position exactly, and a CPU repeats the same arithmetic, so their final weights are identical. Offline DPO

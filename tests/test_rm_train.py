@@ -627,3 +627,18 @@ def test_a_save_under_fsdp2_writes_what_an_unsharded_save_writes(tmp_path, what)
         for k in want:
             torch.testing.assert_close(got[k], want[k], atol=0, rtol=0)
     assert not list(tmp_path.rglob("*.gathered"))  # the scratch copy of the gathered weights is gone
+
+
+@pytest.mark.parametrize(("save", "saved"), [("auto", torch.bfloat16), ("fp32", torch.float32)])
+def test_the_rm_is_saved_in_the_precision_it_trained_in(tmp_path, save, saved):
+    """A LoRA RM trained under bf16 autocast is saved merged in bf16 by default (`train.save_precision: auto`), in
+    fp32 when asked; either reloads in plain transformers and scores as `align rm score` loads it."""
+    from safetensors.torch import load_file
+    from transformers import AutoModelForSequenceClassification
+
+    data = write_pairs(tmp_path / "pairs.jsonl", suite_like_pairs(8))
+    report = run(tiny_cfg(tmp_path, data, train={"method": "lora", "precision": "bf16", "save_precision": save}))
+    weights = load_file(str(Path(report["model_dir"]) / "model.safetensors"))
+    assert {t.dtype for t in weights.values()} == {saved}
+    hf = AutoModelForSequenceClassification.from_pretrained(report["model_dir"])
+    assert next(hf.parameters()).dtype == saved

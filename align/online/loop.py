@@ -21,6 +21,7 @@ import torch
 from prefalign.files import write_json
 from prefalign.training.metrics import HACKING_KEY, append_alert
 from prefalign.training.recipe import save_policy
+from prefalign.training.trainer import saved_dtype
 
 from ..composition import Composer, plot_composition
 from ..losses.policy_gradient import PG_LOSSES
@@ -203,7 +204,13 @@ def run(cfg: OnlineConfig, resume: bool = False) -> dict[str, Any]:
         record_eval(o, final, last)
         log_row(o.run.metrics_path, last)
     with o.learner.whole_policy() as policy:
-        saved = save_policy(policy, o.learner.tokenizer, o.run.dir, cfg.train.method, cfg.save_merged) if o.main else {}
+        saved = (
+            save_policy(
+                policy, o.learner.tokenizer, o.run.dir, cfg.train.method, cfg.save_merged, dtype=saved_dtype(cfg.train)
+            )
+            if o.main
+            else {}
+        )
     if not o.main:
         return {}
     write_json(o.run.dir / "evals.json", o.evals)

@@ -144,6 +144,14 @@ class TrainSection:
         "checkpoints kept on disk, the newest (older ones are deleted as new ones complete); 0 = keep all. "
         "A checkpoint holds the trainable weights and twice that for the optimizer",
     )
+    save_precision: Literal["auto", "bf16", "fp32"] = option(
+        "auto",
+        "dtype of the saved model when it is a whole model (a reward model, a LoRA policy's merged copy): auto = the "
+        "precision the run trained in (bf16 under bf16 or bf16-pure, fp32 under fp32), which halves the disk of a bf16 "
+        "run and changes nothing where the model is loaded in bf16 again; fp32 keeps a LoRA delta merged into the "
+        "weights to fp32 precision for fp32 scoring (a LoRA merge is always computed in fp32, then cast). Adapters "
+        "and checkpoints are saved as trained",
+    )
     log_every: int = option(1, "log metrics every N optimizer steps")
     seed: int = option(0, "seed for initialisation and data order")
     gradient_checkpointing: bool = option(False, "recompute activations in backward (less memory, slower)")

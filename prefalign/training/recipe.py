@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import torch
 from transformers import TrainerCallback, TrainerState, set_seed
 from transformers.trainer_utils import TrainOutput
 
@@ -278,13 +279,14 @@ def save_policy(
     merged_too: bool,
     state: dict | None = None,
     base: str | None = None,
+    dtype: torch.dtype = torch.float32,
 ) -> dict[str, str]:
     """Save a trained policy: under LoRA the adapter (and, with `merged_too`, the adapter merged into the base in
-    fp32, since a small LoRA delta added to bf16 base weights would be partly rounded away), else the model; the
-    tokenizer with each. Under FSDP, `state` holds the weights gathered whole (`whole_state_dict`), saved instead of
-    the sharded model's, and the merged copy is the saved adapter put on `base` (the model reference training
-    started from, an adapter merged first). Returns adapter_dir / merged_dir / policy_dir (the directory to load
-    the policy from)."""
+    fp32, since a small LoRA delta added to bf16 base weights would be partly rounded away, then saved in `dtype`:
+    `saved_dtype(train)`), else the model; the tokenizer with each. Under FSDP, `state` holds the weights gathered
+    whole (`whole_state_dict`), saved instead of the sharded model's, and the merged copy is the saved adapter put
+    on `base` (the model reference training started from, an adapter merged first). Returns adapter_dir /
+    merged_dir / policy_dir (the directory to load the policy from)."""
     if state is not None and method == "lora" and merged_too and base is None:
         raise ValueError("save_policy: under FSDP (state given) the merged copy needs the base model reference")
     saved: dict[str, str] = {}
@@ -297,7 +299,8 @@ def save_policy(
                 merged = model.float().merge_and_unload()
             else:  # the saved adapter put on the start model
                 merged = load_model(str(run_dir / "adapter"), "float32", merge=True, onto=base)
-            merged.config.dtype = "float32"
+            merged = merged.to(dtype)
+            merged.config.dtype = str(dtype).removeprefix("torch.")
             merged.save_pretrained(str(run_dir / "merged"))
             tokenizer.save_pretrained(str(run_dir / "merged"))
             saved["merged_dir"] = str(run_dir / "merged")

@@ -105,6 +105,14 @@ def base_dtype(train: TrainSection) -> str:
     return "float32"
 
 
+def saved_dtype(train: TrainSection) -> torch.dtype:
+    """The dtype a run saves a whole model in (`train.save_precision`): auto = the precision it trained in."""
+    if train.precision == "auto":
+        raise ValueError("train.precision is still 'auto': call resolve_precision(train, ...) first")
+    wanted = train.precision if train.save_precision == "auto" else train.save_precision
+    return torch.float32 if wanted == "fp32" else torch.bfloat16
+
+
 def disable_dropout(model: torch.nn.Module) -> int:
     """Set every dropout probability in `model` to 0: `nn.Dropout` modules and the attention dropout that
     transformers models read from their config (`attention_dropout`, `attn_pdrop`, ...). Returns how many

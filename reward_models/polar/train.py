@@ -164,7 +164,7 @@ def run(cfg: PolarTrainConfig, resume: bool = False) -> dict[str, Any]:
     """Train, evaluate and save a POLAR reward model as `cfg` says; return the report (also report.json)."""
     # lazy: transformers (the trainer), so `align validate` reads the config without it
     from prefalign.training.recipe import start_run
-    from prefalign.training.trainer import base_dtype, prepare_model, whole_state_dict
+    from prefalign.training.trainer import base_dtype, prepare_model, saved_dtype, whole_state_dict
 
     from ..training import PLOT_KEYS, RMTrainer, reward_statistics, train_pair_rewards
 
@@ -227,7 +227,9 @@ def run(cfg: PolarTrainConfig, resume: bool = False) -> dict[str, Any]:
         card["held-out accuracy"] = (
             f"{eval_report['accuracy']:.3f} [{lo:.3f}, {hi:.3f}] on {eval_report['pairs']} pairs"
         )
-    model_dir = save_rm(model, tokenizer, run.dir / "model", stats, card=card, state=whole)
+    model_dir = save_rm(
+        model, tokenizer, run.dir / "model", stats, card=card, state=whole, dtype=saved_dtype(cfg.train)
+    )
     write_json(model_dir / POLAR_FILE, polar_meta(cfg), indent=2)
     with (model_dir / "README.md").open("a", encoding="utf-8") as f:
         f.write(POLAR_CARD)
