@@ -315,7 +315,14 @@ def parse_judgebench(rows: Rows, report: DataReport, source: str) -> Parsed:
                     category,
                     question,
                     [_assistant(a), _assistant(b)],
-                    {"label": label, "source": src},
+                    # as read, for the file run_judge.py writes (`native`)
+                    {
+                        "label": label,
+                        "source": src,
+                        "pair_id": ident,
+                        "original_id": row.get("original_id"),
+                        "response_model": row.get("response_model"),
+                    },
                     row=r.where,
                 )
             )

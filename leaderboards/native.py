@@ -1,4 +1,4 @@
-"""Per-item results in the benchmarks' own layouts, both ways (RewardBench 1 and 2, RM-Bench).
+"""Per-item results in the benchmarks' own layouts, both ways (RewardBench 1 and 2, RM-Bench; JudgeBench written).
 
 `align bench run rewardbench|rewardbench2 ... --native DIR` writes, beside the toolkit's record, the two files the
 reference scripts write for a reward model (allenai/reward-bench @ 05a9005e, `rewardbench/utils.py::save_to_hub`,
@@ -22,6 +22,17 @@ response (the scorer's own template is not a property of the benchmark).
 @ 73c52d7): `DIR/total_dataset_<model>.json`, the dataset's items (`id`, `prompt`, `chosen`, `rejected`, `domain`)
 each with `score_chosen` and `score_rejected`, one score per style (concise, detailed plain, detailed markdown), as
 `json.dump(..., indent=4, ensure_ascii=False)` writes them; its `scripts/utils.py::compute_accuracy` reads it.
+
+`align bench run judgebench ... --native DIR` writes the JSON Lines file JudgeBench's `run_judge.py` writes
+(ScalerLab/JudgeBench @ e2c52c28): `DIR/outputs/<dataset>,judge_name=<judge>,judge_model=<model, / as _>.jsonl`, each
+input pair (`pair_id`, `original_id`, `source`, `question`, `response_model`, `response_A`, `response_B`, `label`)
+with `judge_name` and `judgments`, one row per line as `json.dumps(pair, ensure_ascii=False)` writes it. A reward
+model's judgments are one game, as `run_judge.py --judge_name reward_model --single_game` writes them (`{"judgment":
+{"judge_model", "scores": [score_A, score_B]}, "decision": "A>B" | "B>A"}`, a tie B>A); a pairwise judge's are two
+games, (A, B) and then (B, A) with its decision in the order shown (`compute_final_metrics` flips the second), a failed
+judgement's decision null. `<dataset>` is `dataset=judgebench,response_model=<the rows' response model>` as the
+official pair files are named. `utils/metrics.py::compute_final_metrics` and `align bench score judgebench --from`
+read it.
 
 `align bench score rewardbench|rewardbench2|rm-bench --from FILE` reads these files back (`leaderboards.score_from`):
 a per-item file is scored item by item through the same rule and aggregation `bench run` uses, an eval-set file
@@ -72,6 +83,11 @@ class NativeFormat:
     """`json.dumps` options of the reference's writer."""
     per_item: Callable[[Any], bool]
     """Whether a results object holds the examples one by one (else a per-subset file, RewardBench's eval-set)."""
+    kinds: tuple[str, ...] = ("pointwise", "listwise")
+    """The scorer kinds whose judgements the files hold (a listwise judge, `rb2_4way`: its verdict as 1 for the
+    answer named, else 0)."""
+    lines: bool = False
+    """JSON Lines: a file's object is a list of rows, each dumped on its own line (else one JSON document)."""
 
 
 def _text(conv: Any) -> str:
@@ -143,6 +159,43 @@ def _rmbench_files(items: Sequence[Scored], scores: Scores, header: dict[str, An
             }
         )
     return {"total_dataset_{model}.json": rows}
+
+
+def _judgebench_files(items: Sequence[Scored], scores: Scores, header: dict[str, Any]) -> dict[str, Any]:
+    """JudgeBench's one file (`run_judge.py`): each pair as read, with `judge_name` and its `judgments`."""
+    model = str(header["model"])
+    rows = []
+    for s in items:
+        ex, j = s.example, s.judgement
+        if j.scores is not None:  # a reward model: one game (utils/judges.py's reward-model judges)
+            judge, games = "reward_model", [{"judgment": {"judge_model": model, "scores": list(j.scores[:2])}}]
+            games[0]["decision"] = rules.judgebench_single_decision(j.scores[0], j.scores[1])
+        else:  # a pairwise judge: (A, B), then (B, A) with the decision in the order shown
+            assert j.prefs is not None
+            judge = "prefalign_judge"
+            games = [
+                {"judgment": {"judge_model": model}, "decision": None if p != p else rules.judge_decision(p)}
+                for p in (j.prefs[(0, 1)], j.prefs[(1, 0)])
+            ]
+        rows.append(
+            {
+                "pair_id": ex.meta.get("pair_id", ex.id),
+                "original_id": ex.meta.get("original_id"),
+                "source": ex.meta["source"],
+                "question": _text(ex.prompt),
+                "response_model": ex.meta.get("response_model"),
+                "response_A": _text(ex.responses[0]),
+                "response_B": _text(ex.responses[1]),
+                "label": ex.meta["label"],
+                "judge_name": judge,
+                "judgments": games,
+            }
+        )
+    made_by = sorted({str(r["response_model"]) for r in rows if r["response_model"] is not None})
+    dataset = "dataset=judgebench" + (f",response_model={made_by[0]}" if len(made_by) == 1 else "")
+    judge = rows[0]["judge_name"] if rows else "reward_model"
+    name = f"{dataset},judge_name={judge},judge_model={model.replace('/', '_')}".replace("{", "{{").replace("}", "}}")
+    return {f"outputs/{name}.jsonl": rows}
 
 
 def _columns(obj: dict[str, Any], path: str, names: Sequence[str]) -> list[list[Any]]:
@@ -242,6 +295,11 @@ def _rmbench_examples(obj: Any, path: str) -> list[tuple[Example, Judgement]]:
     return out
 
 
+def _no_reader(obj: Any, path: str) -> list[tuple[Example, Judgement]]:
+    """A format that `align bench score --from` reads elsewhere (`leaderboards.score_from`: JudgeBench's outputs)."""
+    raise UserError(f"{path}: read this file with `align bench score judgebench --from {path}`")
+
+
 def _has_columns(obj: Any) -> bool:
     """A RewardBench eval-set-scores file (per-item columns), not an eval-set file (a number per subset); anything
     but an object is read as per-item, whose reader says what it lacks."""
@@ -276,6 +334,17 @@ NATIVE_FORMATS: Table[NativeFormat] = Table(
             {"indent": 4, "ensure_ascii": False},  # run_rm.py: json.dump(dataset_json, f, indent=4, ensure_ascii=False)
             lambda obj: True,  # its only file
         ),
+        "judgebench": NativeFormat(
+            "JudgeBench (run_judge.py): outputs/<dataset>,judge_name=<judge>,judge_model=<model>.jsonl, the pairs "
+            "with their judgments, which utils/metrics.py::compute_final_metrics reads (`align bench score "
+            "judgebench --from` reads it back)",
+            _judgebench_files,
+            _no_reader,
+            {"ensure_ascii": False},  # run_judge.py: f.write(json.dumps(pair, ensure_ascii=False) + '\n')
+            lambda obj: True,
+            kinds=("pointwise", "pairwise"),
+            lines=True,
+        ),
     },
 )
 
@@ -288,7 +357,7 @@ def native_problem(bench: str, kind: str) -> str | None:
             f"--native: {bench} has no native results layout here (it has: {', '.join(NATIVE_FORMATS)}); the "
             "record holds the per-item results"
         )
-    if kind not in ("pointwise", "listwise"):  # listwise (rb2_4way): its verdict, 1 for the answer named, else 0
+    if kind not in NATIVE_FORMATS[bench].kinds:
         return (
             f"--native: {bench}'s own result files hold one score per response, which a {kind} scorer does not "
             "give; run a pointwise scorer, or leave --native out (the record has the per-item results)"
@@ -296,9 +365,11 @@ def native_problem(bench: str, kind: str) -> str | None:
     return None
 
 
-def write_native(bench: str, items: Sequence[Scored], scores: Scores, model: str, out_dir: str | Path) -> list[Path]:
-    """Write `bench`'s own result files for a run under `out_dir`; returns their paths."""
-    problem = native_problem(bench, "pointwise")
+def write_native(
+    bench: str, items: Sequence[Scored], scores: Scores, model: str, out_dir: str | Path, kind: str = "pointwise"
+) -> list[Path]:
+    """Write `bench`'s own result files for a run of a `kind` scorer under `out_dir`; returns their paths."""
+    problem = native_problem(bench, kind)
     if problem is not None:
         raise UserError(problem)
     header = {"model": model, "model_type": SCORED_MODEL_TYPE, "chat_template": "tokenizer"}
@@ -307,7 +378,8 @@ def write_native(bench: str, items: Sequence[Scored], scores: Scores, model: str
     for where, obj in fmt.files(items, scores, header).items():
         path = Path(out_dir) / where.format(model=model)
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_text(path, json.dumps(obj, **fmt.dump))
+        text = "".join(json.dumps(row, **fmt.dump) + "\n" for row in obj) if fmt.lines else json.dumps(obj, **fmt.dump)
+        write_text(path, text)
         written.append(path)
     return written
 

@@ -261,7 +261,8 @@ def run_benchmark(
         more["section"] = aggregated.section
     model = s.model_name or _model_name(scorer)
     if s.native_dir is not None:  # the benchmark's own result files, beside the record
-        more["native_files"] = [str(p) for p in write_native(bench.name, scored, aggregated, model, s.native_dir)]
+        written = write_native(bench.name, scored, aggregated, model, s.native_dir, kind)
+        more["native_files"] = [str(p) for p in written]
     record = Record(
         benchmark=bench.name,
         version=bench.version,

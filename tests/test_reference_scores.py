@@ -745,8 +745,8 @@ def test_rewardbench_files_in_its_own_layout_both_ways(tmp_path, capsys):
     assert "neither an eval-set-scores file" in capsys.readouterr().err
     with pytest.raises(UserError, match="one score per response, which a pairwise scorer"):
         _run("rewardbench", TableJudge({}), d / "filtered.json", native_dir=tmp_path)
-    with pytest.raises(UserError, match="judgebench has no native results layout"):
-        _run("judgebench", _rb1_scorer(), FIXTURES / "judgebench" / "pairs.jsonl", native_dir=tmp_path)
+    with pytest.raises(UserError, match="pairs has no native results layout"):
+        _run("pairs", _rb1_scorer(), FIXTURES / "judgebench" / "pairs.jsonl", native_dir=tmp_path)
 
 
 def test_rewardbench2_files_in_its_own_layout_both_ways(tmp_path, capsys):
@@ -770,6 +770,69 @@ def test_rewardbench2_files_in_its_own_layout_both_ways(tmp_path, capsys):
     (got,) = json.loads(capsys.readouterr().out)
     assert got["sections"]["score"] == 0.482596221353827 and got["sections"]["Ties"] == 0.574545582091216
     assert got["counts"] == {"examples": 43, "subsets": 6}
+
+
+def _compute_final_metrics(pairs: list[dict], reverse_order: bool) -> float:
+    """What ScalerLab/JudgeBench @ e2c52c28 utils/metrics.py `compute_final_metrics` reads of each row (`label`,
+    `judgments[i]["decision"]`, a null judgement deciding nothing) and returns, in percent: its arithmetic, so that the
+    written file is read through the reference's own field accesses."""
+    flip = {"A>B": "B>A", "B>A": "A>B"}
+    if not reverse_order:
+        return 100 * sum(p["judgments"][0]["decision"] == p["label"] for p in pairs) / len(pairs)
+    correct = 0
+    for p in pairs:
+        j1, j2 = p["judgments"]
+        d1 = j1["decision"] if j1 is not None else None
+        d2 = j2["decision"] if j2 is not None else None
+        d2 = flip.get(d2, d2)
+        counter = sum(1 if d == p["label"] else -1 if d == flip[p["label"]] else 0 for d in (d1, d2))
+        correct += counter > 0
+    return 100 * correct / len(pairs)
+
+
+def test_judgebench_file_in_its_own_layout_both_ways(tmp_path, capsys):
+    """`bench run judgebench --native DIR` writes the JSON Lines file ScalerLab/JudgeBench @ e2c52c28 run_judge.py
+    writes (outputs/<dataset>,judge_name=<judge>,judge_model=<model>.jsonl: each pair as read, with judge_name and
+    judgments): for a reward model the rows of `run_judge.py --judge_name reward_model --single_game` (the stored
+    rm_judgments.jsonl, to the value), for a pairwise judge both games with the decisions as shown; the reference's
+    `compute_final_metrics` and `bench score judgebench --from` read it and give the run's numbers."""
+    from align.cli.main import main
+
+    d = FIXTURES / "judgebench"
+    table = {}
+    for r in _rows(d / "rm_judgments.jsonl"):
+        table[r["response_A"]], table[r["response_B"]] = r["judgments"][0]["judgment"]["scores"]
+    record = _run("judgebench", TableScorer(table), d / "pairs.jsonl", native_dir=tmp_path, model_name="table")
+    name = "dataset=judgebench,response_model=gpt-4o-2024-05-13,judge_name=reward_model,judge_model=table.jsonl"
+    written = tmp_path / "outputs" / name
+    assert record.settings["native_files"] == [str(written)]
+    rows = _rows(written)
+    assert rows == _rows(d / "rm_judgments.jsonl")  # the reference's own output for these scores, field for field
+    assert _compute_final_metrics(rows, reverse_order=False) == 100 * record.scores["headline"] == 50.0
+    assert main(["bench", "score", "judgebench", "--from", str(written), "--json"]) == 0
+    (got,) = json.loads(capsys.readouterr().out)
+    assert got["model"] == "reward_model" and got["sections"]["score"] == 50.0
+
+    # a pairwise judge: two games, the second's decision in the order shown; failed judgements null
+    for pairs, judgments, expected in (
+        ("pairs.jsonl", "judge_judgments.jsonl", 42.857142857142854),
+        ("pairs_fail.jsonl", "judge_judgments_fail.jsonl", 100 * 9 / 17),
+    ):
+        out = tmp_path / pairs
+        record = _run("judgebench", _judgebench_judge(d / judgments), d / pairs, native_dir=out, model_name="org/j")
+        (path,) = (out / "outputs").iterdir()
+        assert path.name.endswith(",judge_name=prefalign_judge,judge_model=org_j.jsonl")
+        rows, reference = _rows(path), {r["pair_id"]: r for r in _rows(d / judgments)}
+        for r in rows:
+            assert set(r) == {*reference[r["pair_id"]]} and r["label"] == reference[r["pair_id"]]["label"]
+            assert [g["decision"] for g in r["judgments"]] == [
+                g["decision"] if g is not None else None for g in reference[r["pair_id"]]["judgments"]
+            ]
+        assert _compute_final_metrics(rows, reverse_order=True) == pytest.approx(100 * record.scores["headline"])
+        assert _compute_final_metrics(rows, reverse_order=True) == pytest.approx(expected)
+        assert main(["bench", "score", "judgebench", "--from", str(path), "--json"]) == 0
+        (got,) = json.loads(capsys.readouterr().out)
+        assert got["sections"]["score"] == pytest.approx(expected)
 
 
 def test_bench_compare_pairs_two_records_item_by_item(tmp_path, capsys):

@@ -116,7 +116,9 @@ class BenchRunSettings:
         "rewardbench, rewardbench2: also write the files RewardBench's own scripts save, DIR/eval-set/<name>.json "
         "(per subset) and DIR/eval-set-scores/<name>.json (per item); rm-bench: the file RM-Bench's run_rm.py "
         "saves, DIR/total_dataset_<name>.json (the items with score_chosen and score_rejected); `align bench score "
-        "--from` and the reference code read them (a pointwise scorer)",
+        "--from` and the reference code read them (a pointwise scorer); judgebench: the JSONL JudgeBench's "
+        "run_judge.py writes, DIR/outputs/<dataset>,judge_name=<judge>,judge_model=<name>.jsonl (a reward model or a "
+        "pairwise judge)",
         metavar="DIR",
     )
     cache: bool = option(True, "reuse cached scores of an identical earlier run (--no-cache scores everything again)")
