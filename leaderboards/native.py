@@ -167,9 +167,11 @@ def _judgebench_files(items: Sequence[Scored], scores: Scores, header: dict[str,
     rows = []
     for s in items:
         ex, j = s.example, s.judgement
+        games: list[dict[str, Any]]
         if j.scores is not None:  # a reward model: one game (utils/judges.py's reward-model judges)
-            judge, games = "reward_model", [{"judgment": {"judge_model": model, "scores": list(j.scores[:2])}}]
-            games[0]["decision"] = rules.judgebench_single_decision(j.scores[0], j.scores[1])
+            decision = rules.judgebench_single_decision(j.scores[0], j.scores[1])
+            judge = "reward_model"
+            games = [{"judgment": {"judge_model": model, "scores": list(j.scores[:2])}, "decision": decision}]
         else:  # a pairwise judge: (A, B), then (B, A) with the decision in the order shown
             assert j.prefs is not None
             judge = "prefalign_judge"
