@@ -302,3 +302,79 @@ def test_the_quickstart_killed_at_random_moments_ends_as_an_uninterrupted_run(tm
     for name in ("aligned", "dpo"):
         for key in ("per_prompt", "reward_after", "after"):
             assert json.dumps(sa["eval"][name][key]) == json.dumps(sb["eval"][name][key]), (name, key)  # NaN too
+
+
+ROUNDS_CONFIG = (
+    "kind: iterative\nmodel: builtin:tiny-llama\nprompts: {source: suite, limit: 16}\n"
+    # a reward that depends on nothing drawn at load time (a scalar head newly initialised on an untrained model
+    # would be drawn from wherever the process's random stream stands, which a rerun that skips cached work moves)
+    "reward: [{type: implicit, model: builtin:tiny-llama, reference_free: true, normalization: mean}]\n"
+    "rounds: {rounds: 2, prompts_per_round: 6, samples_per_prompt: 2, max_new_tokens: 6}\neval: {limit: 0}\n"
+    "train: {method: lora, lr: 2.0e-3, max_steps: 3, save_every: 1, precision: fp32, seed: 0, compile: false, "
+    "batch_size: 2}\nlora: {r: 4, alpha: 8}\n"
+)
+ROUND_PHASES = ("sampling", "scoring", "training", "saving")
+
+
+def phase_reached(log: Path, out: Path, t: int, phase: str) -> bool:
+    """Whether the run logging to `log` into `out` is in (or past) `phase` of round t: its sampling line printed; its
+    scoring line after that; a checkpoint of round t's training at step 1 (training) or 3, the last (saving)."""
+    text = log.read_text(encoding="utf-8")
+    at = text.find(f"round {t}/2: sampling")
+    if phase == "sampling":
+        return at >= 0
+    if phase == "scoring":
+        return at >= 0 and text.find("scoring ", at) >= 0
+    return last_step(out / f"round_{t}" / "train") >= (1 if phase == "training" else 3)
+
+
+def test_iterative_rounds_killed_in_every_phase_end_as_an_uninterrupted_run(tmp_path, tiny_model_ref):
+    """Iterative DPO (two rounds) killed with SIGKILL once at each phase of each round — within 20 ms of sampling's
+    and of scoring's first line, just after a training checkpoint short of the last step, and just after the last
+    step's checkpoint (while the adapter and the merged policy are written) — and rerun with `--resume` after each
+    kill, ends with the uninterrupted run's weights bit for bit, each round's pairs file byte for byte (no prompt or
+    pair seen twice or never) and its report's numbers."""
+    runs = {}
+    for which in ("straight", "killed"):
+        cfg = tmp_path / f"{which}.yaml"
+        cfg.write_text(f"output_dir: {tmp_path / which}\n" + ROUNDS_CONFIG, encoding="utf-8")
+        runs[which] = (cfg, tmp_path / which)
+    cfg, straight = runs["straight"]
+    finish(launch(["train", str(cfg)], tmp_path / "straight.log"))
+    cfg, out = runs["killed"]
+    rng = random.Random("kill-rounds")
+    plan = [(t, phase) for t in (1, 2) for phase in ROUND_PHASES]
+    kills, landed = 0, list[str]()
+    while True:
+        log = tmp_path / f"killed-{kills}.log"
+        proc = launch(["train", str(cfg), *(["--resume"] if kills else [])], log)
+        started(log, proc)
+        if kills < len(plan):
+            t, phase = plan[kills]
+
+            while proc.poll() is None and not phase_reached(log, out, t, phase):
+                time.sleep(0.002)
+            time.sleep(rng.uniform(0.0, 0.02))
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+                kills, landed = kills + 1, [*landed, f"round {t} {phase}"]
+                continue
+            raise AssertionError(f"the run ended before round {t}'s {phase} (kills so far: {landed})")
+        finish(proc)
+        break
+    logs = "".join((tmp_path / f"killed-{i}.log").read_text(encoding="utf-8") for i in range(1, kills + 1))
+    resumed = re.findall(r"checkpoint-(\d+)", logs)
+    print(f"rounds: killed in {landed}; reruns continued from checkpoints {resumed}")
+    assert kills == len(plan)
+    a, b = saved_weights(straight), saved_weights(out)
+    assert a.keys() == b.keys()
+    differ = {k: float((a[k] - b[k]).abs().max()) for k in a if not torch.equal(a[k], b[k])}
+    assert not differ, f"after kills in {landed}: {differ}"
+    for t in (1, 2):
+        assert (out / f"round_{t}" / "pairs.jsonl").read_bytes() == (
+            straight / f"round_{t}" / "pairs.jsonl"
+        ).read_bytes()
+    ra, rb = (json.loads((d / "report.json").read_text()) for d in (straight, out))
+    keys = ("pairs", "train_pairs", "steps", "sample_reward")
+    assert [{k: r[k] for k in keys} for r in ra["rounds"]] == [{k: r[k] for k in keys} for r in rb["rounds"]]
