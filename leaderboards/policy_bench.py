@@ -470,6 +470,20 @@ def score_mtbench_pairwise(
 Native = Callable[[BenchData, list[list[str]], list[dict[str, Any]], str, str], tuple[str, str]]
 
 
+def native_ifeval(
+    data: BenchData, answers: list[list[str]], rows: list[dict[str, Any]], model: str, judge: str
+) -> tuple[str, str]:
+    """google-research/google-research instruction_following_eval's `--input_response_data`: one `{"prompt",
+    "response"}` per line, the prompt as input_data.jsonl holds it (`evaluation_lib.read_prompt_to_response_dict`
+    looks each response up by its prompt), so `python -m instruction_following_eval.evaluation_main --input_data
+    input_data.jsonl --input_response_data input_response_data.jsonl` checks the same answers."""
+    lines = [
+        json.dumps({"prompt": it.turns[0], "response": a[0]}, ensure_ascii=False)
+        for it, a in zip(data.items, answers, strict=True)
+    ]
+    return "input_response_data.jsonl", "".join(x + "\n" for x in lines)
+
+
 def native_alpacaeval(
     data: BenchData, answers: list[list[str]], rows: list[dict[str, Any]], model: str, judge: str
 ) -> tuple[str, str]:
@@ -590,6 +604,7 @@ POLICY_BENCHMARKS: Table[PolicyBenchmark] = Table(
             headline="prompt_strict",
             headline_name="Prompt-level strict accuracy",
             rule="ifeval verifiers",
+            native=native_ifeval,
         ),
         "alpacaeval": PolicyBenchmark(
             "AlpacaEval: win rate against reference outputs, length-controlled",
@@ -953,8 +968,8 @@ def run_policy_bench(settings: PolicyBenchSettings, judge: Any = None) -> tuple[
         out = Path(s.out)
         out.mkdir(parents=True, exist_ok=True)
         write_generations(s.out, data, answers, per_item)
-        if bench.native is not None and judge is not None:
-            name, text = bench.native(data, answers, per_item, s.model, judge.name)
+        if bench.native is not None and (judge is not None or not bench.judge):  # a rule needs no judge
+            name, text = bench.native(data, answers, per_item, s.model, judge.name if judge else bench.rule or "")
             write_text(out / name, text)
             report["native"] = str(out / name)
         write_json(out / "report.json", report, indent=2, ensure_ascii=False)

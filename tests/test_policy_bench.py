@@ -470,6 +470,15 @@ def test_ifeval_cli_end_to_end(tmp_path, tiny_model_ref, capsys):
     assert sections["prompt_strict"] == pytest.approx(res["prompt_strict"])
     assert sections["instruction_loose"] == pytest.approx(res["instruction_loose"])
     assert "Prompt-level strict accuracy" in capsys.readouterr().out
+    # the answers in the reference scorer's own input: evaluation_lib.read_prompt_to_response_dict's fields, each
+    # prompt as input_data.jsonl holds it
+    assert report["native"] == str(out / "input_response_data.jsonl")
+    given = [json.loads(x) for x in (out / "input_response_data.jsonl").read_text().splitlines()]
+    source = [json.loads(x) for x in data.read_text().splitlines()]
+    assert all(set(g) == {"prompt", "response"} for g in given)
+    assert {g["prompt"]: g["response"] for g in given} == {
+        src["prompt"]: r["answers"][0] for src, r in zip(source, rows, strict=True)
+    }
     (rec,) = list(records.glob("*.json"))
     assert json.loads(rec.read_text())["settings"]["section"] == "policy"
     # the leaderboard shows it in its policy tab, outside the reward-model overview
