@@ -39,7 +39,6 @@ adapters stay, and a later run that needs one trains that round again.
 
 from __future__ import annotations
 
-import json
 import math
 import shutil
 import time
@@ -61,7 +60,7 @@ from . import train as offline
 from .losses import LOSSES
 from .online.evaluation import eval_lines, gold_eval_report, hacking_check, log_row
 from .online.rollout import load_train_prompts
-from .pipeline import finished_run, record_inputs
+from .pipeline import finished_run, read_report, record_inputs
 from .rewards import RewardSet
 from .rounds.config import DATA_CANDIDATES, IterativeConfig, PairRule, RoundsSection
 from .rounds.pairs import (
@@ -130,7 +129,7 @@ def run_round(
     write_jsonl(pairs_file, (p.to_dict() for p in use))
     tcfg = round_train_config(cfg, t, policy, pairs_file, len(use))
     out = Path(tcfg.output_dir)
-    report = json.loads((out / "report.json").read_text(encoding="utf-8")) if finished_run(out, tcfg) else None
+    report = read_report(out) if finished_run(out, tcfg) else None
     if report is not None and Path(report["policy_dir"]).exists():  # keep_merged: last may have deleted it
         print(f"round {t}: already trained ({out})", flush=True)
     else:

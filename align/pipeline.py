@@ -13,7 +13,9 @@ named stages writing under one directory. `Pipeline` gives each stage what it sh
   retrains the stage), in which case the saved report is returned. An interrupted pipeline so resumes at the
   stage where it stopped, and inside it from the stage's last checkpoint (a run of the same settings and inputs
   that did not finish is continued with the recipe's own resume; checkpoints of other settings are deleted
-  first), and a changed setting or input retrains only the stages it belongs to;
+  first), and a changed setting or input retrains only the stages it belongs to. A run directory moved whole (or
+  copied with its files' times, `cp -a`) is the same run in its new place: the saved config's and report's paths
+  under the old directory are read as under the new one (`moved`, `read_report`);
 - `fit_to_device(cfg, scale, name)`: where `train.precision: auto` resolves to fp32 on this device (no native
   bf16, a step costs more), the stage's training is shortened by `scale` (max_steps, else epochs), and the
   change is logged.
@@ -75,7 +77,7 @@ class Pipeline:
         if summary.get(stage, {}).get(key):
             return str(summary[stage][key])
         report = self.root / stage / "report.json"
-        return json.loads(report.read_text(encoding="utf-8")).get(key) if report.exists() else None
+        return read_report(self.root / stage).get(key) if report.exists() else None
 
     def missing(self, stage: str, made_by: str, what: str) -> UserError:
         """The error for a stage whose input, `what`, stage `made_by` makes and neither this run nor out_dir has."""
@@ -97,7 +99,7 @@ class Pipeline:
         checkpoint, and checkpoints of other settings or inputs are deleted first, so none is ever resumed."""
         out = Path(cfg.output_dir)
         if finished_run(out, cfg):
-            report = json.loads((out / "report.json").read_text())
+            report = read_report(out)
             self.say(f"{name}: already trained ({out}); skipping")
         else:
             resume = same_run(out, cfg)
@@ -166,17 +168,62 @@ def record_inputs(run_dir: Path, cfg: Any) -> None:
     write_json(Path(run_dir) / INPUTS_FILE, run_inputs(cfg), indent=1, sort_keys=True)
 
 
+def moved(run_dir: Path) -> tuple[str, str] | None:
+    """(the old directory, the new one) when the run in `run_dir` was written under another path and moved here: its
+    saved config.yaml names another `output_dir` that ends as `run_dir` does (`/old/runs/qs/rm` for
+    `/new/qs/rm`: `/old/runs` -> `/new`, the deepest directory that differs and everything below it kept); None when
+    it was written here, or when nothing but the root is shared."""
+    saved = Path(run_dir) / "config.yaml"
+    if not saved.exists():
+        return None
+    try:
+        before = read_yaml(saved).get("output_dir")
+    except UserError:
+        return None
+    if not isinstance(before, str) or Path(before) == Path(run_dir):
+        return None
+    old, new = Path(before).parts, Path(run_dir).parts
+    same = 0
+    while same < min(len(old), len(new)) and old[-1 - same] == new[-1 - same]:
+        same += 1
+    if same == 0 or len(old) - same < 2 or len(new) - same < 1:  # no common tail, or the old root would be "/"
+        return None
+    return str(Path(*old[: len(old) - same])), str(Path(*new[: len(new) - same]))
+
+
+def relocated(value: Any, move: tuple[str, str] | None) -> Any:
+    """`value` (a config or report as plain data) with every string naming `move[0]` or a path under it made to
+    name the same place under `move[1]`."""
+    if move is None:
+        return value
+    old, new = move
+    if isinstance(value, dict):
+        return {k: relocated(v, move) for k, v in value.items()}
+    if isinstance(value, list):
+        return [relocated(v, move) for v in value]
+    if isinstance(value, str) and (value == old or value.startswith(old + "/")):
+        return new + value[len(old) :]
+    return value
+
+
+def read_report(run_dir: Path) -> dict[str, Any]:
+    """A finished run's report.json, its paths under the directory it was written in read as under `run_dir`'s
+    (`moved`)."""
+    report = json.loads((Path(run_dir) / "report.json").read_text(encoding="utf-8"))
+    return dict(relocated(report, moved(Path(run_dir))))
+
+
 def same_run(run_dir: Path, cfg: Any) -> bool:
     """True when run_dir holds a run (finished or not) of exactly `cfg` on the same inputs: its config.yaml (which
     a recipe writes when it starts) equal to `cfg` and its inputs.json equal to `run_inputs(cfg)` now. The saved
     config is read as `cfg`'s type, so a setting added since it was written takes its default (which keeps the
     earlier behaviour) instead of making the run a different one; a saved config this version cannot read (a
-    setting since removed) is a different run."""
+    setting since removed) is a different run. A run directory moved here is compared with its paths moved too."""
     saved, inputs = run_dir / "config.yaml", run_dir / INPUTS_FILE
     if not (saved.exists() and inputs.exists()):
         return False
     try:
-        before = to_dict(build(type(cfg), read_yaml(saved), str(saved)))
+        before = relocated(to_dict(build(type(cfg), read_yaml(saved), str(saved))), moved(Path(run_dir)))
     except UserError:
         return False
     if _resolved(before) != _resolved(to_dict(cfg)):

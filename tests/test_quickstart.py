@@ -95,6 +95,17 @@ def test_quickstart_all_stages_on_the_tiny_model(tmp_path, capsys):
     assert main(["quickstart", "--out", str(out), *TINY]) == 0
     again = capsys.readouterr().out
     assert "rm: already trained" in again and "dpo: already trained" in again and "align: already trained" in again
+    # moved whole, it is the same run in its new place: nothing retrained, its reports' paths read there
+    elsewhere = tmp_path / "moved" / "qs"
+    elsewhere.parent.mkdir()
+    out.rename(elsewhere)
+    assert main(["quickstart", "--out", str(elsewhere), *TINY]) == 0
+    there = capsys.readouterr().out
+    assert all(f"{stage}: already trained" in there for stage in ("rm", "dpo", "align")), there
+    moved_summary = json.loads((elsewhere / "summary.json").read_text())
+    assert moved_summary["align"]["policy_dir"] == str(elsewhere / "align" / "round_1" / "train" / "merged")
+    assert moved_summary["eval"]["aligned"]["after"] == summary["eval"]["aligned"]["after"]
+    elsewhere.rename(out)
     # another reported split evaluates the same trained stages again, on dev
     assert main(["quickstart", "--out", str(out), *TINY, "eval.split=dev"]) == 0
     dev = capsys.readouterr().out
