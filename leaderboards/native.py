@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from prefalign.errors import UserError
-from prefalign.files import write_text
+from prefalign.files import write_jsonl, write_text
 from prefalign.registry import Table
 from preference_data.records import Message
 
@@ -77,12 +77,14 @@ class NativeFormat:
     files: Callable[[Sequence[Scored], Scores, dict[str, Any]], dict[str, Any]]
     """(the run's examples, its scores, the header: model, model_type, chat_template) -> {path under the output
     directory, `{model}` standing for the model's name: the JSON it holds}."""
-    examples: Callable[[Any, str], list[tuple[Example, Judgement]]]
-    """A per-item results object (and its path, for messages) -> the examples and their judgements."""
     dump: dict[str, Any]
     """`json.dumps` options of the reference's writer."""
-    per_item: Callable[[Any], bool]
-    """Whether a results object holds the examples one by one (else a per-subset file, RewardBench's eval-set)."""
+    examples: Callable[[Any, str], list[tuple[Example, Judgement]]] | None = None
+    """A per-item results object (and its path, for messages) -> the examples and their judgements, for `bench score
+    --from` through `score_native`; None where `leaderboards.score_from` has the format's own reader (JudgeBench)."""
+    per_item: Callable[[Any], bool] = lambda obj: True
+    """Whether a results object holds the examples one by one (else a per-subset file, RewardBench's eval-set);
+    by default every file does."""
     kinds: tuple[str, ...] = ("pointwise", "listwise")
     """The scorer kinds whose judgements the files hold (a listwise judge, `rb2_4way`: its verdict as 1 for the
     answer named, else 0)."""
@@ -297,11 +299,6 @@ def _rmbench_examples(obj: Any, path: str) -> list[tuple[Example, Judgement]]:
     return out
 
 
-def _no_reader(obj: Any, path: str) -> list[tuple[Example, Judgement]]:
-    """A format that `align bench score --from` reads elsewhere (`leaderboards.score_from`: JudgeBench's outputs)."""
-    raise UserError(f"{path}: read this file with `align bench score judgebench --from {path}`")
-
-
 def _has_columns(obj: Any) -> bool:
     """A RewardBench eval-set-scores file (per-item columns), not an eval-set file (a number per subset); anything
     but an object is read as per-item, whose reader says what it lacks."""
@@ -317,33 +314,30 @@ NATIVE_FORMATS: Table[NativeFormat] = Table(
         "rewardbench": NativeFormat(
             "RewardBench v1 (scripts/run_rm.py): eval-set/<model>.json and eval-set-scores/<model>.json",
             _eval_set_files(_rewardbench_columns),
-            _rewardbench_examples,
             SAVE_TO_HUB,
-            _has_columns,
+            examples=_rewardbench_examples,
+            per_item=_has_columns,
         ),
         "rewardbench2": NativeFormat(
             "RewardBench 2 (scripts/run_v2.py): eval-set/<model>.json and eval-set-scores/<model>.json",
             _eval_set_files(_rewardbench2_columns),
-            _rewardbench2_examples,
             SAVE_TO_HUB,
-            _has_columns,
+            examples=_rewardbench2_examples,
+            per_item=_has_columns,
         ),
         "rm-bench": NativeFormat(
             "RM-Bench (scripts/run_rm.py): total_dataset_<model>.json, the items with score_chosen and "
             "score_rejected, which scripts/utils.py::compute_accuracy reads",
             _rmbench_files,
-            _rmbench_examples,
             {"indent": 4, "ensure_ascii": False},  # run_rm.py: json.dump(dataset_json, f, indent=4, ensure_ascii=False)
-            lambda obj: True,  # its only file
+            examples=_rmbench_examples,
         ),
         "judgebench": NativeFormat(
             "JudgeBench (run_judge.py): outputs/<dataset>,judge_name=<judge>,judge_model=<model>.jsonl, the pairs "
             "with their judgments, which utils/metrics.py::compute_final_metrics reads (`align bench score "
-            "judgebench --from` reads it back)",
+            "judgebench --from` reads it back through score_from's JudgeBench reader)",
             _judgebench_files,
-            _no_reader,
             {"ensure_ascii": False},  # run_judge.py: f.write(json.dumps(pair, ensure_ascii=False) + '\n')
-            lambda obj: True,
             kinds=("pointwise", "pairwise"),
             lines=True,
         ),
@@ -380,8 +374,10 @@ def write_native(
     for where, obj in fmt.files(items, scores, header).items():
         path = Path(out_dir) / where.format(model=model)
         path.parent.mkdir(parents=True, exist_ok=True)
-        text = "".join(json.dumps(row, **fmt.dump) + "\n" for row in obj) if fmt.lines else json.dumps(obj, **fmt.dump)
-        write_text(path, text)
+        if fmt.lines:
+            write_jsonl(path, obj, **fmt.dump)
+        else:
+            write_text(path, json.dumps(obj, **fmt.dump))
         written.append(path)
     return written
 
@@ -390,9 +386,10 @@ def score_native(bench: str, obj: Any, path: str) -> Scores:
     """The scores of a benchmark's own results file: a per-item file (RewardBench's eval-set-scores, RM-Bench's
     items with their scores) item by item, by the run's rule and aggregation with ties as the reference counts them;
     or RewardBench's eval-set file, its per-subset scores through the section arithmetic."""
-    b = BENCHMARKS[bench]
-    if NATIVE_FORMATS[bench].per_item(obj):
-        pairs = NATIVE_FORMATS[bench].examples(obj, path)
+    b, fmt = BENCHMARKS[bench], NATIVE_FORMATS[bench]
+    assert fmt.examples is not None, f"{bench}'s files are read by leaderboards.score_from's own reader"
+    if fmt.per_item(obj):
+        pairs = fmt.examples(obj, path)
         if not pairs:
             raise UserError(f"{path}: no examples")
         tie: TiePolicy = "wrong" if b.uses_tie_policy else "half"  # run_rm.py: a tie is not a win

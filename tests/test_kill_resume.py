@@ -94,6 +94,17 @@ def last_step(out: Path) -> int:
     return int(found.rsplit("-", 1)[1]) if found else 0
 
 
+def straight_and_killed(tmp_path: Path, text: str) -> dict[str, tuple[Path, Path]]:
+    """The config file and run directory of the uninterrupted run and of the killed one: `text` with its own
+    output_dir each."""
+    runs = {}
+    for which in ("straight", "killed"):
+        cfg = tmp_path / f"{which}.yaml"
+        cfg.write_text(f"output_dir: {tmp_path / which}\n" + text, encoding="utf-8")
+        runs[which] = (cfg, tmp_path / which)
+    return runs
+
+
 def finish(proc: subprocess.Popen[bytes]) -> None:
     _, err = proc.communicate()
     assert proc.returncode == 0, err.decode()[-3000:]
@@ -121,11 +132,7 @@ def losses(out: Path) -> dict[int, float]:
 @pytest.mark.parametrize("name", sorted(CONFIGS))
 def test_killed_at_random_moments_and_resumed_ends_as_an_uninterrupted_run(tmp_path, tiny_model_ref, name):
     verb, text = CONFIGS[name]
-    runs = {}
-    for which in ("straight", "killed"):
-        cfg = tmp_path / f"{which}.yaml"
-        cfg.write_text(f"output_dir: {tmp_path / which}\n" + text, encoding="utf-8")
-        runs[which] = (cfg, tmp_path / which)
+    runs = straight_and_killed(tmp_path, text)
     cfg, out = runs["straight"]
     proc = launch([*verb, str(cfg)], tmp_path / "straight.log")
     t0 = started(tmp_path / "straight.log", proc)
@@ -334,11 +341,7 @@ def test_iterative_rounds_killed_in_every_phase_end_as_an_uninterrupted_run(tmp_
     step's checkpoint (while the adapter and the merged policy are written) — and rerun with `--resume` after each
     kill, ends with the uninterrupted run's weights bit for bit, each round's pairs file byte for byte (no prompt or
     pair seen twice or never) and its report's numbers."""
-    runs = {}
-    for which in ("straight", "killed"):
-        cfg = tmp_path / f"{which}.yaml"
-        cfg.write_text(f"output_dir: {tmp_path / which}\n" + ROUNDS_CONFIG, encoding="utf-8")
-        runs[which] = (cfg, tmp_path / which)
+    runs = straight_and_killed(tmp_path, ROUNDS_CONFIG)
     cfg, straight = runs["straight"]
     finish(launch(["train", str(cfg)], tmp_path / "straight.log"))
     cfg, out = runs["killed"]
