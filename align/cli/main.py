@@ -332,6 +332,17 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
 
+def end_process_group() -> None:
+    """Under torchrun, every rank waits at a barrier for the others (rank 0 still saving its model), then the process
+    group is destroyed: a rank that left early tore gloo's threads down at exit and died of SIGABRT ("terminate
+    called without an active exception"), and torchrun then killed the rank still saving. torch is looked up, not
+    imported: a command that never imported it has no process group."""
+    dist = sys.modules.get("torch.distributed")
+    if dist is not None and dist.is_available() and dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
+
+
 def _main(argv: list[str] | None = None) -> int:
     tune_allocator()
     parser = build_parser()
@@ -349,7 +360,9 @@ def _main(argv: list[str] | None = None) -> int:
         return 2
     try:
         cls = settings_class(args)
-        return int(fn(args if cls is None else from_args(cls, args)) or 0)
+        code = int(fn(args if cls is None else from_args(cls, args)) or 0)
+        end_process_group()
+        return code
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
