@@ -44,6 +44,7 @@ from preference_data.records import Message
 from reward_models.scorers import load_scorer, scorer_spec
 
 from .arena_hard import ROUNDS, SEED, WEIGHT, arena_hard_scores, game_battles
+from .arenahard_judge import ArenaHardJudge, read_judge_config
 from .ifeval import DETECTORS, ifeval_scores
 from .mtbench_judge import (
     MAX_NEW_TOKENS,
@@ -327,7 +328,11 @@ def score_arenahard(data: BenchData, answers: list[list[str]], judge: Any, s: Po
     the per-prompt win rate with the usual bootstrap over prompts. Each row keeps its two games in the judgment
     file's layout (`games[i].score`)."""
     first = [a[0] for a in answers]
-    games = judge_games(judge, data.items, first)
+    judged = judge.games(data.items, first) if isinstance(judge, ArenaHardJudge) else None
+    if judged is None:
+        games = judge_games(judge, data.items, first)
+    else:
+        games = [(g1["score"], g2["score"]) for g1, g2 in judged]
     battles = [b for g1, g2 in games for b in game_battles(g1, g2)]
     if not battles:
         raise UserError("arenahard: the judge gave no verdict on any game; nothing to score")
@@ -361,8 +366,8 @@ def score_arenahard(data: BenchData, answers: list[list[str]], judge: Any, s: Po
         },
     }
     rows = [
-        {"question_id": it.id, "games": [{"score": g1}, {"score": g2}]}
-        for it, (g1, g2) in zip(data.items, games, strict=True)
+        {"question_id": it.id, "games": [{"score": g1}, {"score": g2}] if judged is None else judged[k]}
+        for k, (it, (g1, g2)) in enumerate(zip(data.items, games, strict=True))
     ]
     return scores, rows
 
@@ -621,7 +626,7 @@ POLICY_BENCHMARKS: Table[PolicyBenchmark] = Table(
             "Arena-Hard: win rate against a reference model's answers",
             read=read_arenahard,
             score=score_arenahard,
-            judge=("pointwise", "pairwise"),
+            judge=("pointwise", "pairwise", "arenahard"),
             reference_answers="file",
             turns=1,
             headline="score",
@@ -705,9 +710,11 @@ class PolicyBenchSettings(DecodingSettings):
     )
     judge_prompts: str | None = option(
         None,
-        "mtbench: grade each answer as FastChat's llm_judge does, with its judge prompts (this file: FastChat's "
-        "data/judge_prompts.jsonl) and --judge's chat model writing each judgment (greedy), the rating read from "
-        "[[x]] (else [x]; -1 when none, left out and counted); the judgments go to model_judgment_single.jsonl",
+        "the benchmark's own judge prompts, --judge's chat model writing each judgment (greedy). mtbench: FastChat's "
+        "data/judge_prompts.jsonl, each answer graded as its llm_judge does, the rating read from [[x]] (else [x]; "
+        "-1 when none, left out and counted), the judgments in model_judgment_single.jsonl. arenahard: its "
+        "config/judge_config.yaml (v0.1), both games of every question judged as its gen_judgment.py does (asked "
+        "again while no verdict, up to number_of_judgment_attempts), the judgments in model_judgment.jsonl",
         metavar="FILE",
     )
     judge_reference: str | None = option(
@@ -716,7 +723,11 @@ class PolicyBenchSettings(DecodingSettings):
         "reference_answer/<judge>.jsonl)",
         metavar="FILE",
     )
-    judge_max_new_tokens: int = option(MAX_NEW_TOKENS, "mtbench with --judge-prompts: tokens per judgment")
+    judge_max_new_tokens: int = option(
+        0,
+        "with --judge-prompts: tokens per judgment (default 0: the benchmark's own: MT-Bench 2048, Arena-Hard its "
+        "judge_config.yaml's max_tokens)",
+    )
     judge_mode: str = option(
         "single",
         "mtbench with --judge-prompts: single (each answer rated 1-10) or pairwise-baseline (each answer against "
@@ -776,8 +787,11 @@ class PolicyBenchSettings(DecodingSettings):
                     "model; to compare with a model, write its answers with --write-reference and pass that file "
                     "as --data"
                 )
-        if self.judge_prompts is not None and self.bench != "mtbench":
-            problems.append("judge_prompts: FastChat's MT-Bench judge prompts; use them with --bench mtbench")
+        if self.judge_prompts is not None and self.bench not in ("mtbench", "arenahard"):
+            problems.append(
+                "judge_prompts: a benchmark's own judge prompts (FastChat's judge_prompts.jsonl for --bench mtbench, "
+                "Arena-Hard's judge_config.yaml for --bench arenahard)"
+            )
         if self.judge_reference is not None and self.judge_prompts is None:
             problems.append("judge_reference: the reference answers of FastChat's judge prompts; add --judge-prompts")
         if (self.judge_mode == "pairwise-baseline") != (self.judge_baseline is not None):
@@ -785,10 +799,19 @@ class PolicyBenchSettings(DecodingSettings):
                 "judge_baseline: --judge-mode pairwise-baseline needs --judge-baseline FILE (the baseline's answers), "
                 "and --judge-baseline needs that mode"
             )
+        if self.bench == "arenahard" and (
+            self.judge_reference is not None or self.judge_baseline is not None or self.judge_mode != "single"
+        ):
+            problems.append(
+                "judge_reference, judge_baseline, judge_mode: FastChat's MT-Bench settings; Arena-Hard's judge takes "
+                "its baseline answers from --reference and its settings from --judge-prompts (judge_config.yaml)"
+            )
         if self.judge_mode != "single" and self.judge_prompts is None:
             problems.append("judge_mode: grades with FastChat's prompts; add --judge-prompts")
-        if self.judge_max_new_tokens < 1:
-            problems.append(f"judge_max_new_tokens: must be >= 1, got {self.judge_max_new_tokens}")
+        if self.judge_max_new_tokens < 0:
+            problems.append(
+                f"judge_max_new_tokens: must be >= 1 (or 0: the benchmark's own), got {self.judge_max_new_tokens}"
+            )
         for key, given in (("lc_table", self.lc_table is not None), ("lc_glm", self.lc_glm != "auto")):
             if given and self.bench != "alpacaeval":
                 problems.append(f"{key}: AlpacaEval's length control; use it with --bench alpacaeval")
@@ -845,21 +868,13 @@ def load_judge(s: PolicyBenchSettings) -> Any | None:
         return None
     spec = scorer_spec(s.judge, options=s.options, flag="--judge")
     if s.judge_prompts is not None:
-        return fastchat_judge(s, spec)
+        return arena_judge(s, spec) if s.bench == "arenahard" else fastchat_judge(s, spec)
     return load_scorer(spec)
 
 
-def fastchat_judge(s: PolicyBenchSettings, spec: dict[str, Any]) -> FastChatJudge:
-    """--judge's chat model grading with FastChat's prompts (--judge-prompts), its replies decoded greedily."""
-    model = spec.get("model")
-    if spec.get("type") != "judge" or not isinstance(model, str):
-        raise UserError(
-            f"--judge {s.judge!r}: with --judge-prompts, --judge names the judge's chat model (judge:MODEL), which "
-            "writes each judgment"
-        )
-    prompts = read_judge_prompts(str(s.judge_prompts), s.judge_mode)
-    references = read_answers(s.judge_reference) if s.judge_reference is not None else None
-    baseline = read_answers(s.judge_baseline, "--judge-baseline") if s.judge_baseline is not None else None
+def judge_replies(s: PolicyBenchSettings, model: str, max_new_tokens: int) -> Callable[[list[Any]], list[str]]:
+    """--judge's chat model replying greedily to conversations, at most `max_new_tokens` tokens each; a prompt that
+    does not fit its context beside them is an error (the benchmarks' reference code never cuts a judge's prompt)."""
     # the generation engine imports torch: loaded when a judge is, not when the CLI builds its parser
     from prefalign.generation.policy import generate, load_policy
 
@@ -867,24 +882,57 @@ def fastchat_judge(s: PolicyBenchSettings, spec: dict[str, Any]) -> FastChatJudg
     chat = load_policy(model, s.dtype)
     context = int(getattr(chat.config, "max_position_embeddings", 0) or 8192)
 
-    def replies(convs: list[list[dict[str, str]]]) -> list[str]:
-        n = s.judge_max_new_tokens
-        room = context - n  # FastChat never cuts a judge's prompt: one that does not fit is an error here
+    def replies(convs: list[Any]) -> list[str]:
+        room = context - max_new_tokens
         lengths = [len(tok.apply_chat_template(c, tokenize=True, add_generation_prompt=True)) for c in convs]
         over = [k for k, length in enumerate(lengths) if length > room]
         if over:
             raise UserError(
                 f"{len(over)} of {len(convs)} judge prompts are longer than the {room} tokens {model}'s context "
-                f"({context}) leaves beside --judge-max-new-tokens {n} (the longest {max(lengths)}); lower "
-                "--judge-max-new-tokens or --max-new-tokens, or judge with a model of a longer context"
+                f"({context}) leaves beside --judge-max-new-tokens {max_new_tokens} (the longest {max(lengths)}); "
+                "lower --judge-max-new-tokens or --max-new-tokens, or judge with a model of a longer context"
             )
-        return generate(chat, tok, convs, n, s.batch_size, 0.0, context, progress=True)
+        return generate(chat, tok, convs, max_new_tokens, s.batch_size, 0.0, context, progress=True)
 
-    given = {"prompts": s.judge_prompts, "reference": s.judge_reference, "baseline": s.judge_baseline}
-    files = {k: f"{v} sha256:{hashlib.sha256(Path(v).read_bytes()).hexdigest()[:16]}" for k, v in given.items() if v}
+    return replies
+
+
+def judge_model(s: PolicyBenchSettings, spec: dict[str, Any]) -> str:
+    """The chat model --judge names where it writes judgments with a benchmark's own prompts."""
+    model = spec.get("model")
+    if spec.get("type") != "judge" or not isinstance(model, str):
+        raise UserError(
+            f"--judge {s.judge!r}: with --judge-prompts, --judge names the judge's chat model (judge:MODEL), which "
+            "writes each judgment"
+        )
+    return model
+
+
+def given_files(given: dict[str, str | None]) -> dict[str, str]:
+    """The files a judge was given -> their path and the first 16 hex digits of their SHA-256."""
+    return {k: f"{v} sha256:{hashlib.sha256(Path(v).read_bytes()).hexdigest()[:16]}" for k, v in given.items() if v}
+
+
+def fastchat_judge(s: PolicyBenchSettings, spec: dict[str, Any]) -> FastChatJudge:
+    """--judge's chat model grading with FastChat's prompts (--judge-prompts), its replies decoded greedily."""
+    model = judge_model(s, spec)
+    prompts = read_judge_prompts(str(s.judge_prompts), s.judge_mode)
+    references = read_answers(s.judge_reference) if s.judge_reference is not None else None
+    baseline = read_answers(s.judge_baseline, "--judge-baseline") if s.judge_baseline is not None else None
+    n = s.judge_max_new_tokens or MAX_NEW_TOKENS
+    files = given_files({"prompts": s.judge_prompts, "reference": s.judge_reference, "baseline": s.judge_baseline})
     name = Path(s.judge_baseline).stem if s.judge_baseline is not None else None  # FastChat: the file's name
-    mode = s.judge_mode
-    return FastChatJudge(model, prompts, references, replies, s.judge_max_new_tokens, mode, name, baseline, files)
+    replies = judge_replies(s, model, n)
+    return FastChatJudge(model, prompts, references, replies, n, s.judge_mode, name, baseline, files)
+
+
+def arena_judge(s: PolicyBenchSettings, spec: dict[str, Any]) -> ArenaHardJudge:
+    """--judge's chat model judging Arena-Hard's games with its judge_config.yaml (--judge-prompts), greedily."""
+    model = judge_model(s, spec)
+    config = read_judge_config(str(s.judge_prompts))
+    n = s.judge_max_new_tokens or config.max_tokens or MAX_NEW_TOKENS
+    files = given_files({"prompts": s.judge_prompts})
+    return ArenaHardJudge(model, config, judge_replies(s, model, n), n, files)
 
 
 def run_policy_bench(settings: PolicyBenchSettings, judge: Any = None) -> tuple[dict[str, Any], Record]:
@@ -906,7 +954,7 @@ def run_policy_bench(settings: PolicyBenchSettings, judge: Any = None) -> tuple[
         raise UserError(f"{s.bench} is scored by its rules ({bench.rule}), not a judge; drop --judge")
     if bench.judge and judge is None:
         raise UserError(f"{s.bench} needs a judge: --judge SPEC (a reward model directory, or judge:MODEL ...)")
-    if isinstance(judge, FastChatJudge):
+    if isinstance(judge, FastChatJudge | ArenaHardJudge):
         judge.check(data.items)  # references, baseline answers, the prompts' fields: before anything is generated
     t0 = time.time()
     answers, reused = cached_answers(s.model, data, s, s.out)

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from prefalign.errors import UserError
 from prefalign.files import write_json, write_text
-from prefalign.models.hub import load_model, load_tokenizer, resolve
+from prefalign.models.hub import is_adapter, load_model, load_tokenizer, resolve
 
 if TYPE_CHECKING:
     import torch
@@ -188,10 +188,37 @@ def read_stats(path: str | Path) -> RewardStats:
     return RewardStats(**{"response_end": "eos", **json.loads(f.read_text(encoding="utf-8"))})
 
 
-def load_rm(ref: str, dtype: str = "bfloat16") -> tuple[Any, Any, RewardStats]:
-    """(model in eval mode, tokenizer, stats) for a saved RM directory, a builtin, or a hub id."""
+def head_of(path: str | Path) -> str | None:
+    """Where a model directory's reward head comes from: the config's `*ForSequenceClassification` architecture, or
+    an adapter's `modules_to_save` holding a score head; None where it has none (a causal LM, whose score head
+    transformers would initialise at random)."""
+    p = Path(path)
+    if is_adapter(p):
+        saved = json.loads((p / "adapter_config.json").read_text(encoding="utf-8")).get("modules_to_save") or []
+        heads = [m for m in saved if m in ("score", "classifier", "v_head")]
+        return f"adapter {p.name}: modules_to_save {heads}" if heads else None
+    config = p / "config.json"
+    if not config.exists():
+        return "unknown"  # not a model directory: load_rm says so
+    arch = [a for a in json.loads(config.read_text(encoding="utf-8")).get("architectures") or [] if a]
+    heads = [a for a in arch if a.endswith("ForSequenceClassification")]
+    return heads[0] if heads else None
+
+
+def load_rm(ref: str, dtype: str = "bfloat16", *, untrained_head: bool = False) -> tuple[Any, Any, RewardStats]:
+    """(model in eval mode, tokenizer, stats) for a saved RM directory, a builtin, or a hub id. A model without a
+    trained reward head (a chat model, not an RM) is refused, since its head would be drawn at random and every
+    score with it, unless `untrained_head` (a test of the plumbing, never a reward)."""
     path = resolve(ref)
     p = Path(path)
+    if p.is_dir() and not untrained_head and head_of(p) is None:
+        raise UserError(
+            f"{ref}: not a reward model: it has no trained reward head (its config.json names no "
+            "*ForSequenceClassification architecture and no adapter saves a score head), so its rewards would be "
+            "drawn at random. Train one first (`align rm train`, or the quickstart's rm stage) and give that "
+            "directory, or a hub RM; for a rule reward use `type: grader`, for a policy's own implicit reward "
+            "`type: implicit`"
+        )
     model = load_model(ref, dtype, merge=False, head="seq_cls")  # a peft adapter keeps its adapters
     if p.exists() and not (p / STATS_FILE).exists() and not (p / "config.json").exists():
         raise UserError(f"{p} is not a reward model directory (no config.json or adapter_config.json)")

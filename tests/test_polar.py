@@ -372,10 +372,18 @@ def test_scorer_needs_a_reference(polar_runs):
 
 
 def test_a_model_without_polar_tokens_is_refused(tiny_model_ref, tmp_path):
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    from prefalign.models.hub import resolve
     from reward_models.scorers import load_scorer
 
-    with pytest.raises(UserError, match="not a POLAR reward model"):
+    with pytest.raises(UserError, match="not a reward model"):  # a chat model: no head, no POLAR tokens
         load_scorer("polar", model=tiny_model_ref, dtype="float32")
+    rm = tmp_path / "rm"  # a reward model, but not a POLAR one
+    AutoModelForSequenceClassification.from_pretrained(resolve(tiny_model_ref), num_labels=1).save_pretrained(rm)
+    AutoTokenizer.from_pretrained(resolve(tiny_model_ref)).save_pretrained(rm)
+    with pytest.raises(UserError, match="not a POLAR reward model"):
+        load_scorer("polar", model=str(rm), dtype="float32")
 
 
 @pytest.mark.slow  # the pool -> pretrain -> finetune pipeline it reads (36 s): make test-slow

@@ -879,3 +879,37 @@ def test_hand_run_fixtures_read_cleanly(tmp_path):
     data = read_bench("ifeval", str(ifeval))
     assert not data.problems and {it.ifeval.instruction_ids[0] for it in data.items} == set(INSTRUCTIONS.names())
     assert len(read_bench("mtbench", str(mt)).items) == 4
+
+
+def test_arenahard_judged_by_a_chat_model_with_its_own_judge_config(tmp_path, tiny_model_ref, capsys):
+    """`align eval policy --bench arenahard --judge judge:MODEL --judge-prompts judge_config.yaml`: the chat model
+    judges both games of every question with the config's prompts (the rules are checked against the reference code
+    in tests/test_reference_scores.py). The tiny random judge writes no verdict, which the run says; MT-Bench's own
+    judge flags are refused with Arena-Hard, and a config that cannot be used is refused before anything runs."""
+    q = _jsonl(
+        tmp_path / "question.jsonl",
+        [{"question_id": f"a{k}", "category": "arena-hard-v0.1", "turns": [{"content": f"{k}+2?"}]} for k in range(2)],
+    )
+    base = _jsonl(
+        tmp_path / "gpt-4-0314.jsonl",
+        [
+            {"question_id": f"a{k}", "model_id": "gpt-4-0314", "choices": [{"turns": [{"content": "4"}]}]}
+            for k in (0, 1)
+        ],
+    )
+    cfg = tmp_path / "judge_config.yaml"
+    cfg.write_text(
+        "system_prompt: Judge.\nprompt_template: ['Q {question_1} A {answer_1} B {answer_2}']\n"
+        "regex_pattern: \\[\\[([AB<>=]+)\\]\\]\nnumber_of_judgment_attempts: 2\ntemperature: 0\nmax_tokens: 4096\n",
+        encoding="utf-8",
+    )
+    flags = ["--bench", "arenahard", "--data", str(q), "--reference", str(base), "--model", tiny_model_ref]
+    judge = ["--judge", f"judge:{tiny_model_ref}", "--judge-prompts", str(cfg), "--judge-max-new-tokens", "4"]
+    capsys.readouterr()
+    assert _run(*flags, *judge, "--out", str(tmp_path / "run")) == 2
+    assert "arenahard: the judge gave no verdict on any game" in capsys.readouterr().err
+    assert _run(*flags, *judge, "--judge-mode", "pairwise-baseline", "--judge-baseline", str(base)) == 2
+    assert "Arena-Hard's judge takes its baseline answers from --reference" in capsys.readouterr().err
+    cfg.write_text("system_prompt: Judge.\n", encoding="utf-8")
+    assert _run(*flags, *judge) == 2
+    assert "prompt_template: missing" in capsys.readouterr().err

@@ -425,6 +425,97 @@ def test_arena_hard_from_a_judge_through_eval_policy_scoring():
     assert scores["extra"]["judged"]["games_without_verdict"] == 2
 
 
+ARENA_JUDGE_CONFIG = """\
+system_prompt: SYS
+prompt_template: ["<|User Prompt|>\\n{question_1}\\n\\n<|A|>\\n{answer_1}\\n<|B|>\\n{answer_2}"]
+regex_pattern: \\[\\[([AB<>=]+)\\]\\]
+number_of_judgment_attempts: 2
+temperature: 0
+max_tokens: 10
+"""
+ARENA_GAMES = {  # (question, model's answer, baseline's answer) -> each game's replies, one per attempt
+    ("2+2?", "4", "5"): (["B is right. My final verdict is: [[B>>A]]"], ["A is right: [[A>B]]"]),
+    ("Name a colour.", "Red.", "Blue."): (["Both fine.", "Then: [[A=B]]"], ["[[B>A]] and [[B>A]]"]),
+    ("Capital of France?", "Paris", "Lyon"): (["[[A>B]] no wait [[B>A]]"], ["no verdict", "still none"]),
+    ("Say hi.", "hi", "hello"): (["[[A>>>B]]"], ["[[]] then [[B>A]]\n"]),
+}
+ARENA_ROWS = [  # what the reference wrote for them
+    [
+        ("<|User Prompt|>\n2+2?\n\n<|A|>\n5\n<|B|>\n4", "\nB is right. My final verdict is: [[B>>A]]", "B>>A"),
+        ("<|User Prompt|>\n2+2?\n\n<|A|>\n4\n<|B|>\n5", "\nA is right: [[A>B]]", "A>B"),
+    ],
+    [
+        ("<|User Prompt|>\nName a colour.\n\n<|A|>\nBlue.\n<|B|>\nRed.", "\nBoth fine.\nThen: [[A=B]]", "A=B"),
+        ("<|User Prompt|>\nName a colour.\n\n<|A|>\nRed.\n<|B|>\nBlue.", "\n[[B>A]] and [[B>A]]", "B>A"),
+    ],
+    [
+        ("<|User Prompt|>\nCapital of France?\n\n<|A|>\nLyon\n<|B|>\nParis", "\n[[A>B]] no wait [[B>A]]", None),
+        ("<|User Prompt|>\nCapital of France?\n\n<|A|>\nParis\n<|B|>\nLyon", "\nno verdict\nstill none", None),
+    ],
+    [
+        ("<|User Prompt|>\nSay hi.\n\n<|A|>\nhello\n<|B|>\nhi", "\n[[A>>>B]]", "A>>>B"),
+        ("<|User Prompt|>\nSay hi.\n\n<|A|>\nhi\n<|B|>\nhello", "\n[[]] then [[B>A]]\n", "B>A"),
+    ],
+]
+
+
+def test_arena_hard_judging_with_its_own_judge_config_is_gen_judgment_s(tmp_path):
+    """`align eval policy --bench arenahard --judge judge:MODEL --judge-prompts judge_config.yaml`: each question's
+    two games (the baseline as A, then the model), the judge asked again while it gave no verdict, the verdict read by
+    the config's pattern, as arena-hard-auto v0.1 does. The rows are what its own code wrote for the same replies:
+    lmarena/arena-hard-auto @ 0489bf38, gen_judgment.py's `judgment` and `get_score` run from the snapshot with its
+    API call (`get_answer`) answering from the replies above, the same judge settings, one question per call:
+    `judgment(question=..., answer=..., baseline_answer=..., reference=None, configs=..., regex_pattern=...)`. Several
+    distinct verdicts give none and stop asking; a label outside the five (`A>>>B`) is kept in the row and drops its
+    game when scored."""
+    from leaderboards.arena_hard import arena_hard_scores, game_battles
+    from leaderboards.arenahard_judge import CONTINUE, ArenaHardJudge, read_judge_config
+    from leaderboards.policy_bench import native_arenahard, score_arenahard
+    from leaderboards.policy_data import BenchData, BenchItem
+
+    (tmp_path / "judge_config.yaml").write_text(ARENA_JUDGE_CONFIG, encoding="utf-8")
+    config = read_judge_config(tmp_path / "judge_config.yaml")
+    items = [BenchItem(f"q{k}", [q], reference=base) for k, (q, _, base) in enumerate(ARENA_GAMES)]
+    answers = [[a] for _, a, _ in ARENA_GAMES]
+    replies = {}
+    for rows, games in zip(ARENA_ROWS, ARENA_GAMES.values(), strict=True):
+        for (user, _, _), said in zip(rows, games, strict=True):
+            replies[user] = said
+    asked = []
+
+    def generate(convs):
+        asked.extend(convs)
+        out = []
+        for c in convs:
+            assert c[0] == {"role": "system", "content": "SYS"}
+            attempt = sum(m["role"] == "assistant" for m in c)
+            assert all(m["content"] == CONTINUE for m in c[3::2])  # every retry asks the reference's question
+            out.append(replies[c[1]["content"]][attempt])
+        return out
+
+    judge = ArenaHardJudge("judge", config, generate, 10)
+    data = BenchData("arenahard", "fixture", items)
+    scores, rows = score_arenahard(data, answers, judge, SimpleNamespace(bootstrap=0, seed=0))
+    want = [[{"user_prompt": u, "judgment": j, "score": v} for u, j, v in games] for games in ARENA_ROWS]
+    assert [r["games"] for r in rows] == want
+    assert len(asked) == 8 + 2  # two games a question, then the two that found no verdict asked once more
+    outcomes = [b for r in rows for b in game_battles(r["games"][0]["score"], r["games"][1]["score"])]
+    # q1 won strongly (x3), then won; q2 a tie, then lost; q3 no verdict; q4 game 1 dropped, game 2 lost
+    assert outcomes == [1, 1, 1, 1, 0.5, 0, 0]
+    (ah,) = arena_hard_scores([("policy", outcomes)])
+    assert scores["sections"]["score"] == ah.score / 100
+    assert scores["extra"]["judged"]["games_without_verdict"] == 2
+    name, text = native_arenahard(data, answers, rows, "m", judge.name)
+    assert name == "model_judgment.jsonl"
+    assert [json.loads(line)["games"] for line in text.splitlines()] == want
+    with pytest.raises(UserError, match="temperature: 0.7; only 0"):
+        (tmp_path / "hot.yaml").write_text(ARENA_JUDGE_CONFIG.replace("temperature: 0", "temperature: 0.7"))
+        read_judge_config(tmp_path / "hot.yaml")
+    (tmp_path / "bad.yaml").write_text("system_prompt: 3\nprompt_template: []\n", encoding="utf-8")
+    with pytest.raises(UserError, match="regex_pattern: missing.*number_of_judgment_attempts: missing"):
+        read_judge_config(tmp_path / "bad.yaml")
+
+
 ARENA_STYLE = FIXTURES / "arenahard_style"
 V01_STYLE = {
     # control: (the coefficients line, {model: (score, lower, upper)} as `stats` holds them)

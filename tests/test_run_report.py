@@ -16,6 +16,7 @@ from prefalign.config import build, dump_yaml
 from prefalign.training.metrics import ALERTS_FILE, MetricsMixin
 from prefalign.training.report import Panel, panels, read_run, smooth, write_report
 from preference_data.records import Message, PreferencePair
+from tests.test_scorers import rm_dir  # noqa: F401, F811 (a fixture: the tiny RM with a random head, saved as an RM)
 
 
 def _pairs(n: int) -> list[PreferencePair]:
@@ -326,7 +327,11 @@ def test_a_dashboard_never_smooths_a_few_points_and_leaves_out_constant_panels(t
 
 
 @pytest.mark.slow  # iterative rounds with evaluations between them (~17 s): make test-slow
-def test_an_iterative_run_that_evaluates_between_rounds_draws_reward_against_gold_first(tmp_path, monkeypatch):
+def test_an_iterative_run_that_evaluates_between_rounds_draws_reward_against_gold_first(
+    tmp_path,
+    monkeypatch,
+    rm_dir,  # noqa: F811 (the fixture)
+):
     """eval.limit > 0: each round's held-out answers scored by the learned reward and by gold, on the first panel."""
     from align.cli.configs import config_class
     from align.iterative import run
@@ -338,7 +343,7 @@ def test_an_iterative_run_that_evaluates_between_rounds_draws_reward_against_gol
             "model": "builtin:tiny-llama",
             "output_dir": str(tmp_path / "it"),
             "prompts": {"source": "suite", "limit": 8},
-            "reward": [{"type": "scalar", "model": "builtin:tiny-llama", "dtype": "float32", "name": "rm"}],
+            "reward": [{"type": "scalar", "model": str(rm_dir), "dtype": "float32", "name": "rm"}],
             "rounds": {"rounds": 2, "prompts_per_round": 2, "samples_per_prompt": 2, "max_new_tokens": 4},
             "eval": {"prompts": "suite", "limit": 2, "max_new_tokens": 4},
             "train": {"max_steps": 1, "batch_size": 2, "precision": "fp32", "compile": False},
