@@ -43,6 +43,7 @@ from prefalign.stats import bootstrap_ci
 from preference_data.records import Message
 from reward_models.scorers import load_scorer, scorer_spec
 
+from .alpacaeval_judge import TOP_LOGPROBS, AlpacaEvalJudge, read_prompt
 from .arena_hard import ROUNDS, SEED, WEIGHT, arena_hard_scores, game_battles
 from .arenahard_judge import ArenaHardJudge, read_judge_config
 from .ifeval import DETECTORS, ifeval_scores
@@ -274,7 +275,11 @@ def score_ifeval(data: BenchData, answers: list[list[str]], judge: Any, s: Polic
 def score_pairwise(data: BenchData, answers: list[list[str]], judge: Any, s: PolicyBenchSettings) -> Scores:
     """Win rate and length-controlled win rate of the first answers against the reference answers."""
     first = [a[0] for a in answers]
-    prefs = judge_preferences(judge, data.items, first)
+    annotated = judge.annotations(data.items, first) if isinstance(judge, AlpacaEvalJudge) else None
+    if annotated is None:
+        prefs = judge_preferences(judge, data.items, first)
+    else:
+        prefs = [a["preference"] - 1 for a in annotated]
     wr = win_rates(
         prefs,
         [len(a) for a in first],
@@ -319,7 +324,10 @@ def score_pairwise(data: BenchData, answers: list[list[str]], judge: Any, s: Pol
             "length_control": length_control,
         },
     }
-    return scores, [{"preference": None if not math.isfinite(p) else p} for p in prefs]
+    rows = [{"preference": None if not math.isfinite(p) else p} for p in prefs]
+    if annotated is not None:  # the reference's own order of the outputs, beside each preference
+        rows = [r | {"is_switched_outputs": a["is_switched_outputs"]} for r, a in zip(rows, annotated, strict=True)]
+    return scores, rows
 
 
 def score_arenahard(data: BenchData, answers: list[list[str]], judge: Any, s: PolicyBenchSettings) -> Scores:
@@ -507,6 +515,7 @@ def native_alpacaeval(
             "generator_2": model,
             "annotator": judge,
             "preference": None if r["preference"] is None else 1.0 + r["preference"],
+            **({"is_switched_outputs": r["is_switched_outputs"]} if "is_switched_outputs" in r else {}),
         }
         for it, a, r in zip(data.items, answers, rows, strict=True)
     ]
@@ -615,7 +624,7 @@ POLICY_BENCHMARKS: Table[PolicyBenchmark] = Table(
             "AlpacaEval: win rate against reference outputs, length-controlled",
             read=read_alpacaeval,
             score=score_pairwise,
-            judge=("pointwise", "pairwise"),
+            judge=("pointwise", "pairwise", "alpacaeval"),
             reference_answers="data",
             turns=1,
             headline="lc_win_rate",
@@ -787,10 +796,11 @@ class PolicyBenchSettings(DecodingSettings):
                     "model; to compare with a model, write its answers with --write-reference and pass that file "
                     "as --data"
                 )
-        if self.judge_prompts is not None and self.bench not in ("mtbench", "arenahard"):
+        if self.judge_prompts is not None and self.bench not in ("mtbench", "arenahard", "alpacaeval"):
             problems.append(
                 "judge_prompts: a benchmark's own judge prompts (FastChat's judge_prompts.jsonl for --bench mtbench, "
-                "Arena-Hard's judge_config.yaml for --bench arenahard)"
+                "Arena-Hard's judge_config.yaml for --bench arenahard, AlpacaEval's alpaca_eval_clf.txt for --bench "
+                "alpacaeval)"
             )
         if self.judge_reference is not None and self.judge_prompts is None:
             problems.append("judge_reference: the reference answers of FastChat's judge prompts; add --judge-prompts")
@@ -799,12 +809,14 @@ class PolicyBenchSettings(DecodingSettings):
                 "judge_baseline: --judge-mode pairwise-baseline needs --judge-baseline FILE (the baseline's answers), "
                 "and --judge-baseline needs that mode"
             )
-        if self.bench == "arenahard" and (
+        if self.bench in ("arenahard", "alpacaeval") and (
             self.judge_reference is not None or self.judge_baseline is not None or self.judge_mode != "single"
         ):
             problems.append(
-                "judge_reference, judge_baseline, judge_mode: FastChat's MT-Bench settings; Arena-Hard's judge takes "
-                "its baseline answers from --reference and its settings from --judge-prompts (judge_config.yaml)"
+                "judge_mode: --judge-mode, --judge-reference and --judge-baseline are FastChat's MT-Bench settings; "
+                "Arena-Hard's and "
+                "AlpacaEval's judges take their baseline answers from the set (--reference, --data) and their "
+                "settings from --judge-prompts"
             )
         if self.judge_mode != "single" and self.judge_prompts is None:
             problems.append("judge_mode: grades with FastChat's prompts; add --judge-prompts")
@@ -868,7 +880,8 @@ def load_judge(s: PolicyBenchSettings) -> Any | None:
         return None
     spec = scorer_spec(s.judge, options=s.options, flag="--judge")
     if s.judge_prompts is not None:
-        return arena_judge(s, spec) if s.bench == "arenahard" else fastchat_judge(s, spec)
+        judges = {"arenahard": arena_judge, "alpacaeval": alpaca_judge}
+        return judges.get(s.bench or "", fastchat_judge)(s, spec)
     return load_scorer(spec)
 
 
@@ -926,6 +939,33 @@ def fastchat_judge(s: PolicyBenchSettings, spec: dict[str, Any]) -> FastChatJudg
     return FastChatJudge(model, prompts, references, replies, n, s.judge_mode, name, baseline, files)
 
 
+def alpaca_judge(s: PolicyBenchSettings, spec: dict[str, Any]) -> AlpacaEvalJudge:
+    """--judge's chat model judging AlpacaEval's pairs with its prompt file (--judge-prompts) by its first token's
+    log-probabilities (the five most likely, fp32)."""
+    model = judge_model(s, spec)
+    template = read_prompt(str(s.judge_prompts))
+    # torch and the model: loaded when a judge is, not when the CLI builds its parser
+    import torch
+
+    from prefalign.generation.policy import load_policy
+
+    tok = load_tokenizer(model)
+    chat = load_policy(model, s.dtype)
+    device = next(chat.parameters()).device
+
+    def top_logprobs(convs: list[list[dict[str, str]]]) -> list[list[tuple[str, float]]]:
+        out = []
+        for conv in convs:
+            inputs = tok.apply_chat_template(conv, add_generation_prompt=True, return_tensors="pt", return_dict=True)
+            with torch.no_grad():
+                logits = chat(**{k: v.to(device) for k, v in inputs.items()}).logits[0, -1].float()
+            values, ids = torch.log_softmax(logits, dim=-1).topk(TOP_LOGPROBS)
+            out.append([(tok.decode([int(i)]), float(v)) for v, i in zip(values, ids, strict=True)])
+        return out
+
+    return AlpacaEvalJudge(model, template, top_logprobs, given_files({"prompts": s.judge_prompts}))
+
+
 def arena_judge(s: PolicyBenchSettings, spec: dict[str, Any]) -> ArenaHardJudge:
     """--judge's chat model judging Arena-Hard's games with its judge_config.yaml (--judge-prompts), greedily."""
     model = judge_model(s, spec)
@@ -954,7 +994,7 @@ def run_policy_bench(settings: PolicyBenchSettings, judge: Any = None) -> tuple[
         raise UserError(f"{s.bench} is scored by its rules ({bench.rule}), not a judge; drop --judge")
     if bench.judge and judge is None:
         raise UserError(f"{s.bench} needs a judge: --judge SPEC (a reward model directory, or judge:MODEL ...)")
-    if isinstance(judge, FastChatJudge | ArenaHardJudge):
+    if isinstance(judge, FastChatJudge | ArenaHardJudge | AlpacaEvalJudge):
         judge.check(data.items)  # references, baseline answers, the prompts' fields: before anything is generated
     t0 = time.time()
     answers, reused = cached_answers(s.model, data, s, s.out)

@@ -909,7 +909,36 @@ def test_arenahard_judged_by_a_chat_model_with_its_own_judge_config(tmp_path, ti
     assert _run(*flags, *judge, "--out", str(tmp_path / "run")) == 2
     assert "arenahard: the judge gave no verdict on any game" in capsys.readouterr().err
     assert _run(*flags, *judge, "--judge-mode", "pairwise-baseline", "--judge-baseline", str(base)) == 2
-    assert "Arena-Hard's judge takes its baseline answers from --reference" in capsys.readouterr().err
+    assert "judges take their baseline answers from the set (--reference, --data)" in capsys.readouterr().err
     cfg.write_text("system_prompt: Judge.\n", encoding="utf-8")
     assert _run(*flags, *judge) == 2
     assert "prompt_template: missing" in capsys.readouterr().err
+
+
+def test_alpacaeval_judged_by_a_chat_model_with_its_own_prompt(tmp_path, tiny_model_ref):
+    """`align eval policy --bench alpacaeval --judge judge:MODEL --judge-prompts FILE`: the chat model's first-token
+    log-probabilities of m and M judge each pair (the rules are checked against the reference code in
+    tests/test_reference_scores.py); the annotations keep the reference's output order. The tiny random judge rarely
+    puts m or M among its five likeliest tokens: each item is then an abstention, counted."""
+    from leaderboards.alpacaeval_judge import switched
+
+    data = alpacaeval_file(tmp_path / "alpaca_eval_gpt4_baseline.json")
+    prompt = tmp_path / "clf.txt"
+    prompt.write_text(
+        "<|im_start|>system\nJudge.\n<|im_end|>\n<|im_start|>user\n{instruction}\nm: {output_1}\nM: {output_2}\n"
+        "Answer m or M.\n<|im_end|>",
+        encoding="utf-8",
+    )
+    out = tmp_path / "run"
+    flags = ("--bench", "alpacaeval", "--data", str(data), "--model", tiny_model_ref, "--out", str(out))
+    assert (
+        _run(*flags, "--judge", f"judge:{tiny_model_ref}", "--judge-prompts", str(prompt), "--lc-glm", "toolkit") == 0
+    )
+    report = json.loads((out / "report.json").read_text())
+    assert report["record"]["scorer"]["kind"] == "alpacaeval"
+    judged = report["record"]["scores"]["extra"]["judged"]
+    assert (judged["items"], judged["abstained"]) == (0, 3)  # neither m nor M among the tiny judge's five
+    notes = json.loads(Path(report["native"]).read_text())
+    assert [(n["preference"], n["is_switched_outputs"]) for n in notes] == [
+        (None, switched(n["instruction"])) for n in notes
+    ]

@@ -516,6 +516,101 @@ def test_arena_hard_judging_with_its_own_judge_config_is_gen_judgment_s(tmp_path
         read_judge_config(tmp_path / "bad.yaml")
 
 
+ALPACA_ROWS = [  # instruction, output_1 (the reference), output_2 (the model)
+    ("Say hi.", "hello", "hi"),
+    ("What is 2+2?", "4", "5"),
+    ("Name a fruit.", "apple", "pear"),
+    ("Pick a letter.", "p", "q"),
+    ("Count to 3.", "1 2 3", "1, 2, 3"),
+    ("Repeat: ok", "ok", "ok"),
+]
+ALPACA_TOP = {  # the output shown first -> the judge's five most likely first tokens (text, logprob)
+    "hello": [("m", -0.1), ("M", -2.5), ("The", -5.0), ("Both", -6.0), ("I", -7.0)],
+    "hi": [("m", -0.1), ("M", -2.5), ("The", -5.0), ("Both", -6.0), ("I", -7.0)],
+    "4": [("M", -0.05), ("The", -3.0), ("Model", -4.0), ("A", -5.0), ("B", -6.0)],
+    "5": [("M", -0.05), ("The", -3.0), ("Model", -4.0), ("A", -5.0), ("B", -6.0)],
+    "apple": [("The", -0.5), ("Model", -1.0), ("A", -2.0), ("B", -3.0), ("C", -4.0)],
+    "pear": [("The", -0.5), ("Model", -1.0), ("A", -2.0), ("B", -3.0), ("C", -4.0)],
+    "p": [("m", -1.0), ("M", -1.0), ("x", -2.0), ("y", -3.0), ("z", -4.0)],
+    "q": [("m", -1.0), ("M", -1.0), ("x", -2.0), ("y", -3.0), ("z", -4.0)],
+    "1 2 3": [("M", -0.3), ("m", -1.4), ("x", -2.0), ("y", -3.0), ("z", -4.0)],
+    "1, 2, 3": [("M", -0.3), ("m", -1.4), ("x", -2.0), ("y", -3.0), ("z", -4.0)],
+}
+ALPACA_PROMPT = """<|im_start|>system
+You judge.
+<|im_end|>
+<|im_start|>user
+## Instruction
+
+{
+    "instruction": \"\"\"{instruction}\"\"\",
+}
+
+{
+    {"model_identifier": "m", "output": \"\"\"{output_1}\"\"\"},
+    {"model_identifier": "M", "output": \"\"\"{output_2}\"\"\"}
+}
+
+## Best Model Identifier
+<|im_end|>"""
+
+
+def test_alpacaeval_weighted_judge_with_its_own_prompt_is_the_annotator_s(tmp_path):
+    """`align eval policy --bench alpacaeval --judge judge:MODEL --judge-prompts alpaca_eval_clf.txt`: the outputs
+    switched per instruction as the reference seeds it, the prompt filled and split into chat messages, the
+    preference from the first token's top-5 log-probabilities of m and M. The preferences are what alpaca_eval's
+    own weighted_alpaca_eval_gpt4_turbo annotator returned for the same top-5 log-probabilities: tatsu-lab/alpaca_eval
+    @ cd543a1, `SinglePairwiseAnnotator(prompt_template=..., fn_completions=<the canned replies>,
+    fn_completion_parser="logprob_parser", completion_parser_kwargs={"numerator_token": "m", "denominator_tokens":
+    ["m", "M"], "is_binarize": False}, completion_key="completions_all", annotation_column="preference")` called on
+    the rows above (its own prompt file; the one here is shorter, which changes nothing the rules read). It dropped
+    the row where neither token is among the five (an abstention here); identical outputs are 1.5 without asking
+    (`PairwiseAnnotatorLocal._preprocess`)."""
+    from leaderboards.alpacaeval_judge import AlpacaEvalJudge, chatml, fill, read_prompt, switched
+    from leaderboards.policy_bench import native_alpacaeval, score_pairwise
+    from leaderboards.policy_data import BenchData, BenchItem
+
+    (tmp_path / "clf.txt").write_text(ALPACA_PROMPT, encoding="utf-8")
+    template = read_prompt(tmp_path / "clf.txt")
+    asked = []
+
+    def top_logprobs(convs):
+        asked.extend(convs)
+        return [ALPACA_TOP[c[1]["content"].split('"output": """', 1)[1].split('"""', 1)[0]] for c in convs]
+
+    judge = AlpacaEvalJudge("judge", template, top_logprobs)
+    items = [BenchItem(str(k), [q], reference=ref) for k, (q, ref, _) in enumerate(ALPACA_ROWS)]
+    answers = [[a] for _, _, a in ALPACA_ROWS]
+    notes = judge.annotations(items, [a[0] for a in answers])
+    want = {  # instruction -> (switched, preference) as the reference printed them
+        "Say hi.": (True, 1.9168273035060777),
+        "What is 2+2?": (False, 2.0),
+        "Pick a letter.": (False, 1.5),
+        "Count to 3.": (True, 1.2497398944048823),
+    }
+    for (q, _, _), note in zip(ALPACA_ROWS, notes, strict=True):
+        if q in want:
+            assert (note["is_switched_outputs"], note["preference"]) == want[q], q
+    assert math.isnan(notes[2]["preference"]) and notes[5]["preference"] == 1.5
+    assert switched("Name a fruit.") == notes[2]["is_switched_outputs"]
+    assert len(asked) == 5  # the identical pair is not asked
+    assert asked[1] == chatml(fill(ALPACA_PROMPT, {"instruction": "What is 2+2?", "output_1": "4", "output_2": "5"}))
+    assert asked[1][0] == {"role": "system", "content": "You judge."} and asked[1][1]["role"] == "user"
+    data = BenchData("alpacaeval", "fixture", items)
+    settings = SimpleNamespace(bootstrap=0, seed=0, lc_glm="toolkit", lc_table=None)
+    scores, rows = score_pairwise(data, answers, judge, settings)
+    assert scores["extra"]["judged"]["abstained"] == 1
+    name, text = native_alpacaeval(data, answers, rows, "m", "judge")
+    annotations = json.loads(text)
+    assert [a["preference"] for a in annotations] == [
+        None if math.isnan(n["preference"]) else n["preference"] for n in notes
+    ]
+    assert [a["is_switched_outputs"] for a in annotations] == [n["is_switched_outputs"] for n in notes]
+    (tmp_path / "plain.txt").write_text("Judge {instruction} {output_1}", encoding="utf-8")
+    with pytest.raises(UserError, match="no {output_2}.*not ChatML"):
+        read_prompt(tmp_path / "plain.txt")
+
+
 ARENA_STYLE = FIXTURES / "arenahard_style"
 V01_STYLE = {
     # control: (the coefficients line, {model: (score, lower, upper)} as `stats` holds them)
