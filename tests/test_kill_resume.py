@@ -1,11 +1,13 @@
 """kill -9 at random moments, then `--resume`, until the run ends: it ends where an uninterrupted run ends.
 
-For each trainer (reward model, offline DPO, online GRPO, a thinking judge) a tiny run is made twice from the
+For each trainer (reward model, offline DPO, online GRPO, a thinking judge, POLAR's pre-training, and GRPO on a
+Lagrangian composition of rewards, its multipliers part of the state) a tiny run is made twice from the
 command line: once straight through, once killed with SIGKILL at ten seeded random moments (half drawn over the time
 the uninterrupted run took after its first line, scaled to the steps left, so they fall in data loading, steps,
 checkpoint writes and the final save alike; half just after a randomly chosen later step's checkpoint, mid-training)
 and rerun with `--resume` after each kill. The two must end with the same final weights, and `metrics.jsonl` must
-hold every step exactly once with the uninterrupted run's loss; at least two reruns must have continued from a
+hold every step exactly once with the uninterrupted run's loss (and, for the composition, its weights and
+multipliers); at least two reruns must have continued from a
 checkpoint (counted from their own output).
 
 The quickstart as a whole is killed the same way, each kill in the first stage not finished yet (now and then a
@@ -13,8 +15,8 @@ later one; in a training stage every other kill just after a checkpoint short of
 continue interrupted training whatever the machine's speed), and rerun with the same command: it must end with every
 stage's weights and the evaluation's numbers of an uninterrupted run.
 
-Bit for bit: the reward model, the online run and the judge restore their weights, optimizer, scheduler, RNG streams
-and data position exactly, and a CPU repeats the same arithmetic, so their final weights are identical. Offline DPO
+Bit for bit: the reward model, POLAR, the online runs (a composition's multipliers included) and the judge restore
+their weights, optimizer, scheduler, RNG streams and data position exactly, and a CPU repeats the same arithmetic, so their final weights are identical. Offline DPO
 too: its reference log-probs are computed once and cached, and the resumed run reads the same cache.
 """
 
@@ -64,8 +66,43 @@ CONFIGS = {
         "data: {source: suite, suite_per_family: 6, split: train, limit: 24}\neval: {split: none}\n"
         f"train: {{{TRAIN}, batch_size: 4, max_length: 1024}}\n",
     ),
+    "polar": (  # pre-training on a pool of trajectories (made first, `make_pool`)
+        ["rm", "train", "--config"],
+        f"kind: polar_train\nstage: pretrain\nmodel: {TINY}\n"
+        "data: {pool: POOL, triples_per_prompt: 4, heldout_fraction: 0.2}\n"
+        "input: {max_length: 256, max_response_length: 64}\neval: {stats_pairs: 8}\n"
+        f"train: {{{TRAIN}, batch_size: 4}}\n",
+    ),
+    "lagrangian": (  # a constraint on the gold grader's score: its multiplier moves every step
+        ["train"],
+        f"kind: online\nmodel: {TINY}\nreward:\n"
+        f"  - {{type: implicit, model: {TINY}, reference_free: true, normalization: mean, name: lp}}\n"
+        "  - {type: grader, name: gold}\n"
+        "composition: {aggregate: weighted_sum, update: lagrangian, constraints: [{component: gold, threshold: 0.5, "
+        "type: ge}]}\nrollout: {group_size: 4, prompts_per_step: 2, max_new_tokens: 8}\neval: {limit: 0}\n"
+        f"train: {{{TRAIN}, batch_size: 8, lr_scheduler: linear}}\nlora: {{r: 4, alpha: 8}}\nsave_merged: false\n",
+    ),
 }
 KILLS = 10
+
+
+def make_pool(tmp_path: Path) -> Path:
+    """A POLAR pool: 12 prompts, two samples each from three policies (the tiny model, as is and degraded)."""
+    import yaml
+
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text("".join(json.dumps({"prompt": f"Name a color number {i}."}) + "\n" for i in range(12)))
+    policies = [
+        {"name": "warm", "model": TINY, "temperature": 1.0},
+        {"name": "shuffled", "model": TINY, "temperature": 1.0, "degradation": "shuffle"},
+        {"name": "wrong", "model": TINY, "temperature": 1.0, "degradation": "wrong"},
+    ]
+    cfg = {"kind": "polar_pool", "output_dir": str(tmp_path / "pool"), "prompts": {"source": str(prompts)}}
+    cfg |= {"samples_per_prompt": 2, "max_new_tokens": 6, "dtype": "float32", "policies": policies}
+    (tmp_path / "pool.yaml").write_text(yaml.safe_dump(cfg), encoding="utf-8")
+    proc = launch(["rm", "train", "--config", str(tmp_path / "pool.yaml")], tmp_path / "pool.log")
+    finish(proc)
+    return tmp_path / "pool"
 
 
 def launch(args: list[str], log: Path) -> subprocess.Popen[bytes]:
@@ -121,17 +158,24 @@ def weights(out: Path) -> dict[str, torch.Tensor]:
     return found
 
 
-def losses(out: Path) -> dict[int, float]:
-    """step -> loss from metrics.jsonl, asserting that no step was logged twice."""
+STATE_KEYS = ("loss", "weight/", "multiplier/")
+"""What metrics.jsonl must repeat exactly: the loss, and a composition's weights and multipliers."""
+
+
+def losses(out: Path) -> dict[int, dict[str, float]]:
+    """step -> its loss (and a composition's weights and multipliers) from metrics.jsonl, asserting that no step was
+    logged twice."""
     rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text(encoding="utf-8").splitlines() if x.strip()]
     steps = [r["step"] for r in rows if "loss" in r]
     assert len(steps) == len(set(steps)), f"a step logged twice: {steps}"
-    return {r["step"]: r["loss"] for r in rows if "loss" in r}
+    return {r["step"]: {k: v for k, v in r.items() if k.startswith(STATE_KEYS)} for r in rows if "loss" in r}
 
 
 @pytest.mark.parametrize("name", sorted(CONFIGS))
 def test_killed_at_random_moments_and_resumed_ends_as_an_uninterrupted_run(tmp_path, tiny_model_ref, name):
     verb, text = CONFIGS[name]
+    if "POOL" in text:
+        text = text.replace("POOL", str(make_pool(tmp_path)))
     runs = straight_and_killed(tmp_path, text)
     cfg, out = runs["straight"]
     proc = launch([*verb, str(cfg)], tmp_path / "straight.log")
