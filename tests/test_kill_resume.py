@@ -16,8 +16,9 @@ continue interrupted training whatever the machine's speed), and rerun with the 
 stage's weights and the evaluation's numbers of an uninterrupted run.
 
 Bit for bit: the reward model, POLAR, the online runs (a composition's multipliers included) and the judge restore
-their weights, optimizer, scheduler, RNG streams and data position exactly, and a CPU repeats the same arithmetic, so their final weights are identical. Offline DPO
-too: its reference log-probs are computed once and cached, and the resumed run reads the same cache.
+their weights, optimizer, scheduler, RNG streams and data position exactly, and a CPU repeats the same arithmetic,
+so their final weights are identical. Offline DPO too: its reference log-probs are computed once and cached, and the
+resumed run reads the same cache.
 """
 
 from __future__ import annotations
