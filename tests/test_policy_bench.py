@@ -942,3 +942,10 @@ def test_alpacaeval_judged_by_a_chat_model_with_its_own_prompt(tmp_path, tiny_mo
     assert [(n["preference"], n["is_switched_outputs"]) for n in notes] == [
         (None, switched(n["instruction"])) for n in notes
     ]
+    flags = (*flags[:-1], str(tmp_path / "again"))  # a rerun: the same record and annotations
+    assert (
+        _run(*flags, "--judge", f"judge:{tiny_model_ref}", "--judge-prompts", str(prompt), "--lc-glm", "toolkit") == 0
+    )
+    again = json.loads((tmp_path / "again" / "report.json").read_text())
+    assert again["record"]["scores"] == report["record"]["scores"]
+    assert (tmp_path / "again" / "annotations.json").read_text() == Path(report["native"]).read_text()
