@@ -523,3 +523,21 @@ def test_answers_to_one_prompt_share_its_encoding_and_score_as_alone(rm_dir, sca
     assert together == pytest.approx(alone, abs=1e-4)
     assert sorted(seen) == [1, 2, 4]  # four answers behind one prompt, the fifth alone, the pair
     assert len({round(x, 3) for x in together}) >= 5  # not vacuous
+
+
+def test_a_chat_model_is_refused_as_a_scalar_reward_model(tiny_model_ref, tmp_path):
+    """A causal LM has no reward head: transformers would draw one at random, and every score with it. The scalar
+    scorer refuses it, naming what to give instead; an RM saved whole or as a LoRA adapter with its head is taken."""
+    from peft import LoraConfig, get_peft_model
+
+    from prefalign.models.hub import load_seq_cls
+    from reward_models.checkpoint import head_of
+
+    with pytest.raises(UserError, match="not a reward model: it has no trained reward head.*align rm train"):
+        load_scorer("scalar", model=tiny_model_ref, dtype="float32")
+    adapter = get_peft_model(
+        load_seq_cls(tiny_model_ref, dtype="float32"), LoraConfig(r=2, task_type="SEQ_CLS", target_modules=["q_proj"])
+    )
+    adapter.save_pretrained(str(tmp_path / "adapter"))
+    assert head_of(tmp_path / "adapter") is not None
+    assert "score" in str(head_of(tmp_path / "adapter"))
