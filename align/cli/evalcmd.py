@@ -11,7 +11,8 @@ import argparse
 from align.cli.common import HelpFormatter
 from align.compare import CompareSettings
 from align.overopt import OveroptSettings
-from leaderboards.policy_bench import PolicyBenchSettings, load_judge, run_policy_bench, write_reference
+from leaderboards.bench_judges import load_judge
+from leaderboards.policy_bench import PolicyBenchSettings, run_policy_bench, write_reference
 from leaderboards.policy_bench import report_lines as bench_report_lines
 from prefalign.files import write_json
 
