@@ -153,10 +153,6 @@ class AlpacaEvalJudge:
             out[k]["preference"] = 3 - p if out[k]["is_switched_outputs"] else p
         return out
 
-    def preferences(self, items: Sequence[BenchItem], answers: Sequence[str]) -> list[float]:
-        """P(the model's answer better) per item: the reference's preference - 1; NaN where the judge abstained."""
-        return [a["preference"] - 1 for a in self.annotations(items, answers)]
-
     def describe(self) -> dict[str, Any]:
         return {
             "model": self.model,

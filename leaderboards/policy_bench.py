@@ -719,7 +719,9 @@ class PolicyBenchSettings(DecodingSettings):
         "data/judge_prompts.jsonl, each answer graded as its llm_judge does, the rating read from [[x]] (else [x]; "
         "-1 when none, left out and counted), the judgments in model_judgment_single.jsonl. arenahard: its "
         "config/judge_config.yaml (v0.1), both games of every question judged as its gen_judgment.py does (asked "
-        "again while no verdict, up to number_of_judgment_attempts), the judgments in model_judgment.jsonl",
+        "again while no verdict, up to number_of_judgment_attempts), the judgments in model_judgment.jsonl. "
+        "alpacaeval: its annotator prompt (alpaca_eval_clf.txt), each pair judged by the judge's first-token "
+        "log-probabilities of m and M as weighted_alpaca_eval_gpt4_turbo does, in annotations.json",
         metavar="FILE",
     )
     judge_reference: str | None = option(
@@ -810,9 +812,8 @@ class PolicyBenchSettings(DecodingSettings):
         ):
             problems.append(
                 "judge_mode: --judge-mode, --judge-reference and --judge-baseline are FastChat's MT-Bench settings; "
-                "Arena-Hard's and "
-                "AlpacaEval's judges take their baseline answers from the set (--reference, --data) and their "
-                "settings from --judge-prompts"
+                "Arena-Hard's and AlpacaEval's judges take their baseline answers from the set (--reference, --data) "
+                "and their settings from --judge-prompts"
             )
         if self.judge_mode != "single" and self.judge_prompts is None:
             problems.append("judge_mode: grades with FastChat's prompts; add --judge-prompts")

@@ -205,13 +205,13 @@ def head_of(path: str | Path) -> str | None:
     return heads[0] if heads else None
 
 
-def load_rm(ref: str, dtype: str = "bfloat16", *, untrained_head: bool = False) -> tuple[Any, Any, RewardStats]:
+def load_rm(ref: str, dtype: str = "bfloat16") -> tuple[Any, Any, RewardStats]:
     """(model in eval mode, tokenizer, stats) for a saved RM directory, a builtin, or a hub id. A model without a
     trained reward head (a chat model, not an RM) is refused, since its head would be drawn at random and every
-    score with it, unless `untrained_head` (a test of the plumbing, never a reward)."""
+    score with it."""
     path = resolve(ref)
     p = Path(path)
-    if p.is_dir() and not untrained_head and head_of(p) is None:
+    if p.is_dir() and head_of(p) is None:
         raise UserError(
             f"{ref}: not a reward model: it has no trained reward head (its config.json names no "
             "*ForSequenceClassification architecture and no adapter saves a score head), so its rewards would be "
