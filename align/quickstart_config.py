@@ -31,12 +31,11 @@ def _default_rm() -> RMTrainConfig:
                 "warmup_ratio": 0.05,
                 "max_length": 256,
                 "log_every": 5,
-                # the RM saved in fp32 whatever it trained in: the rounds read it in bf16 where bf16 is native (the
-                # same weights either way), but its reward statistics and the evaluation's learned reward are
-                # measured in fp32 on the saved weights, and a bf16 copy moves them (3 of 365 test pairs change
-                # sides on suite seed 0); `rm.train.save_precision=auto` halves the RM's 517 MB
-                "save_precision": "fp32",
             },
+            # the RM saved as its LoRA adapter and score head (23 MB, not 517): every scorer merges it in fp32 onto
+            # its base as it trained (bf16 where bf16 is native), the weights the fp32 merged copy held, bit for
+            # bit; `rm.save=merged` writes that copy for plain transformers
+            "save": "adapter",
         },
     )
 

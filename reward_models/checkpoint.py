@@ -3,6 +3,9 @@
 Layout of a saved RM directory:
   config.json, model.safetensors       merged weights (full fine-tuning, or LoRA merged into the base), or
   adapter_config.json, adapter_model.safetensors   a peft adapter whose `modules_to_save` holds the score head
+                                       (`align rm train` with `save: adapter`), and adapter_base.json: the
+                                       precision its base trained in; loading merges it in fp32 onto that base,
+                                       bit for bit the weights the same run saves whole
   tokenizer files, chat_template.jinja the tokenizer and chat template the RM was trained with
   reward_stats.json                    normalisation statistics of the rewards on the training data:
                                        {"mean", "std", "n", "num_labels", "computed_on", "response_end"}
@@ -34,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from prefalign.errors import UserError
 from prefalign.files import write_json, write_text
-from prefalign.models.hub import is_adapter, load_model, load_tokenizer, resolve
+from prefalign.models.hub import ADAPTER_BASE_FILE, adapter_base_dtype, is_adapter, load_model, load_tokenizer, resolve
 
 if TYPE_CHECKING:
     import torch
@@ -78,6 +81,9 @@ def save_rm(
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    # the precision the adapter's base trained in, recorded beside a saved adapter so that loading merges it as the
+    # merge below would have (`load_model`: bit for bit the whole model this function would otherwise write)
+    base_dtype = _base_dtype(model) if hasattr(model, "peft_config") else None
     gathered = out.with_name(out.name + ".gathered")
     if state is not None:
         try:
@@ -97,9 +103,17 @@ def save_rm(
     tokenizer = copy.deepcopy(tokenizer)
     distinct_pad(tokenizer, model)
     model.save_pretrained(str(out), safe_serialization=True)
+    if hasattr(model, "peft_config") and base_dtype is not None:
+        write_json(out / ADAPTER_BASE_FILE, {"dtype": base_dtype})
     tokenizer.save_pretrained(str(out))
     write_stats(out, stats, card or {})
     return out
+
+
+def _base_dtype(model: Any) -> str:
+    """The dtype a peft model's frozen base weights are stored in (bfloat16 for a LoRA base loaded in bf16)."""
+    frozen = (p.dtype for p in model.parameters() if not p.requires_grad)  # LoRA leaves the base's weights frozen
+    return str(next(frozen, next(model.parameters()).dtype)).removeprefix("torch.")
 
 
 def write_stats(out: str | Path, stats: RewardStats, card: dict[str, Any]) -> None:
@@ -131,10 +145,33 @@ def distinct_pad(tokenizer: Any, model: Any) -> None:
         m.config.pad_token_id = tokenizer.pad_token_id
 
 
+def _plain_load(out: Path) -> str:
+    """The lines of the model card's recipe that load the RM in `out` (whole, or a LoRA adapter merged as
+    `load_model` merges it) in fp32 with plain transformers (and peft)."""
+    head = "import torch\nfrom transformers import AutoModelForSequenceClassification, AutoTokenizer\n"
+    if not is_adapter(out):
+        return (
+            f'{head}\npath = "{out}"\ntokenizer = AutoTokenizer.from_pretrained(path)\n'
+            "model = AutoModelForSequenceClassification.from_pretrained(path, dtype=torch.float32)"
+        )
+    base = json.loads((out / "adapter_config.json").read_text(encoding="utf-8"))["base_model_name_or_path"]
+    trained_on = adapter_base_dtype(out) or "float32"
+    return (
+        f"{head}from peft import PeftModel\n\n"
+        f'path = "{out}"  # a LoRA adapter with the score head; merged onto its base as it trained ({trained_on})\n'
+        "tokenizer = AutoTokenizer.from_pretrained(path)\n"
+        f'base = AutoModelForSequenceClassification.from_pretrained("{base}", num_labels=1, '
+        f"dtype=torch.{trained_on}).float()\n"
+        "model = PeftModel.from_pretrained(base, path).merge_and_unload()\n"
+        "model.config.pad_token_id = tokenizer.pad_token_id"
+    )
+
+
 def model_card(out: Path, stats: RewardStats, card: dict[str, Any], pad_token: str) -> str:
     """README.md for a saved RM: what it is and how to score with plain transformers (the numbers match
     `align rm score --raw`)."""
     facts = "\n".join(f"- {k}: {v}" for k, v in card.items())
+    load = _plain_load(out)
     return f"""---
 library_name: transformers
 pipeline_tag: text-classification
@@ -149,12 +186,7 @@ A Bradley-Terry reward model (one scalar per conversation) trained with prefalig
 ## Score with plain transformers
 
 ```python
-import torch
-from transformers import AutoModelForSequenceClassification, AutoTokenizer
-
-path = "{out}"
-tokenizer = AutoTokenizer.from_pretrained(path)
-model = AutoModelForSequenceClassification.from_pretrained(path, dtype=torch.float32)
+{load}
 messages = [{{"role": "user", "content": "What is 2 + 2?"}}, {{"role": "assistant", "content": "4"}}]
 inputs = tokenizer.apply_chat_template(messages, return_tensors="pt", return_dict=True)
 with torch.no_grad():
@@ -219,7 +251,11 @@ def load_rm(ref: str, dtype: str = "bfloat16") -> tuple[Any, Any, RewardStats]:
             "directory, or a hub RM; for a rule reward use `type: grader`, for a policy's own implicit reward "
             "`type: implicit`"
         )
-    model = load_model(ref, dtype, merge=False, head="seq_cls")  # a peft adapter keeps its adapters
+    # an adapter is merged into its base (in fp32, then cast to dtype): it scores as the same RM saved whole does
+    model = load_model(ref, dtype, merge=True, head="seq_cls")
     if p.exists() and not (p / STATS_FILE).exists() and not (p / "config.json").exists():
         raise UserError(f"{p} is not a reward model directory (no config.json or adapter_config.json)")
-    return model, load_tokenizer(ref if not (p / "tokenizer_config.json").exists() else path), read_stats(p)
+    tokenizer = load_tokenizer(ref if not (p / "tokenizer_config.json").exists() else path)
+    if is_adapter(path):  # the base's config does not know the pad token the RM was saved with
+        model.config.pad_token_id = tokenizer.pad_token_id
+    return model, tokenizer, read_stats(p)

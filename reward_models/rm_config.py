@@ -86,14 +86,28 @@ class RMTrainConfig:
     train: TrainSection = option(factory=TrainSection, doc="optimisation settings")
     lora: LoraSection = option(factory=LoraSection, doc="LoRA settings (train.method: lora)")
     strength: StrengthSection = option(factory=StrengthSection, doc="noisy-label handling from preference strength")
+    save: Literal["merged", "adapter"] = option(
+        "merged",
+        "how a LoRA RM is saved: merged = one whole model (train.save_precision), loaded by plain transformers "
+        "alone; adapter = the LoRA adapter and score head (a few MB instead of the whole model's 517 MB at 135M in "
+        "fp32) with the precision its base trained in, which every scorer here merges in fp32 on loading: the "
+        "same weights, bit for bit, as merged with train.save_precision: fp32 (peft and the base model needed "
+        "to load it elsewhere; its model card shows how)",
+    )
 
     def check(self) -> list[str]:
+        problems = []
         if self.strength.adaptive_margin and self.loss.margin != "none":
-            return [
+            problems.append(
                 f"strength.adaptive_margin: the ensemble's margin would replace loss.margin: {self.loss.margin}; "
                 "use one of them (set loss.margin: none, or strength.adaptive_margin: false)"
-            ]
-        return []
+            )
+        if self.save == "adapter" and self.train.method != "lora":
+            problems.append(
+                f"save: adapter needs train.method: lora (a {self.train.method} fine-tune has no adapter); "
+                "use save: merged"
+            )
+        return problems
 
 
 __all__ = ["EvalSection", "RMLossSection", "RMTrainConfig", "StrengthSection"]

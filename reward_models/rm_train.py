@@ -143,6 +143,7 @@ def run(cfg: RMTrainConfig, resume: bool = False) -> dict[str, Any]:
         tokenizer,
         run.dir / "model",
         RewardStats(computed_on="pending"),
+        merge=cfg.save == "merged",
         card=card,
         state=whole,
         dtype=saved_dtype(cfg.train),

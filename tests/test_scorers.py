@@ -541,3 +541,53 @@ def test_a_chat_model_is_refused_as_a_scalar_reward_model(tiny_model_ref, tmp_pa
     adapter.save_pretrained(str(tmp_path / "adapter"))
     assert head_of(tmp_path / "adapter") is not None
     assert "score" in str(head_of(tmp_path / "adapter"))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_an_rm_saved_as_its_adapter_scores_bit_for_bit_as_saved_merged(tiny_model_ref, tmp_path, dtype):
+    """A LoRA RM trained on a bf16 base (the quickstart's) saved as its adapter (`save: adapter`) loads as exactly
+    the weights the same model saved merged in fp32 holds, parameters and buffers, so every score is equal to the
+    last bit in fp32 and in bf16; the adapter directory is a fraction of the whole model's size."""
+    from peft import LoraConfig, get_peft_model
+
+    from prefalign.models.hub import ADAPTER_BASE_FILE, load_seq_cls, load_tokenizer
+    from reward_models.checkpoint import RewardStats, load_rm, save_rm
+
+    # the checkpoint's fp32 weights are not all bf16 values: a base loaded in fp32 would not be the trained one
+    assert any(
+        not torch.equal(p, p.bfloat16().float()) for p in load_seq_cls(tiny_model_ref, dtype="float32").parameters()
+    )
+    base = load_seq_cls(tiny_model_ref, dtype="bfloat16")  # the trained base's storage, as a bf16 LoRA run has it
+    model = get_peft_model(
+        base,
+        LoraConfig(
+            r=4, lora_alpha=8, task_type="SEQ_CLS", target_modules=["q_proj", "v_proj"], modules_to_save=["score"]
+        ),
+    )
+    torch.manual_seed(0)
+    for name, p in model.named_parameters():  # a trained adapter and head: B and the score away from their start
+        if "lora_B" in name or "modules_to_save" in name:
+            with torch.no_grad():
+                p.copy_(torch.randn_like(p) * 0.05)
+    tokenizer = load_tokenizer(tiny_model_ref)
+    stats = RewardStats(0.0, 1.0, 4, 1, "test")
+    merged = save_rm(model, tokenizer, tmp_path / "merged", stats, dtype=torch.float32)
+    adapter = save_rm(model, tokenizer, tmp_path / "adapter", stats, merge=False)
+    assert (adapter / ADAPTER_BASE_FILE).exists() and not (adapter / "model.safetensors").exists()
+    assert "PeftModel.from_pretrained" in (adapter / "README.md").read_text()
+
+    whole, _, _ = load_rm(str(merged), dtype=dtype)
+    small, _, _ = load_rm(str(adapter), dtype=dtype)
+    a, b = whole.state_dict(), small.state_dict()
+    assert sorted(a) == sorted(b)
+    assert [k for k in a if a[k].dtype != b[k].dtype or not torch.equal(a[k], b[k])] == []
+    assert small.config.pad_token_id == whole.config.pad_token_id
+    scores = [load_scorer("scalar", model=str(d), dtype=dtype, normalize=False) for d in (merged, adapter)]
+    prompts = [_conv(("user", "What is 2 + 2?")), _conv(("user", "Name a colour."))]
+    responses = [_conv(("assistant", "4")), _conv(("assistant", "Blue, as the sky."))]
+    got = [s.score(prompts, responses) for s in scores]
+    assert got[0] == got[1] and len(set(got[0])) == 2
+    # without the record the base is read in fp32 from its checkpoint, not as it trained: other weights
+    (adapter / ADAPTER_BASE_FILE).unlink()
+    c = load_rm(str(adapter), dtype="float32")[0].state_dict()
+    assert any(not torch.equal(a[k].float(), c[k].float()) for k in a)

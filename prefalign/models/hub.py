@@ -413,6 +413,16 @@ def load_tokenizer(ref: str):
     return _hub_call(ref, AutoTokenizer.from_pretrained, path)
 
 
+ADAPTER_BASE_FILE = "adapter_base.json"
+"""Beside a saved adapter: {"dtype": the precision its base model was loaded in while it trained}."""
+
+
+def adapter_base_dtype(path: str | Path) -> str | None:
+    """The precision an adapter's base was loaded in while it trained, where its directory records it."""
+    f = Path(path) / ADAPTER_BASE_FILE
+    return json.loads(f.read_text(encoding="utf-8"))["dtype"] if f.exists() else None
+
+
 def base_of_adapter(path: str) -> str:
     cfg = json.loads((Path(path) / "adapter_config.json").read_text())
     return resolve(cfg["base_model_name_or_path"])
@@ -467,7 +477,10 @@ def load_model(
     a peft adapter directory included: that loads onto its base model, and `merge` says how.
 
     merge=True: the adapter is merged into the base, which is loaded in fp32 so that a small LoRA delta is not
-    rounded away in bf16, and the result is cast to `dtype`: a plain transformers model (for generation).
+    rounded away in bf16, and the result is cast to `dtype`: a plain transformers model (for generation). An
+    adapter that records the precision its base trained in (`ADAPTER_BASE_FILE`, written by `save_rm`: a LoRA RM
+    on a bf16 base) has its base loaded in that precision first, then widened to fp32 for the merge: the merged
+    weights are then, bit for bit, those the run would have merged and saved whole.
     merge=False: a `PeftModel` with the adapters active, weights in `dtype`; `disable_adapter()` gives the base
     (the reference of an implicit reward, at no extra memory).
 
@@ -481,11 +494,14 @@ def load_model(
         return load_base(ref, dtype=dtype)
     from peft import PeftModel  # lazy: peft, not needed to resolve a reference
 
-    base_dtype = "float32" if merge else dtype
+    trained_on = adapter_base_dtype(path) if merge else None
+    base_dtype = trained_on or ("float32" if merge else dtype)
     if onto is None:
         base = load_base(base_of_adapter(path), dtype=base_dtype)
     else:
         base = load_model(onto, base_dtype, merge=True, head=head)
+    if trained_on is not None:
+        base = base.float()  # the trained base's values, widened as the run's own merge widened them
     if vocab is not None and base.get_input_embeddings().num_embeddings != vocab:
         base.resize_token_embeddings(vocab)
     if merge:
