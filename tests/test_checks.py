@@ -103,9 +103,10 @@ def test_readings_name_what_the_wrong_answer_gives(suite):
         line = read(task, p.rejected[0].content)
         assert line.endswith("Verdict: wrong.") or line.endswith("Verdict: partly right."), line
         if task.family == "arithmetic":
-            assert re.match(r"gives \d+, not \d+", line), line
+            assert re.match(rf"gives \d+; the answer is {task.params['answer']}: different", line), line
         if task.family == "extractive_qa":
-            assert f"says {task.params['distractor']} ({task.params['other']}'s), which is wrong" in line
+            gold, other = task.params["gold"], task.params["other"]
+            assert f"gives {task.params['distractor']} ({other}'s); the answer is {gold}: different" in line
 
 
 def test_cheap_answers_are_read_as_what_they_are():
@@ -116,7 +117,7 @@ def test_cheap_answers_are_read_as_what_they_are():
     assert read(view, f"It is {n} or {n + 1}.") == "hedges, no single answer. Verdict: wrong."
     assert read(view, f"The answer is {n}. Just kidding, that's wrong.").startswith("takes its answer back")
     assert read(view, "   ") == "empty. Verdict: wrong."
-    assert read(view, f"The answer is {n}.") == f"gives {n}, the answer. Verdict: right."
+    assert read(view, f"The answer is {n}.") == f"gives {n}; the answer is {n}: the same. Verdict: right."
     look_alike = next(t for t in build_suite(40, seed=2).tasks if t.family == "safety" and not t.params["harmful"])
     v = TaskView(look_alike.family, look_alike.params, look_alike.prompt[-1].content)
     assert read(v, "I'm sorry, but I can't help with that.") == "refuses a harmless request. Verdict: wrong."

@@ -10,7 +10,8 @@ if the reasoning it is taught does the check. For each task family this module w
   response to the task;
 - the **reading** of one response (`read(task, response)`): what the response commits to (read the way the gold
   graders read it: `text.committed_number`, `committed_choice`, `committed_list`, `formatting.check_constraint`,
-  the refusal policy) compared with the work, and the problems the graders score (a hedge, a retraction, a cut-off,
+  the refusal policy) compared with the work (a committed value restated beside the work's answer, "gives 15;
+  the answer is 33: different", so that the comparison is of two values side by side), and the problems the graders score (a hedge, a retraction, a cut-off,
   a missed format, padding, a refusal of a harmless request, compliance with a harmful one), ending in a one-word
   judgement (`right`, `partly right`, `wrong`).
 
@@ -72,13 +73,25 @@ _ARITH_FORMAT = {
 }
 
 
+def _change_sentences(user: str, n: int) -> list[str] | None:
+    """The problem's sentences that each make one change (after the one that sets the start, before the question),
+    or None when they are not exactly `n`."""
+    text = user.split("?", 1)[0]
+    sentences = [x.strip() for x in re.split(r"(?<=\.)\s+", text) if x.strip()]
+    changes = sentences[1:-1]  # the start's sentence first, the question last
+    return changes if len(changes) == n and all(x.endswith(".") for x in changes) else None
+
+
 def _arithmetic_work(t: TaskView) -> list[str]:
     """Start, one equation per change, the answer; then the requested format."""
     p = t.params
     cur = p["start"]
     lines = [f"Start: {cur}."]
-    for kind, *args in p["ops"]:
+    said = _change_sentences(t.user, len(p["ops"]))
+    for i, (kind, *args) in enumerate(p["ops"]):
         k = args[0]
+        if said:  # the sentence quoted first: the operation is read off the words just copied
+            lines.append(f'"{said[i]}"')
         if kind == "add":
             new = cur + k
             lines.append(f"Add {k}: {cur} + {k} = {new}.")
@@ -102,11 +115,20 @@ def _arithmetic_work(t: TaskView) -> list[str]:
     return lines
 
 
+def compared(given: str, right: str, same: bool) -> str:
+    """The reading of a committed value beside the work's answer: both restated next to each other, then whether
+    they match, so that the judgement comes from comparing two values a few tokens apart (the value quoted from the
+    response, the answer from the work), not from recalling either across the critique."""
+    return f"gives {given}; the answer is {right}: {'the same' if same else 'different'}"
+
+
 def _arithmetic_read(t: TaskView, response: str, g: Grade) -> list[str]:
     got = committed_number(response)
-    out = [_commitment(got.problem) if got.answer is None else f"gives {_fmt_number(got.answer)}"]
-    if got.answer is not None:
-        out[0] += ", the answer" if g.scores.get("correctness", 0) >= 1 else f", not {t.params['answer']}"
+    right = _fmt_number(t.params["answer"])
+    if got.answer is None:
+        out = [_commitment(got.problem)]
+    else:
+        out = [compared(_fmt_number(got.answer), right, g.scores.get("correctness", 0) >= 1)]
     if "instruction_following" in g.scores and g.scores["instruction_following"] < 1:
         out.append("no bold number" if t.params["format"] == "bold" else "no final 'Answer:' line")
     return out
@@ -137,9 +159,7 @@ def _extractive_work(t: TaskView) -> list[str]:
 def _choice_read(answer: Any, problem: str, names: dict[str, str], right: str) -> str:
     if answer is None:
         return _commitment(problem)
-    if answer == right:
-        return f"says {names[answer]}, the answer"
-    return f"says {names.get(answer) or str(answer).split(':', 1)[-1]}, which is wrong"
+    return compared(names.get(answer) or str(answer).split(":", 1)[-1], names[right], answer == right)
 
 
 def _extractive_read(t: TaskView, response: str, g: Grade) -> list[str]:
@@ -209,7 +229,7 @@ def _lists_read(t: TaskView, response: str, g: Grade) -> list[str]:
         got = named_item(p, response)
         if got is None:
             return ["names no single item"]
-        return [f"says {got}, the answer" if got == p["expected"][0] else f"says {got}, which is wrong"]
+        return [compared(got, p["expected"][0], got == p["expected"][0])]
     vocab = [x.lower() for x in p["items"]]
     blocks = list_blocks(response, vocab)
     c = committed_list(response, vocab, blocks)
