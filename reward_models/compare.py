@@ -77,6 +77,7 @@ class Scored:
 
     correct: list[float]
     consistent: list[float] | None = None
+    ties: int = 0  # pairs a pointwise scorer gave equal finite scores (counted wrong in `correct`)
 
 
 def _pairwise(scorer: Any, chunk: list[PreferencePair]) -> tuple[list[float], list[float] | None]:
@@ -119,6 +120,7 @@ def score_pairs(scorer: Any, pairs: list[PreferencePair], batch: int = 64) -> Sc
         else:
             both = scorer.score(prompts + prompts, chosen + rejected)
         n = len(chunk)
+        out.ties += sum(not math.isnan(c) and c == r for c, r in zip(both[:n], both[n:], strict=True))
         out.correct += [
             float(not math.isnan(c) and not math.isnan(r) and c > r) for c, r in zip(both[:n], both[n:], strict=True)
         ]
@@ -184,6 +186,7 @@ def scorer_report(scorer: Any, pairs: list[PreferencePair], bootstrap: int = 200
         "seconds_per_pair": seconds / len(pairs),
         "failures": dict(getattr(scorer, "failures", {}) or {}),
         "abstentions": dict(getattr(scorer, "abstentions", {}) or {}),
+        "ties": scored.ties,
         **{name: {k: _summary(c, idx, bootstrap, seed) for k, idx in g.items()} for name, g in groups.items()},
         # a reference scorer has it easy where the chosen answer is the reference itself (about a fifth of
         # the suite's pairs): accuracy on each side, with its pair count
@@ -276,6 +279,8 @@ def summary_lines(result: dict) -> list[str]:
             lines.append(f"{'':<24} {_acc(r['checked']):<24} on the {r['checked']['pairs']} {what} pairs")
         if "position_consistency" in r:
             lines.append(f"{'':<24} {_acc(r['position_consistency']):<24} position consistency (both orders agree)")
+        if r.get("ties"):
+            lines.append(f"{'':<24} {r['ties']:>8d}  pairs scored equal (ties, counted wrong)")
         for k, v in r["by_reference_match"].items():
             lines.append(f"{'':<24} {v['accuracy']:>8.3f}  on {v['pairs']} pairs where {k.replace('_', ' ')}")
         if first is None:

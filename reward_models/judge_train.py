@@ -471,7 +471,7 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
         lo, hi = ev.get("interval", [math.nan, math.nan])
         lines.append(
             f"held-out accuracy {ev['accuracy']:.3f} [{lo:.3f}, {hi:.3f}] on {ev['pairs']} pairs "
-            f"({ev['nan_pairs']} NaN){extra}"
+            f"({ev['nan_pairs']} NaN, {ev.get('ties', 0)} ties){extra}"
         )
         for key, what in (
             ("checked", "on the wrong-value and violated-constraint pairs"),

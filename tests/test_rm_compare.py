@@ -32,3 +32,25 @@ def test_compare_reports_the_judge_deciding_the_rewards_pairs(tmp_path, tiny_mod
     assert d["decided"] == pytest.approx(sum(k) / len(k))
     assert d["all"]["accuracy"] == pytest.approx(sum(a if c else b for a, c, b in zip(j, k, g, strict=True)) / len(j))
     assert "gold proposing, think deciding" in capsys.readouterr().out
+
+
+def test_ties_of_a_pointwise_scorer_are_counted_and_wrong() -> None:
+    """A pointwise scorer that gives both sides the same score is wrong on that pair, and the report says how many
+    pairs were ties (a generative RM's integer scores tie often)."""
+    from preference_data.records import Message, PreferencePair
+    from reward_models.compare import scorer_report
+
+    class Length:  # scores a response by its length in words: equal lengths tie
+        kind = "pointwise"
+
+        def score(self, prompts, responses):
+            return [float(len(r[-1].content.split())) for r in responses]
+
+    def pair(chosen: str, rejected: str) -> PreferencePair:
+        return PreferencePair(
+            [Message("user", "Say something.")], [Message("assistant", chosen)], [Message("assistant", rejected)]
+        )
+
+    pairs = [pair("one two three", "one"), pair("one two", "three four"), pair("a", "b"), pair("x", "y z")]
+    r = scorer_report(Length(), pairs, bootstrap=50)
+    assert r["ties"] == 2 and r["accuracy"] == 0.25
