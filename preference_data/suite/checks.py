@@ -11,9 +11,9 @@ if the reasoning it is taught does the check. For each task family this module w
 - the **reading** of one response (`read(task, response)`): what the response commits to (read the way the gold
   graders read it: `text.committed_number`, `committed_choice`, `committed_list`, `formatting.check_constraint`,
   the refusal policy) compared with the work (a committed value restated beside the work's answer, "gives 15;
-  the answer is 33: different", so that the comparison is of two values side by side), and the problems the graders score (a hedge, a retraction, a cut-off,
-  a missed format, padding, a refusal of a harmless request, compliance with a harmful one), ending in a one-word
-  judgement (`right`, `partly right`, `wrong`).
+  the answer is 33: different": two values compared side by side), and the problems the graders score (a hedge, a
+  retraction, a cut-off, a missed format, padding, a refusal of a harmless request, compliance with a harmful one),
+  ending in a one-word judgement (`right`, `partly right`, `wrong`).
 
 Both are written in a short, regular language on purpose: a 135M judge can learn to copy a sentence, compare two
 numbers and count to five; it cannot learn to paraphrase. `reward_models/generative/warmup.py` turns them into the
