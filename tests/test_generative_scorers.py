@@ -165,3 +165,32 @@ def test_pair_pm_averages_both_orders_against_a_plain_forward(tiny_model_ref):
     assert (
         msg == "[CONTEXT] \n\n<turn> user\n What is 2 + 2?\n\n\n [RESPONSE A] 4 [RESPONSE B] 5, I think, or maybe 6. \n"
     )
+
+
+def test_box_expectation_weights_the_scores_by_their_probabilities():
+    """G-Eval's rule: the expected score from the digits' probabilities where the box opens, a 1 read as 10 as
+    often as a 0 follows it; a sure judge gives its integer score back."""
+    from reward_models.generative.scorers import box_expectation
+
+    digits, close = list(range(10)), 10  # token id = digit; the closing brace is id 10
+    first, after_one = torch.full((11,), -1e9), torch.full((11,), -1e9)
+    first[9] = 0.0
+    assert box_expectation(first, after_one, digits, close) == pytest.approx(9.0)
+    first[[1, 9]] = torch.tensor([0.0, 0.0]).log_softmax(-1)  # 1 or 9, even odds
+    after_one[[0, close]] = torch.tensor([0.75, 0.25]).log()  # after a 1: "10" three times in four
+    assert box_expectation(first, after_one, digits, close) == pytest.approx(0.5 * (0.25 * 1 + 0.75 * 10) + 0.5 * 9)
+    first[0] = 5.0  # a 0 first is no score in 1..10: left out, the rest renormalised
+    assert box_expectation(first, after_one, digits, close) == pytest.approx(0.5 * (0.25 * 1 + 0.75 * 10) + 0.5 * 9)
+
+
+def test_grm_expected_score_reads_the_judge_at_its_box(tiny_model_ref):
+    """With score: expected, a critique's score is the judge's expectation where it opened the box (one forward
+    pass each): a real number in 1..10 that depends on the critique before the box, not the integer written."""
+    scorer = load_scorer("grm", **_opts(k=1, score="expected"))
+    texts = {"4": "Analysis: it says four. Score: \\boxed{9}", "Blue": "Analysis: blue is fine. Score: \\boxed{9}"}
+    _script(scorer, lambda m, j: next(v for k, v in texts.items() if f"\n{k}" in m or m.endswith(k)))
+    a, b = scorer.score(PROMPTS, GOOD[:1] + [_c("assistant", "Blue")])
+    assert 1.0 <= a <= 10.0 and 1.0 <= b <= 10.0 and a != b and a != 9.0
+    assert scorer.describe()["score"] == "expected"
+    _script(scorer, lambda m, j: "no box")
+    assert math.isnan(scorer.score(PROMPTS[:1], GOOD[:1])[0])  # nothing to read: abstains as before

@@ -60,6 +60,12 @@ _BOX = re.compile(r"\\{1,2}boxed\s*([\{\[])")
 _NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)")
 
 
+def box_opened_at(text: str) -> int | None:
+    """Where the last verdict box's content starts in `text` (just after `\\boxed{`), None without one."""
+    starts = list(_BOX.finditer(text))
+    return starts[-1].end() if starts else None
+
+
 def parse_grm_scores(
     text: object, n: int, low: float = 1.0, high: float = 10.0, out_of_range: Literal["abstain", "clip"] = "abstain"
 ) -> GRMParse:

@@ -6,6 +6,9 @@ engine (`prefalign.generation`), behind the one scorer interface.
   the mean of the valid samples' scores (the paper's sum S* over k samples divided by k, so scores stay on the
   1..10 scale when a sample abstains). With `meta_model` (a scalar RM trained to tell correct critiques from
   wrong ones, reading the judge's prompt and one critique) only the `k_meta` samples it rates highest are voted.
+  With `score: expected` each critique's score is instead the judge's own expectation of it where it wrote the box
+  (G-Eval's rule: the probabilities of the score tokens after `\\boxed{`, weighted by their values; `box_expectation`),
+  so that two responses the judge grades alike are told apart by how sure it was, where integer scores would tie.
 - `think` (pairwise; Think-RM): the judge reasons after a forced `<think>\\n` and answers `<answer>A</answer>` /
   `<answer>B</answer>` (form `binary`) or a strength -3..3 (form `multiclass`) (`THINK_TEMPLATE`). m samples per
   order; with `both_orders` each pair is also judged with A and B swapped, and the verdicts mapped back.
@@ -33,7 +36,7 @@ from preference_data.records import Conversation, Message
 from ..base import ScorerKind
 from ..model_scorers import ScalarOptions, ScalarScorer
 from ..options import ModelOptions, _device, _is_empty, _resolve_dtype, _response_text, _turns
-from .parse import parse_grm_scores, parse_think_answer
+from .parse import box_opened_at, parse_grm_scores, parse_think_answer
 from .vote import meta_vote, vote_scores
 
 log = logging.getLogger(__name__)
@@ -99,6 +102,12 @@ class GRMOptions(JudgeSamplingOptions):
     out_of_range: Literal["abstain", "clip"] = option(
         "abstain", "a score outside 1..10: the sample abstains, or is clipped into range"
     )
+    score: Literal["sampled", "expected"] = option(
+        "sampled",
+        "a critique's score: the number it writes in its box (the paper), or the judge's expectation of that number "
+        "where it opens the box (G-Eval: the score tokens' probabilities weighted by their values; one forward pass "
+        "more per critique), which breaks the ties of integer scores by the judge's own confidence",
+    )
 
     def check(self) -> list[str]:
         problems = super().check()
@@ -135,6 +144,16 @@ def judge_prompts(tokenizer: Any, messages: list[str], prefix: str = "", system:
     return [
         ids + extra for ids in render_prompts(tokenizer, [[*head, {"role": "user", "content": m}] for m in messages])
     ]
+
+
+def box_expectation(first: Any, after_one: Any, digit_ids: list[int], close_id: int) -> float:
+    """The expected score in 1..10 from the logits where a box opens (`first`) and after a 1 written there
+    (`after_one`): P(d) for the digits 1..9, renormalised over them, and a 1 read as 10 with the probability that a 0
+    rather than the closing brace follows it (renormalised over those two)."""
+    p = first[digit_ids[1:]].softmax(-1)  # digits 1..9
+    q = after_one[[digit_ids[0], close_id]].softmax(-1)  # after a 1: "0" (10) or "}" (1)
+    values = [1.0 + 9.0 * float(q[0])] + [float(d) for d in range(2, 10)]
+    return float(sum(float(pi) * v for pi, v in zip(p, values, strict=True)))
 
 
 def rate_critiques(meta: Any, message: str, texts: list[str]) -> list[float]:
@@ -299,6 +318,10 @@ class GRMScorer(_GenerativeJudge):
                 p = parse_grm_scores(t, 1, out_of_range=self.opts.out_of_range)
                 if not p.ok:
                     self.abstentions[p.reason] += 1
+                elif self.opts.score == "expected":
+                    assert msg is not None
+                    parsed.append((self._expected(msg, t),))
+                    continue
                 parsed.append(p.scores)
             self.last_samples.append(parsed)
             if self.meta is not None:
@@ -315,9 +338,32 @@ class GRMScorer(_GenerativeJudge):
                 out.append(vote.totals[0] / vote.used)
         return out
 
+    def _expected(self, message: str, text: str) -> float:
+        """The judge's expected score where `text` opens its last box: one forward pass over the prompt, the
+        critique up to `\\boxed{` and a "1", whose logits give the first digit's distribution and, after a 1,
+        whether a 0 follows (10) or the box closes (1)."""
+        import torch  # lazy: torch, not needed to list the scorers (align ls)
+
+        at = box_opened_at(text)
+        assert at is not None  # a critique that parsed has a box
+        ids = judge_prompts(self.tokenizer, [message])[0]
+        ids = ids + self.tokenizer.encode(text[:at], add_special_tokens=False) + [self._digit_ids[1]]
+        with torch.no_grad():
+            logits = self.model(input_ids=torch.tensor([ids], device=self.model.device)).logits[0, -2:].float()
+        return box_expectation(logits[0], logits[1], self._digit_ids, self._close_id)
+
+    @property
+    def _digit_ids(self) -> list[int]:
+        return [self.tokenizer.convert_tokens_to_ids(str(d)) for d in range(10)]
+
+    @property
+    def _close_id(self) -> int:
+        return self.tokenizer.encode("}", add_special_tokens=False)[-1]
+
     def describe(self) -> dict[str, Any]:
         o = self.opts
         return self._describe() | {
+            "score": o.score,
             "template": GRM_TEMPLATE,
             "k": o.k,
             "meta_model": o.meta_model,
