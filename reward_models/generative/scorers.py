@@ -313,7 +313,7 @@ class GRMScorer(_GenerativeJudge):
                 out.append(math.nan)
                 self.last_samples.append([])
                 continue
-            parsed = []
+            parsed: list[tuple[float, ...] | None] = []
             for t in samples:
                 p = parse_grm_scores(t, 1, out_of_range=self.opts.out_of_range)
                 if not p.ok:
