@@ -120,10 +120,10 @@ def score_pairs(scorer: Any, pairs: list[PreferencePair], batch: int = 64) -> Sc
         else:
             both = scorer.score(prompts + prompts, chosen + rejected)
         n = len(chunk)
-        out.ties += sum(not math.isnan(c) and c == r for c, r in zip(both[:n], both[n:], strict=True))
-        out.correct += [
-            float(not math.isnan(c) and not math.isnan(r) and c > r) for c, r in zip(both[:n], both[n:], strict=True)
-        ]
+        for c, r in zip(both[:n], both[n:], strict=True):
+            finite = not math.isnan(c) and not math.isnan(r)
+            out.correct.append(float(finite and c > r))
+            out.ties += finite and c == r
     return out
 
 

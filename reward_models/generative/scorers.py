@@ -22,6 +22,7 @@ benchmark records carry as generated tokens and seconds per scored item.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import time
@@ -314,13 +315,15 @@ class GRMScorer(_GenerativeJudge):
                 self.last_samples.append([])
                 continue
             parsed: list[tuple[float, ...] | None] = []
+            prompt_ids: list[int] | None = None  # the judge prompt, rendered once for the message's critiques
             for t in samples:
                 p = parse_grm_scores(t, 1, out_of_range=self.opts.out_of_range)
                 if not p.ok:
                     self.abstentions[p.reason] += 1
                 elif self.opts.score == "expected":
                     assert msg is not None
-                    parsed.append((self._expected(msg, t),))
+                    prompt_ids = prompt_ids or judge_prompts(self.tokenizer, [msg])[0]
+                    parsed.append((self._expected(prompt_ids, t),))
                     continue
                 parsed.append(p.scores)
             self.last_samples.append(parsed)
@@ -338,27 +341,25 @@ class GRMScorer(_GenerativeJudge):
                 out.append(vote.totals[0] / vote.used)
         return out
 
-    def _expected(self, message: str, text: str) -> float:
-        """The judge's expected score where `text` opens its last box: one forward pass over the prompt, the
-        critique up to `\\boxed{` and a "1", whose logits give the first digit's distribution and, after a 1,
-        whether a 0 follows (10) or the box closes (1)."""
+    def _expected(self, prompt_ids: list[int], text: str) -> float:
+        """The judge's expected score where `text` opens its last box: one forward pass over the judge prompt's
+        tokens, the critique up to `\\boxed{` and a "1", whose logits give the first digit's distribution and, after
+        a 1, whether a 0 follows (10) or the box closes (1)."""
         import torch  # lazy: torch, not needed to list the scorers (align ls)
 
         at = box_opened_at(text)
         assert at is not None  # a critique that parsed has a box
-        ids = judge_prompts(self.tokenizer, [message])[0]
-        ids = ids + self.tokenizer.encode(text[:at], add_special_tokens=False) + [self._digit_ids[1]]
+        digits, close = self._score_tokens
+        ids = prompt_ids + self.tokenizer.encode(text[:at], add_special_tokens=False) + [digits[1]]
         with torch.no_grad():
             logits = self.model(input_ids=torch.tensor([ids], device=self.model.device)).logits[0, -2:].float()
-        return box_expectation(logits[0], logits[1], self._digit_ids, self._close_id)
+        return box_expectation(logits[0], logits[1], digits, close)
 
-    @property
-    def _digit_ids(self) -> list[int]:
-        return [self.tokenizer.convert_tokens_to_ids(str(d)) for d in range(10)]
-
-    @property
-    def _close_id(self) -> int:
-        return self.tokenizer.encode("}", add_special_tokens=False)[-1]
+    @functools.cached_property
+    def _score_tokens(self) -> tuple[list[int], int]:
+        """The token ids of the digits 0..9 and of the box's closing brace."""
+        digits = [self.tokenizer.convert_tokens_to_ids(str(d)) for d in range(10)]
+        return digits, self.tokenizer.encode("}", add_special_tokens=False)[-1]
 
     def describe(self) -> dict[str, Any]:
         o = self.opts
