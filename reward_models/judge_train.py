@@ -55,7 +55,7 @@ from prefalign.training.trainer import (
     training_arguments,
     whole_state_dict,
 )
-from preference_data.records import Message
+from preference_data.records import Message, conversation
 from preference_data.sources import DataConfig, load_pairs, suite_tasks
 from preference_data.sources import load as load_source
 from preference_data.tokenize import tokenize_single
@@ -73,7 +73,7 @@ from .generative.training import (
     sampling_problems,
 )
 from .generative.vote import rft_select
-from .generative.warmup import gold_grades, grm_targets, strength, think_target
+from .generative.warmup import gold_grades, grm_principles, grm_reading, grm_targets, strength, think_target
 from .model_scorers import pair_pm_message
 from .scorers import load_scorer
 
@@ -107,6 +107,13 @@ class JudgeSection:
         "examples: traces: a JSONL file of a stronger judge's outputs: think rows {prompt, response_a, response_b, "
         "reasoning, verdict A|B}, grm rows {prompt, response, critique, score 1..10} (docs/reward-models.md)",
     )
+    principles: Literal["with_response", "from_prompt"] = option(
+        "with_response",
+        "grm (examples: template): the criteria and the work written in the critique after the response "
+        "(with_response: one example per response), or from the query alone in a first turn, the response and its "
+        "analysis in a second (from_prompt: one example per distinct query and one per response; the scorer's "
+        "`principles`, which the held-out evaluation uses too)",
+    )
     seed: int = option(0, "position shuffling and sampling seed")
     eval_temperature: float = option(
         0.0, "think, grm: the held-out evaluation's sampling temperature (0: greedy, the same numbers every rerun)"
@@ -123,6 +130,11 @@ class JudgeSection:
                 "traces: give a traces file exactly when examples: traces"
                 if self.traces is not None
                 else "examples: traces needs traces: FILE (a stronger judge's outputs, docs/reward-models.md)"
+            )
+        if self.principles == "from_prompt" and (self.kind != "grm" or self.examples != "template"):
+            problems.append(
+                "principles: from_prompt is built for judge.kind: grm with examples: template (the suite's checks "
+                f"written in two turns), not kind {self.kind} with examples: {self.examples}"
             )
         return problems + sampling_problems(self)
 
@@ -207,16 +219,28 @@ def _think_template(pairs: list[Any], judge: JudgeSection, tasks: dict[str, Any]
 
 
 def _grm_template(pairs: list[Any], judge: JudgeSection, tasks: dict[str, Any], counts: Counter[str]) -> Built:
-    """Two examples per pair of a suite task: each response's message and its critique written out."""
+    """Examples of each pair of a suite task: with `principles: with_response` each response's message and its
+    critique written out; with `from_prompt` the query's criteria and work (once per distinct query) and, after
+    them, each response's analysis and score."""
     out: list[SFTExample] = []
+    seen: set[str] = set()
     for p in pairs:
         task = tasks.get(p.attributes.get("task_id", ""))
         targets = None if task is None else grm_targets(task, _text(p.chosen), _text(p.rejected))
         if targets is None:
             counts["no_check" if task is None else "not_worse"] += 1
             continue
-        out.append(SFTExample(p.id, GRMScorer.message(p.prompt, p.chosen), targets[0]))
-        out.append(SFTExample(p.id, GRMScorer.message(p.prompt, p.rejected), targets[1]))
+        if judge.principles == "with_response":
+            out.append(SFTExample(p.id, GRMScorer.message(p.prompt, p.chosen), targets[0]))
+            out.append(SFTExample(p.id, GRMScorer.message(p.prompt, p.rejected), targets[1]))
+            continue
+        first, principles = GRMScorer.principles_message(p.prompt), grm_principles(task)  # type: ignore[arg-type]
+        if first not in seen:
+            seen.add(first)
+            out.append(SFTExample(p.id, first, principles))
+        for response in (p.chosen, p.rejected):
+            conv = GRMScorer.reading_conversation(p.prompt, principles, response)
+            out.append(SFTExample(p.id, conv, grm_reading(task, _text(response))))  # type: ignore[arg-type]
     return out, dict(counts)
 
 
@@ -329,7 +353,8 @@ PLOT_KEYS = ["loss", "nll_per_token"]
 def _tokenize(examples: list[SFTExample], tokenizer: Any, max_length: int) -> tuple[list[Any], int]:
     items, too_long = [], 0
     for e in examples:
-        p, r = tokenize_single(tokenizer, [Message("user", e.message)], [Message("assistant", e.completion)])
+        prompt = [Message("user", e.message)] if isinstance(e.message, str) else conversation(e.message)
+        p, r = tokenize_single(tokenizer, prompt, [Message("assistant", e.completion)])
         if len(p) + len(r) > max_length:
             too_long += 1
             continue
@@ -345,7 +370,7 @@ def _sampling(judge: JudgeSection) -> dict[str, Any]:
 SCORER_OPTIONS: dict[str, Callable[[JudgeSection], dict[str, Any]]] = {
     "pair_pm": lambda judge: {},
     "think": lambda judge: _sampling(judge) | {"form": judge.form},
-    "grm": _sampling,
+    "grm": lambda judge: _sampling(judge) | {"principles": judge.principles},
 }
 
 

@@ -194,3 +194,42 @@ def test_grm_expected_score_reads_the_judge_at_its_box(tiny_model_ref):
     assert scorer.describe()["score"] == "expected"
     _script(scorer, lambda m, j: "no box")
     assert math.isnan(scorer.score(PROMPTS[:1], GOOD[:1])[0])  # nothing to read: abstains as before
+
+
+def test_grm_principles_from_prompt_work_before_the_response_once_per_query(tiny_model_ref):
+    """principles: from_prompt: the criteria and the work are sampled from the query alone (no response in that
+    message), once per distinct query and shared by its responses; each response is read after them in a second
+    turn, and the critique kept is the two joined."""
+    scorer = load_scorer("grm", **_opts(k=2, principles="from_prompt"))
+    seen: list = []
+
+    def reply(m, j):
+        seen.append(m)
+        if isinstance(m, str):  # the first turn: the query alone
+            return f"Work: the answer is 4 (draw {j})."
+        work = m[1]["content"]
+        score = 10 if "\n4\n" in m[2]["content"] and "answer is 4" in work else 2
+        return f"Analysis: read against '{work}'. Score: \\boxed{{{score}}}"
+
+    _script(scorer, reply)
+    out = scorer.score([PROMPTS[0]] * 3, [GOOD[0], BAD[0], _c("assistant", " ")])
+    firsts = [m for m in seen if isinstance(m, str)]
+    assert len(firsts) == 2  # one query, k = 2 principles, shared by both responses (the empty one is not read)
+    assert all("What is 2 + 2?" in m and "5, I think" not in m and "\n4\n" not in m for m in firsts)
+    readings = [m for m in seen if not isinstance(m, str)]
+    assert len(readings) == 4 and {r[1]["content"] for r in readings} == {
+        "Work: the answer is 4 (draw 0).",
+        "Work: the answer is 4 (draw 1).",
+    }
+    assert out[0] == 10.0 and out[1] == 2.0 and math.isnan(out[2])
+    assert scorer.last_texts[0][1].startswith("Work: the answer is 4 (draw 1).\nAnalysis:")
+    assert scorer.cost["items"] == 3 and scorer.describe()["principles"] == "from_prompt"
+
+
+def test_grm_principles_from_prompt_runs_the_engine(tiny_model_ref):
+    scorer = load_scorer("grm", **_opts(k=2, principles="from_prompt", score="expected"))
+    out = scorer.score(PROMPTS, GOOD)
+    assert len(out) == 2 and all(len(t) == 2 for t in scorer.last_texts)
+    assert scorer.cost["items"] == 2 and scorer.cost["samples"] == 2 * 2 + 2 * 2  # 2 queries x k, then 2 x k reads
+    with pytest.raises(Exception, match="meta_model"):
+        load_scorer("grm", **_opts(principles="from_prompt", meta_model=TINY))

@@ -92,6 +92,34 @@ def test_template_examples_skip_and_count_pairs_without_a_task():
     assert JudgeSection(kind="pair_pm", examples="template").check()
 
 
+def test_grm_from_prompt_examples_work_from_the_query_then_read_each_response():
+    """principles: from_prompt: one example of the query's criteria and work per distinct query, whose message
+    holds no response; then one per response, its conversation holding that work before the response, its target
+    the reading and the gold score."""
+    from reward_models.generative.scorers import GRMScorer
+
+    pairs, tasks = _suite_pairs()
+    pairs = pairs[:6] + pairs[:1]  # a repeated query gets its work once
+    judge = JudgeSection(kind="grm", examples="template", principles="from_prompt")
+    examples, counts = template_examples(pairs, judge, tasks)
+    firsts = [e for e in examples if isinstance(e.message, str)]
+    readings = [e for e in examples if not isinstance(e.message, str)]
+    assert counts["pairs_kept"] == 7 and len(firsts) == 6 and len(readings) == 14
+    for e, p in zip(firsts, pairs[:6], strict=True):
+        assert e.message == GRMScorer.principles_message(p.prompt) and "Work: " in e.completion
+        assert p.chosen[0].content not in e.message and p.rejected[0].content not in e.message
+    for i, p in enumerate(pairs):
+        sides = ((p.chosen, "gold_chosen"), (p.rejected, "gold_rejected"))
+        for e, (side, key) in zip(readings[2 * i : 2 * i + 2], sides, strict=True):
+            first, work, shown = e.message
+            assert first["content"] == GRMScorer.principles_message(p.prompt) and work["role"] == "assistant"
+            assert work["content"] == firsts[i % 6].completion and side[0].content in shown["content"]
+            assert parse_grm_scores(e.completion, 1).scores == (grm_score(p.attributes[key]),)
+    # the layout is built for the grm warm-up only
+    assert JudgeSection(kind="think", examples="template", principles="from_prompt").check()
+    assert JudgeSection(kind="grm", examples="sampled", principles="from_prompt").check()
+
+
 def test_multiclass_sampling_keeps_only_the_gold_strength(monkeypatch):
     pairs = [_graded(i, chosen=1.0, rejected=0.0) for i in range(4)]  # gap 1: strength 3
 

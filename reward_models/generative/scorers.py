@@ -9,6 +9,10 @@ engine (`prefalign.generation`), behind the one scorer interface.
   With `score: expected` each critique's score is instead the judge's own expectation of it where it wrote the box
   (G-Eval's rule: the probabilities of the score tokens after `\\boxed{`, weighted by their values; `box_expectation`),
   so that two responses the judge grades alike are told apart by how sure it was, where integer scores would tie.
+  With `principles: from_prompt` the criteria and the work are written from the query alone, before any response
+  is shown (`GRM_PRINCIPLES_TEMPLATE`; k samples per distinct query, shared by its responses), and each response
+  follows in a second user turn whose analysis ends in the score (`GRM_READING_TEMPLATE`): a judge that works
+  after reading the response tends to follow it (stopping its computation where a cut-short answer stops).
 - `think` (pairwise; Think-RM): the judge reasons after a forced `<think>\\n` and answers `<answer>A</answer>` /
   `<answer>B</answer>` (form `binary`) or a strength -3..3 (form `multiclass`) (`THINK_TEMPLATE`). m samples per
   order; with `both_orders` each pair is also judged with A and B swapped, and the verdicts mapped back.
@@ -27,6 +31,7 @@ import logging
 import math
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -60,6 +65,33 @@ Answer in exactly this format:
 Specific Criteria: <criteria specific to this query, with weights>.
 Analysis: <analysis of the response>.
 Score: \\boxed{{<an integer from 1 to 10>}}"""
+
+GRM_PRINCIPLES_TEMPLATE = """You are a careful judge of an AI assistant's response to a user. Before you see the \
+response, write the criteria that matter for this query, with weights, and work out what a right response must give. \
+General criteria: instruction adherence, usefulness, level of detail, relevance.
+
+[The Start of Context]
+{context}
+[The End of Context]
+
+Answer in exactly this format:
+Specific Criteria: <criteria specific to this query, with weights>.
+Work: <what a right response must give, worked out step by step>."""
+
+GRM_READING_TEMPLATE = """Here is the response. Analyse it against your criteria and your work. Score bands: 1-2 fails \
+the request (wrong, harmful or off-topic), 3-5 partly meets it, 6-8 meets it well, 9-10 meets it fully with nothing to \
+improve. The score is an integer between 1 and 10.
+
+[The Start of the Response]
+{response}
+[The End of the Response]
+
+Answer in exactly this format:
+Analysis: <analysis of the response>.
+Score: \\boxed{{<an integer from 1 to 10>}}"""
+
+JudgeInput = str | list[dict[str, str]]
+"""What a judge is sampled from: one user message, or a conversation of {role, content} turns (the last a user's)."""
 
 THINK_TEMPLATE = """Please act as an impartial judge and compare the two responses of AI assistants to the \
 context below. Consider helpfulness, correctness, coherence, complexity, verbosity and safety. Do not let the \
@@ -109,6 +141,13 @@ class GRMOptions(JudgeSamplingOptions):
         "where it opens the box (G-Eval: the score tokens' probabilities weighted by their values; one forward pass "
         "more per critique), which breaks the ties of integer scores by the judge's own confidence",
     )
+    principles: Literal["with_response", "from_prompt"] = option(
+        "with_response",
+        "where the criteria and the work come from: written in the critique after the response is read (the "
+        "paper's single message), or from the query alone before the response is shown (sampled k times per "
+        "prompt and shared by its responses; the response and the analysis follow in a second turn), so the work "
+        "cannot follow the response it grades",
+    )
 
     def check(self) -> list[str]:
         problems = super().check()
@@ -118,6 +157,11 @@ class GRMOptions(JudgeSamplingOptions):
             problems.append(f"k_meta: must lie in 1..k ({self.k}), got {self.k_meta}")
         if self.k_meta is not None and self.meta_model is None:
             problems.append("k_meta: needs meta_model (the RM that picks the critiques to keep)")
+        if self.meta_model is not None and self.principles == "from_prompt":
+            problems.append(
+                "meta_model: a meta-RM is trained on critiques written after the response (align rm train, kind "
+                "meta_rm_train); it does not rate principles: from_prompt critiques"
+            )
         return problems
 
 
@@ -135,16 +179,18 @@ class ThinkOptions(JudgeSamplingOptions):
         return problems
 
 
-def judge_prompts(tokenizer: Any, messages: list[str], prefix: str = "", system: str | None = None) -> list[list[int]]:
-    """Token ids a judge is sampled from: each message as one user turn in the chat template (after a `system`
-    turn when one is given), with the generation prompt, followed by `prefix` (e.g. the forced `<think>\\n`)."""
+def judge_prompts(
+    tokenizer: Any, messages: list[JudgeInput], prefix: str = "", system: str | None = None
+) -> list[list[int]]:
+    """Token ids a judge is sampled from: each message as one user turn in the chat template (a conversation as its
+    turns), after a `system` turn when one is given, with the generation prompt, followed by `prefix` (e.g. the
+    forced `<think>\\n`)."""
     from prefalign.generation import render_prompts  # lazy: torch, not needed to list the scorers (align ls)
 
     head = [] if system is None else [{"role": "system", "content": system}]
     extra = tokenizer.encode(prefix, add_special_tokens=False) if prefix else []
-    return [
-        ids + extra for ids in render_prompts(tokenizer, [[*head, {"role": "user", "content": m}] for m in messages])
-    ]
+    turns = [[*head, {"role": "user", "content": m}] if isinstance(m, str) else [*head, *m] for m in messages]
+    return [ids + extra for ids in render_prompts(tokenizer, turns)]
 
 
 def box_expectation(first: Any, after_one: Any, digit_ids: list[int], close_id: int) -> float:
@@ -207,7 +253,7 @@ class _GenerativeJudge:
 
     def _sample(
         self,
-        messages: list[str | None],
+        messages: list[JudgeInput | None],
         n: int,
         prefix: str = "",
         items: int | None = None,
@@ -298,39 +344,86 @@ class GRMScorer(_GenerativeJudge):
     def message(prompt: Conversation, response: Conversation) -> str:
         return GRM_TEMPLATE.format(context=_turns(prompt), response=_response_text(response))
 
+    @staticmethod
+    def principles_message(prompt: Conversation) -> str:
+        """The first turn of `principles: from_prompt`: the query alone, asking for criteria and work."""
+        return GRM_PRINCIPLES_TEMPLATE.format(context=_turns(prompt))
+
+    @staticmethod
+    def reading_conversation(prompt: Conversation, principles: str, response: Conversation) -> list[dict[str, str]]:
+        """The judge's input for the analysis under `principles: from_prompt`: the query, the judge's own criteria
+        and work, then the response in a second user turn."""
+        return [
+            {"role": "user", "content": GRMScorer.principles_message(prompt)},
+            {"role": "assistant", "content": principles},
+            {"role": "user", "content": GRM_READING_TEMPLATE.format(response=_response_text(response))},
+        ]
+
+    def _critiques_with_response(
+        self, prompts: list[Conversation], responses: list[Conversation | None]
+    ) -> list[list[tuple[JudgeInput, str]] | None]:
+        """k critiques per response, each sampled from one message holding the query and the response."""
+        messages: list[JudgeInput | None] = [
+            None if r is None else self.message(p, r) for p, r in zip(prompts, responses, strict=True)
+        ]
+        texts = self._sample(messages, self.opts.k)
+        return [None if m is None or t is None else [(m, x) for x in t] for m, t in zip(messages, texts, strict=True)]
+
+    def _critiques_from_prompt(
+        self, prompts: list[Conversation], responses: list[Conversation | None]
+    ) -> list[list[tuple[JudgeInput, str]] | None]:
+        """k principles per distinct query (sampled before any response is shown), then for each response one
+        analysis after each of its query's principles."""
+        first = [None if r is None else self.principles_message(p) for p, r in zip(prompts, responses, strict=True)]
+        distinct = list(dict.fromkeys(m for m in first if m is not None))
+        sampled = dict(zip(distinct, self._sample(list(distinct), self.opts.k, items=0), strict=True))
+        convs: list[JudgeInput | None] = []
+        owner: list[int] = []
+        for i, (p, r, m) in enumerate(zip(prompts, responses, first, strict=True)):
+            works = None if m is None else sampled[m]
+            for w in works or []:
+                convs.append(self.reading_conversation(p, w, r))  # type: ignore[arg-type]  # r is set where m is
+                owner.append(i)
+        texts = self._sample(convs, 1, items=len(prompts))
+        out: list[list[tuple[JudgeInput, str]] | None] = [None] * len(prompts)
+        for i, conv, t in zip(owner, convs, texts, strict=True):
+            if t is not None:
+                out[i] = (out[i] or []) + [(conv, t[0])]  # type: ignore[list-item]  # conv is set
+        return out
+
     def score(self, prompts: list[Conversation], responses: list[Conversation]) -> list[float]:
-        messages: list[str | None] = []
-        for response, prompt in zip(responses, prompts, strict=True):
+        kept: list[Conversation | None] = []
+        for response in responses:
             if _is_empty(response):
                 self._fail("empty_response")
-                messages.append(None)
-            else:
-                messages.append(self.message(prompt, response))
-        texts = self._sample(messages, self.opts.k)
-        out, self.last_samples = [], []
-        self.last_messages, self.last_texts = messages, [t or [] for t in texts]
-        for msg, samples in zip(messages, texts, strict=True):
-            if samples is None:
+            kept.append(None if _is_empty(response) else response)
+        critiques = CRITIQUES[self.opts.principles](self, prompts, kept)
+        out: list[float] = []
+        self.last_samples, self.last_messages, self.last_texts = [], [], []
+        for prompt, response, drawn in zip(prompts, kept, critiques, strict=True):
+            single = None if response is None else self.message(prompt, response)
+            self.last_messages.append(single)
+            self.last_texts.append([_critique_text(inp, t) for inp, t in drawn or []])
+            if drawn is None:
                 out.append(math.nan)
                 self.last_samples.append([])
                 continue
             parsed: list[tuple[float, ...] | None] = []
-            prompt_ids: list[int] | None = None  # the judge prompt, rendered once for the message's critiques
-            for t in samples:
+            rendered: dict[int, list[int]] = {}  # a judge input rendered once for its critiques
+            for inp, t in drawn:
                 p = parse_grm_scores(t, 1, out_of_range=self.opts.out_of_range)
                 if not p.ok:
                     self.abstentions[p.reason] += 1
                 elif self.opts.score == "expected":
-                    assert msg is not None
-                    prompt_ids = prompt_ids or judge_prompts(self.tokenizer, [msg])[0]
-                    parsed.append((self._expected(prompt_ids, t),))
+                    ids = rendered.setdefault(id(inp), judge_prompts(self.tokenizer, [inp])[0])
+                    parsed.append((self._expected(ids, t),))
                     continue
                 parsed.append(p.scores)
             self.last_samples.append(parsed)
             if self.meta is not None:
-                assert msg is not None
+                assert single is not None
                 k_meta = self.opts.k_meta or max(1, self.opts.k // 2)
-                rated = rate_critiques(self.meta, msg, samples)
+                rated = rate_critiques(self.meta, single, [t for _, t in drawn])
                 vote = meta_vote(parsed, rated, k_meta)
             else:
                 vote = vote_scores(parsed)
@@ -365,13 +458,28 @@ class GRMScorer(_GenerativeJudge):
         o = self.opts
         return self._describe() | {
             "score": o.score,
-            "template": GRM_TEMPLATE,
+            "principles": o.principles,
+            "template": GRM_TEMPLATE
+            if o.principles == "with_response"
+            else {"principles": GRM_PRINCIPLES_TEMPLATE, "reading": GRM_READING_TEMPLATE},
             "k": o.k,
             "meta_model": o.meta_model,
             "meta_weights": weights_fingerprint(o.meta_model) if o.meta_model else None,
             "k_meta": (o.k_meta or max(1, o.k // 2)) if o.meta_model else None,
             "out_of_range": o.out_of_range,
         }
+
+
+def _critique_text(inp: JudgeInput, text: str) -> str:
+    """A critique as one text: under `principles: from_prompt` the judge's principles and its analysis joined."""
+    return text if isinstance(inp, str) else f"{inp[1]['content']}\n{text}"
+
+
+# How a GRM draws its critiques, by `principles` (GRMOptions).
+CRITIQUES: dict[str, Callable[[GRMScorer, list[Conversation], list[Conversation | None]], Any]] = {
+    "with_response": GRMScorer._critiques_with_response,
+    "from_prompt": GRMScorer._critiques_from_prompt,
+}
 
 
 class ThinkJudgeScorer(_GenerativeJudge):

@@ -20,10 +20,11 @@ from .scorers import judge_prompts
 
 @dataclass
 class SFTExample:
-    """One judge fine-tuning example: the judge's user message and what it learns to write."""
+    """One judge fine-tuning example: the judge's user message (or a conversation of {role, content} turns ending
+    in a user's) and what it learns to write."""
 
     id: str
-    message: str
+    message: str | list[dict[str, str]]
     completion: str
 
 

@@ -81,6 +81,21 @@ def grm_critique(task: TaskView, response: str) -> str:
     return f"Specific Criteria: {criteria}.\nAnalysis: {analysis}\nScore: \\boxed{{{grm_score(g)}}}"
 
 
+def grm_principles(task: TaskView) -> str:
+    """The first turn of a `principles: from_prompt` GRM (`GRM_PRINCIPLES_TEMPLATE`'s format): the criteria and the
+    check of the task, written from its prompt alone."""
+    criteria = ", ".join(f"{k.replace('_', ' ')} ({w})" for k, w in DIMENSION_WEIGHTS.items())
+    return f"Specific Criteria: {criteria}.\nWork: " + " ".join(work(task))
+
+
+def grm_reading(task: TaskView, response: str) -> str:
+    """The second turn of a `principles: from_prompt` GRM (`GRM_READING_TEMPLATE`'s format): the response quoted
+    and read against the work, and the gold overall on the 1..10 scale as the score."""
+    g = grade(task.family, task.params, response).to_dict()
+    analysis = f'Analysis: The response says: "{quote(response)}" It {read(task, response)}'
+    return f"{analysis}\nScore: \\boxed{{{grm_score(g)}}}"
+
+
 def grm_targets(task: TaskView, chosen: str, rejected: str) -> tuple[str, str] | None:
     """(critique of the chosen, critique of the rejected), or None where the rejected response is not worse."""
     if _grades(task, chosen, rejected) is None:
