@@ -31,7 +31,7 @@ import logging
 import math
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -180,7 +180,7 @@ class ThinkOptions(JudgeSamplingOptions):
 
 
 def judge_prompts(
-    tokenizer: Any, messages: list[JudgeInput], prefix: str = "", system: str | None = None
+    tokenizer: Any, messages: Sequence[JudgeInput], prefix: str = "", system: str | None = None
 ) -> list[list[int]]:
     """Token ids a judge is sampled from: each message as one user turn in the chat template (a conversation as its
     turns), after a `system` turn when one is given, with the generation prompt, followed by `prefix` (e.g. the
@@ -253,7 +253,7 @@ class _GenerativeJudge:
 
     def _sample(
         self,
-        messages: list[JudgeInput | None],
+        messages: Sequence[JudgeInput | None],
         n: int,
         prefix: str = "",
         items: int | None = None,
@@ -393,10 +393,10 @@ class GRMScorer(_GenerativeJudge):
 
     def score(self, prompts: list[Conversation], responses: list[Conversation]) -> list[float]:
         kept: list[Conversation | None] = []
-        for response in responses:
-            if _is_empty(response):
+        for r in responses:
+            if _is_empty(r):
                 self._fail("empty_response")
-            kept.append(None if _is_empty(response) else response)
+            kept.append(None if _is_empty(r) else r)
         critiques = CRITIQUES[self.opts.principles](self, prompts, kept)
         out: list[float] = []
         self.last_samples, self.last_messages, self.last_texts = [], [], []
