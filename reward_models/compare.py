@@ -164,6 +164,8 @@ def scorer_report(scorer: Any, pairs: list[PreferencePair], bootstrap: int = 200
     """One scorer on `pairs`: accuracy with its interval, overall, per task family, per corruption kind and on the
     checked corruptions (`CHECKED_CORRUPTIONS`); the position consistency of a pairwise scorer that judges each order
     apart; failures, abstentions and cost; `correct` per pair (for paired comparisons)."""
+    if not pairs:
+        raise UserError("no held-out pairs to score: the split is empty (a suite's dev split needs suite_dev_fraction)")
     groups = {
         "by_family": _groups(pairs, lambda p: str(p.attributes.get("family", p.source or "all"))),
         "by_corruption": _groups(pairs, lambda p: p.attributes.get("corruption")),

@@ -410,6 +410,13 @@ def run(cfg: JudgeTrainConfig, resume: bool = False) -> dict[str, Any]:
     from_adapter = is_adapter(resolve(cfg.model))
     model = load_model(cfg.model, dtype=base_dtype(cfg.train), merge=True)
     counts: dict[str, int] = {"pairs": len(pairs)}
+    held_out = load_source(cfg.eval.data_config(cfg.data)).pairs if cfg.eval.split != "none" else []
+    if cfg.eval.split != "none" and not held_out:
+        raise UserError(
+            f"eval.split: {cfg.eval.split} holds no pairs, so the trained judge could not be evaluated; nothing was "
+            "trained. For the suite give data.suite_dev_fraction (e.g. 0.25) for a dev split, or set eval.split: test "
+            "or none"
+        )
     model.eval()
     if cfg.judge.examples == "template":
         tasks = suite_tasks(cfg.data) if cfg.data.source == "suite" else {}
@@ -458,9 +465,8 @@ def run(cfg: JudgeTrainConfig, resume: bool = False) -> dict[str, Any]:
     tokenizer.save_pretrained(str(model_dir))
     eval_report: dict[str, Any] = {}
     if cfg.eval.split != "none":
-        ecfg = cfg.eval.data_config(cfg.data)
         dtype = "bfloat16" if cfg.train.precision == "bf16" else "float32"
-        eval_report = _accuracy(cfg.judge.kind, cfg.judge, str(model_dir), load_source(ecfg).pairs, dtype)
+        eval_report = _accuracy(cfg.judge.kind, cfg.judge, str(model_dir), held_out, dtype)
     return run_.finish(
         {
             "model_dir": str(model_dir),

@@ -165,6 +165,34 @@ def test_a_warmup_run_is_a_start_for_rejective_fine_tuning(tmp_path, tiny_model_
     assert re.search(r"no grm training example left .*'draws': 12", capsys.readouterr().err)
 
 
+@pytest.mark.slow  # a whole run: its siblings in the slow tier
+def test_a_two_turn_grm_warmup_trains_and_is_evaluated_in_its_two_turns(tmp_path, tiny_model_ref, capsys):
+    """judge.principles: from_prompt as a user runs it: the warm-up trains on the work and reading examples, and
+    the held-out evaluation scores through the scorer with the same principles."""
+    from align.cli.main import main
+
+    data = "{source: suite, suite_per_family: 8, suite_dev_fraction: 0.25, split: train, limit: 6}"
+    train = "{method: lora, lr: 2.0e-3, epochs: 1, batch_size: 8, precision: fp32, max_length: 1024, compile: false}"
+    cfg = tmp_path / "warm.yaml"
+    cfg.write_text(
+        f"kind: judge_train\nmodel: {TINY}\noutput_dir: {tmp_path / 'warm'}\n"
+        "judge: {kind: grm, examples: template, principles: from_prompt, max_new_tokens: 4}\n"
+        f"data: {data}\neval: {{split: dev, limit: 3}}\ntrain: {train}\n"
+    )
+    assert main(["rm", "train", "--config", str(cfg)]) == 0
+    report = json.loads((tmp_path / "warm" / "report.json").read_text())
+    assert report["examples"]["kept"] == 6 + 2 * 6 and report["judge"]["principles"] == "from_prompt"
+    ev = report["eval"]
+    # both responses of each pair scored, each read after its query's work: more than one output of at most
+    # max_new_tokens (4) per response generated (a one-turn critique would be at most 4)
+    assert ev["pairs"] == 3 and ev["cost"]["items"] == 6 and ev["cost"]["generated_tokens_per_item"] > 4
+    # an empty held-out split is refused before anything trains, saying how to get one
+    cfg.write_text(cfg.read_text().replace("suite_dev_fraction: 0.25, ", ""))
+    capsys.readouterr()
+    assert main(["rm", "train", "--config", str(cfg)]) != 0
+    assert "suite_dev_fraction" in capsys.readouterr().err
+
+
 def test_meta_rm_trains_with_bce_and_rates_critiques(tmp_path, tiny_model_ref, monkeypatch):
     """`align rm train` with a meta_rm_train config: BCE on labelled critiques (the GRM's sampling is scripted:
     a random tiny model writes no critique), then the saved meta-RM is what a GRM scorer loads."""
