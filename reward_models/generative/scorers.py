@@ -415,8 +415,9 @@ class GRMScorer(_GenerativeJudge):
                 if not p.ok:
                     self.abstentions[p.reason] += 1
                 elif self.opts.score == "expected":
-                    ids = rendered.setdefault(id(inp), judge_prompts(self.tokenizer, [inp])[0])
-                    parsed.append((self._expected(ids, t),))
+                    if id(inp) not in rendered:
+                        rendered[id(inp)] = judge_prompts(self.tokenizer, [inp])[0]
+                    parsed.append((self._expected(rendered[id(inp)], t),))
                     continue
                 parsed.append(p.scores)
             self.last_samples.append(parsed)
