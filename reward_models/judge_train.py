@@ -73,7 +73,7 @@ from .generative.training import (
     sampling_problems,
 )
 from .generative.vote import rft_select
-from .generative.warmup import gold_grades, grm_principles, grm_reading, grm_targets, strength, think_target
+from .generative.warmup import gold_grades, grm_targets, grm_two_turn_targets, strength, think_target
 from .model_scorers import pair_pm_message
 from .scorers import load_scorer
 
@@ -218,29 +218,50 @@ def _think_template(pairs: list[Any], judge: JudgeSection, tasks: dict[str, Any]
     return out, dict(counts)
 
 
+def _grm_one_turn(p: Any, task: Any, seen: set[str]) -> list[SFTExample] | None:
+    """`principles: with_response`: each response's message and its critique written out."""
+    targets = grm_targets(task, _text(p.chosen), _text(p.rejected))
+    if targets is None:
+        return None
+    return [
+        SFTExample(p.id, GRMScorer.message(p.prompt, p.chosen), targets[0]),
+        SFTExample(p.id, GRMScorer.message(p.prompt, p.rejected), targets[1]),
+    ]
+
+
+def _grm_two_turns(p: Any, task: Any, seen: set[str]) -> list[SFTExample] | None:
+    """`principles: from_prompt`: the query's criteria and work (once per distinct query in `seen`), then each
+    response's analysis and score after them."""
+    targets = grm_two_turn_targets(task, _text(p.chosen), _text(p.rejected))
+    if targets is None:
+        return None
+    principles, *readings = targets
+    first = GRMScorer.principles_message(p.prompt)
+    out = [] if first in seen else [SFTExample(p.id, first, principles)]
+    seen.add(first)
+    for response, reading in zip((p.chosen, p.rejected), readings, strict=True):
+        out.append(SFTExample(p.id, GRMScorer.reading_conversation(p.prompt, principles, response), reading))
+    return out
+
+
+# How a GRM's warm-up examples of one pair are written, by `judge.principles`.
+GRM_LAYOUTS: dict[str, Callable[[Any, Any, set[str]], list[SFTExample] | None]] = {
+    "with_response": _grm_one_turn,
+    "from_prompt": _grm_two_turns,
+}
+
+
 def _grm_template(pairs: list[Any], judge: JudgeSection, tasks: dict[str, Any], counts: Counter[str]) -> Built:
-    """Examples of each pair of a suite task: with `principles: with_response` each response's message and its
-    critique written out; with `from_prompt` the query's criteria and work (once per distinct query) and, after
-    them, each response's analysis and score."""
+    """The examples of each pair of a suite task, in the layout `judge.principles` names (`GRM_LAYOUTS`)."""
     out: list[SFTExample] = []
     seen: set[str] = set()
     for p in pairs:
         task = tasks.get(p.attributes.get("task_id", ""))
-        targets = None if task is None else grm_targets(task, _text(p.chosen), _text(p.rejected))
-        if targets is None:
+        examples = None if task is None else GRM_LAYOUTS[judge.principles](p, task, seen)
+        if examples is None:
             counts["no_check" if task is None else "not_worse"] += 1
             continue
-        if judge.principles == "with_response":
-            out.append(SFTExample(p.id, GRMScorer.message(p.prompt, p.chosen), targets[0]))
-            out.append(SFTExample(p.id, GRMScorer.message(p.prompt, p.rejected), targets[1]))
-            continue
-        first, principles = GRMScorer.principles_message(p.prompt), grm_principles(task)  # type: ignore[arg-type]
-        if first not in seen:
-            seen.add(first)
-            out.append(SFTExample(p.id, first, principles))
-        for response in (p.chosen, p.rejected):
-            conv = GRMScorer.reading_conversation(p.prompt, principles, response)
-            out.append(SFTExample(p.id, conv, grm_reading(task, _text(response))))  # type: ignore[arg-type]
+        out += examples
     return out, dict(counts)
 
 

@@ -385,11 +385,11 @@ class GRMScorer(_GenerativeJudge):
                 convs.append(self.reading_conversation(p, w, r))  # type: ignore[arg-type]  # r is set where m is
                 owner.append(i)
         texts = self._sample(convs, 1, items=len(prompts))
-        out: list[list[tuple[JudgeInput, str]] | None] = [None] * len(prompts)
+        drawn: list[list[tuple[JudgeInput, str]]] = [[] for _ in prompts]
         for i, conv, t in zip(owner, convs, texts, strict=True):
-            if t is not None:
-                out[i] = (out[i] or []) + [(conv, t[0])]  # type: ignore[list-item]  # conv is set
-        return out
+            if conv is not None and t is not None:
+                drawn[i].append((conv, t[0]))
+        return [d or None for d in drawn]
 
     def score(self, prompts: list[Conversation], responses: list[Conversation]) -> list[float]:
         kept: list[Conversation | None] = []

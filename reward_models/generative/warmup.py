@@ -72,28 +72,37 @@ def _grades(task: TaskView, chosen: str, rejected: str) -> tuple[dict[str, Any],
     return (c, r) if c["overall"] > r["overall"] else None
 
 
+CRITERIA = ", ".join(f"{k.replace('_', ' ')} ({w})" for k, w in DIMENSION_WEIGHTS.items())
+"""The GRM's specific criteria, as its warm-up writes them."""
+
+
+def _reading(task: TaskView, response: str) -> str:
+    """The response quoted and read against the work (`checks.read`)."""
+    return f'The response says: "{quote(response)}" It {read(task, response)}'
+
+
+def _score_line(task: TaskView, response: str) -> str:
+    """The gold overall of `response` on the GRM's 1..10 scale, boxed."""
+    return f"Score: \\boxed{{{grm_score(grade(task.family, task.params, response).to_dict())}}}"
+
+
 def grm_critique(task: TaskView, response: str) -> str:
     """A critique in `GRM_TEMPLATE`'s format for one response: the criteria, the check and the reading of the
     response as the analysis, and the gold overall on the 1..10 scale as the score."""
-    criteria = ", ".join(f"{k.replace('_', ' ')} ({w})" for k, w in DIMENSION_WEIGHTS.items())
-    g = grade(task.family, task.params, response).to_dict()
-    analysis = " ".join(work(task)) + f' The response says: "{quote(response)}" It {read(task, response)}'
-    return f"Specific Criteria: {criteria}.\nAnalysis: {analysis}\nScore: \\boxed{{{grm_score(g)}}}"
+    analysis = " ".join(work(task)) + " " + _reading(task, response)
+    return f"Specific Criteria: {CRITERIA}.\nAnalysis: {analysis}\n{_score_line(task, response)}"
 
 
 def grm_principles(task: TaskView) -> str:
     """The first turn of a `principles: from_prompt` GRM (`GRM_PRINCIPLES_TEMPLATE`'s format): the criteria and the
     check of the task, written from its prompt alone."""
-    criteria = ", ".join(f"{k.replace('_', ' ')} ({w})" for k, w in DIMENSION_WEIGHTS.items())
-    return f"Specific Criteria: {criteria}.\nWork: " + " ".join(work(task))
+    return f"Specific Criteria: {CRITERIA}.\nWork: " + " ".join(work(task))
 
 
 def grm_reading(task: TaskView, response: str) -> str:
     """The second turn of a `principles: from_prompt` GRM (`GRM_READING_TEMPLATE`'s format): the response quoted
     and read against the work, and the gold overall on the 1..10 scale as the score."""
-    g = grade(task.family, task.params, response).to_dict()
-    analysis = f'Analysis: The response says: "{quote(response)}" It {read(task, response)}'
-    return f"{analysis}\nScore: \\boxed{{{grm_score(g)}}}"
+    return f"Analysis: {_reading(task, response)}\n{_score_line(task, response)}"
 
 
 def grm_targets(task: TaskView, chosen: str, rejected: str) -> tuple[str, str] | None:
@@ -101,6 +110,14 @@ def grm_targets(task: TaskView, chosen: str, rejected: str) -> tuple[str, str] |
     if _grades(task, chosen, rejected) is None:
         return None
     return grm_critique(task, chosen), grm_critique(task, rejected)
+
+
+def grm_two_turn_targets(task: TaskView, chosen: str, rejected: str) -> tuple[str, str, str] | None:
+    """(the task's principles, the reading of the chosen, the reading of the rejected) of a `principles:
+    from_prompt` GRM, or None where the rejected response is not worse."""
+    if _grades(task, chosen, rejected) is None:
+        return None
+    return grm_principles(task), grm_reading(task, chosen), grm_reading(task, rejected)
 
 
 def think_target(task: TaskView, chosen: str, rejected: str, chosen_is_b: bool, form: str) -> str | None:
