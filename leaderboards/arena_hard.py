@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,6 +46,20 @@ VERDICTS: dict[str, tuple[float, bool]] = {
     "B>>A": (0.0, True),
 }
 """A verdict label -> (outcome for A: 1 win, 1/2 tie, 0 loss; whether it is strong)."""
+V2_LABELS: dict[str, tuple[float, bool]] = {
+    "A>B": (1.0, False),
+    "A>>B": (1.0, True),
+    "A=B": (0.5, False),
+    "A<<B": (0.0, True),
+    "A<B": (0.0, False),
+    "B>A": (0.0, False),
+    "B>>A": (0.0, True),
+    "B=A": (0.5, False),
+    "B<<A": (1.0, True),
+    "B<A": (1.0, False),
+}
+"""v2.0's verdict labels (@ 196f6b82, `show_result.py` `load_judgments` `label_to_score`): the five and their
+mirrored forms, as `VERDICTS` reads them."""
 
 WEIGHT = 3
 """How many battles a strong verdict counts for (`show_result.py --weight`, default 3)."""
@@ -56,16 +70,19 @@ SEED = 42
 CLIP = 1e-9
 
 
-def game_battles(game1: str | None, game2: str | None, weight: int = WEIGHT) -> list[float]:
+def game_battles(
+    game1: str | None, game2: str | None, weight: int = WEIGHT, labels: Mapping[str, tuple[float, bool]] = VERDICTS
+) -> list[float]:
     """One prompt's battles, as outcomes for the model against the baseline (1 win, 1/2 tie, 0 loss).
 
-    game1: the verdict with the baseline as A and the model as B; game2: with the model as A. A verdict that is not
-    one of the five labels (None, a parse failure) drops its game, as the reference does."""
+    game1: the verdict with the baseline as A and the model as B; game2: with the model as A. A verdict outside
+    `labels` (v0.1's five by default, `V2_LABELS` for a v2.0 judge's), None or a parse failure, drops its game, as
+    the v0.1 reference does."""
     out: list[float] = []
     for verdict, model_is_a in ((game1, False), (game2, True)):
-        if verdict not in VERDICTS:
+        if verdict is None or verdict not in labels:
             continue
-        a_outcome, strong = VERDICTS[verdict]
+        a_outcome, strong = labels[verdict]
         outcome = a_outcome if model_is_a else 1.0 - a_outcome
         out += [outcome] * (weight if strong and outcome != 0.5 else 1)
     return out

@@ -80,7 +80,7 @@ from sklearn.linear_model import LogisticRegression
 
 from prefalign.errors import UserError, did_you_mean
 
-from .arena_hard import ROUNDS, SEED, WEIGHT, JudgmentRow, game_battles
+from .arena_hard import ROUNDS, SEED, V2_LABELS, WEIGHT, JudgmentRow, game_battles
 
 FEATURES = ("token_len", "header_count", "list_count", "bold_count")
 """The style counts, in the order the reference's `add_markdown_info.py` writes them and its style columns take."""
@@ -104,19 +104,6 @@ V2_BASELINES = {
     "arena-hard-v0.1": "gpt-4-0314",
 }
 """v2.0's baseline per category (`utils/judge_utils.py` `JUDGE_SETTINGS`)."""
-V2_LABELS: dict[str, tuple[float, bool]] = {
-    "A>B": (1.0, False),
-    "A>>B": (1.0, True),
-    "A=B": (0.5, False),
-    "A<<B": (0.0, True),
-    "A<B": (0.0, False),
-    "B>A": (0.0, False),
-    "B>>A": (0.0, True),
-    "B=A": (0.5, False),
-    "B<<A": (1.0, True),
-    "B<A": (1.0, False),
-}
-"""v2.0's verdict labels (`load_judgments` `label_to_score`): outcome for A, and whether it counts `weight` times."""
 LAYOUTS = (
     "v0.1 rows name the prompt `question_id` (answer rows: `model_id`, `conv_metadata`), v2.0 rows `uid` (answer "
     "rows: `model`, `metadata`); --option version= picks"

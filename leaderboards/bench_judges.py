@@ -1,6 +1,6 @@
 """The judge of an `align eval policy --bench` run: a scorer from the scorer table, or a chat model judging with the
 benchmark's own prompts (`--judge-prompts`): FastChat's for MT-Bench (`mtbench_judge`), Arena-Hard's judge config
-(`arenahard_judge`), AlpacaEval's annotator prompt (`alpacaeval_judge`)."""
+(`arenahard_judge`, v0.1 or v2.0), AlpacaEval's annotator prompt (`alpacaeval_judge`)."""
 
 from __future__ import annotations
 
@@ -114,11 +114,12 @@ def alpaca_judge(s: PolicyBenchSettings, spec: dict[str, Any]) -> AlpacaEvalJudg
 
 
 def arena_judge(s: PolicyBenchSettings, spec: dict[str, Any]) -> ArenaHardJudge:
-    """--judge's chat model judging Arena-Hard's games with its judge_config.yaml (--judge-prompts), greedily."""
+    """--judge's chat model judging Arena-Hard's games with its judge config (--judge-prompts; v2.0's with its
+    per-category settings, --judge-settings), greedily."""
     model = judge_model(s, spec)
-    config = read_judge_config(str(s.judge_prompts))
+    config = read_judge_config(str(s.judge_prompts), s.judge_settings)
     n = s.judge_max_new_tokens or config.max_tokens or MAX_NEW_TOKENS
-    files = given_files({"prompts": s.judge_prompts})
+    files = given_files({"prompts": s.judge_prompts, "settings": s.judge_settings})
     return ArenaHardJudge(model, config, judge_replies(s, model, n), n, files)
 
 

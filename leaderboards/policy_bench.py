@@ -43,7 +43,7 @@ from prefalign.stats import bootstrap_ci
 from preference_data.records import Message
 
 from .alpacaeval_judge import AlpacaEvalJudge
-from .arena_hard import ROUNDS, SEED, WEIGHT, arena_hard_scores, game_battles
+from .arena_hard import ROUNDS, SEED, VERDICTS, WEIGHT, arena_hard_scores, game_battles
 from .arenahard_judge import ArenaHardJudge
 from .ifeval import DETECTORS, ifeval_scores
 from .mtbench_judge import (
@@ -336,13 +336,14 @@ def score_arenahard(data: BenchData, answers: list[list[str]], judge: Any, s: Po
     if judged is None:
         games = judge_games(judge, data.items, first)
     else:
-        games = [(g1["score"], g2["score"]) for g1, g2 in judged]
-    battles = [b for g1, g2 in games for b in game_battles(g1, g2)]
+        games = [(g1.score, g2.score) for g1, g2 in judged]
+    labels = judge.labels if isinstance(judge, ArenaHardJudge) else VERDICTS  # v2.0's judge: its ten labels
+    battles = [b for g1, g2 in games for b in game_battles(g1, g2, labels=labels)]
     if not battles:
         raise UserError("arenahard: the judge gave no verdict on any game; nothing to score")
     ah = arena_hard_scores([("policy", battles)])[0]
     prefs = [
-        math.nan if not b else sum(b) / len(b) for b in (game_battles(g1, g2) for g1, g2 in games)
+        math.nan if not b else sum(b) / len(b) for b in (game_battles(g1, g2, labels=labels) for g1, g2 in games)
     ]  # per prompt: its games' mean outcome
     wr = win_rates(prefs, [len(a) for a in first], [len(it.reference or "") for it in data.items], s.bootstrap, s.seed)
     scores = {
@@ -357,6 +358,7 @@ def score_arenahard(data: BenchData, answers: list[list[str]], judge: Any, s: Po
                 "rounds": ROUNDS,
                 "seed": SEED,
                 "strong_weight": WEIGHT,
+                "labels": list(labels),
                 "reference": "lmarena/arena-hard-auto@0489bf38 show_result.py",
             },
             "judged": {
@@ -369,10 +371,13 @@ def score_arenahard(data: BenchData, answers: list[list[str]], judge: Any, s: Po
             },
         },
     }
-    rows = [
-        {"question_id": it.id, "games": [{"score": g1}, {"score": g2}] if judged is None else judged[k]}
-        for k, (it, (g1, g2)) in enumerate(zip(data.items, games, strict=True))
-    ]
+    if judged is None:
+        rows = [
+            {"question_id": it.id, "games": [{"score": g1}, {"score": g2}]}
+            for it, (g1, g2) in zip(data.items, games, strict=True)
+        ]
+    else:  # the judgment rows of the judge's version (v0.1 keyed by question_id, v2.0 by uid)
+        rows = [judge.row(it, pair) for it, pair in zip(data.items, judged, strict=True)]
     return scores, rows
 
 
@@ -521,11 +526,16 @@ def native_alpacaeval(
 def native_arenahard(
     data: BenchData, answers: list[list[str]], rows: list[dict[str, Any]], model: str, judge: str
 ) -> tuple[str, str]:
-    """Arena-Hard's model_judgment/<judge>/<model>.jsonl rows: question_id, model, judge and the two games."""
-    lines = [
-        json.dumps({"question_id": it.id, "model": model, "judge": judge, "games": r["games"]}, ensure_ascii=False)
-        for it, r in zip(data.items, rows, strict=True)
-    ]
+    """Arena-Hard's model_judgment/<judge>/<model>.jsonl rows, in the layout of the version that judged them: v0.1
+    question_id, model, judge and the two games; v2.0 (rows keyed by `uid`) uid, category, judge, model, baseline
+    and the two games."""
+    lines = []
+    for it, r in zip(data.items, rows, strict=True):
+        if "uid" in r:  # v2.0's `judgment` row
+            row = {k: r[k] for k in ("uid", "category")} | {"judge": judge, "model": model, "baseline": r["baseline"]}
+        else:
+            row = {"question_id": it.id, "model": model, "judge": judge}
+        lines.append(json.dumps(row | {"games": r["games"]}, ensure_ascii=False))
     return "model_judgment.jsonl", "".join(x + "\n" for x in lines)
 
 
@@ -717,9 +727,11 @@ class PolicyBenchSettings(DecodingSettings):
         None,
         "the benchmark's own judge prompts, --judge's chat model writing each judgment (greedy). mtbench: FastChat's "
         "data/judge_prompts.jsonl, each answer graded as its llm_judge does, the rating read from [[x]] (else [x]; "
-        "-1 when none, left out and counted), the judgments in model_judgment_single.jsonl. arenahard: its "
-        "config/judge_config.yaml (v0.1), both games of every question judged as its gen_judgment.py does (asked "
-        "again while no verdict, up to number_of_judgment_attempts), the judgments in model_judgment.jsonl. "
+        "-1 when none, left out and counted), the judgments in model_judgment_single.jsonl. arenahard: its judge "
+        "config, both games of every question judged as that version's gen_judgment.py does, the judgments in "
+        "model_judgment.jsonl: v0.1's config/judge_config.yaml (asked again while no verdict, up to "
+        "number_of_judgment_attempts), or v2.0's config/arena-hard-v2.0.yaml with --judge-settings (asked once, "
+        "the system prompt of the question's category, the verdict by regex_patterns in turn). "
         "alpacaeval: its annotator prompt (alpaca_eval_clf.txt), each pair judged by the judge's first-token "
         "log-probabilities of m and M as weighted_alpaca_eval_gpt4_turbo does, in annotations.json",
         metavar="FILE",
@@ -730,10 +742,18 @@ class PolicyBenchSettings(DecodingSettings):
         "reference_answer/<judge>.jsonl)",
         metavar="FILE",
     )
+    judge_settings: str | None = option(
+        None,
+        "arenahard with v2.0's config as --judge-prompts: its utils/judge_utils.py, whose JUDGE_SETTINGS give each "
+        "question category its baseline model and judge system prompt (read, not run: texts, names of texts and "
+        "texts joined with +); a question of a category it lacks, or whose --reference answer is by another model "
+        "than its category's baseline, stops the run before anything is generated",
+        metavar="FILE",
+    )
     judge_max_new_tokens: int = option(
         0,
         "with --judge-prompts: tokens per judgment (default 0: the benchmark's own: MT-Bench 2048, Arena-Hard its "
-        "judge_config.yaml's max_tokens)",
+        "judge config's max_tokens)",
     )
     judge_mode: str = option(
         "single",
@@ -797,8 +817,13 @@ class PolicyBenchSettings(DecodingSettings):
         if self.judge_prompts is not None and self.bench not in ("mtbench", "arenahard", "alpacaeval"):
             problems.append(
                 "judge_prompts: a benchmark's own judge prompts (FastChat's judge_prompts.jsonl for --bench mtbench, "
-                "Arena-Hard's judge_config.yaml for --bench arenahard, AlpacaEval's alpaca_eval_clf.txt for --bench "
+                "Arena-Hard's judge config for --bench arenahard, AlpacaEval's alpaca_eval_clf.txt for --bench "
                 "alpacaeval)"
+            )
+        if self.judge_settings is not None and (self.bench != "arenahard" or self.judge_prompts is None):
+            problems.append(
+                "judge_settings: Arena-Hard v2.0's per-category judge settings (utils/judge_utils.py); use it with "
+                "--bench arenahard --judge-prompts config/arena-hard-v2.0.yaml"
             )
         if self.judge_reference is not None and self.judge_prompts is None:
             problems.append("judge_reference: the reference answers of FastChat's judge prompts; add --judge-prompts")

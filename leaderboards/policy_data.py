@@ -39,6 +39,8 @@ class BenchItem:
     turns: list[str]
     category: str = ""
     reference: str | None = None
+    reference_model: str | None = None
+    """The model that wrote `reference`, where its file names it (Arena-Hard v2.0 judges by category's baseline)."""
     ifeval: IFEvalItem | None = None
     row: int = 0
 
@@ -158,7 +160,7 @@ def read_arenahard(source: str, answers: str | None, hub_split: str = "train") -
     data = BenchData("arenahard", source, [], len(rows), _read_problems(report))
     ans_rows, ans_report = _rows(answers, hub_split)
     data.problems += _read_problems(ans_report)
-    refs: dict[str, str] = {}
+    refs: dict[str, tuple[str, str | None]] = {}
     models: set[str] = set()
     for n, row in ans_rows:
         qid, model, answer = _arena_answer(row)
@@ -168,7 +170,7 @@ def read_arenahard(source: str, answers: str | None, hub_split: str = "train") -
         if qid in refs:
             data.problems.append(f"{answers} {ans_report.row_unit} {n}: a second answer to question {qid}")
             continue
-        refs[qid] = answer
+        refs[qid] = answer, model
         if model:
             models.add(model)
     for n, row in rows:
@@ -181,7 +183,8 @@ def read_arenahard(source: str, answers: str | None, hub_split: str = "train") -
             data.problems.append(f"{where}: question {qid} has no reference answer in {answers}")
             continue
         category = str(row.get("category") or "")
-        data.items.append(BenchItem(qid, [text], category, refs[qid], row=n))
+        answer, model = refs[qid]
+        data.items.append(BenchItem(qid, [text], category, answer, reference_model=model, row=n))
     data.reference_model = ", ".join(sorted(models)) or None
     return data
 

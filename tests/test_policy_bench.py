@@ -883,9 +883,10 @@ def test_hand_run_fixtures_read_cleanly(tmp_path):
 
 def test_arenahard_judged_by_a_chat_model_with_its_own_judge_config(tmp_path, tiny_model_ref, capsys):
     """`align eval policy --bench arenahard --judge judge:MODEL --judge-prompts judge_config.yaml`: the chat model
-    judges both games of every question with the config's prompts (the rules are checked against the reference code
-    in tests/test_reference_scores.py). The tiny random judge writes no verdict, which the run says; MT-Bench's own
-    judge flags are refused with Arena-Hard, and a config that cannot be used is refused before anything runs."""
+    judges both games of every question with the config's prompts, v0.1's or v2.0's (the rules are checked against
+    the reference code in tests/test_reference_scores.py). The tiny random judge writes no verdict, which the run
+    says; MT-Bench's own judge flags are refused with Arena-Hard, and a config that cannot be used is refused before
+    anything runs."""
     q = _jsonl(
         tmp_path / "question.jsonl",
         [{"question_id": f"a{k}", "category": "arena-hard-v0.1", "turns": [{"content": f"{k}+2?"}]} for k in range(2)],
@@ -913,6 +914,23 @@ def test_arenahard_judged_by_a_chat_model_with_its_own_judge_config(tmp_path, ti
     cfg.write_text("system_prompt: Judge.\n", encoding="utf-8")
     assert _run(*flags, *judge) == 2
     assert "prompt_template: missing" in capsys.readouterr().err
+    # v2.0: its arena-hard-v2.0.yaml and utils/judge_utils.py, whose entry for the question's category gives the
+    # system prompt and the baseline (the reference file's model)
+    v2 = tmp_path / "arena-hard-v2.0.yaml"
+    v2.write_text(
+        "temperature: 0.0\nmax_tokens: 4096\nreference: null\nregex_patterns: ['\\[\\[([AB<>=]+)\\]\\]', "
+        "'\\[([AB<>=]+)\\]']\nprompt_template: 'Q {QUESTION} A {ANSWER_A} B {ANSWER_B}'\n",
+        encoding="utf-8",
+    )
+    settings = tmp_path / "judge_utils.py"
+    settings.write_text("JUDGE_SETTINGS = {'arena-hard-v0.1': {'baseline': 'gpt-4-0314', 'system_prompt': 'Judge.'}}\n")
+    judge = ["--judge", f"judge:{tiny_model_ref}", "--judge-prompts", str(v2), "--judge-max-new-tokens", "4"]
+    assert _run(*flags, *judge, "--judge-settings", str(settings), "--out", str(tmp_path / "v2")) == 2
+    assert "arenahard: the judge gave no verdict on any game" in capsys.readouterr().err
+    assert _run(*flags, *judge) == 2
+    assert "add --judge-settings utils/judge_utils.py" in capsys.readouterr().err
+    assert _run(*flags, "--judge", f"judge:{tiny_model_ref}", "--judge-settings", str(settings)) == 2
+    assert "--judge-settings: Arena-Hard v2.0's per-category judge settings" in capsys.readouterr().err
 
 
 def test_alpacaeval_judged_by_a_chat_model_with_its_own_prompt(tmp_path, tiny_model_ref):

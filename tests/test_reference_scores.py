@@ -516,6 +516,111 @@ def test_arena_hard_judging_with_its_own_judge_config_is_gen_judgment_s(tmp_path
         read_judge_config(tmp_path / "bad.yaml")
 
 
+ARENA_V2 = FIXTURES / "arenahard_judge_v2"
+"""Made-up files in the layout of arena-hard-auto v2.0's: config/arena-hard-v2.0.yaml, utils/judge_utils.py (two
+system prompts, two baselines), question.jsonl and one answer file holding each category's baseline answers;
+canned.json the policy's answer and the judge's reply in each game; model_judgment.jsonl what the reference wrote."""
+
+
+def test_arena_hard_v2_judging_with_its_own_config_is_gen_judgment_s(tmp_path):
+    """`align eval policy --bench arenahard --judge judge:MODEL --judge-prompts arena-hard-v2.0.yaml --judge-settings
+    judge_utils.py`: the system prompt of each question's category, one reply per game, the verdict by the config's
+    patterns in turn over the reply in upper case (the first pattern that matches gives its last match), the rows in
+    v2.0's layout. model_judgment.jsonl is what the reference's own command wrote for the same files and replies:
+    lmarena/arena-hard-auto @ 196f6b826783b3da7310e361a805fa36f0be83f3, gen_judgment.py (`__main__`,
+    `judgment`, `pairwise_judgment`, `get_score`), run in a copy of the snapshot whose utils/judge_utils.py was
+    replaced by the fixture's, the fixture's questions and answers laid out under data/made-up/, and its API
+    client (`registered_api_completion`) answering each user message with the reply canned.json gives it:
+    `python gen_judgment.py --setting-file arena-hard-v2.0.yaml --endpoint-file api.yaml` (one worker, so the rows
+    in question order). The cases: a strong verdict; a verdict in lower case (read upper-cased); only the second
+    pattern matching; two verdicts (the last wins); no verdict (null); the first pattern matching though the second
+    matches earlier; a mirrored label (`B<A`, one of v2.0's ten); a label outside them (`A>>>B`, kept in the row,
+    dropped when scored)."""
+    from leaderboards.arena_hard import arena_hard_scores, game_battles, read_judgment_rows
+    from leaderboards.arena_hard_style import v2_plain_scores
+    from leaderboards.arenahard_judge import ArenaHardJudge, read_judge_config
+    from leaderboards.policy_bench import native_arenahard, score_arenahard
+    from leaderboards.policy_data import read_arenahard
+
+    config = read_judge_config(ARENA_V2 / "arena-hard-v2.0.yaml", ARENA_V2 / "judge_utils.py")
+    assert config.version == "v2.0" and config.attempts == 1 and len(config.patterns) == 2
+    assert {c: (s.baseline, s.system_prompt) for c, s in config.categories.items()} == {
+        "hard_prompt": ("base-h", "Judge the hard prompt."),
+        "coding": ("base-h", "Judge the hard prompt."),
+        "creative_writing": ("base-c", "Judge the creative writing."),  # "Judge the " + "creative writing."
+    }
+    data = read_arenahard(str(ARENA_V2 / "question.jsonl"), str(ARENA_V2 / "baselines.jsonl"))
+    assert not data.problems
+    canned = json.loads((ARENA_V2 / "canned.json").read_text(encoding="utf-8"))
+    answers = [[canned[it.id]["answer"]] for it in data.items]
+    replies = {}  # (system prompt, user message) -> the canned reply
+    for line in (ARENA_V2 / "model_judgment.jsonl").read_text(encoding="utf-8").splitlines():
+        row = json.loads(line)
+        for game, said in zip(row["games"], canned[row["uid"]]["replies"], strict=True):
+            replies[tuple(m["content"] for m in game["prompt"])] = said
+    asked = []
+
+    def generate(convs):
+        asked.append(len(convs))
+        return [replies[tuple(m["content"] for m in c)] for c in convs]  # KeyError: a prompt the reference did not ask
+
+    judge = ArenaHardJudge("made-up-judge", config, generate, 50)
+    judge.check(data.items)
+    scores, rows = score_arenahard(data, answers, judge, SimpleNamespace(bootstrap=0, seed=0))
+    assert asked == [8]  # both games of every question in one batch, each asked once
+    name, text = native_arenahard(data, answers, rows, "m", judge.name)
+    assert name == "model_judgment.jsonl"
+    assert text == (ARENA_V2 / "model_judgment.jsonl").read_text(
+        encoding="utf-8"
+    )  # the reference's rows, byte for byte
+    verdicts = [(r["games"][0]["score"], r["games"][1]["score"]) for r in rows]
+    assert verdicts == [("B>>A", "A>B"), ("A=B", "B>A"), (None, "B<A"), ("B>A", "A>>>B")]
+    outcomes = [b for g1, g2 in verdicts for b in game_battles(g1, g2, labels=judge.labels)]
+    # h1 won strongly (x3), then won; c1 a tie, then lost; k1 game 1 no verdict, game 2 won (B<A, the model as A);
+    # h2 won, then game 2 dropped (A>>>B is no label)
+    assert outcomes == [1, 1, 1, 1, 0.5, 0, 1, 1]
+    (ah,) = arena_hard_scores([("policy", outcomes)])
+    assert scores["sections"]["score"] == ah.score / 100
+    assert scores["extra"]["judged"]["games_without_verdict"] == 1
+    # the written rows read back as v2.0 judgment rows (`align bench score arenahard --option version=v2.0`)
+    written = tmp_path / "m.jsonl"
+    written.write_text(text, encoding="utf-8")
+    ((model, judged),) = read_judgment_rows([written])
+    assert model == "m" and [r.verdicts for r in judged] == verdicts
+    with pytest.raises(UserError, match="m.jsonl line 4: verdict 'A>>>B' is not one of v2.0's"):
+        v2_plain_scores([(model, judged)])  # as v2.0's show_result stops on it (a KeyError in `label_to_score`)
+    assert v2_plain_scores([(model, judged[:3])], category="creative_writing").scores[0].battles == 2
+
+    # a category the settings lack, and a baseline answer by another model than the category's: every one named
+    (tmp_path / "q.jsonl").write_text(
+        (ARENA_V2 / "question.jsonl").read_text().replace('"coding"', '"codng"'), encoding="utf-8"
+    )
+    (tmp_path / "b.jsonl").write_text(
+        (ARENA_V2 / "baselines.jsonl").read_text().replace('"base-c"', '"base-h"'), encoding="utf-8"
+    )
+    bad = read_arenahard(str(tmp_path / "q.jsonl"), str(tmp_path / "b.jsonl"))
+    with pytest.raises(UserError, match=r"'codng' \(question k1\) is not in JUDGE_SETTINGS of .*judge_utils.py") as e:
+        judge.check(bad.items)
+    assert "did you mean 'coding'" in str(e.value)
+    assert "the creative_writing questions (c1) are judged against base-c's answers" in str(e.value)
+    # the config's own problems, at once; a v0.1 file is still read as v0.1
+    with pytest.raises(UserError, match="add --judge-settings utils/judge_utils.py"):
+        read_judge_config(ARENA_V2 / "arena-hard-v2.0.yaml")
+    cfg = (ARENA_V2 / "arena-hard-v2.0.yaml").read_text()
+    (tmp_path / "bad.yaml").write_text(
+        cfg.replace("reference: null", "reference: [gpt-4]").replace("{ANSWER_B}", "{ANSWER_C}"), encoding="utf-8"
+    )
+    with pytest.raises(UserError, match=r"prompt_template: cannot be filled \(KeyError: 'ANSWER_C'\).*reference:"):
+        read_judge_config(tmp_path / "bad.yaml", ARENA_V2 / "judge_utils.py")
+    (tmp_path / "code.py").write_text("JUDGE_SETTINGS = {'x': dict(baseline='b', system_prompt='s')}\n")
+    with pytest.raises(UserError, match="line 1: `dict\\(baseline='b', system_prompt='s'\\)` is code"):
+        read_judge_config(ARENA_V2 / "arena-hard-v2.0.yaml", tmp_path / "code.py")
+    (tmp_path / "judge_config.yaml").write_text(ARENA_JUDGE_CONFIG, encoding="utf-8")
+    assert read_judge_config(tmp_path / "judge_config.yaml").version == "v0.1"
+    with pytest.raises(UserError, match="drop --judge-settings"):
+        read_judge_config(tmp_path / "judge_config.yaml", ARENA_V2 / "judge_utils.py")
+
+
 ALPACA_ROWS = [  # instruction, output_1 (the reference), output_2 (the model)
     ("Say hi.", "hello", "hi"),
     ("What is 2+2?", "4", "5"),
