@@ -114,6 +114,12 @@ class JudgeSection:
         "analysis in a second (from_prompt: one example per distinct query and one per response; the scorer's "
         "`principles`, which the held-out evaluation uses too)",
     )
+    tools: Literal["none", "calculator"] = option(
+        "none",
+        "think, grm: tools the judge calls as it writes in its held-out evaluation (the scorer's `tools`; "
+        "calculator: the exact value after each `a op b =` it writes). Training is unchanged: the warm-up's work "
+        "already writes every value right",
+    )
     seed: int = option(0, "position shuffling and sampling seed")
     eval_temperature: float = option(
         0.0, "think, grm: the held-out evaluation's sampling temperature (0: greedy, the same numbers every rerun)"
@@ -125,6 +131,8 @@ class JudgeSection:
             problems.append(
                 f"examples: {self.examples} is a warm-up for think and grm; pair_pm learns the label directly"
             )
+        if self.tools != "none" and self.kind == "pair_pm":
+            problems.append(f"tools: {self.tools} is for judges that write (think, grm); pair_pm writes one letter")
         if (self.examples == "traces") != (self.traces is not None):
             problems.append(
                 "traces: give a traces file exactly when examples: traces"
@@ -384,7 +392,12 @@ def _tokenize(examples: list[SFTExample], tokenizer: Any, max_length: int) -> tu
 
 
 def _sampling(judge: JudgeSection) -> dict[str, Any]:
-    return {"temperature": judge.temperature, "top_p": judge.top_p, "max_new_tokens": judge.max_new_tokens}
+    return {
+        "temperature": judge.temperature,
+        "top_p": judge.top_p,
+        "max_new_tokens": judge.max_new_tokens,
+        "tools": judge.tools,
+    }
 
 
 # The scorer options a trained judge is evaluated with, by kind (pair_pm reads its answer's probability: no sampling).

@@ -226,6 +226,22 @@ def test_grm_principles_from_prompt_work_before_the_response_once_per_query(tiny
     assert scorer.cost["items"] == 3 and scorer.describe()["principles"] == "from_prompt"
 
 
+def test_grm_with_the_calculator_writes_its_values(tiny_model_ref):
+    """`tools: calculator`: the judge's samples go through the tool loop (tests/test_generation_tools.py); every
+    '=' the judge writes after an expression is followed by its exact value, and the record names the tool."""
+    from prefalign.generation.tools import calculator
+
+    scorer = load_scorer("grm", **_opts(principles="from_prompt", tools="calculator", temperature=0.0))
+    scorer.score(PROMPTS, GOOD)
+    for text in (t for texts in scorer.last_texts for t in texts):
+        for at in (i for i, ch in enumerate(text) if ch == "="):
+            value = calculator(text[:at])
+            assert value is None or text[at + 1 :].startswith(value)
+    assert scorer.describe()["tools"] == "calculator" and scorer.cost["generated_tokens"] > 0
+    with pytest.raises(Exception, match="tools"):
+        load_scorer("grm", **_opts(tools="abacus"))
+
+
 def test_grm_principles_from_prompt_runs_the_engine(tiny_model_ref):
     scorer = load_scorer("grm", **_opts(k=2, principles="from_prompt", score="expected"))
     out = scorer.score(PROMPTS, GOOD)

@@ -120,6 +120,15 @@ def test_grm_from_prompt_examples_work_from_the_query_then_read_each_response():
     assert JudgeSection(kind="grm", examples="sampled", principles="from_prompt").check()
 
 
+def test_a_judge_evaluated_with_the_calculator_names_it_to_its_scorer():
+    from reward_models.judge_train import SCORER_OPTIONS
+
+    for kind in ("grm", "think"):
+        judge = JudgeSection(kind=kind, examples="template", tools="calculator")
+        assert not judge.check() and SCORER_OPTIONS[kind](judge)["tools"] == "calculator"
+    assert "pair_pm writes one letter" in " ".join(JudgeSection(kind="pair_pm", tools="calculator").check())
+
+
 def test_multiclass_sampling_keeps_only_the_gold_strength(monkeypatch):
     pairs = [_graded(i, chosen=1.0, rejected=0.0) for i in range(4)]  # gap 1: strength 3
 

@@ -125,6 +125,11 @@ class JudgeSamplingOptions(ModelOptions):
     top_p: float = option(0.95, "nucleus sampling mass (1 = off)")
     max_new_tokens: int = option(256, "longest judge output in tokens; a cut-off output usually abstains")
     seed: int = option(0, "sampling seed (each item's samples are seeded from it and the item's prompt)")
+    tools: Literal["none", "calculator"] = option(
+        "none",
+        "tools the judge calls as it writes (prefalign.generation.tools): calculator writes the exact value after "
+        "each `a op b =` the judge writes, so its work is as right as the operations it chooses",
+    )
 
 
 @dataclass
@@ -265,7 +270,9 @@ class _GenerativeJudge:
         each), for `cost`. A judge prompt with no room for `max_new_tokens` more tokens in `max_length` fails
         (`too_long`); with `fit_to_context` it generates up to `max_length` instead, as vLLM does (RewardBench 2's
         reference judges), and fails only when the prompt alone fills the context."""
-        from prefalign.generation import SamplingParams  # lazy: torch, not needed to list the scorers (align ls)
+        # lazy: torch, not needed to list the scorers (align ls)
+        from prefalign.generation import SamplingParams
+        from prefalign.generation.tools import TOOLS, generate_with_tools
 
         t0 = time.perf_counter()
         pending = [(i, m) for i, m in enumerate(messages) if m is not None]
@@ -293,10 +300,11 @@ class _GenerativeJudge:
                 )
                 for budget in budgets
             ]
-            result = self.engine.generate(prompts, params)
-            for i, req in zip(rows, result.outputs, strict=True):
-                out[i] = [c.text for c in req.completions]
-            self.cost["generated_tokens"] += result.timings.generated_tokens
+            tools = [] if self.opts.tools == "none" else [TOOLS[self.opts.tools]]
+            texts, generated = generate_with_tools(self.engine, prompts, params, tools)
+            for i, t in zip(rows, texts, strict=True):
+                out[i] = t
+            self.cost["generated_tokens"] += generated
             self.cost["samples"] += n * len(prompts)
         self.cost["items"] += len(messages) if items is None else items
         self.cost["seconds"] += time.perf_counter() - t0
@@ -321,6 +329,7 @@ class _GenerativeJudge:
             "top_p": o.top_p,
             "max_new_tokens": o.max_new_tokens,
             "seed": o.seed,
+            "tools": o.tools,
         }
 
 
