@@ -19,6 +19,7 @@ Files, in reading order:
   transformers_backend.py  the default engine: prefill once per prompt, batches as scheduled, row pruning
   vllm_backend.py          vLLM colocated (gpu extra), imported lazily
   weights.py               trainer -> sampler weight copy, LoRA merged without touching the trainer
+  tools.py                 tools a model calls as it writes (the calculator): stop, answer, go on
 """
 
 from __future__ import annotations
