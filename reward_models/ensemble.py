@@ -7,8 +7,9 @@ The score of a response is the members' mean minus `k` times their population st
 one of them is outside what it learned) is pushed down, so a policy that finds a member's blind spot gains less from
 it (Coste et al. 2023, "Reward Model Ensembles Help Mitigate Overoptimization"; Eisenstein et al. 2023). Members
 trained apart have unlike scales: scalar members are normalised with their own saved statistics first
-(`normalize`). Every member must be pointwise; a NaN from any member is a NaN. The members' spread of the last call
-is kept (`last_std`), for a run's alarm.
+(`normalize`); a member on another scale (a generative judge's 1..10) is weighted onto the others' (`weights`).
+Every member must be pointwise; a NaN from any member is a NaN, unless `missing: skip` lets the members that scored
+decide. The members' spread of the last call is kept (`last_std`), for a run's alarm.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import torch
 from preference_data.records import Conversation
 
 from .base import ScorerKind
-from .composition import ensemble_lcb
+from .composition import ensemble_lcb, member_spread
 
 
 class EnsembleScorer:
@@ -31,19 +32,25 @@ class EnsembleScorer:
     kind: ScorerKind = "pointwise"
     name = "ensemble"
 
-    def __init__(self, k: float, normalize: bool, members: list[Any]) -> None:
-        self.k, self.normalize, self.members = k, normalize, members
+    def __init__(
+        self, k: float, normalize: bool, members: list[Any], weights: list[float] | None = None, skip: bool = False
+    ) -> None:
+        self.k, self.normalize, self.members, self.weights, self.skip = k, normalize, members, weights, skip
+        self._w = None if weights is None else torch.tensor(weights, dtype=torch.float64)
         self.last_std: list[float] = []
 
     def score(self, prompts: list[Conversation], responses: list[Conversation]) -> list[float]:
         R = torch.tensor([m.score(prompts, responses) for m in self.members], dtype=torch.float64).T  # (S, M)
-        self.last_std = R.std(-1, correction=0).tolist() if len(prompts) else []
-        return [float(x) if math.isfinite(x) else math.nan for x in ensemble_lcb(R, self.k).tolist()]
+        self.last_std = member_spread(R, self._w)[1].tolist() if len(prompts) else []
+        scores = ensemble_lcb(R, self.k, self._w, self.skip)
+        return [float(x) if math.isfinite(x) else math.nan for x in scores.tolist()]
 
     def describe(self) -> dict[str, Any]:
         return {
             "k": self.k,
             "normalize": self.normalize,
+            "weights": self.weights,
+            "missing": "skip" if self.skip else "nan",
             "members": [m.describe() if hasattr(m, "describe") else {} for m in self.members],
         }
 

@@ -47,7 +47,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 from prefalign.config import build, option
 from prefalign.errors import UserError, did_you_mean
@@ -89,11 +89,26 @@ class EnsembleOptions:
     normalize: bool = option(
         True, "scalar members score (r - mean) / std with their own saved statistics (members trained apart differ)"
     )
+    weights: list[float] | None = option(
+        None,
+        "one weight per member (default: equal): the mean and the std are weighted; a member on another scale (a "
+        "generative judge's 1..10) is put on the others' by its weight",
+    )
+    missing: Literal["nan", "skip"] = option(
+        "nan",
+        "a member that gives no score (a generative judge that abstained): the response gets none (nan), or the "
+        "members that scored decide it (skip)",
+    )
 
     def check(self) -> list[str]:
         problems = []
         if len(self.members) < 2:
             problems.append(f"members: an ensemble needs at least 2 reward models, got {len(self.members)}")
+        if self.weights is not None:
+            if len(self.weights) != len(self.members):
+                problems.append(f"weights: one per member ({len(self.members)}), got {len(self.weights)}")
+            if any(not isinstance(x, int | float) or x < 0 for x in self.weights) or not sum(self.weights) > 0:
+                problems.append(f"weights: numbers >= 0, not all 0, got {self.weights}")
         if self.k < 0:
             problems.append(f"k: the penalty must be >= 0, got {self.k}")
         return problems
@@ -118,7 +133,7 @@ def _load_ensemble(opts: EnsembleOptions) -> Scorer:
         if kind != "pointwise":
             raise UserError(f"members[{i}]: a {kind} scorer ({spec['type']}); an ensemble's members are pointwise")
         members.append(load_scorer(spec))
-    return cast("Scorer", EnsembleScorer(opts.k, opts.normalize, members))
+    return cast("Scorer", EnsembleScorer(opts.k, opts.normalize, members, opts.weights, opts.missing == "skip"))
 
 
 def _load_polar(opts: PolarOptions) -> Scorer:

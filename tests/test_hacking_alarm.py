@@ -23,6 +23,15 @@ def test_ensemble_penalty_by_hand():
     assert ensemble_lcb(torch.tensor([[0.0, 3.0, 6.0]]), 1.0).item() == pytest.approx(3 - math.sqrt(6))
     assert math.isnan(ensemble_lcb(R, 0.5)[0].item())
     assert ensemble_lcb(R[:, :2], 0.0).tolist() == [2.0, 2.0]  # k = 0: the plain mean
+    # weighted members (1, 4) with weights (2, 1): mean (2 + 4) / 3 = 2, std sqrt((2 x 1^2 + 1 x 2^2) / 3) = sqrt(2)
+    two = torch.tensor([[1.0, 4.0]])
+    assert ensemble_lcb(two, 1.0, torch.tensor([2.0, 1.0])).item() == pytest.approx(2 - math.sqrt(2))
+    assert ensemble_lcb(two, 0.5, torch.tensor([1.0, 1.0])).item() == ensemble_lcb(two, 0.5).item()
+    # a member that gave no score: NaN, or left out (the others decide; none scored: NaN)
+    gap = torch.tensor([[1.0, math.nan], [math.nan, math.nan], [1.0, 4.0]])
+    assert math.isnan(ensemble_lcb(gap, 0.5)[0].item())
+    got = ensemble_lcb(gap, 0.5, torch.tensor([2.0, 1.0]), skip_missing=True)
+    assert got[0].item() == 1.0 and math.isnan(got[1].item()) and got[2].item() == pytest.approx(2 - 0.5 * math.sqrt(2))
     out = AGGREGATORS["ensemble"].fn(R[:, :2], torch.ones(2), AggregateInputs(G=1, options={"k": 0.5}))
     assert out.values.tolist() == [1.5, 2.0] and out.stats["ensemble/std"] == pytest.approx(0.5)
 
@@ -56,6 +65,14 @@ def test_ensemble_scorer_is_the_members_normalised_mean_minus_k_std(two_rms):
     assert ens.last_std == pytest.approx(want.std(-1, correction=0).tolist(), abs=1e-5)
     with pytest.raises(Exception, match="at least 2 reward models"):
         load_scorer({"type": "ensemble", "members": two_rms[:1]})
+    # weighted: a member on another scale put on the others' by its weight
+    weighted = load_scorer({"type": "ensemble", "members": two_rms, "k": 0.0, "weights": [1.0, 0.25]})
+    by_hand = (want[:, 0] + 0.25 * want[:, 1]) / 1.25
+    assert weighted.score(prompts, responses) == pytest.approx(by_hand.tolist(), abs=1e-5)
+    assert weighted.describe()["weights"] == [1.0, 0.25]
+    for bad in ([1.0], [1.0, -1.0], [0.0, 0.0]):
+        with pytest.raises(Exception, match="weights"):
+            load_scorer({"type": "ensemble", "members": two_rms, "weights": bad})
 
 
 def test_the_alarm_fires_when_the_reward_rises_and_the_check_falls():

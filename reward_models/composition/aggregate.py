@@ -38,16 +38,34 @@ def weighted_sum(R: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     return r.masked_fill(nan_rows(R, w), math.nan)
 
 
-def ensemble_lcb(R: torch.Tensor, k: float) -> torch.Tensor:
+def member_spread(R: torch.Tensor, w: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """(S, M) rewards of M members -> (S,) their mean and population standard deviation, weighted by `w` (M,) when
+    given: mean Σ w r / Σ w, std sqrt(Σ w (r - mean)^2 / Σ w), over the members that scored (NaN: left out); NaN
+    where none did."""
+    w = torch.ones(R.shape[-1], dtype=R.dtype) if w is None else w.to(R.dtype)
+    present = ~torch.isnan(R)
+    W = w * present  # (S, M): a member that gave no score weighs nothing
+    r = torch.nan_to_num(R, nan=0.0)
+    total = W.sum(-1)
+    mean = (r * W).sum(-1) / total
+    std = (((r - mean[..., None]) ** 2 * W).sum(-1) / total).sqrt()
+    return mean, std
+
+
+def ensemble_lcb(R: torch.Tensor, k: float, w: torch.Tensor | None = None, skip_missing: bool = False) -> torch.Tensor:
     """(S, M) rewards of M ensemble members -> (S,) their mean minus k times their population standard deviation
     (the uncertainty-penalised ensemble of Coste et al. 2023, "Reward Model Ensembles Help Mitigate
-    Overoptimization", with the penalty on the std so it has the rewards' units); NaN where any member is NaN.
+    Overoptimization", with the penalty on the std so it has the rewards' units); NaN where any member is NaN, or,
+    with `skip_missing`, over the members that scored (NaN where none did). With member weights `w` (M,) both are
+    weighted (`member_spread`).
 
-    Worked example: members (1.0, 3.0), k = 0.5: mean 2.0, std 1.0, reward 1.5; members (2.0, 2.0): 2.0 whatever k.
+    Worked example: members (1.0, 3.0), k = 0.5: mean 2.0, std 1.0, reward 1.5; members (2.0, 2.0): 2.0 whatever k;
+    members (1.0, 4.0) weighted (2, 1): mean 2.0, std sqrt((2 x 1 + 1 x 4) / 3) = sqrt(2); members (1.0, NaN) with
+    skip_missing: 1.0.
     """
-    mean = R.mean(-1)
-    std = R.std(-1, correction=0) if R.shape[-1] > 1 else torch.zeros_like(mean)
-    return (mean - k * std).masked_fill(torch.isnan(R).any(-1), math.nan)
+    mean, std = member_spread(R, w)
+    out = mean - k * std
+    return out if skip_missing else out.masked_fill(torch.isnan(R).any(-1), math.nan)
 
 
 def gdpo_advantages(R: torch.Tensor, w: torch.Tensor, G: int, eps: float = 1e-4) -> torch.Tensor:
