@@ -125,7 +125,8 @@ def generate_with_tools(
     stops = {t.stop: t for t in tools}
     texts: list[list[str]] = [[""] * p.n for p in params]
     generated = 0
-    result = engine.generate(prompts, [replace(p, stop=(*p.stop, *stops)) for p in params])
+    params = [replace(p, stop=(*p.stop, *stops)) for p in params]  # every round stops where a tool is asked
+    result = engine.generate(prompts, params)
     rows = [(_Open(i, j, ""), c) for i, req in enumerate(result.outputs) for j, c in enumerate(req.completions)]
     generated += result.timings.generated_tokens
     while rows:
@@ -148,7 +149,7 @@ def generate_with_tools(
             again.append(replace(p, n=1, max_new_tokens=p.max_new_tokens - len(so_far), seed=p.seed + row.sample))
         if not asked:
             break
-        result = engine.generate(ids, [replace(p, stop=(*p.stop, *stops)) for p in again])
+        result = engine.generate(ids, again)
         generated += result.timings.generated_tokens
         rows = [(row, req.completions[0]) for row, req in zip(asked, result.outputs, strict=True)]
     return texts, generated
