@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -13,7 +14,7 @@ from prefalign.errors import UserError
 from prefalign.models.hub import load_tokenizer
 from reward_models.scorers import load_scorer, scorer_spec
 
-from .alpacaeval_judge import TOP_LOGPROBS, AlpacaEvalJudge, read_prompt
+from .alpacaeval_judge import TOP_LOGPROBS, AlpacaEvalJudge, read_annotator
 from .arenahard_judge import ArenaHardJudge, read_judge_config
 from .mtbench_judge import MAX_NEW_TOKENS, FastChatJudge, read_answers, read_judge_prompts
 
@@ -87,10 +88,15 @@ def fastchat_judge(s: PolicyBenchSettings, spec: dict[str, Any]) -> FastChatJudg
 
 
 def alpaca_judge(s: PolicyBenchSettings, spec: dict[str, Any]) -> AlpacaEvalJudge:
-    """--judge's chat model judging AlpacaEval's pairs with its prompt file (--judge-prompts) by its first token's
-    log-probabilities (the five most likely, fp32)."""
+    """--judge's chat model judging AlpacaEval's pairs as the annotator of --judge-prompts does: its written reply
+    (greedy, the config's max_tokens unless --judge-max-new-tokens) for a parser that reads text, its first token's
+    five most likely tokens (fp32) for `logprob_parser`."""
     model = judge_model(s, spec)
-    template = read_prompt(str(s.judge_prompts))
+    read = read_annotator(str(s.judge_prompts))
+    # the files with their SHA-256; the tokens a reply may take, --judge-max-new-tokens over the config's
+    annotator = replace(read, files=given_files(dict(read.files)), max_tokens=s.judge_max_new_tokens or read.max_tokens)
+    if annotator.reads == "text":
+        return AlpacaEvalJudge(model, annotator, judge_replies(s, model, annotator.max_tokens))
     # torch and the model: loaded when a judge is, not when the CLI builds its parser
     import torch
 
@@ -110,7 +116,7 @@ def alpaca_judge(s: PolicyBenchSettings, spec: dict[str, Any]) -> AlpacaEvalJudg
             out.append([(tok.decode([int(i)]), float(v)) for v, i in zip(values, ids, strict=True)])
         return out
 
-    return AlpacaEvalJudge(model, template, top_logprobs, given_files({"prompts": s.judge_prompts}))
+    return AlpacaEvalJudge(model, annotator, top_logprobs)
 
 
 def arena_judge(s: PolicyBenchSettings, spec: dict[str, Any]) -> ArenaHardJudge:

@@ -321,8 +321,9 @@ def score_pairwise(data: BenchData, answers: list[list[str]], judge: Any, s: Pol
         },
     }
     rows = [{"preference": None if not math.isfinite(p) else p} for p in prefs]
-    if annotated is not None:  # the reference's own order of the outputs, beside each preference
-        rows = [r | {"is_switched_outputs": a["is_switched_outputs"]} for r, a in zip(rows, annotated, strict=True)]
+    if annotated is not None:  # the reference's own order of the outputs and the judge's reply, beside each preference
+        kept = ("is_switched_outputs", "raw_completion")
+        rows = [r | {k: a[k] for k in kept if k in a} for r, a in zip(rows, annotated, strict=True)]
     return scores, rows
 
 
@@ -502,9 +503,11 @@ def native_alpacaeval(
     data: BenchData, answers: list[list[str]], rows: list[dict[str, Any]], model: str, judge: str
 ) -> tuple[str, str]:
     """alpaca_eval's annotations.json: the reference answer as output_1, the policy's as output_2, `preference` 1 +
-    P(policy better) (1..2; null where the judge abstained), as its `get_winrate` reads it; `index` the item's row in
-    --data, which alpaca_eval's length-controlled GLM takes as the instruction (a file's own `index` column wins over
-    the row position there), so a run with --limit or skipped rows still looks up the right difficulty."""
+    P(policy better) (1..2; null where the judge abstained), as its `get_winrate` reads it (with an annotator's own
+    judge, its output switch and written reply beside it: `is_switched_outputs`, `raw_completion`); `index` the
+    item's row in --data, which alpaca_eval's length-controlled GLM takes as the instruction (a file's own `index`
+    column wins over the row position there), so a run with --limit or skipped rows still looks up the right
+    difficulty."""
     out = [
         {
             **({"index": int(it.id)} if it.id.isdigit() else {}),  # the instruction, for alpaca_eval's LC GLM
@@ -516,7 +519,7 @@ def native_alpacaeval(
             "generator_2": model,
             "annotator": judge,
             "preference": None if r["preference"] is None else 1.0 + r["preference"],
-            **({"is_switched_outputs": r["is_switched_outputs"]} if "is_switched_outputs" in r else {}),
+            **{k: r[k] for k in ("is_switched_outputs", "raw_completion") if k in r},
         }
         for it, a, r in zip(data.items, answers, rows, strict=True)
     ]
@@ -732,8 +735,10 @@ class PolicyBenchSettings(DecodingSettings):
         "model_judgment.jsonl: v0.1's config/judge_config.yaml (asked again while no verdict, up to "
         "number_of_judgment_attempts), or v2.0's config/arena-hard-v2.0.yaml with --judge-settings (asked once, "
         "the system prompt of the question's category, the verdict by regex_patterns in turn). "
-        "alpacaeval: its annotator prompt (alpaca_eval_clf.txt), each pair judged by the judge's first-token "
-        "log-probabilities of m and M as weighted_alpaca_eval_gpt4_turbo does, in annotations.json",
+        "alpacaeval: an annotator's evaluators_configs/NAME/configs.yaml (its prompt, parser and decoding: "
+        "regex_parser or ranking_parser on the judge's greedy reply, logprob_parser on its first token's top-5 "
+        "log-probabilities), or a prompt file alone (alpaca_eval_clf.txt, judged by the first-token "
+        "log-probabilities of m and M as weighted_alpaca_eval_gpt4_turbo does), in annotations.json",
         metavar="FILE",
     )
     judge_reference: str | None = option(
@@ -753,7 +758,7 @@ class PolicyBenchSettings(DecodingSettings):
     judge_max_new_tokens: int = option(
         0,
         "with --judge-prompts: tokens per judgment (default 0: the benchmark's own: MT-Bench 2048, Arena-Hard its "
-        "judge config's max_tokens)",
+        "judge config's max_tokens, an AlpacaEval annotator its max_tokens)",
     )
     judge_mode: str = option(
         "single",

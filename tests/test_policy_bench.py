@@ -967,3 +967,36 @@ def test_alpacaeval_judged_by_a_chat_model_with_its_own_prompt(tmp_path, tiny_mo
     again = json.loads((tmp_path / "again" / "report.json").read_text())
     assert again["record"]["scores"] == report["record"]["scores"]
     assert (tmp_path / "again" / "annotations.json").read_text() == Path(report["native"]).read_text()
+
+
+def test_alpacaeval_judged_by_a_chat_model_as_an_annotator_config_says(tmp_path, tiny_model_ref):
+    """`--judge-prompts evaluators_configs/NAME/configs.yaml` with a text parser (ranking_parser; the rules are
+    checked against the reference code in tests/test_reference_scores.py): the judge writes each reply greedily,
+    the annotations keep it (`raw_completion`); the tiny random judge writes no Python list, so every item is an
+    abstention, counted; a rerun gives the same annotations."""
+    from leaderboards.alpacaeval_judge import switched
+
+    configs = (
+        Path(__file__).parent / "fixtures" / "reference" / "alpacaeval_annotators" / "rank_python" / "configs.yaml"
+    )
+    data = alpacaeval_file(tmp_path / "alpaca_eval_gpt4_baseline.json")
+    judge = ("--judge", f"judge:{tiny_model_ref}", "--judge-prompts", str(configs), "--judge-max-new-tokens", "6")
+    notes = []
+    for run in ("run", "again"):
+        out = tmp_path / run
+        flags = ("--bench", "alpacaeval", "--data", str(data), "--model", tiny_model_ref, "--out", str(out))
+        assert _run(*flags, *judge, "--lc-glm", "toolkit") == 0
+        report = json.loads((out / "report.json").read_text())
+        notes.append((out / "annotations.json").read_text())
+    settings = report["record"]["scorer"]["settings"]
+    assert (settings["annotator"], settings["parser"], settings["max_tokens"]) == ("rank_python", "ranking_parser", 6)
+    assert settings["files"]["config"].split(" sha256:")[0] == str(configs)
+    assert settings["files"]["prompt"].split(" sha256:")[0].endswith("rank_python/prompt.txt")
+    judged = report["record"]["scores"]["extra"]["judged"]
+    assert (judged["items"], judged["abstained"]) == (0, 3)
+    rows = json.loads(notes[0])
+    assert [(r["preference"], r["is_switched_outputs"]) for r in rows] == [
+        (None, switched(r["instruction"])) for r in rows
+    ]
+    assert all(isinstance(r["raw_completion"], str) for r in rows)
+    assert notes[0] == notes[1]

@@ -664,14 +664,14 @@ def test_alpacaeval_weighted_judge_with_its_own_prompt_is_the_annotator_s(tmp_pa
     """`align eval policy --bench alpacaeval --judge judge:MODEL --judge-prompts alpaca_eval_clf.txt`: the outputs
     switched per instruction as the reference seeds it, the prompt filled and split into chat messages, the
     preference from the first token's top-5 log-probabilities of m and M. The preferences are what alpaca_eval's
-    own weighted_alpaca_eval_gpt4_turbo annotator returned for the same top-5 log-probabilities: tatsu-lab/alpaca_eval
-    @ cd543a1, `SinglePairwiseAnnotator(prompt_template=..., fn_completions=<the canned replies>,
-    fn_completion_parser="logprob_parser", completion_parser_kwargs={"numerator_token": "m", "denominator_tokens":
-    ["m", "M"], "is_binarize": False}, completion_key="completions_all", annotation_column="preference")` called on
-    the rows above (its own prompt file; the one here is shorter, which changes nothing the rules read). It dropped
-    the row where neither token is among the five (an abstention here); identical outputs are 1.5 without asking
-    (`PairwiseAnnotatorLocal._preprocess`)."""
-    from leaderboards.alpacaeval_judge import AlpacaEvalJudge, chatml, fill, read_prompt, switched
+    own pipeline returned for the same top-5 log-probabilities: tatsu-lab/alpaca_eval @ cd543a1,
+    `PairwiseAnnotator(annotators_config=<a configs.yaml of weighted_alpaca_eval_gpt4_turbo's settings and the prompt
+    above>, caching_path=None).annotate_head2head(outputs_1=<the references>, outputs_2=<the answers>,
+    is_ordered=True)` with `annotators.base.get_fn_completions` returning the canned replies (the annotator as
+    `alpaca_eval evaluate` builds it: seed 0, so the switch is drawn with "0"; a `SinglePairwiseAnnotator` built
+    alone defaults to 123). It returned no preference where neither token is among the five (an abstention here);
+    identical outputs are 1.5 without asking (`PairwiseAnnotatorLocal._preprocess`)."""
+    from leaderboards.alpacaeval_judge import AlpacaEvalJudge, chatml, fill, read_prompt, switched, weighted
     from leaderboards.policy_bench import native_alpacaeval, score_pairwise
     from leaderboards.policy_data import BenchData, BenchItem
 
@@ -683,15 +683,15 @@ def test_alpacaeval_weighted_judge_with_its_own_prompt_is_the_annotator_s(tmp_pa
         asked.extend(convs)
         return [ALPACA_TOP[c[1]["content"].split('"output": """', 1)[1].split('"""', 1)[0]] for c in convs]
 
-    judge = AlpacaEvalJudge("judge", template, top_logprobs)
+    judge = AlpacaEvalJudge("judge", weighted(template), top_logprobs)
     items = [BenchItem(str(k), [q], reference=ref) for k, (q, ref, _) in enumerate(ALPACA_ROWS)]
     answers = [[a] for _, _, a in ALPACA_ROWS]
     notes = judge.annotations(items, [a[0] for a in answers])
     want = {  # instruction -> (switched, preference) as the reference printed them
-        "Say hi.": (True, 1.9168273035060777),
+        "Say hi.": (False, 1.0831726964939223),
         "What is 2+2?": (False, 2.0),
-        "Pick a letter.": (False, 1.5),
-        "Count to 3.": (True, 1.2497398944048823),
+        "Pick a letter.": (True, 1.5),
+        "Count to 3.": (False, 1.7502601055951177),
     }
     for (q, _, _), note in zip(ALPACA_ROWS, notes, strict=True):
         if q in want:
@@ -714,6 +714,102 @@ def test_alpacaeval_weighted_judge_with_its_own_prompt_is_the_annotator_s(tmp_pa
     (tmp_path / "plain.txt").write_text("Judge {instruction} {output_1}", encoding="utf-8")
     with pytest.raises(UserError, match="no {output_2}.*not ChatML"):
         read_prompt(tmp_path / "plain.txt")
+
+
+ALPACA_ANNOTATORS = FIXTURES / "alpacaeval_annotators"
+
+
+def test_alpacaeval_annotators_from_their_configs_are_the_reference_s(tmp_path):
+    """`--judge-prompts evaluators_configs/NAME/configs.yaml`: an AlpacaEval annotator read from its own config (its
+    prompt_template, parser, parser kwargs, decoding, output switch). Four made-up annotators in that layout
+    (tests/fixtures/reference/alpacaeval_annotators: regex_parser by default, ranking_parser, ranking_parser with
+    its own model name and no switch, logprob_parser binarized) judge eight pairs from the canned replies in
+    cases.json; the preferences are what tatsu-lab/alpaca_eval @ cd543a1's own pipeline returned for them:
+    `PairwiseAnnotator(annotators_config=<the config>, caching_path=None).annotate_head2head(outputs_1=<references>,
+    outputs_2=<answers>, is_ordered=True)` with `annotators.base.get_fn_completions` returning the canned replies
+    (selected by the query in the prompt). The cases: a reply matching neither pattern, both, the second pattern
+    after a cut (whose remainder `^` matches again), an empty reply; a ranking with text around it, a dict, rank 3,
+    rank 0, rank True and 2.0, a missing model; a tie of the two digits, neither digit among the five, one of them
+    alone; identical outputs (1.5 unasked)."""
+    from leaderboards.alpacaeval_judge import AlpacaEvalJudge, read_annotator
+    from leaderboards.policy_data import BenchItem
+
+    cases = json.loads((ALPACA_ANNOTATORS / "cases.json").read_text(encoding="utf-8"))
+    items = [BenchItem(str(k), [q], reference=ref) for k, (q, ref, _) in enumerate(cases["rows"])]
+    answers = [a for _, _, a in cases["rows"]]
+    nan = math.nan
+    want = {  # annotator -> each row's preference as the reference returned it (None there: NaN here)
+        "pick_regex": [1.0, 2.0, nan, nan, nan, 1.5, 2.0, nan],
+        "rank_python": [1.0, 2.0, nan, 2.0, nan, 1.5, nan, 2.0],
+        "rank_fixed": [2.0, 1.0, nan, 2.0, 1.0, 1.5, nan, nan],
+        "binary_logprob": [1.0, 2.0, 1.0, nan, 2.0, 1.5, 2.0, 2.0],
+    }
+    for name, replies in cases["replies"].items():
+        annotator = read_annotator(ALPACA_ANNOTATORS / name)  # the directory: its configs.yaml
+        asked = []
+
+        def reply(convs, replies=replies, asked=asked):
+            asked.extend(convs)
+            return [replies[c[-1]["content"].split("## Query\n", 1)[1].split("\n\n## Answer (a)", 1)[0]] for c in convs]
+
+        notes = AlpacaEvalJudge("judge", annotator, reply).annotations(items, answers)
+        got = [n["preference"] for n in notes]
+        assert [None if math.isnan(g) else g for g in got] == [None if math.isnan(w) else w for w in want[name]], name
+        assert len(asked) == 7  # the identical pair is not asked
+        assert ("is_switched_outputs" in notes[0]) == (name != "rank_fixed")
+        if annotator.reads == "text":
+            assert notes[1]["raw_completion"] == replies["What is 3+4?"]
+    regex = read_annotator(ALPACA_ANNOTATORS / "pick_regex" / "configs.yaml")
+    assert (regex.parser, regex.max_tokens, regex.randomize) == ("regex_parser", 20, True)
+    assert read_annotator(ALPACA_ANNOTATORS / "rank_python").max_tokens == 60  # max_tokens_to_sample
+    assert read_annotator(ALPACA_ANNOTATORS / "rank_fixed").randomize is False
+    # what a local judge cannot run, or the reference stops on: every problem of a config at once
+    bad = tmp_path / "configs" / "bad"
+    bad.mkdir(parents=True)
+    (bad / "configs.yaml").write_text(
+        """bad:
+  prompt_template: "bad/missing.txt"
+  completions_kwargs: {max_tokens: 100, temperature: 0.9, tools: [x]}
+  fn_completion_parser: "ranking_parser"
+  completion_parser_kwargs: {model_1_name: a, other: 1}
+  batch_size: 5
+  processors_to_kwargs: {JsonKeysToColumnProcessor: {}}
+  shuffle: true
+""",
+        encoding="utf-8",
+    )
+    with pytest.raises(UserError) as e:
+        read_annotator(bad / "configs.yaml")
+    for text in (
+        "shuffle: not an annotator setting",
+        "other is not ranking_parser's",
+        "batch_size: 5 instructions a prompt",
+        "completions_kwargs.tools: function calling",
+        "JsonKeysToColumnProcessor is not applied here",
+        "temperature: 0.9; the judge writes greedily",
+        "prompt_template: bad/missing.txt is not a file",
+    ):
+        assert text in str(e.value), text
+    refused = {
+        "fn_completion_parser: lmsys_parser": "its tie, 0, fails",
+        "fn_completion_parser: pipeline_meta_parser": "a function call's arguments",
+        "completion_parser_kwargs: {outputs_to_match: {0: 'x', 2: '(?:^|y)'}}": "key 0 is not a preference in 1..2",
+        "{fn_completion_parser: logprob_parser, completion_parser_kwargs: {numerator_token: m, "
+        "denominator_tokens: [M], log_prob_index: -1}}": "not among the denominator_tokens",
+    }
+    for setting, message in refused.items():
+        text = f"bad:\n  prompt_template: x.txt\n  {setting}\n" if not setting.startswith("{") else f"bad: {setting}"
+        (bad / "configs.yaml").write_text(text, encoding="utf-8")
+        with pytest.raises(UserError, match=re.escape(message)):
+            read_annotator(bad / "configs.yaml")
+    (bad / "configs.yaml").write_text(
+        "bad: {completion_parser_kwargs: {outputs_to_match: {1: 'a', 2: '(?:^|y)'}}}", encoding="utf-8"
+    )
+    with pytest.raises(UserError, match=re.escape("outputs_to_match.2: '(?:^|y)' matches the empty text")):
+        read_annotator(bad / "configs.yaml")
+    (bad / "configs.yaml").write_text("one: {batch_size: 1}\ntwo: {batch_size: 1}\n", encoding="utf-8")
+    with pytest.raises(UserError, match="a pool of 2 annotators"):
+        read_annotator(bad / "configs.yaml")
 
 
 ARENA_STYLE = FIXTURES / "arenahard_style"
