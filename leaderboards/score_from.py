@@ -53,7 +53,7 @@ from .arena_hard import ROUNDS, SEED, WEIGHT, arena_hard_scores, read_judgment_r
 from .ifeval import DETECTORS, ifeval_scores, levels
 from .native import NATIVE_FORMATS, score_native
 from .policy_data import read_ifeval
-from .winrate import RIDGE, alpaca_lc_win_rate, resolve_lc, win_rates
+from .winrate import RIDGE, alpaca_lc_win_rate, discrete_win_rate, pandas_sem, resolve_lc, win_rates
 
 
 @dataclass(frozen=True)
@@ -270,7 +270,12 @@ def _alpacaeval(files: Sequence[str], opts: dict[str, Any]) -> list[ModelScore]:
         lens_1, lens_2 = [len(r["output_1"]) for r in rows], [len(r["output_2"]) for r in rows]
         wr = win_rates(prefs, lens_2, lens_1, bootstrap=0)
         pct = None if wr.win_rate is None else 100 * wr.win_rate
-        sections: dict[str, float | None] = {"win_rate": pct}
+        kept = [p for p in prefs if math.isfinite(p)]
+        sections: dict[str, float | None] = {
+            "win_rate": pct,
+            "standard_error": pandas_sem(kept) * 100 if len(kept) > 1 else None,
+            "discrete_win_rate": discrete_win_rate(kept) * 100 if kept else None,
+        }
         if glm == "toolkit":
             sections["lc_win_rate"] = None if wr.lc_win_rate is None else 100 * wr.lc_win_rate
             method = {"glm": "toolkit", "formula": "theta + phi * tanh(delta_len / std)", "ridge": RIDGE}

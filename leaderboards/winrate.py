@@ -126,6 +126,33 @@ class WinRate:
         return dict(self.__dict__)
 
 
+def pandas_mean(values: Sequence[float]) -> float:
+    """The mean as alpaca_eval's `get_winrate` takes it (`pd.Series.mean`: numpy's pairwise sum over the count), so
+    a win rate over hundreds of items equals its number to the last digit (a plain left-to-right sum differs there in
+    the last one or two)."""
+    import numpy as np  # lazy, as for the length-controlled fit
+
+    return float(np.asarray(values, dtype=np.float64).sum()) / len(values)
+
+
+def pandas_sem(values: Sequence[float]) -> float:
+    """The standard error as `get_winrate` takes it (`pd.Series.sem`: the variance with ddof 1 from numpy's pairwise
+    sums, sqrt(var) / sqrt(n)); NaN for fewer than two values."""
+    import numpy as np
+
+    v = np.asarray(values, dtype=np.float64)
+    if len(v) < 2:
+        return math.nan
+    var = ((v.sum() / len(v) - v) ** 2).sum() / (len(v) - 1)
+    return float(np.sqrt(var) / np.sqrt(np.float64(len(v))))
+
+
+def discrete_win_rate(prefs: Sequence[float]) -> float:
+    """alpaca_eval's `discrete_win_rate` (`ZeroOneScoringRule`): each preference (P(model better), no NaN) rounded to a
+    win (1) or a loss (0), an exact draw (0.5) kept, then averaged as `get_winrate` averages."""
+    return pandas_mean([0.5 if p == 0.5 else float(p > 0.5) for p in prefs])
+
+
 def win_rates(
     prefs: Sequence[float],
     policy_lens: Sequence[int],
@@ -156,7 +183,7 @@ def win_rates(
         return None if math.isnan(lo) else (lo, hi)
 
     return WinRate(
-        win_rate=sum(p) / n,
+        win_rate=pandas_mean(p),
         lc_win_rate=glm.lc_win_rate,
         ci95=ci(lambda idx: sum(p[i] for i in idx) / len(idx)),
         lc_ci95=ci(lambda idx: fit_length_glm([p[i] for i in idx], [d[i] for i in idx], ridge).lc_win_rate),

@@ -182,6 +182,23 @@ def test_alpacaeval_raw_win_rate_is_the_reference_code_s():
     assert (wr.n, wr.abstained) == (21, 2)
 
 
+
+def test_alpacaeval_win_rate_standard_error_and_discrete_rate_over_805_rows_are_get_winrate_s(capsys):
+    """tatsu-lab/alpaca_eval @ cd543a14: `metrics.get_winrate(pd.read_json("many_annotations.json"))` (805 made-up
+    rows: weighted preferences to 17 digits, 1s and 2s, 1.5s, legacy 0s, nulls; pandas 3.1.1, numpy 2.4.6) printed
+    win_rate 50.93921374850392, standard_error 1.0273141936514891, discrete_win_rate 51.01394169835235, 389 wins,
+    373 losses, 27 draws, 789 counted. Over hundreds of rows the digits hold only with pandas' own sums (numpy's
+    pairwise summation): a left-to-right sum moves the last one or two."""
+    from align.cli.main import main
+
+    path = str(FIXTURES / "alpacaeval" / "many_annotations.json")
+    assert main(["bench", "score", "alpacaeval", "--from", path, "--json"]) == 0
+    (got,) = json.loads(capsys.readouterr().out)
+    assert got["sections"]["win_rate"] == 50.93921374850392
+    assert got["sections"]["standard_error"] == 1.0273141936514891
+    assert got["sections"]["discrete_win_rate"] == 51.01394169835235
+    assert got["counts"] == {"counted": 789, "null": 16, "wins": 389, "draws": 27, "losses": 373}
+
 ALPACA_LC = FIXTURES / "alpacaeval"
 
 
@@ -214,8 +231,10 @@ def test_alpacaeval_lc_win_rate_is_the_reference_code_s(tmp_path, capsys):
         return got.sections, got.method
 
     sections, method = lc(ann, lc_table=str(ALPACA_LC / "lc_gamed.csv"))
-    assert sections == {
+    assert sections == {  # get_winrate's three besides (its standard error and discrete rate printed by it too)
         "win_rate": 47.30132368421052,
+        "standard_error": 3.959263987308886,
+        "discrete_win_rate": 42.10526315789473,
         "lc_win_rate": 52.145689651885775,
         "lc_standard_error": 1.5730625853229228,
     }
