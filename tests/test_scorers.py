@@ -546,8 +546,11 @@ def test_a_chat_model_is_refused_as_a_scalar_reward_model(tiny_model_ref, tmp_pa
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_an_rm_saved_as_its_adapter_scores_bit_for_bit_as_saved_merged(tiny_model_ref, tmp_path, dtype):
     """A LoRA RM trained on a bf16 base (the quickstart's) saved as its adapter (`save: adapter`) loads as exactly
-    the weights the same model saved merged in fp32 holds, parameters and buffers, so every score is equal to the
-    last bit in fp32 and in bf16; the adapter directory is a fraction of the whole model's size."""
+    the weights the same model saved merged in fp32 holds, parameters and buffers, so every score is the same in fp32
+    and in bf16; the adapter directory is a fraction of the whole model's size. The same weights give the same scores
+    to the last bit where the CPU's kernels do not depend on where the weights lie in memory; an AVX2-only CPU's fp32
+    matmul does (the merged file's tensors are read at the offsets the file gives them, the merged adapter's are
+    fresh allocations) and moves the last bits, so the scores are compared to 1e-6."""
     from peft import LoraConfig, get_peft_model
 
     from prefalign.models.hub import ADAPTER_BASE_FILE, load_seq_cls, load_tokenizer
@@ -586,7 +589,7 @@ def test_an_rm_saved_as_its_adapter_scores_bit_for_bit_as_saved_merged(tiny_mode
     prompts = [_conv(("user", "What is 2 + 2?")), _conv(("user", "Name a colour."))]
     responses = [_conv(("assistant", "4")), _conv(("assistant", "Blue, as the sky."))]
     got = [s.score(prompts, responses) for s in scores]
-    assert got[0] == got[1] and len(set(got[0])) == 2
+    assert got[0] == pytest.approx(got[1], rel=0, abs=1e-6) and len(set(got[0])) == 2
     # without the record the base is read in fp32 from its checkpoint, not as it trained: other weights
     (adapter / ADAPTER_BASE_FILE).unlink()
     c = load_rm(str(adapter), dtype="float32")[0].state_dict()
