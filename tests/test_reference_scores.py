@@ -182,7 +182,6 @@ def test_alpacaeval_raw_win_rate_is_the_reference_code_s():
     assert (wr.n, wr.abstained) == (21, 2)
 
 
-
 def test_alpacaeval_win_rate_standard_error_and_discrete_rate_over_805_rows_are_get_winrate_s(capsys):
     """tatsu-lab/alpaca_eval @ cd543a14: `metrics.get_winrate(pd.read_json("many_annotations.json"))` (805 made-up
     rows: weighted preferences to 17 digits, 1s and 2s, 1.5s, legacy 0s, nulls; pandas 3.1.1, numpy 2.4.6) printed
@@ -198,6 +197,7 @@ def test_alpacaeval_win_rate_standard_error_and_discrete_rate_over_805_rows_are_
     assert got["sections"]["standard_error"] == 1.0273141936514891
     assert got["sections"]["discrete_win_rate"] == 51.01394169835235
     assert got["counts"] == {"counted": 789, "null": 16, "wins": 389, "draws": 27, "losses": 373}
+
 
 ALPACA_LC = FIXTURES / "alpacaeval"
 
