@@ -267,7 +267,13 @@ WEIGHTED_KWARGS: dict[str, Any] = {"numerator_token": "m", "denominator_tokens":
 def weighted(template: str, files: dict[str, str] | None = None) -> Annotator:
     """The `weighted_alpaca_eval_gpt4_turbo` annotator with the prompt `template`."""
     return Annotator(
-        "weighted_alpaca_eval_gpt4_turbo", template, "logprob_parser", dict(WEIGHTED_KWARGS), 1, 1.0, True, files or {}
+        "weighted_alpaca_eval_gpt4_turbo",
+        template,
+        "logprob_parser",
+        dict(WEIGHTED_KWARGS),
+        max_tokens=1,
+        temperature=1.0,
+        files=files or {},
     )
 
 
@@ -351,12 +357,13 @@ def read_annotator(path: str | Path) -> Annotator:
     problems += [f"processors_to_kwargs: {k} is not applied here" for k in unknown]
     max_tokens = int(completions.get("max_tokens", completions.get("max_tokens_to_sample", 0)) or 0)
     temperature = float(completions.get("temperature", 0.0) or 0.0)
-    if parser in PARSERS and PARSERS[parser].reads == "logprobs" and max_tokens not in (0, 1):
+    reads = PARSERS[parser].reads if parser in PARSERS else None
+    if reads == "logprobs" and max_tokens not in (0, 1):
         problems.append(
             f"completions_kwargs.max_tokens: {max_tokens}; logprob_parser reads every written token's top "
             "log-probabilities as one annotation each, one token here"
         )
-    if parser in PARSERS and PARSERS[parser].reads == "text" and temperature != 0:
+    if reads == "text" and temperature != 0:
         problems.append(
             f"completions_kwargs.temperature: {temperature}; the judge writes greedily here (temperature 0)"
         )
@@ -376,10 +383,10 @@ def read_annotator(path: str | Path) -> Annotator:
         template,
         parser,
         kwargs,
-        max_tokens or 1,
-        temperature,
-        bool(randomize),
-        {"config": str(p), "prompt": str(template_path)},
+        max_tokens=max_tokens or 1,
+        temperature=temperature,
+        randomize=bool(randomize),
+        files={"config": str(p), "prompt": str(template_path)},
     )
 
 
