@@ -3,7 +3,7 @@
 #   make test         set up .venv with dev extras and run the test suite (all but the tests marked slow)
 # and what CI runs besides:
 #   make lint         ruff check, ruff format --check and mypy (settings in pyproject.toml), before the tests
-#   make test-slow    the tests marked slow: multi-process runs, resume after a kill, real-model checks
+#   make test-slow    the tests marked slow: multi-process runs, resume after a kill, real-model checks, pages in a browser
 #   make docs         build the manual (docs/) into site/
 PYTHON ?= python3
 VENV   := .venv

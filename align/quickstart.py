@@ -45,6 +45,7 @@ from preference_data.doctor import run_doctor
 from preference_data.records import write_jsonl
 from preference_data.sources import DataConfig
 from preference_data.suite import REFUSAL_KINDS, build_suite, hard_negatives, write_suite
+from reward_models.refusal_rule import probe_for
 from reward_models.rm_train import heldout_report as rm_heldout
 from reward_models.rm_train import run as train_rm
 from reward_models.rm_train import summary_lines as rm_lines
@@ -203,7 +204,23 @@ def align_reward(cfg: QuickstartConfig, p: Pipeline, summary: dict[str, Any]) ->
     """What ranks the align rounds' candidates: the pairwise judge of `rank_by`, else the RM."""
     if cfg.rank_by is not None:
         return [scorer_spec(cfg.rank_by, flag="rank_by")]
-    return rm_reward(p, summary, "align")
+    reward = rm_reward(p, summary, "align")
+    if cfg.refusal_rule:
+        reward.append(refusal_rule(cfg, p))
+    return reward
+
+
+def refusal_rule(cfg: QuickstartConfig, p: Pipeline) -> dict[str, Any]:
+    """The refusal rule beside the RM: its probe fitted on the suite's training pairs with the base model's
+    prompt states (reused when fitted on the same model and pairs)."""
+    pairs = p.suite_file("align", "train_pairs.jsonl")
+    probe, card, fitted = probe_for(cfg.model, pairs, p.root / "refusal_probe")
+    p.say(
+        f"align: refusal probe {'fitted' if fitted else 'reused'} ({probe}): {card.refuse} of {card.prompts} "
+        f"training prompts deserve a refusal (their chosen answer declines), training accuracy "
+        f"{card.train_accuracy:.3f}; the rule weighs {cfg.refusal_rule:g} beside the RM"
+    )
+    return {"type": "refusal_rule", "probe": str(probe), "weight": cfg.refusal_rule, "name": "refusal_rule"}
 
 
 def rm_reward(p: Pipeline, summary: dict[str, Any], stage: str) -> list[dict[str, Any]]:
@@ -240,6 +257,7 @@ def align_stage(cfg: QuickstartConfig, p: Pipeline, summary: dict[str, Any]) -> 
         + f" ({r.candidates}), {r.pair_rule} pairs"
         + (f", the reference's reward +{r.reference_bonus:g}" if r.reference_bonus else "")
         + (", rejected from the policy's own samples" if r.rejected_from == "policy" else "")
+        + (f", the refusal rule x{cfg.refusal_rule:g} beside the RM" if cfg.refusal_rule else "")
     )
     report = p.train("align", a, iterative.run, iterative.summary_lines, what)
     return {

@@ -256,6 +256,13 @@ class QuickstartConfig:
         "None = the RM this quickstart trained",
         metavar="SPEC",
     )
+    refusal_rule: float = option(
+        0.0,
+        "weight of the refusal rule beside the RM in the align rounds (0 = off): 1 for a response that declines "
+        "exactly where a probe of the prompt alone (fitted on the suite's training pairs: a request whose chosen "
+        "answer declines deserves a refusal) says so, else 0; scaled by this weight and added to the RM's score "
+        "(`type: refusal_rule`, docs/reward-models.md)",
+    )
     align_from: Literal["dpo", "base"] = option(
         "dpo", "where the align stage starts: the offline-DPO policy (a warm start) or the base model"
     )
@@ -283,6 +290,10 @@ class QuickstartConfig:
             for s in self.stages
             if s not in STAGES
         ]
+        if self.refusal_rule < 0:
+            p.append(f"refusal_rule: a weight of 0 (off) or more, got {self.refusal_rule}")
+        if self.refusal_rule and self.rank_by is not None:
+            p.append("refusal_rule: composes with the RM's scores; a pairwise judge (rank_by) ranks alone: set one")
         if self.rank_by is not None:
             judges = [k for k, e in SCORERS.entries.items() if e.kind == "pairwise"]
             try:

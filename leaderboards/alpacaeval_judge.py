@@ -27,8 +27,8 @@ The rules:
   judge's chat template renders them with its generation prompt.
 - the reply, by what the parser reads (`PARSERS`): `logprob_parser` the judge's five most likely first tokens
   (`top_logprobs: 5`, from the model's next-token distribution in fp32, decoded); `regex_parser` and
-  `ranking_parser` the judge's written reply (greedy, at most `max_tokens` tokens; the configs ask at temperature 0,
-  and another temperature is refused for them).
+  `ranking_parser` the judge's written reply (greedy, at most `max_tokens` tokens, 2048 when the config sets none;
+  the configs ask at temperature 0, and another temperature is refused for them).
 - the verdict: the parser's list of annotations; anything but exactly one (a batch of one), an empty reply or a
   parser error is no annotation: an abstention here (NaN, left out and counted), a dropped row there.
   `logprob_parser`: of the five, the numerator and denominator tokens; `is_binarize: false` gives 2 - P(numerator) /
@@ -228,6 +228,11 @@ REFUSED_PARSERS = {
 }
 
 
+TEXT_MAX_TOKENS = 2048
+"""A text parser's reply length when its config sets no `max_tokens` (the API would write to the end of the
+context); `--judge-max-new-tokens` overrides it."""
+
+
 @dataclass(frozen=True)
 class Annotator:
     """One AlpacaEval annotator: its prompt, parser and decoding, from its configs.yaml (or its prompt file alone,
@@ -383,7 +388,7 @@ def read_annotator(path: str | Path) -> Annotator:
         template,
         parser,
         kwargs,
-        max_tokens=max_tokens or 1,
+        max_tokens=max_tokens or (TEXT_MAX_TOKENS if reads == "text" else 1),
         temperature=temperature,
         randomize=bool(randomize),
         files={"config": str(p), "prompt": str(template_path)},

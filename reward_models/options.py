@@ -73,3 +73,20 @@ def _turns(conv: Conversation) -> str:
 
 def _response_text(conv: Conversation) -> str:
     return conv[0].content if len(conv) == 1 and conv[0].role == "assistant" else _turns(conv)
+
+
+@dataclass
+class RefusalRuleOptions:
+    probe: str = option("", "a refusal probe's directory (`align rm refusal-probe`; probe.safetensors, probe.json)")
+    threshold: float = option(0.5, "P(refuse | prompt) at or above which a request deserves a refusal")
+    dtype: Literal["auto", "bfloat16", "float32"] = option(
+        "float32", "the probe model's precision when reading prompts (float32: as it was fitted)"
+    )
+
+    def check(self) -> list[str]:
+        out = []
+        if not self.probe:
+            out.append("probe: required (a directory written by `align rm refusal-probe`)")
+        if not 0.0 < self.threshold < 1.0:
+            out.append(f"threshold: between 0 and 1, got {self.threshold}")
+        return out

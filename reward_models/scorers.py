@@ -68,7 +68,7 @@ from .model_scorers import (
     ScalarOptions,
     ScalarScorer,
 )
-from .options import BATCH_TOKENS
+from .options import BATCH_TOKENS, RefusalRuleOptions
 from .polar.options import PolarOptions
 
 
@@ -134,6 +134,12 @@ def _load_ensemble(opts: EnsembleOptions) -> Scorer:
             raise UserError(f"members[{i}]: a {kind} scorer ({spec['type']}); an ensemble's members are pointwise")
         members.append(load_scorer(spec))
     return cast("Scorer", EnsembleScorer(opts.k, opts.normalize, members, opts.weights, opts.missing == "skip"))
+
+
+def _load_refusal_rule(opts: RefusalRuleOptions) -> Scorer:
+    from .refusal_rule import RefusalRuleScorer  # lazy: torch and the probe's model, kept out of `align ls`
+
+    return RefusalRuleScorer(opts)
 
 
 def _load_polar(opts: PolarOptions) -> Scorer:
@@ -251,6 +257,14 @@ SCORERS: Table[ScorerEntry] = Table(
             "members: two or more pointwise scorer specs (reward-model directories)",
             EnsembleOptions,
             _load_ensemble,
+        ),
+        "refusal_rule": ScorerEntry(
+            "pointwise",
+            "the refusal rule: 1 when the response declines exactly where a probe of the prompt alone says the "
+            "request deserves a refusal, else 0 (composed with an RM as a weighted component)",
+            "probe: a refusal probe (`align rm refusal-probe`: a logistic regression on a chat model's prompt states)",
+            RefusalRuleOptions,
+            _load_refusal_rule,
         ),
         "grader": ScorerEntry(
             "pointwise",

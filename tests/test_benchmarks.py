@@ -875,6 +875,7 @@ def _check_record_on_page(rec: Any, tables: list[list[list[str]]], label: str) -
     return checked
 
 
+@pytest.mark.slow  # a browser: ~30 s each (make test-slow)
 def test_leaderboard_page_shows_every_number(tmp_path: Path, run, chromium) -> None:
     """The page, loaded in headless Chromium, has a tab per benchmark; in it every shown record's headline,
     sections, subset fields (RM-Bench's hard / normal / easy and matrix, also for the chat-only run), extra

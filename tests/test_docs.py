@@ -187,6 +187,7 @@ def test_the_manual_builds_in_strict_mode(tmp_path: Path) -> None:
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.slow  # a browser: ~30 s each (make test-slow)
 def test_the_manual_in_a_browser(tmp_path: Path, chromium) -> None:
     """The built home page and a guide render in headless Chromium: the pages' own text is in the DOM after the
     theme's scripts ran, and the screenshots are pictures (kept under the test's tmp_path to look at)."""

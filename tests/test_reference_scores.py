@@ -826,6 +826,12 @@ def test_alpacaeval_annotators_from_their_configs_are_the_reference_s(tmp_path):
     )
     with pytest.raises(UserError, match=re.escape("outputs_to_match.2: '(?:^|y)' matches the empty text")):
         read_annotator(bad / "configs.yaml")
+    # no max_tokens: a text parser writes up to 2048 tokens (the API would write to the end of the context)
+    (bad / "x.txt").write_text("<|im_start|>user\n{instruction} {output_1} {output_2}\n<|im_end|>", encoding="utf-8")
+    (bad / "configs.yaml").write_text(
+        "bad: {prompt_template: bad/x.txt, fn_completion_parser: ranking_parser}", encoding="utf-8"
+    )
+    assert read_annotator(bad / "configs.yaml").max_tokens == 2048
     (bad / "configs.yaml").write_text("one: {batch_size: 1}\ntwo: {batch_size: 1}\n", encoding="utf-8")
     with pytest.raises(UserError, match="a pool of 2 annotators"):
         read_annotator(bad / "configs.yaml")

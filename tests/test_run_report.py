@@ -152,6 +152,7 @@ def test_nan_metrics_raise_one_alert_each_and_persist(tmp_path: Path, capsys) ->
 # --- report.html for finished, interrupted and empty runs -----------------------------------------------------
 
 
+@pytest.mark.slow  # a browser: ~30 s each (make test-slow)
 def test_report_of_a_finished_run(tmp_path: Path, chromium, capsys) -> None:
     """`align rm train` ends with report.html and dashboard.png; the page, in Chromium, shows the status, the
     held-out numbers, the data report, the model directory and the config. Evaluating every step keeps every
@@ -184,6 +185,7 @@ def test_report_of_a_finished_run(tmp_path: Path, chromium, capsys) -> None:
 
 
 @pytest.mark.slow  # a whole run: its siblings in the slow tier (kill, resume, real models)
+@pytest.mark.slow  # a browser: ~30 s each (make test-slow)
 def test_report_of_an_interrupted_run_then_resumed(tmp_path: Path, chromium, monkeypatch, capsys) -> None:
     """Ctrl-C during step 3 of 4: stopped.json and the report so far (stopped at step 2, where --resume goes on);
     without stopped.json (killed) it reads "in progress or interrupted"; `--resume` finishes the run and its
@@ -226,6 +228,7 @@ def test_report_of_an_interrupted_run_then_resumed(tmp_path: Path, chromium, mon
     assert "Finished: 4 steps" in _text(chromium.dump_dom(run_dir / "report.html"))
 
 
+@pytest.mark.slow  # a browser: ~30 s each (make test-slow)
 def test_report_of_an_empty_run(tmp_path: Path, chromium, capsys) -> None:
     """A run directory with only its config (stopped before the first step): the page says no steps were logged,
     shows the config, and a dashboard left from an earlier run is removed."""

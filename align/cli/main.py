@@ -4,8 +4,9 @@
     align init KIND DEST                  a commented config for your own model and data (`align init` lists kinds)
     align rm train CONFIG [k=v ...]       train a reward model: Bradley-Terry, generative judge, meta-RM, POLAR,
                                           multi-objective
-    align rm score | strength | scaling | compare
-                                          score responses; RM-ensemble strength; GRM scaling; scorers side by side
+    align rm score | strength | scaling | compare | refusal-probe
+                                          score responses; RM-ensemble strength; GRM scaling; scorers side by
+                                          side; the refusal rule's request probe
     align train CONFIG [k=v ...]          train a policy: offline pairs (DPO family, SimPO, IPO, INPO), online RL
                                           (GRPO, RLOO, REINFORCE), iterative rounds (DPO, INPO)
     align eval policy --model M           a policy on held-out suite prompts (gold-graded) or a standard prompt
@@ -52,7 +53,7 @@ EXAMPLES = {
         "  align quickstart --full                (adds a short GRPO stage against the RM)\n"
         "  align quickstart --out runs/qs align.rounds.rounds=2 rm.train.epochs=1\n"
         "  align quickstart --out runs/qs doctor.max_length=512 stages=[suite,doctor]\n"
-        "\nkeys: model, out_dir, stages, align_from, rank_by, fp32_work,\n"
+        "\nkeys: model, out_dir, stages, align_from, rank_by, refusal_rule, fp32_work,\n"
         "  suite.{per_family,seed,dev_fraction,test_fraction,hard_negatives,hard_refusals},\n"
         "  doctor.{max_length,policy}, eval.{split,schedule,prompts,safety_each,max_new_tokens,batch_size,dtype};\n"
         "  rm.*, dpo.*, align.*, online.*: whole configs of kind rm_train, train, iterative and online\n"

@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 import importlib
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 from align.cli.common import HelpFormatter, add_config_args, config_and_overrides, guard_earlier_run
@@ -98,6 +99,39 @@ def cmd_score(s: ScoreSettings) -> int:
         batch_tokens=s.batch_tokens,
     )
     print(f"wrote {n} scores to {path}")
+    return 0
+
+
+PROBE_EXAMPLE = (
+    "align rm refusal-probe --data runs/quickstart/suite/train_pairs.jsonl --out runs/refusal_probe\n"
+    "  # then beside an RM in a recipe's reward: [{type: scalar, model: runs/rm/model},\n"
+    "  #                                         {type: refusal_rule, probe: runs/refusal_probe, weight: 2}]"
+)
+
+
+@dataclass(kw_only=True)
+class ProbeSettings:
+    """`align rm refusal-probe`: the request probe of the refusal rule (reward_models/refusal_rule.py)."""
+
+    data: str = option(doc="a preference-pairs file; a prompt whose chosen answer declines deserves a refusal")
+    out: str = option(doc="the probe's directory (probe.safetensors, probe.json)")
+    model: str = option("builtin:smollm2-135m-instruct", "the frozen chat model whose prompt states the probe reads")
+    l2: float = option(0.01, "L2 penalty of the logistic regression on standardised states")
+
+
+def cmd_refusal_probe(s: ProbeSettings) -> int:
+    from reward_models.refusal_rule import probe_for  # lazy: torch and the model, when the verb runs
+
+    if not Path(s.data).is_file():
+        raise UserError(f"--data {s.data}: not a file; give a preference-pairs file (JSONL, JSON, Parquet)")
+    out, card, fitted = probe_for(s.model, s.data, s.out, l2=s.l2)
+    print(
+        f"refusal probe {'fitted' if fitted else 'already fitted on the same pairs'}: {out}\n"
+        f"  {card.refuse} of {card.prompts} prompts deserve a refusal (their chosen answer declines); "
+        f"{card.conflicting} with pairs that disagree; training accuracy {card.train_accuracy:.3f}\n"
+        f"  use it beside an RM: reward: [{{type: scalar, model: RM}}, {{type: refusal_rule, probe: {out}, "
+        "weight: 2}]"
+    )
     return 0
 
 
@@ -263,6 +297,15 @@ def register(sub: argparse._SubParsersAction, add) -> None:
         "align rm strength configs/rm_strength_suite.yaml",
     )
     add_config_args(p, "an rm_strength YAML")
+    add(
+        rsub,
+        "refusal-probe",
+        cmd_refusal_probe,
+        "fit the refusal rule's request probe: which prompts deserve a refusal, read from the prompt alone "
+        "(a logistic regression on a frozen chat model's states; labels from pairs whose chosen answer declines)",
+        PROBE_EXAMPLE,
+        settings=ProbeSettings,
+    )
     add(
         rsub,
         "scaling",
