@@ -113,6 +113,7 @@ def test_table_lists_every_kind_with_its_needs():
         "grader",
         "multi_objective",
         "ensemble",
+        "refusal_rule",
     }
     assert rows["judge"]["kind"] == "pairwise" and rows["scalar"]["kind"] == "pointwise"
     assert rows["polar"]["kind"] == "reference" and rows["rb2_4way"]["kind"] == "listwise"
