@@ -104,11 +104,16 @@ def prompt_states(model: Any, tokenizer: Any, prompts: Sequence[Conversation]) -
         for row, j in enumerate(batch):
             x[row, : len(ids[j])] = torch.tensor(ids[j])
             mask[row, : len(ids[j])] = 1
-        h = model(input_ids=x, attention_mask=mask, output_hidden_states=True).hidden_states[-1].float()
+        # the decoder alone: its last state is the causal LM's final hidden state, without the vocabulary projection
+        h = model.get_decoder()(input_ids=x, attention_mask=mask).last_hidden_state.float()
         m = mask.unsqueeze(-1).float()
         out[batch] = (h * m).sum(1) / m.sum(1)
         i += len(batch)
     return out
+
+
+def _prompt_key(prompt: Conversation) -> str:
+    return json.dumps([m.to_dict() for m in prompt])
 
 
 def refusal_labels(pairs: Sequence[PreferencePair]) -> tuple[list[Conversation], list[int], int]:
@@ -116,9 +121,8 @@ def refusal_labels(pairs: Sequence[PreferencePair]) -> tuple[list[Conversation],
     deserves a refusal), else 0; and how many prompts had pairs that disagree (labelled 1)."""
     seen: dict[str, tuple[Conversation, list[int]]] = {}
     for p in pairs:
-        key = json.dumps([m.to_dict() for m in p.prompt])
         text = p.chosen[-1].content if p.chosen else ""
-        seen.setdefault(key, (p.prompt, []))[1].append(int(is_refusal(text)))
+        seen.setdefault(_prompt_key(p.prompt), (p.prompt, []))[1].append(int(is_refusal(text)))
     prompts = [c for c, _ in seen.values()]
     labels = [max(v) for _, v in seen.values()]
     conflicting = sum(1 for _, v in seen.values() if 0 < sum(v) < len(v))
@@ -164,22 +168,21 @@ def fit_refusal_probe(
     mean = states.mean(0)
     std = states.std(0) + 1e-6
     y = torch.tensor(labels, dtype=torch.float32)
-    weight, bias = fit_probe((states - mean) / std, y, l2)
+    x = (states - mean) / std
+    weight, bias = fit_probe(x, y, l2)
+    fitted = torch.sigmoid(x @ weight + bias) >= 0.5
     card = ProbeCard(
         model=model,
         dtype=dtype,
         l2=l2,
         prompts=len(prompts),
         refuse=sum(labels),
-        train_accuracy=0.0,
+        train_accuracy=float((fitted.float() == y).float().mean()),
         conflicting=conflicting,
         data=data,
         data_sha256=file_sha256(data) if data else "",
     )
-    probe = RefusalProbe(card, weight, bias, mean, std)
-    acc = float(((probe.probability(states) >= 0.5).float() == y).float().mean())
-    probe.card = ProbeCard(**{**asdict(card), "train_accuracy": acc})
-    return probe
+    return RefusalProbe(card, weight, bias, mean, std)
 
 
 def save_refusal_probe(probe: RefusalProbe, out_dir: str | Path) -> Path:
@@ -238,7 +241,7 @@ class RefusalRuleScorer:
         self.cache: dict[str, float] = {}  # P(refuse) per prompt: a round scores each prompt's K answers
 
     def refuse_probability(self, prompts: Sequence[Conversation]) -> list[float]:
-        keys = [json.dumps([m.to_dict() for m in c]) for c in prompts]
+        keys = [_prompt_key(c) for c in prompts]
         todo = {k: c for k, c in zip(keys, prompts, strict=True) if k not in self.cache}
         if todo:
             states = prompt_states(self.model, self.tokenizer, list(todo.values()))
