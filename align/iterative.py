@@ -113,12 +113,12 @@ def run_round(
     )
     rollout, sample_key = sample_round(cfg, policy, rp, t, rdir / "samples.json", engines)
     pool = candidate_pool(cfg, rollout, load_tokenizer(policy))
-    scores = scores_of_round(cfg, rewards, pool, rdir / "scores.json", sample_key)
-    pairs, counts = select_pairs(cfg, pool, scores, t)
+    scores, order = scores_of_round(cfg, rewards, pool, rdir / "scores.json", sample_key)
+    pairs, counts = select_pairs(cfg, pool, scores, t, order)
     if verifier is not None:
         pairs, verified = verify_round(cfg, verifier, pairs, rdir / "verify.json")
         counts |= verified
-    pairs = keep_largest(pairs, cfg.rounds.keep_in(t), counts)
+    pairs = keep_largest(pairs, cfg.rounds.keep_in(t), counts, cfg.rounds.keep_per_family)
     on_policy = [
         x for r, sampled in zip(scores, pool.on_policy, strict=True) for x, on in zip(r, sampled, strict=True) if on
     ]

@@ -218,9 +218,15 @@ def refusal_rule(cfg: QuickstartConfig, p: Pipeline) -> dict[str, Any]:
     p.say(
         f"align: refusal probe {'fitted' if fitted else 'reused'} ({probe}): {card.refuse} of {card.prompts} "
         f"training prompts deserve a refusal (their chosen answer declines), training accuracy "
-        f"{card.train_accuracy:.3f}; the rule weighs {cfg.refusal_rule:g} beside the RM"
+        f"{card.train_accuracy:.3f}{refusal_text(cfg)}"
     )
     return {"type": "refusal_rule", "probe": str(probe), "weight": cfg.refusal_rule, "name": "refusal_rule"}
+
+
+def refusal_text(cfg: QuickstartConfig) -> str:
+    if cfg.refusal_rule_as == "order":
+        return ", the refusal rule ordering each prompt's candidates before the RM"
+    return f", the refusal rule x{cfg.refusal_rule:g} beside the RM"
 
 
 def rm_reward(p: Pipeline, summary: dict[str, Any], stage: str) -> list[dict[str, Any]]:
@@ -246,6 +252,8 @@ def align_stage(cfg: QuickstartConfig, p: Pipeline, summary: dict[str, Any]) -> 
         prompts=dataclasses.replace(cfg.align.prompts, source=p.suite_file("align", "train_prompts.jsonl")),
         reward=align_reward(cfg, p, summary),
     )
+    if cfg.refusal_rule and cfg.refusal_rule_as == "order":
+        a = dataclasses.replace(a, rounds=dataclasses.replace(a.rounds, order_by=["refusal_rule"]))
     a = p.fit_to_device(a, cfg.fp32_work, "align")
     r = a.rounds
     what = (
@@ -257,7 +265,7 @@ def align_stage(cfg: QuickstartConfig, p: Pipeline, summary: dict[str, Any]) -> 
         + f" ({r.candidates}), {r.pair_rule} pairs"
         + (f", the reference's reward +{r.reference_bonus:g}" if r.reference_bonus else "")
         + (", rejected from the policy's own samples" if r.rejected_from == "policy" else "")
-        + (f", the refusal rule x{cfg.refusal_rule:g} beside the RM" if cfg.refusal_rule else "")
+        + (refusal_text(cfg) if cfg.refusal_rule else "")
     )
     report = p.train("align", a, iterative.run, iterative.summary_lines, what)
     return {

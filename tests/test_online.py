@@ -4,6 +4,7 @@ single-batch update, a killed run resumes to the same weights, the iterative loo
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -656,3 +657,83 @@ def test_a_round_computes_its_reference_log_probs_once_when_its_steps_revisit_it
     assert round_train_config(fixed, 1, "builtin:tiny-llama", Path("p.jsonl"), 8).reference.kind == "auto"
     inpo = build(IterativeConfig, {"loss": {"name": "inpo"}, "train": {"max_steps": 48}})
     assert round_train_config(inpo, 2, "r1", Path("p.jsonl"), 8).previous.model == "r1"  # INPO keeps its own roles
+
+
+def test_order_by_decides_a_prompts_sides_and_the_rewards_margins_decide_what_is_kept():
+    """rounds.order_by: the named components rank a prompt's candidates first (the reward within a tie of them) and
+    stay out of the reward's sum and the margins: a pair they reverse keeps the size of the reward's margin and is
+    counted; keep_pairs then keeps by those margins, as without them. The scores come from the rules' own sum."""
+    from align.iterative import IterativeConfig, Pool, build_pairs, dropped_text, score_round
+    from align.rewards import RewardSet
+    from preference_data.records import Message, PromptOnly
+
+    prompts = [PromptOnly([Message("user", f"question {i}")]) for i in range(3)]
+    pool = Pool(
+        prompts,
+        [["comply", "refuse", "ref"] for _ in prompts],
+        [[1, 1, 1] for _ in prompts],
+        [["policy", "policy", "reference"] for _ in prompts],
+    )
+    # prompt 0: the reward prefers the refusal the order puts last; 1: the order agrees with the reward; 2: the
+    # order ties every candidate, so the reward alone decides
+    scores = [[0.0, 3.0, 1.0], [0.0, -2.0, 0.5], [0.0, 4.0, 1.0]]
+    order = [[1.0, 0.0, 1.0], [1.0, 0.0, 1.0], [1.0, 1.0, 1.0]]
+    cfg = build(IterativeConfig, {"rounds": {"prompts_per_round": 3, "candidates": "policy_and_reference"}})
+    plain, _ = build_pairs(cfg, pool, scores, 1)
+    assert [(p.chosen[0].content, p.rejected[0].content, p.margin) for p in plain] == [
+        ("refuse", "comply", 3.0),
+        ("ref", "refuse", 2.5),
+        ("refuse", "comply", 4.0),
+    ]
+    pairs, counts = build_pairs(cfg, pool, scores, 1, order)
+    assert [(p.chosen[0].content, p.rejected[0].content, p.margin) for p in pairs] == [
+        ("ref", "refuse", 2.0),  # reversed: the reward's margin 1.0 - 3.0, its size kept
+        ("ref", "refuse", 2.5),
+        ("refuse", "comply", 4.0),
+    ]
+    assert counts["reordered"] == 1 and "order_by reversed the reward's order in 1" in dropped_text(counts)
+    kept = build(
+        IterativeConfig, {"rounds": {"prompts_per_round": 3, "candidates": "policy_and_reference", "keep_pairs": 2}}
+    )
+    assert [p.margin for p in build_pairs(kept, pool, scores, 1, order)[0]] == [2.5, 4.0]
+    # a NaN in the order drops the prompt as a NaN reward does
+    _, counts = build_pairs(cfg, pool, scores, 1, [[1.0, math.nan, 1.0], *order[1:]])
+    assert counts["dropped_nan"] == 1 and counts["pairs"] == 2
+
+    # score_round: the order_by components' weighted sum apart, the rest summed (rules: no model needed)
+    reward = [{"type": "length", "max_words": 1, "weight": 2.0}, {"type": "length", "max_words": 2, "name": "gate"}]
+    texts = Pool(prompts[:1], [["one", "one two", "one two three four"]], [[1, 2, 4]], [["policy"] * 3])
+    summed, none = score_round(RewardSet(reward), texts, "round_robin")
+    assert none is None and summed == [[3.0, 2.0, 1.0]]  # 2 x min(1, 1/n) + min(1, 2/n)
+    rest, gate = score_round(RewardSet(reward), texts, "round_robin", ["gate"])
+    assert rest == [[2.0, 1.0, 0.5]] and gate == [[1.0, 1.0, 0.5]]
+
+    with pytest.raises(ConfigError) as bad:
+        build(IterativeConfig, {"reward": reward, "rounds": {"order_by": ["gat", "gate", "gate"]}})
+    assert "'gat' is not a reward component (did you mean 'gate'?)" in str(bad.value)
+    assert "each component once" in str(bad.value)
+    with pytest.raises(ConfigError, match="leave at least one for the reward's sum"):
+        build(IterativeConfig, {"reward": reward, "rounds": {"order_by": ["gate", "length"]}})
+    with pytest.raises(ConfigError, match="a pairwise oracle ranks the candidates alone"):
+        build(IterativeConfig, {"reward": [{"type": "pair_pm", "model": "x"}], "rounds": {"order_by": ["pair_pm"]}})
+
+
+def test_keep_per_family_keeps_each_familys_share_by_its_own_margins():
+    """rounds.keep_per_family: keep_pairs N split over the prompt families in proportion to their pairs (largest
+    remainders), the largest margins within each; without it one family with wide margins takes every place."""
+    from align.iterative import IterativeConfig, Pool, build_pairs
+    from align.rounds.pairs import family_quotas
+    from preference_data.records import Message, PromptOnly
+
+    assert family_quotas(["a"] * 5 + ["b"] * 3 + ["c"] * 2, 5) == {"a": 3, "b": 1, "c": 1}  # 2.5, 1.5, 1.0
+    assert sum(family_quotas(["s"] * 38 + ["o"] * 218, 96).values()) == 96
+    fams = ["safety"] * 4 + ["arithmetic"] * 4
+    prompts = [PromptOnly([Message("user", f"q{i}")], grader=f) for i, f in enumerate(fams)]
+    pool = Pool(prompts, [["a", "b"]] * 8, [[1, 1]] * 8, [["policy", "policy"]] * 8)
+    scores = [[9.0, 0.0], [8.0, 0.0], [7.0, 0.0], [6.0, 0.0], [1.0, 0.0], [4.0, 0.0], [2.0, 0.0], [3.0, 0.0]]
+    plain = build(IterativeConfig, {"rounds": {"prompts_per_round": 8, "keep_pairs": 4}})
+    assert [p.margin for p in build_pairs(plain, pool, scores, 1)[0]] == [9.0, 8.0, 7.0, 6.0]
+    split = build(IterativeConfig, {"rounds": {"prompts_per_round": 8, "keep_pairs": 4, "keep_per_family": True}})
+    pairs, counts = build_pairs(split, pool, scores, 1)
+    assert [p.margin for p in pairs] == [9.0, 8.0, 4.0, 3.0]  # two a family, in prompt order
+    assert counts["pairs"] == 4 and counts["dropped_margin"] == 4

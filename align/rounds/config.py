@@ -9,13 +9,14 @@ from typing import Any, Literal
 
 from prefalign.config import MODEL_ALIASES, OUTPUT_DIR_ALIASES, option
 from prefalign.decoding import SamplingOptions
+from prefalign.errors import did_you_mean
 from prefalign.models.hub import DEFAULT_MODEL
 from prefalign.training.config import LoraSection, TrainSection
 from reward_models.scorers import SCORERS
 
 from ..losses import check_loss_config
 from ..online.config import PolicyEvalSection, PromptsSection
-from ..rewards import check_reward_specs
+from ..rewards import check_reward_specs, component_names, is_pairwise
 from ..train_config import LossSection
 from ..verify import VerifyRule
 
@@ -55,6 +56,17 @@ class RoundsSection(SamplingOptions):
         "decides; a bonus anchors the rounds to the demonstrations where the reward is not sure, so that a sample "
         "the reward prefers by a hair (short and sure, but wrong) does not displace a right reference",
     )
+    order_by: list[str] = option(
+        factory=list,
+        doc="names of reward components that order each prompt's candidates before the rest of the reward does: "
+        "the candidates with the higher weighted sum of these rank first, whatever the other components say, and "
+        "the rest of the reward orders candidates that tie on them. They do not enter the reward's sum or the "
+        "pair's margin, so they decide which answer of a prompt is chosen and which rejected, never which prompts' "
+        "pairs keep_pairs keeps. A pair whose sides they put in the reverse of the reward's order keeps the size of "
+        "the reward's margin (e.g. the refusal rule, which knows from the prompt whether a refusal is right, "
+        "ranks a look-alike's refusal last among its candidates while the RM's margin decides whether that prompt "
+        "is trained on)",
+    )
     rejected_from: Literal["candidates", "policy"] = option(
         "candidates",
         "where the pair rule takes the rejected side: any candidate but the chosen, or the policy's own samples only "
@@ -82,6 +94,13 @@ class RoundsSection(SamplingOptions):
         "prompts_per_round and train on the prompts where the reward's best candidate beats the worst by most, where "
         "the policy is furthest from what the reward prefers; the rest are dropped and counted. One N for every "
         "round, or a list of one per round (later rounds, whose margins are smaller, may keep more)",
+    )
+    keep_per_family: bool = option(
+        False,
+        "keep_pairs within each prompt family (the prompt's grader; prompts without one are one family): each "
+        "family keeps its share of the N pairs in proportion to its pairs in the round (largest remainders), the "
+        "largest margins within it; so a family whose pairs the reward separates by most (refusals of harmful "
+        "requests against compliance) does not crowd out the others. False = the largest margins over all",
     )
     candidates: Literal["policy", "policy_and_reference", "policy_and_data"] = option(
         "policy",
@@ -190,9 +209,31 @@ class IterativeConfig:
     def check(self) -> list[str]:
         problems = check_reward_specs(self.reward)
         problems += check_loss_config(self.loss.name, self.loss.params, True, True)
+        if self.rounds.order_by and not problems:
+            problems += check_order_by(self.rounds.order_by, self.reward)
         if self.prompts.judge != "none":
             problems.append("prompts.judge: judges are trained by RL with kind: online")
         return problems
 
 
-__all__ = ["DATA_CANDIDATES", "IterativeConfig", "PairRule", "RoundsSection"]
+def check_order_by(order_by: list[str], reward: list[dict[str, Any]]) -> list[str]:
+    """`rounds.order_by` against a checked `reward:` list: known component names, each once, and some component
+    left for the sum; a pairwise oracle ranks alone."""
+    if is_pairwise(reward):
+        return ["rounds.order_by: a pairwise oracle ranks the candidates alone; remove order_by or the oracle"]
+    names, _ = component_names(reward)
+    problems = [
+        f"rounds.order_by: '{n}' is not a reward component{did_you_mean(n, names)}; the components: {', '.join(names)}"
+        for n in order_by
+        if n not in names
+    ]
+    if len(set(order_by)) != len(order_by):
+        problems.append(f"rounds.order_by: each component once, got {order_by}")
+    if not set(names) - set(order_by):
+        problems.append(
+            "rounds.order_by: names every reward component; leave at least one for the reward's sum (the margins)"
+        )
+    return problems
+
+
+__all__ = ["DATA_CANDIDATES", "IterativeConfig", "PairRule", "RoundsSection", "check_order_by"]

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import torch
 from tqdm.auto import tqdm
 
 from prefalign.files import write_json
@@ -72,18 +73,23 @@ def select_pair(
     length_penalty: float = 0.0,
     rng: random.Random | None = None,
     rejectable: list[bool] | None = None,
+    order: list[float] | None = None,
 ) -> tuple[int, int] | None:
     """(chosen index, rejected index) of one prompt's K samples, or None when the pair ties (dropped).
 
     Ties in the maximum go to the earliest sample. The rewards must be finite (the caller drops NaN groups).
     `rejectable`: which candidates may be the rejected side (`rounds.rejected_from: policy` marks the policy's own
-    samples); when none but the chosen is, any other candidate may."""
+    samples); when none but the chosen is, any other candidate may. `order` (`rounds.order_by`): a score per
+    candidate that ranks before the rewards (a higher order first; the rewards rank within an order), the pair rule
+    applied to that ranking."""
     if len(rewards) < 2:
         return None
     spec = PAIR_RULES[rule]
     score = (
         [r - length_penalty * n for r, n in zip(rewards, lengths, strict=True)] if spec.length_penalized else rewards
     )
+    if order is not None:
+        score = ranks_of(list(zip(order, score, strict=True)))
     best = max(range(len(score)), key=lambda i: (score[i], -i))
     others = [i for i in range(len(score)) if i != best]
     among = [i for i in others if rejectable[i]] if rejectable is not None else others
@@ -91,15 +97,28 @@ def select_pair(
     return None if score[best] == score[other] else (best, other)
 
 
-def score_round(rewards: RewardSet, pool: Pool, method: Method) -> list[list[float]]:
+def ranks_of(keys: list[tuple[float, float]]) -> list[float]:
+    """Dense ranks (0 = lowest) of the candidates' sort keys: equal keys share a rank, so ties stay ties."""
+    levels = {k: float(i) for i, k in enumerate(sorted(set(keys)))}
+    return [levels[k] for k in keys]
+
+
+def score_round(
+    rewards: RewardSet, pool: Pool, method: Method, order_by: list[str] | None = None
+) -> tuple[list[list[float]], list[list[float]] | None]:
     """(P, candidates) rewards: Σ w_k r_k of the pointwise components (the reward phase), or the pairwise oracle's
-    ranking score."""
+    ranking score; and with `order_by` (`rounds.order_by`, pointwise only) the named components' Σ w_k r_k apart
+    (the candidates' order), those components left out of the rewards."""
     if rewards.pairwise:  # every prompt's comparisons in one call of the oracle (a judge batches them)
         scorer = next(c.scorer for c in rewards.components if c.kind == "pairwise")
         cands = [[[Message("assistant", x)] for x in group] for group in pool.texts]
         ranked = rank_many(scorer, [p.prompt for p in pool.prompts], cands, method)
-        return [[float(x) for x in r.scores] for r in ranked]
+        return [[float(x) for x in r.scores] for r in ranked], None
+    ordering = torch.tensor([n in (order_by or ()) for n in rewards.names])
+    sum_w = rewards.weights.masked_fill(ordering, 0.0)
+    order_w = rewards.weights.masked_fill(~ordering, 0.0)
     out: list[list[float]] = []
+    order: list[list[float]] = []
     bar = tqdm(
         total=sum(len(g) for g in pool.texts),
         desc="scoring",
@@ -110,13 +129,18 @@ def score_round(rewards: RewardSet, pool: Pool, method: Method) -> list[list[flo
         groups = pool.texts[s : s + SCORE_PROMPTS]
         records = [p for p, group in zip(pool.prompts[s : s + SCORE_PROMPTS], groups, strict=True) for _ in group]
         comps = rewards.score(records, [t for group in groups for t in group])
-        flat = weighted_sum(comps, rewards.weights).tolist()
-        at = 0
-        for group in groups:
-            out.append([float(v) for v in flat[at : at + len(group)]])
-            at += len(group)
+        out += _regroup(weighted_sum(comps, sum_w).tolist(), groups)
+        order += _regroup(weighted_sum(comps, order_w).tolist(), groups)
         bar.update(len(records))
     bar.close()
+    return out, (order if order_by else None)
+
+
+def _regroup(flat: list[float], groups: list[list[str]]) -> list[list[float]]:
+    out, at = [], 0
+    for group in groups:
+        out.append([float(v) for v in flat[at : at + len(group)]])
+        at += len(group)
     return out
 
 
@@ -125,19 +149,21 @@ SCORE_PROMPTS = 64
 
 
 def build_pairs(
-    cfg: IterativeConfig, pool: Pool, scores: list[list[float]], t: int
+    cfg: IterativeConfig, pool: Pool, scores: list[list[float]], t: int, order: list[list[float]] | None = None
 ) -> tuple[list[PreferencePair], dict[str, int]]:
     """Round t's pairs: one per prompt by the pair rule (`select_pairs`), then the largest margins kept
     (`keep_largest`)."""
-    pairs, counts = select_pairs(cfg, pool, scores, t)
-    return keep_largest(pairs, cfg.rounds.keep_in(t), counts), counts
+    pairs, counts = select_pairs(cfg, pool, scores, t, order)
+    return keep_largest(pairs, cfg.rounds.keep_in(t), counts, cfg.rounds.keep_per_family), counts
 
 
 def select_pairs(
-    cfg: IterativeConfig, pool: Pool, scores: list[list[float]], t: int
+    cfg: IterativeConfig, pool: Pool, scores: list[list[float]], t: int, order: list[list[float]] | None = None
 ) -> tuple[list[PreferencePair], dict[str, int]]:
-    """One pair per prompt by the pair rule on the reward's scores of its candidates; ties, NaN groups and (K = 1)
-    prompts without a reference are dropped and counted. Each pair's attributes name its sides' origins."""
+    """One pair per prompt by the pair rule on the reward's scores of its candidates (ranked first by `order`, the
+    `rounds.order_by` components, when given); ties, NaN groups and (K = 1) prompts without a reference are dropped
+    and counted. A pair's margin is the reward's (anchored) difference between its sides, its size where the order
+    reversed the reward's; `reordered` counts those pairs. Each pair's attributes name its sides' origins."""
     rng = random.Random(cfg.rounds.seed * 7919 + t)
     pairs: list[PreferencePair] = []
     counts = {
@@ -150,26 +176,33 @@ def select_pairs(
         "chosen_reference": 0,
         "rejected_data": 0,
     }
-    for p, texts, lengths, origins, r in zip(pool.prompts, pool.texts, pool.lengths, pool.origins, scores, strict=True):
+    if order is not None:
+        counts["reordered"] = 0
+    orders = order if order is not None else [None] * len(scores)
+    for p, texts, lengths, origins, r, o in zip(
+        pool.prompts, pool.texts, pool.lengths, pool.origins, scores, orders, strict=True
+    ):
         if len(texts) < 2:  # K = 1 and the prompt has no reference: nothing to rank it against
             counts["dropped_single"] += 1
             continue
-        if any(not math.isfinite(x) for x in r):
+        if any(not math.isfinite(x) for x in [*r, *(o or ())]):
             counts["dropped_nan"] += 1
             continue
         r = anchored(r, origins, cfg.rounds.reference_bonus)
-        rejectable = [o == "policy" for o in origins] if cfg.rounds.rejected_from == "policy" else None
-        sel = select_pair(r, lengths, cfg.rounds.pair_rule, cfg.rounds.length_penalty, rng, rejectable)
+        rejectable = [g == "policy" for g in origins] if cfg.rounds.rejected_from == "policy" else None
+        sel = select_pair(r, lengths, cfg.rounds.pair_rule, cfg.rounds.length_penalty, rng, rejectable, o)
         if sel is None:
             counts["dropped_tie"] += 1
             continue
         w, lo = sel
+        if o is not None and r[w] < r[lo]:
+            counts["reordered"] += 1
         pairs.append(
             PreferencePair(
                 p.prompt,
                 [Message("assistant", texts[w])],
                 [Message("assistant", texts[lo])],
-                margin=r[w] - r[lo],
+                margin=r[w] - r[lo] if o is None else abs(r[w] - r[lo]),
                 attributes={"family": p.grader, "round": t, "prompt_id": p.id},
                 source=f"round_{t}",
             )
@@ -184,13 +217,24 @@ def anchored(rewards: list[float], origins: list[str], bonus: float) -> list[flo
     return [x + bonus if o == "reference" else x for x, o in zip(rewards, origins, strict=True)] if bonus else rewards
 
 
-def keep_largest(pairs: list[PreferencePair], keep: int, counts: dict[str, int]) -> list[PreferencePair]:
+def keep_largest(
+    pairs: list[PreferencePair], keep: int, counts: dict[str, int], per_family: bool = False
+) -> list[PreferencePair]:
     """The `keep` pairs with the largest margins (0: all), in prompt order (equal margins go to the earlier prompt);
-    the rest are counted as `dropped_margin`, and `pairs` becomes the number kept."""
+    the rest are counted as `dropped_margin`, and `pairs` becomes the number kept. `per_family`
+    (`rounds.keep_per_family`): each prompt family (a pair's `family` attribute; one family for prompts without)
+    keeps its share of `keep` in proportion to its pairs (`family_quotas`), the largest margins within it."""
     if keep and len(pairs) > keep:
-        top = sorted(sorted(range(len(pairs)), key=lambda i: (-(pairs[i].margin or 0.0), i))[:keep])
+        families = [str(p.attributes.get("family") or "") for p in pairs] if per_family else [""] * len(pairs)
+        by_margin = sorted(range(len(pairs)), key=lambda i: (-(pairs[i].margin or 0.0), i))
+        quota = family_quotas(families, keep)
+        top: list[int] = []
+        for i in by_margin:
+            if quota[families[i]] > 0:
+                quota[families[i]] -= 1
+                top.append(i)
         counts["dropped_margin"] = len(pairs) - keep
-        pairs = [pairs[i] for i in top]
+        pairs = [pairs[i] for i in sorted(top)]
     counts["pairs"] = len(pairs)
     sides = [p.attributes.get("origins") or ["policy", "policy"] for p in pairs]
     counts["chosen_reference"] = sum(c == "reference" for c, _ in sides)  # the reward chose the data's reference
@@ -198,26 +242,49 @@ def keep_largest(pairs: list[PreferencePair], keep: int, counts: dict[str, int])
     return pairs
 
 
+def family_quotas(families: list[str], keep: int) -> dict[str, int]:
+    """How many of `keep` pairs each family keeps, in proportion to its number of pairs: the floors of
+    keep x n_f / n, then one more to the largest remainders (ties to the family named first in sorted order), so
+    the quotas sum to `keep` (keep <= n)."""
+    n = len(families)
+    sizes = {f: families.count(f) for f in sorted(set(families))}
+    exact = {f: keep * k / n for f, k in sizes.items()}
+    quota = {f: math.floor(x) for f, x in exact.items()}
+    for f in sorted(sizes, key=lambda f: -(exact[f] - quota[f]))[: keep - sum(quota.values())]:
+        quota[f] += 1
+    return quota
+
+
 def scores_of_round(
     cfg: IterativeConfig, rewards: RewardSet, pool: Pool, path: Path, sample_key: Any
-) -> list[list[float]]:
-    """The round's scores of each prompt's candidates (cached in `path` with the samples' key, the reward and the
-    candidates); NaN kept as NaN."""
+) -> tuple[list[list[float]], list[list[float]] | None]:
+    """The round's rewards of each prompt's candidates and, with `rounds.order_by`, their order (`score_round`;
+    cached in `path` with the samples' key, the reward and the candidates); NaN kept as NaN."""
     key = {"samples": sample_key, "reward": cfg.reward, "ranking": cfg.rounds.ranking, "pool": cfg.rounds.candidates}
+    if cfg.rounds.order_by:
+        key["order_by"] = cfg.rounds.order_by
     cached = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
     if cached.get("key") == key:
-        scores = cached["scores"]
+        scores, order = cached["scores"], cached.get("order")
     else:
         n = sum(len(r) for r in pool.texts)
         print(f"scoring {n} candidates of {len(pool.texts)} prompts with the reward ...", flush=True)
         t0 = time.perf_counter()
-        scores = [
-            [None if not math.isfinite(x) else x for x in r] for r in score_round(rewards, pool, cfg.rounds.ranking)
-        ]
+        fresh, fresh_order = score_round(rewards, pool, cfg.rounds.ranking, cfg.rounds.order_by)
+        scores = _nan_to_none(fresh)
+        order = None if fresh_order is None else _nan_to_none(fresh_order)
         secs = max(time.perf_counter() - t0, 1e-9)
         print(f"scored {n} candidates in {secs:.1f}s ({n / secs:.1f}/s)", flush=True)
-        write_json(path, {"key": key, "scores": scores})
-    return [[math.nan if x is None else x for x in r] for r in scores]
+        write_json(path, {"key": key, "scores": scores, **({"order": order} if order is not None else {})})
+    return _none_to_nan(scores), (None if order is None else _none_to_nan(order))
+
+
+def _nan_to_none(rows: list[list[float]]) -> list[list[float | None]]:
+    return [[None if not math.isfinite(x) else x for x in r] for r in rows]
+
+
+def _none_to_nan(rows: list[list[float | None]]) -> list[list[float]]:
+    return [[math.nan if x is None else x for x in r] for r in rows]
 
 
 def verify_round(
@@ -258,6 +325,8 @@ def dropped_text(counts: dict[str, Any]) -> str:
             f"; the judge agreed with {counts['verify_agree']}, {verb} {acted}, had no verdict on "
             f"{counts['verify_unsure']}"
         )
+    if counts.get("reordered"):
+        text += f"; order_by reversed the reward's order in {counts['reordered']}"
     if counts.get("dropped_single"):
         text += f", {counts['dropped_single']} with one sample and no reference"
     return text + (f", {counts['dropped_margin']} below the kept margins" if counts.get("dropped_margin") else "")
@@ -270,7 +339,9 @@ __all__ = [
     "build_pairs",
     "data_text",
     "dropped_text",
+    "family_quotas",
     "keep_largest",
+    "ranks_of",
     "score_round",
     "scores_of_round",
     "select_pair",
