@@ -118,7 +118,7 @@ def run_round(
     if verifier is not None:
         pairs, verified = verify_round(cfg, verifier, pairs, rdir / "verify.json")
         counts |= verified
-    pairs = keep_largest(pairs, cfg.rounds.keep_in(t), counts, cfg.rounds.keep_per_family)
+    pairs = keep_largest(pairs, cfg.rounds.keep_in(t), counts, cfg.rounds.keep_per_family, cfg.rounds.keep_ordered)
     on_policy = [
         x for r, sampled in zip(scores, pool.on_policy, strict=True) for x, on in zip(r, sampled, strict=True) if on
     ]

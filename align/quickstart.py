@@ -224,8 +224,9 @@ def refusal_rule(cfg: QuickstartConfig, p: Pipeline) -> dict[str, Any]:
 
 
 def refusal_text(cfg: QuickstartConfig) -> str:
-    if cfg.refusal_rule_as == "order":
-        return ", the refusal rule ordering each prompt's candidates before the RM"
+    if cfg.refusal_rule_as != "reward":
+        kept = ", the pairs it separates kept first" if cfg.refusal_rule_as == "order_kept" else ""
+        return f", the refusal rule ordering each prompt's candidates before the RM{kept}"
     return f", the refusal rule x{cfg.refusal_rule:g} beside the RM"
 
 
@@ -252,8 +253,9 @@ def align_stage(cfg: QuickstartConfig, p: Pipeline, summary: dict[str, Any]) -> 
         prompts=dataclasses.replace(cfg.align.prompts, source=p.suite_file("align", "train_prompts.jsonl")),
         reward=align_reward(cfg, p, summary),
     )
-    if cfg.refusal_rule and cfg.refusal_rule_as == "order":
-        a = dataclasses.replace(a, rounds=dataclasses.replace(a.rounds, order_by=["refusal_rule"]))
+    if cfg.refusal_rule and cfg.refusal_rule_as != "reward":
+        kept = cfg.refusal_rule_as == "order_kept"
+        a = dataclasses.replace(a, rounds=dataclasses.replace(a.rounds, order_by=["refusal_rule"], keep_ordered=kept))
     a = p.fit_to_device(a, cfg.fp32_work, "align")
     r = a.rounds
     what = (

@@ -263,12 +263,13 @@ class QuickstartConfig:
         "answer declines deserves a refusal) says so, else 0; scaled by this weight and added to the RM's score "
         "(`type: refusal_rule`, docs/reward-models.md)",
     )
-    refusal_rule_as: Literal["reward", "order"] = option(
+    refusal_rule_as: Literal["reward", "order", "order_kept"] = option(
         "reward",
         "how the refusal rule (refusal_rule > 0) takes part in the align rounds: reward = its weighted score added "
         "to the RM's; order = it orders each prompt's candidates before the RM does (`align.rounds.order_by`: an "
         "answer it approves ranks above one it does not, the RM ranks within), out of the margins, so the RM's "
-        "margins alone decide which prompts' pairs are kept",
+        "margins alone decide which prompts' pairs are kept; order_kept = order, and the pairs whose sides it "
+        "separates are kept before the others (`align.rounds.keep_ordered`)",
     )
     align_from: Literal["dpo", "base"] = option(
         "dpo", "where the align stage starts: the offline-DPO policy (a warm start) or the base model"
@@ -299,8 +300,8 @@ class QuickstartConfig:
         ]
         if self.refusal_rule < 0:
             p.append(f"refusal_rule: a weight of 0 (off) or more, got {self.refusal_rule}")
-        if self.refusal_rule_as == "order" and not self.refusal_rule:
-            p.append("refusal_rule_as: order needs the rule on: set refusal_rule to a weight > 0")
+        if self.refusal_rule_as != "reward" and not self.refusal_rule:
+            p.append(f"refusal_rule_as: {self.refusal_rule_as} needs the rule on: set refusal_rule to a weight > 0")
         if self.refusal_rule and self.rank_by is not None:
             p.append("refusal_rule: composes with the RM's scores; a pairwise judge (rank_by) ranks alone: set one")
         if self.rank_by is not None:

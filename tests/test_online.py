@@ -696,6 +696,26 @@ def test_order_by_decides_a_prompts_sides_and_the_rewards_margins_decide_what_is
         IterativeConfig, {"rounds": {"prompts_per_round": 3, "candidates": "policy_and_reference", "keep_pairs": 2}}
     )
     assert [p.margin for p in build_pairs(kept, pool, scores, 1, order)[0]] == [2.5, 4.0]
+    # keep_ordered: the pairs the order separates (prompts 0 and 1) are kept before a wider margin (prompt 2)
+    assert [p.attributes["ordered"] for p in pairs] == [True, True, False]
+    first = build(
+        IterativeConfig,
+        {
+            "rounds": {
+                "prompts_per_round": 3,
+                "candidates": "policy_and_reference",
+                "keep_pairs": 2,
+                "order_by": ["x"],
+                "keep_ordered": True,
+            },
+            "reward": [{"type": "length", "name": "x"}, {"type": "grader"}],
+        },
+    )
+    kept_pairs, counts = build_pairs(first, pool, scores, 1, order)
+    assert [p.margin for p in kept_pairs] == [2.0, 2.5] and counts["kept_ordered"] == 2
+    assert "2 kept pairs separated by order_by" in dropped_text(counts)
+    with pytest.raises(ConfigError, match="keep_ordered: keeps the pairs order_by separates first"):
+        build(IterativeConfig, {"rounds": {"keep_ordered": True}})
     # a NaN in the order drops the prompt as a NaN reward does
     _, counts = build_pairs(cfg, pool, scores, 1, [[1.0, math.nan, 1.0], *order[1:]])
     assert counts["dropped_nan"] == 1 and counts["pairs"] == 2

@@ -122,5 +122,5 @@ def test_the_quickstart_puts_the_rule_beside_the_rm_and_refuses_it_beside_a_judg
     with pytest.raises(ConfigError, match="refusal_rule: composes with the RM's scores"):
         build(QuickstartConfig, {**judged, "refusal_rule": 1.0})
     assert build(QuickstartConfig, {"refusal_rule": 1.0, "refusal_rule_as": "order"}).refusal_rule_as == "order"
-    with pytest.raises(ConfigError, match="refusal_rule_as: order needs the rule on"):
-        build(QuickstartConfig, {"refusal_rule_as": "order"})
+    with pytest.raises(ConfigError, match="refusal_rule_as: order_kept needs the rule on"):
+        build(QuickstartConfig, {"refusal_rule_as": "order_kept"})

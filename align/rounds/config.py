@@ -67,6 +67,13 @@ class RoundsSection(SamplingOptions):
         "ranks a look-alike's refusal last among its candidates while the RM's margin decides whether that prompt "
         "is trained on)",
     )
+    keep_ordered: bool = option(
+        False,
+        "with order_by and keep_pairs: keep every pair whose sides the order_by components separate (its chosen "
+        "answer above its rejected one by them) before the others, by margin among themselves; the largest margins "
+        "fill the rest. So a pair that only the order makes (the refusal rule rejecting a look-alike's refusal) is "
+        "trained on even where the reward's margin is small",
+    )
     rejected_from: Literal["candidates", "policy"] = option(
         "candidates",
         "where the pair rule takes the rejected side: any candidate but the chosen, or the policy's own samples only "
@@ -161,6 +168,8 @@ class RoundsSection(SamplingOptions):
                 f"reference_bonus: {self.reference_bonus} needs the reference among the candidates (candidates: "
                 f"policy_and_reference or policy_and_data), got candidates: {self.candidates}"
             )
+        if self.keep_ordered and not self.order_by:
+            p.append("keep_ordered: keeps the pairs order_by separates first; set order_by (a component's name)")
         if self.verify is not None:
             kind = self.verify.get("type")
             if kind not in SCORERS or SCORERS[str(kind)].kind != "pairwise":

@@ -154,7 +154,8 @@ def build_pairs(
     """Round t's pairs: one per prompt by the pair rule (`select_pairs`), then the largest margins kept
     (`keep_largest`)."""
     pairs, counts = select_pairs(cfg, pool, scores, t, order)
-    return keep_largest(pairs, cfg.rounds.keep_in(t), counts, cfg.rounds.keep_per_family), counts
+    r = cfg.rounds
+    return keep_largest(pairs, r.keep_in(t), counts, r.keep_per_family, r.keep_ordered), counts
 
 
 def select_pairs(
@@ -208,6 +209,8 @@ def select_pairs(
             )
         )
         pairs[-1].attributes["origins"] = [origins[w], origins[lo]]
+        if o is not None:
+            pairs[-1].attributes["ordered"] = o[w] > o[lo]  # order_by, not the reward, separates its sides
     counts["pairs"] = len(pairs)
     return pairs, counts
 
@@ -218,15 +221,22 @@ def anchored(rewards: list[float], origins: list[str], bonus: float) -> list[flo
 
 
 def keep_largest(
-    pairs: list[PreferencePair], keep: int, counts: dict[str, int], per_family: bool = False
+    pairs: list[PreferencePair],
+    keep: int,
+    counts: dict[str, int],
+    per_family: bool = False,
+    ordered_first: bool = False,
 ) -> list[PreferencePair]:
     """The `keep` pairs with the largest margins (0: all), in prompt order (equal margins go to the earlier prompt);
     the rest are counted as `dropped_margin`, and `pairs` becomes the number kept. `per_family`
     (`rounds.keep_per_family`): each prompt family (a pair's `family` attribute; one family for prompts without)
-    keeps its share of `keep` in proportion to its pairs (`family_quotas`), the largest margins within it."""
+    keeps its share of `keep` in proportion to its pairs (`family_quotas`), the largest margins within it.
+    `ordered_first` (`rounds.keep_ordered`): the pairs whose sides `order_by` separates (attribute `ordered`) are
+    kept before the others, by margin among themselves."""
     if keep and len(pairs) > keep:
         families = [str(p.attributes.get("family") or "") for p in pairs] if per_family else [""] * len(pairs)
-        by_margin = sorted(range(len(pairs)), key=lambda i: (-(pairs[i].margin or 0.0), i))
+        first = [ordered_first and bool(p.attributes.get("ordered")) for p in pairs]
+        by_margin = sorted(range(len(pairs)), key=lambda i: (not first[i], -(pairs[i].margin or 0.0), i))
         quota = family_quotas(families, keep)
         top: list[int] = []
         for i in by_margin:
@@ -239,6 +249,8 @@ def keep_largest(
     sides = [p.attributes.get("origins") or ["policy", "policy"] for p in pairs]
     counts["chosen_reference"] = sum(c == "reference" for c, _ in sides)  # the reward chose the data's reference
     counts["rejected_data"] = sum(r == "rejected" for _, r in sides)  # the data's rejected answer ranked last
+    if any("ordered" in p.attributes for p in pairs):
+        counts["kept_ordered"] = sum(bool(p.attributes.get("ordered")) for p in pairs)
     return pairs
 
 
@@ -327,6 +339,8 @@ def dropped_text(counts: dict[str, Any]) -> str:
         )
     if counts.get("reordered"):
         text += f"; order_by reversed the reward's order in {counts['reordered']}"
+    if "kept_ordered" in counts:
+        text += f"; {counts['kept_ordered']} kept pairs separated by order_by"
     if counts.get("dropped_single"):
         text += f", {counts['dropped_single']} with one sample and no reference"
     return text + (f", {counts['dropped_margin']} below the kept margins" if counts.get("dropped_margin") else "")
