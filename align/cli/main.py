@@ -53,7 +53,7 @@ EXAMPLES = {
         "  align quickstart --full                (adds a short GRPO stage against the RM)\n"
         "  align quickstart --out runs/qs align.rounds.rounds=2 rm.train.epochs=1\n"
         "  align quickstart --out runs/qs doctor.max_length=512 stages=[suite,doctor]\n"
-        "\nkeys: model, out_dir, stages, align_from, rank_by, refusal_rule, fp32_work,\n"
+        "\nkeys: model, out_dir, stages, align_from, rank_by, refusal_rule, refusal_rule_as, fp32_work,\n"
         "  suite.{per_family,seed,dev_fraction,test_fraction,hard_negatives,hard_refusals},\n"
         "  doctor.{max_length,policy}, eval.{split,schedule,prompts,safety_each,max_new_tokens,batch_size,dtype};\n"
         "  rm.*, dpo.*, align.*, online.*: whole configs of kind rm_train, train, iterative and online\n"
