@@ -269,7 +269,9 @@ class QuickstartConfig:
         "to the RM's; order = it orders each prompt's candidates before the RM does (`align.rounds.order_by`: an "
         "answer it approves ranks above one it does not, the RM ranks within), out of the margins, so the RM's "
         "margins alone decide which prompts' pairs are kept; order_kept = order, and the pairs whose sides it "
-        "separates are kept before the others (`align.rounds.keep_ordered`)",
+        "separates are kept before the others (`align.rounds.keep_ordered`). order and order_kept set those two "
+        "align.rounds keys (set them through this option, not directly: the quickstart's align reward is built "
+        "at its stage)",
     )
     align_from: Literal["dpo", "base"] = option(
         "dpo", "where the align stage starts: the offline-DPO policy (a warm start) or the base model"

@@ -67,7 +67,9 @@ def apply_verdicts(
                     chosen=pair.rejected,
                     rejected=pair.chosen,
                     margin=abs(pair.margin or 0.0),
-                    attributes={**attrs, "origins": origins, "verified": "flipped"},
+                    # a flipped pair's sides are against `rounds.order_by`'s order, if it separated them
+                    attributes={**attrs, "origins": origins, "verified": "flipped"}
+                    | ({"ordered": False} if "ordered" in attrs else {}),
                     id="",  # the flipped pair's own content id
                 )
             )

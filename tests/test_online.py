@@ -757,3 +757,22 @@ def test_keep_per_family_keeps_each_familys_share_by_its_own_margins():
     pairs, counts = build_pairs(split, pool, scores, 1)
     assert [p.margin for p in pairs] == [9.0, 8.0, 4.0, 3.0]  # two a family, in prompt order
     assert counts["pairs"] == 4 and counts["dropped_margin"] == 4
+
+
+def test_order_by_leaves_a_length_penalized_margin_alone_and_a_flipped_pair_is_no_longer_ordered():
+    """A pair whose chosen side has the lower reward because of the length penalty (not the order) keeps its signed
+    margin and is not counted as reordered; a pair the verifying judge flips loses its `ordered` mark."""
+    from align.iterative import IterativeConfig, Pool, build_pairs
+    from align.verify import apply_verdicts
+    from preference_data.records import Message, PromptOnly
+
+    pool = Pool([PromptOnly([Message("user", "q")])], [["long", "short"]], [[100, 1]], [["policy", "policy"]])
+    cfg = build(IterativeConfig, {"rounds": {"pair_rule": "length_penalized", "length_penalty": 0.01}})
+    plain, _ = build_pairs(cfg, pool, [[1.0, 0.9]], 1)
+    ordered, counts = build_pairs(cfg, pool, [[1.0, 0.9]], 1, [[1.0, 1.0]])
+    assert plain[0].margin == ordered[0].margin == pytest.approx(-0.1)
+    assert counts["reordered"] == 0 and ordered[0].attributes["ordered"] is False
+    sep, _ = build_pairs(cfg, pool, [[1.0, 0.9]], 1, [[0.0, 1.0]])  # the order puts "short" first as well
+    assert sep[0].attributes["ordered"] is True
+    flipped, _ = apply_verdicts(sep, [0.1], "flip")
+    assert flipped[0].chosen[0].content == "long" and flipped[0].attributes["ordered"] is False

@@ -61,11 +61,11 @@ class RoundsSection(SamplingOptions):
         doc="names of reward components that order each prompt's candidates before the rest of the reward does: "
         "the candidates with the higher weighted sum of these rank first, whatever the other components say, and "
         "the rest of the reward orders candidates that tie on them. They do not enter the reward's sum or the "
-        "pair's margin, so they decide which answer of a prompt is chosen and which rejected, never which prompts' "
-        "pairs keep_pairs keeps. A pair whose sides they put in the reverse of the reward's order keeps the size of "
-        "the reward's margin (e.g. the refusal rule, which knows from the prompt whether a refusal is right, "
-        "ranks a look-alike's refusal last among its candidates while the RM's margin decides whether that prompt "
-        "is trained on)",
+        "pair's margin, so they decide which answer of a prompt is chosen and which rejected, and (unless "
+        "keep_ordered) the reward's margin between those two decides whether keep_pairs keeps the pair. A pair "
+        "whose sides they put in the reverse of the reward's order keeps the size of the reward's margin (e.g. the "
+        "refusal rule, which knows from the prompt whether a refusal is right, ranks a look-alike's refusal last "
+        "among its candidates). The round's reward metrics (reward, reward_best) are the sum without them",
     )
     keep_ordered: bool = option(
         False,

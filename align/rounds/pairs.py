@@ -196,14 +196,15 @@ def select_pairs(
             counts["dropped_tie"] += 1
             continue
         w, lo = sel
-        if o is not None and r[w] < r[lo]:
+        reversed_by_order = o is not None and o[w] > o[lo] and r[w] < r[lo]
+        if reversed_by_order:
             counts["reordered"] += 1
         pairs.append(
             PreferencePair(
                 p.prompt,
                 [Message("assistant", texts[w])],
                 [Message("assistant", texts[lo])],
-                margin=r[w] - r[lo] if o is None else abs(r[w] - r[lo]),
+                margin=abs(r[w] - r[lo]) if reversed_by_order else r[w] - r[lo],
                 attributes={"family": p.grader, "round": t, "prompt_id": p.id},
                 source=f"round_{t}",
             )
