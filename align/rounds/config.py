@@ -217,9 +217,9 @@ class IterativeConfig:
 
     def check(self) -> list[str]:
         problems = check_reward_specs(self.reward)
-        problems += check_loss_config(self.loss.name, self.loss.params, True, True)
-        if self.rounds.order_by and not problems:
+        if self.rounds.order_by and not problems:  # the names are read from a well-formed reward list
             problems += check_order_by(self.rounds.order_by, self.reward)
+        problems += check_loss_config(self.loss.name, self.loss.params, True, True)
         if self.prompts.judge != "none":
             problems.append("prompts.judge: judges are trained by RL with kind: online")
         return problems

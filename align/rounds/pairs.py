@@ -114,9 +114,9 @@ def score_round(
         cands = [[[Message("assistant", x)] for x in group] for group in pool.texts]
         ranked = rank_many(scorer, [p.prompt for p in pool.prompts], cands, method)
         return [[float(x) for x in r.scores] for r in ranked], None
-    ordering = torch.tensor([n in (order_by or ()) for n in rewards.names])
+    ordering = torch.tensor([n in (order_by or ()) for n in rewards.names], dtype=torch.bool)
     sum_w = rewards.weights.masked_fill(ordering, 0.0)
-    order_w = rewards.weights.masked_fill(~ordering, 0.0)
+    order_w = rewards.weights.masked_fill(~ordering, 0.0) if order_by else None
     out: list[list[float]] = []
     order: list[list[float]] = []
     bar = tqdm(
@@ -130,10 +130,11 @@ def score_round(
         records = [p for p, group in zip(pool.prompts[s : s + SCORE_PROMPTS], groups, strict=True) for _ in group]
         comps = rewards.score(records, [t for group in groups for t in group])
         out += _regroup(weighted_sum(comps, sum_w).tolist(), groups)
-        order += _regroup(weighted_sum(comps, order_w).tolist(), groups)
+        if order_w is not None:
+            order += _regroup(weighted_sum(comps, order_w).tolist(), groups)
         bar.update(len(records))
     bar.close()
-    return out, (order if order_by else None)
+    return out, (order if order_w is not None else None)
 
 
 def _regroup(flat: list[float], groups: list[list[str]]) -> list[list[float]]:
