@@ -97,6 +97,44 @@ def test_resume_after_a_kill_reaches_the_same_weights(tmp_path, tiny_model_ref, 
     assert [r["step"] for r in rows if "loss" in r] == [1, 2, 3]
 
 
+@pytest.mark.slow
+def test_a_kill_just_after_a_checkpoint_or_the_final_evaluation_loses_no_row_and_repeats_none(
+    tmp_path, tiny_model_ref, monkeypatch
+):
+    """Killed right after the last step's checkpoint was written, and (another run) right after the final evaluation:
+    the resumed runs' metrics.jsonl hold every step's row once and the final evaluation's row once."""
+    from align import online
+    from align.online import loop
+
+    def rows(cfg) -> list[dict[str, Any]]:
+        return [json.loads(x) for x in (Path(cfg.output_dir) / "metrics.jsonl").read_text().splitlines()]
+
+    real_save, real_policy = loop.save_checkpoint, loop.save_policy
+
+    def dies_after_last_checkpoint(learner, checkpoints, step, *a):
+        real_save(learner, checkpoints, step, *a)
+        if step == 3:
+            raise KeyboardInterrupt
+
+    def dies_saving_the_policy(*a, **k):
+        raise KeyboardInterrupt
+
+    for name, where, patched in [
+        ("ckpt", "save_checkpoint", dies_after_last_checkpoint),
+        ("final", "save_policy", dies_saving_the_policy),
+    ]:
+        cfg = online_config(tmp_path, name, eval={"limit": 2, "max_new_tokens": 4})
+        monkeypatch.setattr(loop, where, patched)
+        with pytest.raises(KeyboardInterrupt):
+            online.run(cfg)
+        monkeypatch.setattr(loop, "save_checkpoint", real_save)
+        monkeypatch.setattr(loop, "save_policy", real_policy)
+        assert online.run(cfg, resume=True)["steps"] == 3
+        got = rows(cfg)
+        assert [r["step"] for r in got if "loss" in r] == [1, 2, 3], name
+        assert [r["step"] for r in got if "eval_gold/overall" in r] == [0, 3], name
+
+
 def test_micro_batches_give_the_single_batch_update(tmp_path, tiny_model_ref):
     from align import online
 

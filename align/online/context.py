@@ -75,7 +75,8 @@ def setup(cfg: OnlineConfig, resume: bool) -> Online:
         print(f"resumed from {run.resume_from} (step {o.step})", flush=True)
     evals_path = run.dir / "evals.json"
     if resume and evals_path.exists():
-        o.evals = json.loads(evals_path.read_text(encoding="utf-8"))
+        # an evaluation after the checkpoint's step is made again with its step
+        o.evals = {k: v for k, v in json.loads(evals_path.read_text(encoding="utf-8")).items() if int(k) <= o.step}
         o.raised = {str(a.get("key")) for a in read_alerts(run.dir / ALERTS_FILE)}
     learner.sync(sampler)
     return o

@@ -119,8 +119,6 @@ def train_step(o: Online) -> dict[str, Any]:
         row |= c.after_step(everyone.components)
         row |= observe_point(o, row)
     row["step_seconds"] = time.time() - t_step
-    if cfg.train.save_every > 0 and o.step % cfg.train.save_every == 0:
-        save_checkpoint(learner, o.run.checkpoints, o.step, c, cfg.keep_checkpoints)
     if cfg.train.eval_every > 0 and o.step % cfg.train.eval_every == 0 and o.step < cfg.train.max_steps:
         ev = o.evaluate()
         if ev is not None:
@@ -135,6 +133,10 @@ def train_step(o: Online) -> dict[str, Any]:
                 + (f" eval {row['eval_gold/overall']:.4f}" if "eval_gold/overall" in row else ""),
                 flush=True,
             )
+    # after the step's row: a run killed between the two resumes from the checkpoint before, its row dropped and
+    # logged again, where a checkpoint written first would leave the step's row unwritten for good
+    if cfg.train.save_every > 0 and o.step % cfg.train.save_every == 0:
+        save_checkpoint(learner, o.run.checkpoints, o.step, c, cfg.keep_checkpoints)
     return row
 
 
@@ -198,11 +200,13 @@ def run(cfg: OnlineConfig, resume: bool = False) -> dict[str, Any]:
             o.run.stopped(o.step, e)
         raise
     train_seconds = time.time() - t_start
-    final = o.evaluate()
-    if final is not None:
+    done = o.evals.get(str(o.step)) if o.step > 0 else None  # a rerun after the final evaluation keeps it
+    final = done if done is not None else o.evaluate()
+    if final is not None and done is None:
         last: dict[str, Any] = {"step": o.step}
         record_eval(o, final, last)
         log_row(o.run.metrics_path, last)
+        write_json(o.run.dir / "evals.json", o.evals)
     with o.learner.whole_policy() as policy:
         saved = (
             save_policy(
