@@ -1,7 +1,8 @@
 """`align rm train` for generative judges (a config of kind `judge_train`): pair-PM, thinking judge, GRM.
 
 Reads top to bottom: config -> training examples built from labelled pairs -> SFT of a causal LM on them
-(LoRA or full; packed sequences; loss = mean negative log-likelihood of the judge's answer tokens) -> held-out
+(LoRA or full; packed sequences; loss = mean negative log-likelihood of the judge's answer tokens, or for a pair-PM
+with `judge.objective: symmetric` the logistic loss of its A-vs-B logit read in both orders, `OBJECTIVES`) -> held-out
 accuracy of the trained judge through its scorer -> save (the model or adapter directory the scorer loads).
 
 How each kind turns a labelled pair (prompt, chosen, rejected) into what the judge learns to write:
@@ -39,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+import torch
 from transformers import Trainer
 
 from prefalign.config import option
@@ -65,6 +67,7 @@ from .generative.parse import parse_think_answer
 from .generative.scorers import THINK_PREFIX, GRMScorer, ThinkJudgeScorer
 from .generative.traces import trace_examples
 from .generative.training import (
+    OrdersCollator,
     SFTCollator,
     SFTDataset,
     SFTExample,
@@ -74,7 +77,7 @@ from .generative.training import (
 )
 from .generative.vote import rft_select
 from .generative.warmup import gold_grades, grm_targets, grm_two_turn_targets, strength, think_target
-from .model_scorers import pair_pm_message
+from .model_scorers import JUDGE_ANSWERS, pair_pm_message
 from .scorers import load_scorer
 
 log = logging.getLogger(__name__)
@@ -120,6 +123,13 @@ class JudgeSection:
         "calculator: the exact value after each `a op b =` it writes). Training is unchanged: the warm-up's work "
         "already writes every value right",
     )
+    objective: Literal["nll", "symmetric"] = option(
+        "nll",
+        "pair_pm: what the answer is trained by: nll (the answer letter's next-token likelihood, each order of a "
+        "pair an example of its own) or symmetric (both orders of a pair in one batch, loss -log sigmoid(z_AB - "
+        "z_BA), z = logit(A) - logit(B) at the answer: a preference for a position cancels, only the answers' "
+        "contents are learnt; needs orders: both)",
+    )
     seed: int = option(0, "position shuffling and sampling seed")
     eval_temperature: float = option(
         0.0, "think, grm: the held-out evaluation's sampling temperature (0: greedy, the same numbers every rerun)"
@@ -130,6 +140,11 @@ class JudgeSection:
         if self.examples != "sampled" and self.kind == "pair_pm":
             problems.append(
                 f"examples: {self.examples} is a warm-up for think and grm; pair_pm learns the label directly"
+            )
+        if self.objective == "symmetric" and (self.kind != "pair_pm" or self.orders != "both"):
+            problems.append(
+                f"objective: symmetric reads a pair-PM's two orders of a pair together: it needs kind: pair_pm and "
+                f"orders: both (got kind: {self.kind}, orders: {self.orders})"
             )
         if self.tools != "none" and self.kind == "pair_pm":
             problems.append(f"tools: {self.tools} is for judges that write (think, grm); pair_pm writes one letter")
@@ -376,7 +391,34 @@ class SFTTrainer(InnerModelCheckpoints, MetricsMixin, Trainer):
         return (loss, {"logps": logps}) if return_outputs else loss
 
 
-PLOT_KEYS = ["loss", "nll_per_token"]
+class PairPMOrdersTrainer(SFTTrainer):
+    """The symmetric pair-PM objective: a batch holds each pair read with its chosen response at A (first half) and
+    at B (second half); z = logit(A) - logit(B) at the answer position, s = z_AB - z_BA, loss = mean softplus(-s)
+    (-log sigmoid s). A bias toward a position adds the same amount to both z and cancels in s."""
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        loss, stats = symmetric_pair_pm_loss(model(**inputs))
+        self.stash(stats)
+        return (loss, {}) if return_outputs else loss
+
+
+def symmetric_pair_pm_loss(logits: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
+    """The symmetric objective from the (2n, 2) logits of A and B, the n pairs' chosen-at-A reads first:
+    mean softplus(-(z_AB - z_BA)), z = logit(A) - logit(B); and its batch's share of pairs ranked right,
+    of pairs right in both orders alone, and the mean position bias (z_AB + z_BA) / 2."""
+    z = logits[:, 0] - logits[:, 1]
+    n = z.shape[0] // 2
+    s = z[:n] - z[n:]
+    with torch.no_grad():
+        stats = {
+            "pair_accuracy": float((s > 0).float().mean()),
+            "both_orders_right": float(((z[:n] > 0) & (z[n:] < 0)).float().mean()),
+            "position_bias": float((z[:n] + z[n:]).mean() / 2),
+        }
+    return torch.nn.functional.softplus(-s).mean(), stats
+
+
+PLOT_KEYS = ["loss", "nll_per_token", "pair_accuracy", "both_orders_right"]
 
 
 def _tokenize(examples: list[SFTExample], tokenizer: Any, max_length: int) -> tuple[list[Any], int]:
@@ -389,6 +431,60 @@ def _tokenize(examples: list[SFTExample], tokenizer: Any, max_length: int) -> tu
             continue
         items.append((p, r))
     return items, too_long
+
+
+def _tokenize_orders(examples: list[SFTExample], tokenizer: Any, max_length: int) -> tuple[list[Any], int]:
+    """The symmetric objective's items: (prompt A-first, [A], prompt B-first, [B]) per pair, from
+    `pair_pm_examples(orders="both")` (a pair's two examples in a row); the response is the answer token alone. A
+    pair whose either order is over `max_length` is left out whole (counted as its two examples)."""
+    answers = answer_ids(tokenizer)
+    items, too_long = [], 0
+    for ab, ba in zip(examples[::2], examples[1::2], strict=True):
+        (p1, r1), (p2, r2) = (
+            tokenize_single(tokenizer, [Message("user", str(e.message))], [Message("assistant", e.completion)])
+            for e in (ab, ba)
+        )
+        if (ab.completion, ba.completion) != JUDGE_ANSWERS or (r1[0], r2[0]) != tuple(answers):
+            raise UserError(
+                f"pair {ab.id}: the symmetric pair-PM objective needs its two orders in a row, answered "
+                f"{JUDGE_ANSWERS} by the tokens {answers}; got {ab.completion!r}, {ba.completion!r} written as "
+                f"{r1[:1]}, {r2[:1]}"
+            )
+        if max(len(p1), len(p2)) + 1 > max_length:
+            too_long += 2
+            continue
+        items.append((p1, r1[:1], p2, r2[:1]))
+    return items, too_long
+
+
+def answer_ids(tokenizer: Any) -> list[int]:
+    """The token ids of the judge's answers A and B (each one token, as `JudgeScorer` reads them)."""
+    ids = [tokenizer.encode(a, add_special_tokens=False) for a in JUDGE_ANSWERS]
+    if any(len(i) != 1 for i in ids):
+        raise UserError(f"the pair-PM answers {JUDGE_ANSWERS}, but this tokenizer splits them into {ids}")
+    return [i[0] for i in ids]
+
+
+@dataclass(frozen=True)
+class Objective:
+    """How a judge's examples are trained: tokenized into items, read by a forward, batched by a collator, lost
+    by a trainer."""
+
+    items: Callable[[list[SFTExample], Any, int], tuple[list[Any], int]]
+    forward: Callable[[Any, Any], PackedForward]  # (model, tokenizer) -> the wrapper the trainer calls
+    collator: type
+    trainer: type
+
+
+OBJECTIVES: dict[str, Objective] = {
+    "nll": Objective(_tokenize, lambda m, tok: PackedForward(m, "logps"), SFTCollator, SFTTrainer),
+    "symmetric": Objective(
+        _tokenize_orders,
+        lambda m, tok: PackedForward(m, "answer_logits", answers=answer_ids(tok)),
+        OrdersCollator,
+        PairPMOrdersTrainer,
+    ),
+}
 
 
 def _sampling(judge: JudgeSection) -> dict[str, Any]:
@@ -460,7 +556,8 @@ def run(cfg: JudgeTrainConfig, resume: bool = False) -> dict[str, Any]:
     else:
         examples, built = EXAMPLE_BUILDERS[cfg.judge.kind][cfg.judge.examples](pairs, cfg.judge, model, tokenizer)
     counts |= built
-    items, too_long = _tokenize(examples, tokenizer, cfg.train.max_length)
+    objective = OBJECTIVES[cfg.judge.objective]
+    items, too_long = objective.items(examples, tokenizer, cfg.train.max_length)
     counts |= {"examples": len(examples), "too_long": too_long, "kept": len(items)}
     run_.save_data_report({"data": data_report.to_dict(), "examples": counts})
     if not items:
@@ -472,11 +569,11 @@ def run(cfg: JudgeTrainConfig, resume: bool = False) -> dict[str, Any]:
         )
     model = prepare_model(model, cfg.train, cfg.lora, "CAUSAL_LM")
     pad_id = pad_token_id(tokenizer)
-    trainer = SFTTrainer(
-        model=PackedForward(model, "logps"),
+    trainer = objective.trainer(
+        model=objective.forward(model, tokenizer),
         args=training_arguments(cfg.train, str(run_.checkpoints)),
         train_dataset=SFTDataset(items),
-        data_collator=SFTCollator(pad_id, cfg.train.row_tokens, cfg.train.attention),
+        data_collator=objective.collator(pad_id, cfg.train.row_tokens, cfg.train.attention),
         metrics_path=run_.metrics_path,
     )
     trained = run_.train(trainer, cfg.train, evaluates=False)

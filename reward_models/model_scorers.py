@@ -322,11 +322,11 @@ class JudgeScorer(BatchedModel):
     def _p_a(self, batch: Any) -> Any:
         import torch  # lazy: the scorer table loads without torch
 
-        from prefalign.models.forward import hidden_states, unwrap  # lazy: torch
+        from prefalign.models.forward import answer_logits_from_hidden, hidden_states, unwrap  # lazy: torch
 
         h = hidden_states(self.model, batch)[batch.last_row, batch.last_pos]  # (S, H)
         head = unwrap(self.model).get_output_embeddings()  # type: ignore[operator]
-        logits = head(h).float()[:, self.answer_ids]  # (S, 2): A, B
+        logits = answer_logits_from_hidden(h, head, self.answer_ids)  # (S, 2): A, B, in fp32
         return torch.softmax(logits, dim=-1)[:, 0]
 
     def compare(

@@ -4,12 +4,19 @@ and a real SFT run of a pair-PM on the tiny model that raises the probability of
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 import torch
 
 from preference_data.records import Message, PreferencePair
-from reward_models.judge_train import JudgeSection, grm_examples, pair_pm_examples, think_examples
+from reward_models.judge_train import (
+    JudgeSection,
+    grm_examples,
+    pair_pm_examples,
+    symmetric_pair_pm_loss,
+    think_examples,
+)
 
 TINY = "builtin:tiny-llama"
 
@@ -38,6 +45,33 @@ def test_pair_pm_examples_put_the_chosen_response_at_the_answered_position():
     both = pair_pm_examples(pairs, seed=0)
     assert [e.id for e in both] == [p.id for p in pairs for _ in range(2)]
     assert [e.completion for e in both] == ["A", "B"] * len(pairs)
+
+
+def test_the_symmetric_pair_pm_loss_by_hand_and_blind_to_a_position_bias():
+    # two pairs: (logit A, logit B) read chosen-at-A, then chosen-at-B
+    logits = torch.tensor([[2.0, 1.0], [0.0, 0.5], [1.0, 3.0], [0.2, 0.1]], requires_grad=True)
+    loss, stats = symmetric_pair_pm_loss(logits)
+    s = [(2.0 - 1.0) - (1.0 - 3.0), (0.0 - 0.5) - (0.2 - 0.1)]  # z_AB - z_BA: 3.0, -0.6
+    assert float(loss) == pytest.approx(sum(math.log1p(math.exp(-v)) for v in s) / 2, abs=1e-6)
+    assert stats["pair_accuracy"] == 0.5 and stats["both_orders_right"] == 0.5
+    assert stats["position_bias"] == pytest.approx(
+        ((1.0 - 2.0) / 2 + (-0.5 + 0.1) / 2) / 2
+    )  # per pair (z_AB + z_BA) / 2
+    # a preference for position A (the same amount on every A logit) changes neither the loss nor its gradient
+    loss.backward()
+    shifted = logits.detach() + torch.tensor([7.0, 0.0])
+    shifted.requires_grad_(True)
+    loss2, stats2 = symmetric_pair_pm_loss(shifted)
+    loss2.backward()
+    assert float(loss2) == pytest.approx(float(loss), abs=1e-6) and stats2["pair_accuracy"] == 0.5
+    assert torch.allclose(shifted.grad, logits.grad, atol=1e-6)
+    assert stats2["position_bias"] == pytest.approx(stats["position_bias"] + 7.0)
+
+
+def test_the_symmetric_objective_is_refused_without_both_orders_of_a_pair_pm():
+    assert any("objective: symmetric" in p for p in JudgeSection(objective="symmetric", orders="random").check())
+    assert any("kind: think" in p for p in JudgeSection(kind="think", objective="symmetric").check())
+    assert JudgeSection(objective="symmetric").check() == []
 
 
 def _scripted(monkeypatch, reply):
@@ -143,6 +177,49 @@ def test_pair_pm_training_end_to_end_on_the_tiny_model(tmp_path, tiny_model_ref)
     test = [pair_from_dict(json.loads(r)) for r in test_rows]
     pa = scorer.compare([p.prompt for p in test], [p.chosen for p in test], [p.rejected for p in test])
     assert report["eval"]["accuracy"] == pytest.approx(sum(v > 0.5 for v in pa) / len(test))
+
+
+def test_a_symmetric_pair_pm_learns_its_training_pairs_in_both_orders(tmp_path, tiny_model_ref):
+    """`judge.objective: symmetric` on the tiny model: each pair one item (its two orders), the answer token alone;
+    the trained judge's averaged P(chosen) on its training pairs rises above the base model's."""
+    from prefalign.config import build
+    from preference_data.records import pair_from_dict
+    from reward_models.judge_train import JudgeTrainConfig, run
+    from reward_models.scorers import load_scorer
+
+    suite = _suite_files(tmp_path, n=4)
+    cfg = build(
+        JudgeTrainConfig,
+        {
+            "model": TINY,
+            "output_dir": str(tmp_path / "run"),
+            "judge": {"kind": "pair_pm", "objective": "symmetric"},
+            "data": {"source": str(suite / "train_pairs.jsonl"), "split": "all", "limit": 12},
+            "eval": {"split": "none"},
+            "train": {
+                "method": "full",
+                "lr": 2.0e-3,
+                "epochs": 4,
+                "batch_size": 4,
+                "precision": "fp32",
+                "max_length": 1024,
+                "compile": False,
+                "warmup_ratio": 0.0,
+            },
+        },
+    )
+    report = run(cfg)
+    assert report["examples"]["examples"] == 24 and report["examples"]["kept"] == 12  # one item per pair
+    rows = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert all("pair_accuracy" in r and "both_orders_right" in r for r in rows if "loss" in r)
+    pairs = [pair_from_dict(json.loads(r)) for r in (suite / "train_pairs.jsonl").read_text().splitlines()[:12]]
+
+    def mean_p(model: str) -> float:
+        scorer = load_scorer("pair_pm", model=model, dtype="float32")
+        p = scorer.compare([x.prompt for x in pairs], [x.chosen for x in pairs], [x.rejected for x in pairs])
+        return sum(p) / len(p)
+
+    assert mean_p(report["model_dir"]) > mean_p(TINY) + 0.05
 
 
 def test_a_sampled_judge_with_no_correct_sample_stops_with_the_counts(tmp_path, tiny_model_ref):

@@ -126,6 +126,24 @@ def sequence_logps(model: torch.nn.Module, batch: PackedBatch) -> torch.Tensor:
     return per_sequence_sum(token_logps(model, batch), batch)
 
 
+def answer_logits_from_hidden(h: torch.Tensor, head: torch.nn.Module, ids: list[int]) -> torch.Tensor:
+    """The LM head's logits of the tokens `ids` only (N, len(ids)), in fp32 whatever the autocast: a judge that
+    answers with one of a few tokens compares their logits, whose differences a bf16 logit (about three significant
+    digits, 0.125 apart at 20) would round away. A head that is not a plain `nn.Linear` runs whole."""
+    if type(head) is not torch.nn.Linear:
+        return head(h).float()[:, ids]
+    with torch.autocast(device_type=h.device.type, enabled=False):
+        out = h.float() @ head.weight[ids].float().T
+        return out if head.bias is None else out + head.bias[ids].float()
+
+
+def answer_logits(model: torch.nn.Module, batch: PackedBatch, ids: list[int]) -> torch.Tensor:
+    """The logits (N, len(ids)) of the tokens `ids` at every response-token position (each position's prediction
+    of that token), in fp32: for a judge whose response is its one answer token, N is the number of sequences."""
+    h = hidden_states(model, batch)[batch.target_row, batch.target_pos]  # (N, H)
+    return answer_logits_from_hidden(h, unwrap(model).get_output_embeddings(), ids)  # type: ignore[operator]
+
+
 def last_token_rewards(model: torch.nn.Module, batch: PackedBatch) -> torch.Tensor:
     """Score-head outputs (S, K) read at the last real token of each response (by position, never by pad id)."""
     h = hidden_states(model, batch)
@@ -141,16 +159,23 @@ class PackedForward(torch.nn.Module):
     Trainers hand this wrapper to `transformers.Trainer`, so accelerate's autocast, DDP gradient hooks and
     FSDP wrapping all see a normal `forward` call. `what` is "rewards" ((S, K) last-token head outputs),
     "logps" ((S,) summed response log-probs) or "token_logps" ((N,) log-probs of every response token at
-    `temperature`, in the batch's target order; the online loop's update and its frozen log-probs).
+    `temperature`, in the batch's target order; the online loop's update and its frozen log-probs) or
+    "answer_logits" ((N, len(answers)) fp32 logits of the tokens `answers` at every response-token position; a
+    pair-PM's A and B).
     """
 
-    def __init__(self, model: torch.nn.Module, what: str, temperature: float = 1.0) -> None:
+    def __init__(
+        self, model: torch.nn.Module, what: str, temperature: float = 1.0, answers: list[int] | None = None
+    ) -> None:
         super().__init__()
-        if what not in ("rewards", "logps", "token_logps"):
-            raise ValueError(f"what must be 'rewards', 'logps' or 'token_logps', got {what!r}")
+        if what not in ("rewards", "logps", "token_logps", "answer_logits"):
+            raise ValueError(f"what must be 'rewards', 'logps', 'token_logps' or 'answer_logits', got {what!r}")
+        if (what == "answer_logits") != (answers is not None):
+            raise ValueError("answers (token ids) go with what='answer_logits', and only with it")
         self.model = model
         self.what = what
         self.temperature = temperature  # token_logps: the sampler's temperature (the online loop's policy ratio)
+        self.answers = answers
         self.config = getattr(unwrap(model), "config", None)
 
     def forward(self, **inputs: torch.Tensor) -> torch.Tensor:
@@ -165,6 +190,8 @@ class PackedForward(torch.nn.Module):
             return last_token_rewards(self.model, batch)
         if self.what == "token_logps":
             return token_logps(self.model, batch, temperature=self.temperature)
+        if self.answers is not None:
+            return answer_logits(self.model, batch, self.answers)
         return sequence_logps(self.model, batch)
 
     def gradient_checkpointing_enable(self, gradient_checkpointing_kwargs: dict | None = None) -> None:

@@ -97,4 +97,20 @@ class SFTCollator:
         return out
 
 
-__all__ = ["SFTCollator", "SFTDataset", "SFTExample", "grm_draw_correct", "sample_outputs", "sampling_problems"]
+class OrdersCollator(SFTCollator):
+    """Packs (prompt 1, response 1, prompt 2, response 2) items, every item's first sequence before every
+    item's second (a pair-PM's two orders of each pair: `judge_train`'s symmetric objective)."""
+
+    def __call__(self, items: list[tuple[Any, ...]]) -> dict[str, Any]:
+        return super().__call__([(it[0], it[1]) for it in items] + [(it[2], it[3]) for it in items])
+
+
+__all__ = [
+    "OrdersCollator",
+    "SFTCollator",
+    "SFTDataset",
+    "SFTExample",
+    "grm_draw_correct",
+    "sample_outputs",
+    "sampling_problems",
+]
