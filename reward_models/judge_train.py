@@ -77,7 +77,7 @@ from .generative.training import (
 )
 from .generative.vote import rft_select
 from .generative.warmup import gold_grades, grm_targets, grm_two_turn_targets, strength, think_target
-from .model_scorers import JUDGE_ANSWERS, pair_pm_message
+from .model_scorers import JUDGE_ANSWERS, judge_answer_ids, pair_pm_message
 from .scorers import load_scorer
 
 log = logging.getLogger(__name__)
@@ -437,7 +437,7 @@ def _tokenize_orders(examples: list[SFTExample], tokenizer: Any, max_length: int
     """The symmetric objective's items: (prompt A-first, [A], prompt B-first, [B]) per pair, from
     `pair_pm_examples(orders="both")` (a pair's two examples in a row); the response is the answer token alone. A
     pair whose either order is over `max_length` is left out whole (counted as its two examples)."""
-    answers = answer_ids(tokenizer)
+    answers = judge_answer_ids(tokenizer, tokenizer.name_or_path)
     items, too_long = [], 0
     for ab, ba in zip(examples[::2], examples[1::2], strict=True):
         (p1, r1), (p2, r2) = (
@@ -457,14 +457,6 @@ def _tokenize_orders(examples: list[SFTExample], tokenizer: Any, max_length: int
     return items, too_long
 
 
-def answer_ids(tokenizer: Any) -> list[int]:
-    """The token ids of the judge's answers A and B (each one token, as `JudgeScorer` reads them)."""
-    ids = [tokenizer.encode(a, add_special_tokens=False) for a in JUDGE_ANSWERS]
-    if any(len(i) != 1 for i in ids):
-        raise UserError(f"the pair-PM answers {JUDGE_ANSWERS}, but this tokenizer splits them into {ids}")
-    return [i[0] for i in ids]
-
-
 @dataclass(frozen=True)
 class Objective:
     """How a judge's examples are trained: tokenized into items, read by a forward, batched by a collator, lost
@@ -480,7 +472,7 @@ OBJECTIVES: dict[str, Objective] = {
     "nll": Objective(_tokenize, lambda m, tok: PackedForward(m, "logps"), SFTCollator, SFTTrainer),
     "symmetric": Objective(
         _tokenize_orders,
-        lambda m, tok: PackedForward(m, "answer_logits", answers=answer_ids(tok)),
+        lambda m, tok: PackedForward(m, "answer_logits", answers=judge_answer_ids(tok, tok.name_or_path)),
         OrdersCollator,
         PairPMOrdersTrainer,
     ),

@@ -278,6 +278,17 @@ def judge_message(prompt: Conversation, response_a: Conversation, response_b: Co
     )
 
 
+def judge_answer_ids(tokenizer: Any, model: str) -> list[int]:
+    """The token ids of the judge's answers (`JUDGE_ANSWERS`), each one token of `model`'s tokenizer."""
+    ids = [tokenizer.encode(a, add_special_tokens=False) for a in JUDGE_ANSWERS]
+    if any(len(i) != 1 for i in ids):
+        raise UserError(
+            f"the judge reads the logits of the answers {JUDGE_ANSWERS}, but {model}'s tokenizer "
+            f"splits them into {ids}; use a model whose tokenizer has them as single tokens"
+        )
+    return [i[0] for i in ids]
+
+
 class JudgeScorer(BatchedModel):
     """Pairwise: P(A better) = softmax over the next-token logits of "A" and "B" after `JUDGE_TEMPLATE`,
     i.e. sigmoid(logit_A - logit_B). One order per call; the benchmark runner asks both orders and combines them.
@@ -292,13 +303,7 @@ class JudgeScorer(BatchedModel):
         opts = _resolve_dtype(opts, device, self.name)
         self.model = load_model(opts.model, opts.dtype, merge=False)
         tokenizer = load_tokenizer(opts.model)
-        ids = [tokenizer.encode(a, add_special_tokens=False) for a in JUDGE_ANSWERS]
-        if any(len(i) != 1 for i in ids):
-            raise UserError(
-                f"the judge reads the logits of the answers {JUDGE_ANSWERS}, but {opts.model}'s tokenizer "
-                f"splits them into {ids}; use a model whose tokenizer has them as single tokens"
-            )
-        self.answer_ids = [i[0] for i in ids]
+        self.answer_ids = judge_answer_ids(tokenizer, opts.model)
         super().__init__(tokenizer, self.model.config, opts, device)
         self.model.to(device)
         self._pick_layout(self.model)
@@ -396,6 +401,7 @@ __all__ = [
     "PairPMScorer",
     "ScalarOptions",
     "ScalarScorer",
+    "judge_answer_ids",
     "judge_message",
     "pair_pm_message",
 ]

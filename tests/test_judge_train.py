@@ -52,7 +52,7 @@ def test_the_symmetric_pair_pm_loss_by_hand_and_blind_to_a_position_bias():
     logits = torch.tensor([[2.0, 1.0], [0.0, 0.5], [1.0, 3.0], [0.2, 0.1]], requires_grad=True)
     loss, stats = symmetric_pair_pm_loss(logits)
     s = [(2.0 - 1.0) - (1.0 - 3.0), (0.0 - 0.5) - (0.2 - 0.1)]  # z_AB - z_BA: 3.0, -0.6
-    assert float(loss) == pytest.approx(sum(math.log1p(math.exp(-v)) for v in s) / 2, abs=1e-6)
+    assert float(loss.detach()) == pytest.approx(sum(math.log1p(math.exp(-v)) for v in s) / 2, abs=1e-6)
     assert stats["pair_accuracy"] == 0.5 and stats["both_orders_right"] == 0.5
     assert stats["position_bias"] == pytest.approx(
         ((1.0 - 2.0) / 2 + (-0.5 + 0.1) / 2) / 2
@@ -63,7 +63,7 @@ def test_the_symmetric_pair_pm_loss_by_hand_and_blind_to_a_position_bias():
     shifted.requires_grad_(True)
     loss2, stats2 = symmetric_pair_pm_loss(shifted)
     loss2.backward()
-    assert float(loss2) == pytest.approx(float(loss), abs=1e-6) and stats2["pair_accuracy"] == 0.5
+    assert float(loss2.detach()) == pytest.approx(float(loss.detach()), abs=1e-6) and stats2["pair_accuracy"] == 0.5
     assert torch.allclose(shifted.grad, logits.grad, atol=1e-6)
     assert stats2["position_bias"] == pytest.approx(stats["position_bias"] + 7.0)
 
