@@ -77,6 +77,7 @@ from .generative.training import (
 )
 from .generative.vote import rft_select
 from .generative.warmup import gold_grades, grm_targets, grm_two_turn_targets, strength, think_target
+from .losses import bradley_terry_loss
 from .model_scorers import JUDGE_ANSWERS, judge_answer_ids, pair_pm_message
 from .scorers import load_scorer
 
@@ -408,24 +409,28 @@ def symmetric_pair_pm_loss(logits: torch.Tensor) -> tuple[torch.Tensor, dict[str
     of pairs right in both orders alone, and the mean position bias (z_AB + z_BA) / 2."""
     z = logits[:, 0] - logits[:, 1]
     n = z.shape[0] // 2
-    s = z[:n] - z[n:]
-    with torch.no_grad():
-        stats = {
-            "pair_accuracy": float((s > 0).float().mean()),
-            "both_orders_right": float(((z[:n] > 0) & (z[n:] < 0)).float().mean()),
-            "position_bias": float((z[:n] + z[n:]).mean() / 2),
-        }
-    return torch.nn.functional.softplus(-s).mean(), stats
+    bt = bradley_terry_loss(z[:n], z[n:])  # -log sigmoid(z_AB - z_BA): z read as the two "rewards" of the pair
+    stats = {
+        "pair_accuracy": float(bt.accuracy),
+        "both_orders_right": float(((z[:n] > 0) & (z[n:] < 0)).float().mean()),
+        "position_bias": float(bt.reward_mean),  # the mean of every z: each pair's (z_AB + z_BA) / 2, averaged
+    }
+    return bt.losses.mean(), stats
 
 
 PLOT_KEYS = ["loss", "nll_per_token", "pair_accuracy", "both_orders_right"]
 
 
+def _encode(e: SFTExample, tokenizer: Any) -> tuple[list[int], list[int]]:
+    """An example's (prompt ids, completion ids)."""
+    prompt = [Message("user", e.message)] if isinstance(e.message, str) else conversation(e.message)
+    return tokenize_single(tokenizer, prompt, [Message("assistant", e.completion)])
+
+
 def _tokenize(examples: list[SFTExample], tokenizer: Any, max_length: int) -> tuple[list[Any], int]:
     items, too_long = [], 0
     for e in examples:
-        prompt = [Message("user", e.message)] if isinstance(e.message, str) else conversation(e.message)
-        p, r = tokenize_single(tokenizer, prompt, [Message("assistant", e.completion)])
+        p, r = _encode(e, tokenizer)
         if len(p) + len(r) > max_length:
             too_long += 1
             continue
@@ -440,10 +445,7 @@ def _tokenize_orders(examples: list[SFTExample], tokenizer: Any, max_length: int
     answers = judge_answer_ids(tokenizer, tokenizer.name_or_path)
     items, too_long = [], 0
     for ab, ba in zip(examples[::2], examples[1::2], strict=True):
-        (p1, r1), (p2, r2) = (
-            tokenize_single(tokenizer, [Message("user", str(e.message))], [Message("assistant", e.completion)])
-            for e in (ab, ba)
-        )
+        (p1, r1), (p2, r2) = _encode(ab, tokenizer), _encode(ba, tokenizer)
         if (ab.completion, ba.completion) != JUDGE_ANSWERS or (r1[0], r2[0]) != tuple(answers):
             raise UserError(
                 f"pair {ab.id}: the symmetric pair-PM objective needs its two orders in a row, answered "
