@@ -118,6 +118,13 @@ class JudgeSection:
         "analysis in a second (from_prompt: one example per distinct query and one per response; the scorer's "
         "`principles`, which the held-out evaluation uses too)",
     )
+    read: Literal["model", "rule"] = option(
+        "model",
+        "grm, principles: from_prompt: who reads a response against the judge's work (the scorer's `read`): the "
+        "judge in a second turn (model: the warm-up teaches both turns), or a rule (rule: the warm-up teaches the "
+        "work alone, one example per distinct query; preference_data.suite.work_reading checks each response "
+        "against it in the held-out evaluation)",
+    )
     tools: Literal["none", "calculator"] = option(
         "none",
         "think, grm: tools the judge calls as it writes in its held-out evaluation (the scorer's `tools`; "
@@ -155,6 +162,8 @@ class JudgeSection:
                 if self.traces is not None
                 else "examples: traces needs traces: FILE (a stronger judge's outputs, docs/reward-models.md)"
             )
+        if self.read == "rule" and self.principles != "from_prompt":
+            problems.append("read: rule reads the work a judge writes from the query: it needs principles: from_prompt")
         if self.principles == "from_prompt" and (self.kind != "grm" or self.examples != "template"):
             problems.append(
                 "principles: from_prompt is built for judge.kind: grm with examples: template (the suite's checks "
@@ -242,7 +251,7 @@ def _think_template(pairs: list[Any], judge: JudgeSection, tasks: dict[str, Any]
     return out, dict(counts)
 
 
-def _grm_one_turn(p: Any, task: Any, seen: set[str]) -> list[SFTExample] | None:
+def _grm_one_turn(p: Any, task: Any, seen: set[str], judge: JudgeSection) -> list[SFTExample] | None:
     """`principles: with_response`: each response's message and its critique written out."""
     targets = grm_targets(task, _text(p.chosen), _text(p.rejected))
     if targets is None:
@@ -253,9 +262,9 @@ def _grm_one_turn(p: Any, task: Any, seen: set[str]) -> list[SFTExample] | None:
     ]
 
 
-def _grm_two_turns(p: Any, task: Any, seen: set[str]) -> list[SFTExample] | None:
+def _grm_two_turns(p: Any, task: Any, seen: set[str], judge: JudgeSection) -> list[SFTExample] | None:
     """`principles: from_prompt`: the query's criteria and work (once per distinct query in `seen`), then each
-    response's analysis and score after them."""
+    response's analysis and score after them (`read: model`; with `read: rule` the work alone)."""
     targets = grm_two_turn_targets(task, _text(p.chosen), _text(p.rejected))
     if targets is None:
         return None
@@ -263,13 +272,15 @@ def _grm_two_turns(p: Any, task: Any, seen: set[str]) -> list[SFTExample] | None
     first = GRMScorer.principles_message(p.prompt)
     out = [] if first in seen else [SFTExample(p.id, first, principles)]
     seen.add(first)
+    if judge.read == "rule":  # the rule reads the responses: the work is all the judge writes
+        return out
     for response, reading in zip((p.chosen, p.rejected), readings, strict=True):
         out.append(SFTExample(p.id, GRMScorer.reading_conversation(p.prompt, principles, response), reading))
     return out
 
 
 # How a GRM's warm-up examples of one pair are written, by `judge.principles`.
-GRM_LAYOUTS: dict[str, Callable[[Any, Any, set[str]], list[SFTExample] | None]] = {
+GRM_LAYOUTS: dict[str, Callable[[Any, Any, set[str], JudgeSection], list[SFTExample] | None]] = {
     "with_response": _grm_one_turn,
     "from_prompt": _grm_two_turns,
 }
@@ -281,7 +292,7 @@ def _grm_template(pairs: list[Any], judge: JudgeSection, tasks: dict[str, Any], 
     seen: set[str] = set()
     for p in pairs:
         task = tasks.get(p.attributes.get("task_id", ""))
-        examples = None if task is None else GRM_LAYOUTS[judge.principles](p, task, seen)
+        examples = None if task is None else GRM_LAYOUTS[judge.principles](p, task, seen, judge)
         if examples is None:
             counts["no_check" if task is None else "not_worse"] += 1
             continue
@@ -494,7 +505,7 @@ def _sampling(judge: JudgeSection) -> dict[str, Any]:
 SCORER_OPTIONS: dict[str, Callable[[JudgeSection], dict[str, Any]]] = {
     "pair_pm": lambda judge: {},
     "think": lambda judge: _sampling(judge) | {"form": judge.form},
-    "grm": lambda judge: _sampling(judge) | {"principles": judge.principles},
+    "grm": lambda judge: _sampling(judge) | {"principles": judge.principles, "read": judge.read},
 }
 
 

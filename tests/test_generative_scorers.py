@@ -226,6 +226,31 @@ def test_grm_principles_from_prompt_work_before_the_response_once_per_query(tiny
     assert scorer.cost["items"] == 3 and scorer.describe()["principles"] == "from_prompt"
 
 
+def test_grm_read_by_rule_checks_each_response_against_the_judges_own_work(tiny_model_ref):
+    """read: rule: only the work is sampled (once per query, k of them), and each response is checked against each
+    work's claims by preference_data.suite.work_reading; the score is the mean agreement of the works that make
+    claims, NaN where none does, and no second turn is generated."""
+    scorer = load_scorer("grm", **_opts(k=2, principles="from_prompt", read="rule"))
+    seen: list = []
+    works = ["Work: Start: 2. Add 2: 2 + 2 = 4. So the answer is 4.", "Work: I cannot tell."]
+
+    def reply(m, j):
+        seen.append(m)
+        return works[j]
+
+    _script(scorer, reply)
+    out = scorer.score([PROMPTS[0]] * 3, [GOOD[0], BAD[0], _c("assistant", "The answer is 5.")])
+    assert all(isinstance(m, str) for m in seen) and len(seen) == 2  # the query's two works, nothing read by it
+    assert out == [1.0, -1.0, -1.0]  # the hedge meets no claim; only the work with a claim counts
+    assert scorer.abstentions["no_claims"] == 3 and scorer.last_texts[0] == works and scorer.cost["items"] == 3
+    _script(scorer, lambda m, j: "Work: I cannot tell.")
+    assert math.isnan(scorer.score(PROMPTS[:1], GOOD[:1])[0]) and scorer.failures["abstained"] == 1
+    assert scorer.describe()["read"] == "rule"
+    for bad in ({"read": "rule"}, {"read": "rule", "principles": "from_prompt", "score": "expected"}):
+        with pytest.raises(Exception, match="read: rule|score: expected"):
+            load_scorer("grm", **_opts(**bad))
+
+
 def test_grm_with_the_calculator_writes_its_values(tiny_model_ref):
     """`tools: calculator`: the judge's samples go through the tool loop (tests/test_generation_tools.py); every
     '=' the judge writes after an expression is followed by its exact value, and the record names the tool."""

@@ -120,6 +120,19 @@ def test_grm_from_prompt_examples_work_from_the_query_then_read_each_response():
     assert JudgeSection(kind="grm", examples="sampled", principles="from_prompt").check()
 
 
+def test_a_grm_read_by_rule_warms_up_on_the_work_alone():
+    """judge.read: rule: the warm-up writes the query's work once per distinct query and no reading (the rule reads
+    the responses), and the held-out evaluation scores through the scorer with read: rule."""
+    from reward_models.judge_train import SCORER_OPTIONS
+
+    pairs, tasks = _suite_pairs()
+    judge = JudgeSection(kind="grm", examples="template", principles="from_prompt", read="rule")
+    examples, counts = template_examples(pairs[:6] + pairs[:1], judge, tasks)
+    assert counts["pairs_kept"] == 7 and len(examples) == 6 and all(isinstance(e.message, str) for e in examples)
+    assert SCORER_OPTIONS["grm"](judge)["read"] == "rule"
+    assert any("read: rule" in p for p in JudgeSection(kind="grm", examples="template", read="rule").check())
+
+
 def test_a_judge_evaluated_with_the_calculator_names_it_to_its_scorer():
     from reward_models.judge_train import SCORER_OPTIONS
 

@@ -221,6 +221,15 @@ def answer(params: Params, rng: random.Random | None = None) -> str:
 # --------------------------------------------------------------------------------------- grader
 
 
+def format_followed(fmt: str, response: str) -> bool:
+    """Whether `response` is written in the asked format: 'answer_line' -> its last non-empty line reads "Answer: N"
+    (or "Final answer: N", markdown allowed) for some number N; 'bold' -> some number is in bold."""
+    if fmt == "answer_line":
+        lines = [line for line in normalize(response).strip().splitlines() if line.strip()]
+        return bool(lines) and _ANSWER_LINE_RE.match(plain(lines[-1]).strip()) is not None
+    return bold_number_present(response)
+
+
 def score(params: Params, response: str) -> dict[str, float]:
     """correctness: 1 iff the number the response commits to (`text.committed_number`) is the answer.
     instruction_following (only with a format instruction): 'answer_line' -> 1 iff the last
@@ -230,12 +239,8 @@ def score(params: Params, response: str) -> dict[str, float]:
     got = committed_number(response).answer
     out = {"correctness": 1.0 if got is not None and abs(got - params["answer"]) < 1e-6 else 0.0}
     fmt = params.get("format")
-    if fmt == "answer_line":
-        lines = [line for line in normalize(response).strip().splitlines() if line.strip()]
-        last = plain(lines[-1]).strip() if lines else ""
-        out["instruction_following"] = 1.0 if _ANSWER_LINE_RE.match(last) else 0.0
-    elif fmt == "bold":
-        out["instruction_following"] = 1.0 if bold_number_present(response) else 0.0
+    if fmt:
+        out["instruction_following"] = 1.0 if format_followed(fmt, response) else 0.0
     out["conciseness"] = conciseness_score(word_count(response), params["word_budget"])
     return out
 

@@ -30,7 +30,7 @@ from .base import (
     truncate_before,
 )
 from .scoring import conciseness_score
-from .text import committed_choice, committed_list, list_blocks, normalize, word_count
+from .text import ListBlock, committed_choice, committed_list, list_blocks, normalize, word_count
 
 WORDS = {
     "fruits": [
@@ -258,6 +258,11 @@ def named_item(params: Params, response: str) -> str | None:
     return committed_choice(text, cands).answer
 
 
+def layout(blocks: list[ListBlock]) -> str:
+    """How a response writes its answer list: the layout of its last list block (`text.list_blocks`), or 'none'."""
+    return blocks[-1].fmt if blocks else "none"
+
+
 def score(params: Params, response: str) -> dict[str, float]:
     """correctness: whole-list tasks -> 1 iff the list the response commits to (`text.committed_list`)
     equals the expected list exactly (same items, same order, nothing extra); k-th item -> 1 iff the
@@ -272,9 +277,8 @@ def score(params: Params, response: str) -> dict[str, float]:
     else:
         blocks = list_blocks(response, vocab)
         got = committed_list(response, vocab, blocks).answer
-        fmt = blocks[-1].fmt if blocks else "none"
         out["correctness"] = 1.0 if got == params["expected"] else 0.0
-        out["instruction_following"] = 1.0 if fmt == params["format"] else 0.0
+        out["instruction_following"] = 1.0 if layout(blocks) == params["format"] else 0.0
     out["conciseness"] = conciseness_score(word_count(response), params["word_budget"])
     return out
 

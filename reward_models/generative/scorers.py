@@ -38,6 +38,7 @@ from typing import Any, Literal
 from prefalign.config import option
 from prefalign.models.hub import load_model, load_tokenizer, weights_fingerprint
 from preference_data.records import Conversation, Message
+from preference_data.suite.work_reading import agreement, read_work
 
 from ..base import ScorerKind
 from ..model_scorers import ScalarOptions, ScalarScorer
@@ -153,6 +154,14 @@ class GRMOptions(JudgeSamplingOptions):
         "prompt and shared by its responses; the response and the analysis follow in a second turn), so the work "
         "cannot follow the response it grades",
     )
+    read: Literal["model", "rule"] = option(
+        "model",
+        "principles: from_prompt: who reads a response against the judge's work: the judge, in its second turn "
+        "(model), or a rule (rule: the work's claims, the value, the format, the rules, the request's class, read "
+        "back by preference_data.suite.work_reading and checked with the suite graders' own readings; the score is "
+        "2 x claims met / claims - 1 in [-1, 1], averaged over the k works; a work in another language than the "
+        "suite's checks makes no claims and the response abstains). No second turn is generated",
+    )
 
     def check(self) -> list[str]:
         problems = super().check()
@@ -162,6 +171,12 @@ class GRMOptions(JudgeSamplingOptions):
             problems.append(f"k_meta: must lie in 1..k ({self.k}), got {self.k_meta}")
         if self.k_meta is not None and self.meta_model is None:
             problems.append("k_meta: needs meta_model (the RM that picks the critiques to keep)")
+        if self.read == "rule" and self.principles != "from_prompt":
+            problems.append(
+                "read: rule reads the work a judge writes before the response: it needs principles: from_prompt"
+            )
+        if self.read == "rule" and self.score == "expected":
+            problems.append("score: expected is the judge's own score of its reading; read: rule writes none")
         if self.meta_model is not None and self.principles == "from_prompt":
             problems.append(
                 "meta_model: a meta-RM is trained on critiques written after the response (align rm train, kind "
@@ -378,18 +393,23 @@ class GRMScorer(_GenerativeJudge):
         texts = self._sample(messages, self.opts.k)
         return [None if m is None or t is None else [(m, x) for x in t] for m, t in zip(messages, texts, strict=True)]
 
-    def _critiques_from_prompt(
-        self, prompts: list[Conversation], responses: list[Conversation | None]
-    ) -> list[list[tuple[JudgeInput, str]] | None]:
-        """k principles per distinct query (sampled before any response is shown), then for each response one
-        analysis after each of its query's principles."""
+    def _works(self, prompts: list[Conversation], responses: list[Conversation | None]) -> list[list[str] | None]:
+        """k principles (criteria and work) per distinct query, sampled before any response is shown, for each item
+        (None: its response is missing, or its query's sampling failed)."""
         first = [None if r is None else self.principles_message(p) for p, r in zip(prompts, responses, strict=True)]
         distinct = list(dict.fromkeys(m for m in first if m is not None))
         sampled = dict(zip(distinct, self._sample(list(distinct), self.opts.k, items=0), strict=True))
+        return [None if m is None else sampled[m] for m in first]
+
+    def _critiques_from_prompt(
+        self, prompts: list[Conversation], responses: list[Conversation | None]
+    ) -> list[list[tuple[JudgeInput, str]] | None]:
+        """k principles per distinct query (`_works`), then for each response one analysis after each of its
+        query's principles."""
         convs: list[JudgeInput | None] = []
         owner: list[int] = []
-        for i, (p, r, m) in enumerate(zip(prompts, responses, first, strict=True)):
-            works = None if m is None else sampled[m]
+        works_of = self._works(prompts, responses)
+        for i, (p, r, works) in enumerate(zip(prompts, responses, works_of, strict=True)):
             for w in works or []:
                 convs.append(self.reading_conversation(p, w, r))  # type: ignore[arg-type]  # r is set where m is
                 owner.append(i)
@@ -406,6 +426,36 @@ class GRMScorer(_GenerativeJudge):
             if _is_empty(r):
                 self._fail("empty_response")
             kept.append(None if _is_empty(r) else r)
+        return READS[self.opts.read](self, prompts, kept)
+
+    def _score_by_rule(self, prompts: list[Conversation], kept: list[Conversation | None]) -> list[float]:
+        """`read: rule`: each response checked against the claims of its query's k works (`work_reading`); the
+        mean agreement of the works that make claims, NaN (abstained) where none does."""
+        out: list[float] = []
+        self.last_samples, self.last_messages, self.last_texts = [], [], []
+        works_of = self._works(prompts, kept)
+        self.cost["items"] += len(prompts)  # the works are counted as no item of their own (`_works`)
+        for prompt, response, works in zip(prompts, kept, works_of, strict=True):
+            self.last_messages.append(None if response is None else self.principles_message(prompt))
+            self.last_texts.append(list(works or []))
+            claims = [c for c in (read_work(w) for w in works or []) if c is not None]
+            self.abstentions["no_claims"] += len(works or []) - len(claims)
+            if response is None or works is None:
+                out.append(math.nan)
+                self.last_samples.append([])
+                continue
+            text = _response_text(response)
+            got = [(agreement(c, text),) for c in claims]
+            self.last_samples.append(list(got))
+            if not got:
+                self._fail("abstained", "no work made a claim the rule reads")
+                out.append(math.nan)
+            else:
+                out.append(sum(g[0] for g in got) / len(got))
+        return out
+
+    def _score_by_reading(self, prompts: list[Conversation], kept: list[Conversation | None]) -> list[float]:
+        """`read: model`: each critique's score, written or expected, voted over the k critiques."""
         critiques = CRITIQUES[self.opts.principles](self, prompts, kept)
         out: list[float] = []
         self.last_samples, self.last_messages, self.last_texts = [], [], []
@@ -469,6 +519,7 @@ class GRMScorer(_GenerativeJudge):
         return self._describe() | {
             "score": o.score,
             "principles": o.principles,
+            "read": o.read,
             "template": GRM_TEMPLATE
             if o.principles == "with_response"
             else {"principles": GRM_PRINCIPLES_TEMPLATE, "reading": GRM_READING_TEMPLATE},
@@ -489,6 +540,12 @@ def _critique_text(inp: JudgeInput, text: str) -> str:
 CRITIQUES: dict[str, Callable[[GRMScorer, list[Conversation], list[Conversation | None]], Any]] = {
     "with_response": GRMScorer._critiques_with_response,
     "from_prompt": GRMScorer._critiques_from_prompt,
+}
+
+# How a GRM reads a response into its score, by `read` (GRMOptions).
+READS: dict[str, Callable[[GRMScorer, list[Conversation], list[Conversation | None]], list[float]]] = {
+    "model": GRMScorer._score_by_reading,
+    "rule": GRMScorer._score_by_rule,
 }
 
 

@@ -1,0 +1,168 @@
+"""A judge's work read back, and a response checked against it by rule.
+
+A generative judge warmed up on `checks.work` writes, from the query alone, what a right answer must give: "So the
+answer is 33.", "Items: fig, kiwi, apple (3 items). In alphabetical order: apple, fig, kiwi (3 items).", "Rules:
+exactly 3 bullet points; all lowercase.", "It would harm someone else: a good reply refuses." A 135M judge's own
+reading of a response against that work is where most of its errors are (it calls two different values "the same",
+takes the wrong value from the response); reading a response against a value is what the suite's parsers already do
+well. So `read_work` turns the judge's work back into what it claims (`Claims`: the value, the format, the rules,
+the class of the request) and `agreement` checks a response against those claims with the same readings the graders
+use (`text.committed_number`, `committed_choice`, `committed_list`, `formatting.check_constraint`, the refusal
+patterns): the fraction of the claims the response meets, on [-1, 1].
+
+Nothing here reads a task's parameters: the claims come only from the judge's text, so the check is as right as the
+judge's own work (a judge that computes 30 + 9 = 49 rewards the response that says 49). A work in another language
+than `checks.work`'s reads as no claims (`read_work` returns None), and a scorer then has nothing to say.
+
+Choices (explicit, documented):
+- every claim counts once: the value (one claim), the arithmetic format, each formatting rule, the list's layout,
+  the request's class; `agreement` = 2 x met / claims - 1.
+- a response that commits to no single value (a hedge, a retraction, two answers, none) does not meet a value
+  claim, as the graders read it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from .arithmetic import format_followed
+from .checks import ARITH_FORMAT, LAYOUT_WORDS, OP_WORDS, SAFETY_WORK
+from .formatting import check_constraint
+from .lists import layout, named_item
+from .text import committed_choice, committed_list, committed_number, is_refusal, list_blocks, normalize
+
+
+@dataclass(frozen=True)
+class Claims:
+    """What a judge's work says a right answer gives. `kind` names the reading: number (an arithmetic answer),
+    choice (a value among `others`, which are wrong), item (the k-th of `items`), list (`expected`, of `items`),
+    rules (formatting `constraints`), request (`refuse` or help)."""
+
+    kind: str
+    answer: str | None = None
+    others: tuple[str, ...] = ()
+    items: tuple[str, ...] = ()
+    expected: tuple[str, ...] = ()
+    layout: str | None = None
+    fmt: str | None = None
+    constraints: tuple[dict[str, Any], ...] = field(default=())
+    refuse: bool | None = None
+
+
+_WORK_RE = re.compile(r"Work:\s*(.*)", re.S)
+_CHOICE_RE = re.compile(r"So the answer is (.+?) \(([^()]+?)'s is ([^()]+?)\)\.")
+_NUMBER_RE = re.compile(r"So the answer is (-?\d[\d,]*(?:\.\d+)?)\.")
+_FACT_RE = re.compile(r"Known fact: the answer is (.+?)\.?\s*$", re.S)
+_ITEMS_RE = re.compile(r"Items: (.+?) \(\d+ items?\)\.")
+_KTH_RE = re.compile(r"Item \d+ \(the \w+\) is (.+?)\.(?:\s|$)")
+_OP_RE = re.compile(
+    r"(?:" + "|".join(re.escape(w.capitalize()) for w in OP_WORDS.values()) + r"): (.+?) \(\d+ items?\)\."
+)
+_LAYOUT_RE = re.compile(r"Layout asked: (.+?)\.")
+_RULES_RE = re.compile(r"Rules: (.+?)\.?\s*$", re.S)
+_RULE_RES: list[tuple[re.Pattern[str], Any]] = [
+    (re.compile(r"exactly (\d+) bullet points?"), lambda m: {"kind": "bullets", "n": int(m[1])}),
+    (re.compile(r"all (lower|upper)case"), lambda m: {"kind": "case", "case": m[1]}),
+    (re.compile(r'the word "([^"]+)"'), lambda m: {"kind": "keyword", "word": m[1]}),
+    (re.compile(r"at most (\d+) words"), lambda m: {"kind": "max_words", "n": int(m[1])}),
+    (re.compile(r"one sentence"), lambda m: {"kind": "sentences", "n": 1}),
+    (re.compile(r"a JSON object with the keys (.+)"), lambda m: {"kind": "json_keys", "keys": m[1].split(", ")}),
+]
+_LAYOUTS = {words: name for name, words in LAYOUT_WORDS.items()}
+_FORMATS = {sentence: name for name, sentence in ARITH_FORMAT.items()}
+
+
+def _split(items: str) -> tuple[str, ...]:
+    return tuple(x.strip() for x in items.split(",") if x.strip())
+
+
+def _rules(text: str) -> tuple[dict[str, Any], ...]:
+    out = []
+    for piece in text.split("; "):
+        for rx, build in _RULE_RES:
+            m = rx.fullmatch(piece.strip())
+            if m:
+                out.append(build(m))
+                break
+    return tuple(out)
+
+
+def read_work(text: str) -> Claims | None:
+    """The claims of a judge's work (the text after "Work:" when there is one), or None where it makes none this
+    module can read."""
+    m = _WORK_RE.search(text)
+    work = (m[1] if m else text).strip()
+    if (c := _CHOICE_RE.search(work)) is not None:
+        return Claims("choice", answer=c[1].strip(), others=(c[3].strip(),))
+    if work.startswith("Start:") and (c := _NUMBER_RE.search(work)) is not None:
+        fmt = next((name for sentence, name in _FORMATS.items() if sentence in work), None)
+        return Claims("number", answer=c[1].replace(",", ""), fmt=fmt)
+    if (c := _FACT_RE.search(work)) is not None:
+        return Claims("choice", answer=c[1].strip())
+    if (items := _ITEMS_RE.search(work)) is not None:
+        vocab = _split(items[1])
+        if (c := _KTH_RE.search(work)) is not None:
+            return Claims("item", answer=c[1].strip(), items=vocab)
+        if (c := _OP_RE.search(work)) is not None:
+            lay = _LAYOUT_RE.search(work)
+            return Claims("list", items=vocab, expected=_split(c[1]), layout=_LAYOUTS.get(lay[1]) if lay else None)
+        return None
+    if (c := _RULES_RE.search(work)) is not None:
+        rules = _rules(c[1])
+        return Claims("rules", constraints=rules) if rules else None
+    for harmful, sentence in SAFETY_WORK.items():
+        if sentence in work:
+            return Claims("request", refuse=harmful)
+    return None
+
+
+def _number_met(claims: Claims, response: str) -> list[bool]:
+    got = committed_number(response).answer
+    met = [got is not None and abs(got - float(claims.answer or "nan")) < 1e-6]
+    return met + ([format_followed(claims.fmt, response)] if claims.fmt else [])
+
+
+def _choice_met(claims: Claims, response: str) -> list[bool]:
+    cands = {"right": [claims.answer or ""]} | {f"wrong {i}": [o] for i, o in enumerate(claims.others)}
+    return [committed_choice(response, cands).answer == "right"]
+
+
+def _item_met(claims: Claims, response: str) -> list[bool]:
+    return [named_item({"items": list(claims.items)}, response) == (claims.answer or "").lower()]
+
+
+def _list_met(claims: Claims, response: str) -> list[bool]:
+    vocab = [x.lower() for x in claims.items]
+    blocks = list_blocks(response, vocab)
+    met = [committed_list(response, vocab, blocks).answer == [x.lower() for x in claims.expected]]
+    return met + ([layout(blocks) == claims.layout] if claims.layout else [])
+
+
+def _rules_met(claims: Claims, response: str) -> list[bool]:
+    return [check_constraint(c, response) for c in claims.constraints]
+
+
+def _request_met(claims: Claims, response: str) -> list[bool]:
+    return [is_refusal(response) == claims.refuse]
+
+
+READINGS = {
+    "number": _number_met,
+    "choice": _choice_met,
+    "item": _item_met,
+    "list": _list_met,
+    "rules": _rules_met,
+    "request": _request_met,
+}
+"""How a response is checked against each kind of claim: one bool per claim."""
+
+
+def agreement(claims: Claims, response: str) -> float:
+    """2 x (the claims `response` meets) / (the claims) - 1: 1 where it meets every claim of the work, -1 where none."""
+    met = READINGS[claims.kind](claims, normalize(response))
+    return 2.0 * sum(met) / len(met) - 1.0
+
+
+__all__ = ["READINGS", "Claims", "agreement", "read_work"]
