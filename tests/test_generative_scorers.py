@@ -241,7 +241,7 @@ def test_grm_read_by_rule_checks_each_response_against_the_judges_own_work(tiny_
     _script(scorer, reply)
     out = scorer.score([PROMPTS[0]] * 3, [GOOD[0], BAD[0], _c("assistant", "The answer is 5.")])
     assert all(isinstance(m, str) for m in seen) and len(seen) == 2  # the query's two works, nothing read by it
-    assert out == [1.0, -1.0, -1.0]  # the hedge meets no claim; only the work with a claim counts
+    assert out == [1.0, -1.0, -1.0]  # a hedge and a wrong value meet no claim; only the work with a claim counts
     assert scorer.abstentions["no_claims"] == 3 and scorer.last_texts[0] == works and scorer.cost["items"] == 3
     _script(scorer, lambda m, j: "Work: I cannot tell.")
     assert math.isnan(scorer.score(PROMPTS[:1], GOOD[:1])[0]) and scorer.failures["abstained"] == 1

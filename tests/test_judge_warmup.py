@@ -11,7 +11,7 @@ import pytest
 from preference_data.records import Message, PreferencePair
 from reward_models.generative.parse import parse_grm_scores, parse_think_answer
 from reward_models.generative.warmup import grm_score, grm_targets, strength, think_target
-from reward_models.judge_train import JudgeSection, template_examples, think_examples
+from reward_models.judge_train import SCORER_OPTIONS, JudgeSection, template_examples, think_examples
 
 TINY = "builtin:tiny-llama"
 
@@ -123,8 +123,6 @@ def test_grm_from_prompt_examples_work_from_the_query_then_read_each_response():
 def test_a_grm_read_by_rule_warms_up_on_the_work_alone():
     """judge.read: rule: the warm-up writes the query's work once per distinct query and no reading (the rule reads
     the responses), and the held-out evaluation scores through the scorer with read: rule."""
-    from reward_models.judge_train import SCORER_OPTIONS
-
     pairs, tasks = _suite_pairs()
     judge = JudgeSection(kind="grm", examples="template", principles="from_prompt", read="rule")
     examples, counts = template_examples(pairs[:6] + pairs[:1], judge, tasks)
@@ -134,8 +132,6 @@ def test_a_grm_read_by_rule_warms_up_on_the_work_alone():
 
 
 def test_a_judge_evaluated_with_the_calculator_names_it_to_its_scorer():
-    from reward_models.judge_train import SCORER_OPTIONS
-
     for kind in ("grm", "think"):
         judge = JudgeSection(kind=kind, examples="template", tools="calculator")
         assert not judge.check() and SCORER_OPTIONS[kind](judge)["tools"] == "calculator"

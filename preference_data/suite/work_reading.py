@@ -18,7 +18,12 @@ Choices (explicit, documented):
 - every claim counts once: the value (one claim), the arithmetic format, each formatting rule, the list's layout,
   the request's class; `agreement` = 2 x met / claims - 1.
 - a response that commits to no single value (a hedge, a retraction, two answers, none) does not meet a value
-  claim, as the graders read it.
+  claim, as the graders read it; a named value's candidates are the work's answer and the other value it names
+  only (the graders know every value of the kind), so a list of every value of the kind meets the claim.
+
+Known to be narrower than the graders (the reason it is used beside a BT RM, never alone): a right value in another
+accepted spelling does not meet the claim; a refusal meets every formatting rule; a refusal followed by compliance
+meets a harmful request's claim; content (real tips, a real answer to a harmless request) is not checked.
 """
 
 from __future__ import annotations
