@@ -438,20 +438,23 @@ class GRMScorer(_GenerativeJudge):
         for prompt, response, works in zip(prompts, kept, works_of, strict=True):
             self.last_messages.append(None if response is None else self.principles_message(prompt))
             self.last_texts.append(list(works or []))
-            claims = [c for c in (read_work(w) for w in works or []) if c is not None]
-            self.abstentions["no_claims"] += len(works or []) - len(claims)
             if response is None or works is None:
                 out.append(math.nan)
                 self.last_samples.append([])
                 continue
             text = _response_text(response)
-            got = [(agreement(c, text),) for c in claims]
-            self.last_samples.append(list(got))
-            if not got:
+            # one sample per work, as the reading path keeps them: None where the work makes no claim
+            samples: list[tuple[float, ...] | None] = [
+                None if c is None else (agreement(c, text),) for c in map(read_work, works)
+            ]
+            self.abstentions["no_claims"] += sum(x is None for x in samples)
+            self.last_samples.append(samples)
+            vote = vote_scores(samples)
+            if vote.totals is None:
                 self._fail("abstained", "no work made a claim the rule reads")
                 out.append(math.nan)
             else:
-                out.append(sum(g[0] for g in got) / len(got))
+                out.append(vote.totals[0] / vote.used)
         return out
 
     def _score_by_reading(self, prompts: list[Conversation], kept: list[Conversation | None]) -> list[float]:
