@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import random
 import re
+from collections.abc import Callable
 from typing import Any
 
 from .base import (
@@ -221,13 +222,21 @@ def answer(params: Params, rng: random.Random | None = None) -> str:
 # --------------------------------------------------------------------------------------- grader
 
 
+def _answer_line(response: str) -> bool:
+    lines = [line for line in normalize(response).strip().splitlines() if line.strip()]
+    return bool(lines) and _ANSWER_LINE_RE.match(plain(lines[-1]).strip()) is not None
+
+
+FORMATS: dict[str, Callable[[str], bool]] = {"answer_line": _answer_line, "bold": bold_number_present}
+"""The asked formats and how each is read: 'answer_line' -> the last non-empty line reads "Answer: N" (or "Final
+answer: N", markdown allowed) for some number N; 'bold' -> some number is in bold."""
+
+
 def format_followed(fmt: str, response: str) -> bool:
-    """Whether `response` is written in the asked format: 'answer_line' -> its last non-empty line reads "Answer: N"
-    (or "Final answer: N", markdown allowed) for some number N; 'bold' -> some number is in bold."""
-    if fmt == "answer_line":
-        lines = [line for line in normalize(response).strip().splitlines() if line.strip()]
-        return bool(lines) and _ANSWER_LINE_RE.match(plain(lines[-1]).strip()) is not None
-    return bold_number_present(response)
+    """Whether `response` is written in the asked format `fmt` (a key of `FORMATS`)."""
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown arithmetic format {fmt!r}: one of {sorted(FORMATS)}")
+    return FORMATS[fmt](response)
 
 
 def score(params: Params, response: str) -> dict[str, float]:

@@ -224,9 +224,20 @@ _SLOT_VALUES = {"job": JOBS, "pet": PETS, "color": COLORS, "day": DAYS, "place":
 def candidates(params: Params) -> dict[str, list[str]]:
     """What the grader reads as an answer: 'gold', 'distractor' (the other person's span) and every
     other value of the question's slot (all jobs for a job question, ...), each its own key."""
-    out = {"gold": [params["gold"]], "distractor": [params["distractor"]]}
-    for v in _SLOT_VALUES.get(params.get("slot", ""), []):
-        if v.lower() not in (params["gold"].lower(), params["distractor"].lower()):
+    return span_candidates(params["gold"], params["distractor"], params.get("slot", ""))
+
+
+def slot_of(value: str) -> str:
+    """The slot whose values include `value` (job, pet, color, ...), "" where none does."""
+    low = value.lower()
+    return next((s for s, values in _SLOT_VALUES.items() if low in (v.lower() for v in values)), "")
+
+
+def span_candidates(gold: str, distractor: str, slot: str | None = None) -> dict[str, list[str]]:
+    """`candidates` from the two spans alone: the slot is the one `gold` is a value of (`slot_of`) unless given."""
+    out = {"gold": [gold], "distractor": [distractor]}
+    for v in _SLOT_VALUES.get(slot_of(gold) if slot is None else slot, []):
+        if v.lower() not in (gold.lower(), distractor.lower()):
             out["other:" + v.lower()] = [v]
     return out
 

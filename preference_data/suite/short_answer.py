@@ -271,6 +271,28 @@ def candidates(params: Params) -> dict[str, list[str]]:
     return dict(_candidates(params.get("category"), tuple(params["accepted"]), tuple(params["rejected"])))
 
 
+def category_of(answer: str) -> str | None:
+    """The category with a closed set of answers that `answer` is one of (capitals, instruments, ...), or None (a
+    number, or an answer of no such category)."""
+    low = answer.lower()
+    return next((c for c, values in _CATEGORY_ANSWERS.items() if low in (v.lower() for v in values)), None)
+
+
+def answer_candidates(answer: str) -> dict[str, list[str]]:
+    """`candidates` for a bare answer, as a reader that knows only the answer builds them: 'right' (its accepted
+    spellings) and every other answer of the category it is one of (`category_of`)."""
+    return {k: v for k, v in _candidates(category_of(answer), tuple(accepted(answer)), ()) if v}
+
+
+def committed_answer(cands: dict[str, list[str]], answer: str, response: str) -> str | None:
+    """The key of `cands` the response commits to (`text.committed_choice`), None where it commits to none; a
+    number question has one number for an answer, so any other number asserted beside it is a second answer."""
+    got = committed_choice(response, cands).answer
+    if got == "right" and answer.isdigit() and any(n != float(answer) for n in asserted_numbers(response)):
+        return None
+    return got
+
+
 @lru_cache(maxsize=4096)
 def _candidates(
     category: str | None, right_spellings: tuple[str, ...], wrong_spellings: tuple[str, ...]
@@ -291,11 +313,7 @@ def score(params: Params, response: str) -> dict[str, float]:
     given together with the plausible wrong answer or another answer of the same category; for a
     number question, together with any other number).
     conciseness: `conciseness_score(words, word_budget)` with a budget of one short sentence."""
-    got = committed_choice(response, candidates(params)).answer
-    # a number question has one number for an answer: any other number asserted is a second answer
-    number = str(params.get("answer", ""))
-    if got == "right" and number.isdigit() and any(n != float(number) for n in asserted_numbers(response)):
-        got = None
+    got = committed_answer(candidates(params), str(params.get("answer", "")), response)
     return {
         "correctness": 1.0 if got == "right" else 0.0,
         "conciseness": conciseness_score(word_count(response), params["word_budget"]),

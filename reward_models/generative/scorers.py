@@ -519,6 +519,14 @@ class GRMScorer(_GenerativeJudge):
 
     def describe(self) -> dict[str, Any]:
         o = self.opts
+        if o.read == "rule":  # the work alone is sampled; no score is written or read, so no reading template
+            return self._describe() | {
+                "principles": o.principles,
+                "read": o.read,
+                "template": {"principles": GRM_PRINCIPLES_TEMPLATE},
+                "reader": "preference_data.suite.work_reading",
+                "k": o.k,
+            }
         return self._describe() | {
             "score": o.score,
             "principles": o.principles,
