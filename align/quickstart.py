@@ -45,6 +45,7 @@ from preference_data.doctor import run_doctor
 from preference_data.records import write_jsonl
 from preference_data.sources import DataConfig
 from preference_data.suite import REFUSAL_KINDS, build_suite, hard_negatives, write_suite
+from reward_models.checkpoint import read_stats
 from reward_models.refusal_rule import probe_for
 from reward_models.rm_train import heldout_report as rm_heldout
 from reward_models.rm_train import run as train_rm
@@ -205,9 +206,34 @@ def align_reward(cfg: QuickstartConfig, p: Pipeline, summary: dict[str, Any]) ->
     if cfg.rank_by is not None:
         return [scorer_spec(cfg.rank_by, flag="rank_by")]
     reward = rm_reward(p, summary, "align")
+    if cfg.check_by is not None:
+        reward = [checked_reward(cfg, reward[0])]
     if cfg.refusal_rule:
         reward.append(refusal_rule(cfg, p))
     return reward
+
+
+def checked_reward(cfg: QuickstartConfig, rm: dict[str, Any]) -> dict[str, Any]:
+    """The RM and the checker (`cfg.check_by`) as one ensemble: the RM normalised by its saved statistics, the
+    checker weighted `check_weight`, the RM alone where the checker abstains (`missing: skip`)."""
+    member = {k: v for k, v in rm.items() if k != "name"}
+    checker = scorer_spec(cfg.check_by, flag="check_by")
+    return {
+        "type": "ensemble",
+        "name": "rm",
+        "members": [member, checker],
+        "weights": [1.0, cfg.check_weight],
+        "k": 0.0,
+        "normalize": True,
+        "missing": "skip",
+    }
+
+
+def checked_bonus(cfg: QuickstartConfig, rm_dir: str, bonus: float) -> float:
+    """`align.rounds.reference_bonus` in the checked ensemble's units: given in the RM's (raw) units, divided by the
+    RM's std (its normalisation) and by 1 + check_weight (the ensemble's weighted mean), so the reference is
+    displaced by the same RM margin as without the checker where the checker scores both alike."""
+    return bonus / read_stats(rm_dir).std / (1.0 + cfg.check_weight)
 
 
 def refusal_rule(cfg: QuickstartConfig, p: Pipeline) -> dict[str, Any]:
@@ -256,6 +282,10 @@ def align_stage(cfg: QuickstartConfig, p: Pipeline, summary: dict[str, Any]) -> 
     if cfg.refusal_rule and cfg.refusal_rule_as != "reward":
         kept = cfg.refusal_rule_as == "order_kept"
         a = dataclasses.replace(a, rounds=dataclasses.replace(a.rounds, order_by=["refusal_rule"], keep_ordered=kept))
+    if cfg.check_by is not None and a.rounds.reference_bonus:
+        rm_dir = str(p.made_by(summary, "rm", "model_dir"))
+        bonus = checked_bonus(cfg, rm_dir, a.rounds.reference_bonus)
+        a = dataclasses.replace(a, rounds=dataclasses.replace(a.rounds, reference_bonus=bonus))
     a = p.fit_to_device(a, cfg.fp32_work, "align")
     r = a.rounds
     what = (
@@ -263,7 +293,13 @@ def align_stage(cfg: QuickstartConfig, p: Pipeline, summary: dict[str, Any]) -> 
         + (" (one greedy)" if r.greedy_sample else "")
         + " of "
         f"{r.prompts_per_round} prompts a round, ranked by "
-        + (f"the judge {cfg.rank_by} ({r.ranking})" if cfg.rank_by else "the RM")
+        + (
+            f"the judge {cfg.rank_by} ({r.ranking})"
+            if cfg.rank_by
+            else f"the RM and the checker x{cfg.check_weight:g} ({cfg.check_by})"
+            if cfg.check_by
+            else "the RM"
+        )
         + f" ({r.candidates}), {r.pair_rule} pairs"
         + (f", the reference's reward +{r.reference_bonus:g}" if r.reference_bonus else "")
         + (", rejected from the policy's own samples" if r.rejected_from == "policy" else "")

@@ -4,7 +4,7 @@ dev-split evidence that chose it beside it, and the sections of the pipeline's o
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from prefalign.config import build, option
 from prefalign.errors import UserError, did_you_mean
@@ -165,7 +165,7 @@ class EvalSection:
         "generation precision: auto is bfloat16 where the device runs it natively, else float32 "
         "(the training stages have theirs in <stage>.train.precision)",
     )
-    check: str | None = option(
+    check: str | dict[str, Any] | None = option(
         None,
         "a scorer that checks the answers without the answer key, for the reward-hacking alarm: a judge (e.g. "
         "'{type: think, model: runs/judge_think_warmup/model}') or another RM. Its verdicts of each policy's answers "
@@ -248,7 +248,7 @@ class QuickstartConfig:
         "by the quickstart: the DPO policy, the suite's train prompts, [{type: scalar, model: out_dir/rm/model}], "
         "out_dir/align)",
     )
-    rank_by: str | None = option(
+    rank_by: str | dict[str, Any] | None = option(
         None,
         "a pairwise judge that ranks the align rounds' candidates instead of the RM (a scorer SPEC of kind pairwise, "
         "e.g. 'pair_pm:runs/judge_pair_pm/model' or '{type: think, model: DIR}'): round robin of its verdicts, each "
@@ -272,6 +272,19 @@ class QuickstartConfig:
         "separates are kept before the others (`align.rounds.keep_ordered`). order and order_kept set those two "
         "align.rounds keys (set them through this option, not directly: the quickstart's align reward is built "
         "at its stage)",
+    )
+    check_by: str | dict[str, Any] | None = option(
+        None,
+        "a pointwise scorer that checks what the RM cannot (a scorer SPEC, e.g. the rule-read judge '{type: grm, "
+        "model: runs/judge_grm_work/model, principles: from_prompt, read: rule, tools: calculator, temperature: 0}', "
+        "docs/reward-models.md#a-judge-that-works-and-a-rule-that-reads): the align rounds rank their candidates "
+        "by an ensemble of the RM (normalised by its saved statistics) and this checker weighted check_weight, "
+        "where the checker abstains (no claim it can read) the RM alone; align.rounds.reference_bonus stays in the "
+        "RM's units (divided by the RM's std and 1 + check_weight). None = the RM alone",
+        metavar="SPEC",
+    )
+    check_weight: float = option(
+        0.5, "the checker's weight beside the RM's normalised score (check_by set; chosen on the dev split)"
     )
     align_from: Literal["dpo", "base"] = option(
         "dpo", "where the align stage starts: the offline-DPO policy (a warm start) or the base model"
@@ -306,6 +319,19 @@ class QuickstartConfig:
             p.append(f"refusal_rule_as: {self.refusal_rule_as} needs the rule on: set refusal_rule to a weight > 0")
         if self.refusal_rule and self.rank_by is not None:
             p.append("refusal_rule: composes with the RM's scores; a pairwise judge (rank_by) ranks alone: set one")
+        if self.check_by is not None:
+            if self.rank_by is not None:
+                p.append("check_by: composes with the RM's scores; a pairwise judge (rank_by) ranks alone: set one")
+            if self.check_weight <= 0:
+                p.append(f"check_weight: a weight above 0, got {self.check_weight}")
+            try:
+                kind = scorer_spec(self.check_by, flag="check_by").get("type")
+            except UserError as e:
+                kind = None
+                p.append(str(e))
+            if kind is not None and (kind not in SCORERS or SCORERS[str(kind)].kind != "pointwise"):
+                pointwise = [k for k, e in SCORERS.entries.items() if e.kind == "pointwise"]
+                p.append(f"check_by: a pointwise scorer's spec ({', '.join(pointwise)}), got type {kind!r}")
         if self.rank_by is not None:
             judges = [k for k, e in SCORERS.entries.items() if e.kind == "pairwise"]
             try:

@@ -347,7 +347,7 @@ SPEC_FORMS = """  KIND            a scorer kind (`align ls scorers`); its model 
 
 
 def scorer_spec(
-    text: str | None,
+    text: str | dict[str, Any] | None,
     *,
     model: str | None = None,
     options: dict[str, Any] | None = None,
@@ -356,12 +356,19 @@ def scorer_spec(
 ) -> dict[str, Any]:
     """A scorer spec (a mapping with `type`, as `load_scorer` and a config's `reward:` list take it) from the one
     string every command takes (`SPEC_FORMS`), with a separate `model` (--model) and `options` (--option KEY=VALUE,
-    which win over the string's own). `flag` names the flag in errors; `other_kinds` are kinds the caller takes
-    besides the scorers (the served reward's rules)."""
+    which win over the string's own); a mapping already parsed (a YAML config's value) is taken as the inline one.
+    `flag` names the flag in errors; `other_kinds` are kinds the caller takes besides the scorers (the served
+    reward's rules)."""
     spec: dict[str, Any]
-    text = None if text is None else text.strip()
-    if text is None:
+    if isinstance(text, dict):
+        if not isinstance(text.get("type"), str):
+            raise UserError(f"{flag} {text!r}: a mapping needs type: KIND, e.g. '{{type: scalar, model: DIR}}'")
+        text, spec = None, dict(text)
+    else:
+        text = None if text is None else text.strip()
         spec = {}
+    if text is None:
+        pass
     elif text.startswith("{"):
         import yaml  # lazy: only for an inline mapping
 

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
+import yaml
 
 from align.cli.main import main
-from align.quickstart import rm_pairs
+from align.pipeline import Pipeline
+from align.quickstart import align_reward, checked_bonus, rm_pairs
 from align.quickstart_config import QuickstartConfig
 from prefalign.config import build
+from prefalign.errors import ConfigError
 
 TINY = [
     "model=builtin:tiny-llama",
@@ -172,10 +176,6 @@ def test_the_align_stage_is_driven_by_the_rm(tmp_path):
 def test_rank_by_puts_a_pairwise_judge_in_the_rms_place(tmp_path):
     """`rank_by: SPEC`: the align rounds' reward is that judge (kind pairwise) instead of the RM; another kind is a
     config error naming the key."""
-    from align.pipeline import Pipeline
-    from align.quickstart import align_reward
-    from prefalign.errors import ConfigError
-
     judged = {"rank_by": "pair_pm:builtin:tiny-llama", "align": {"rounds": {"reference_bonus": 0.25}}}
     cfg = build(QuickstartConfig, judged)
     assert align_reward(cfg, Pipeline(tmp_path, []), {}) == [{"type": "pair_pm", "model": "builtin:tiny-llama"}]
@@ -184,6 +184,79 @@ def test_rank_by_puts_a_pairwise_judge_in_the_rms_place(tmp_path):
     # the RM's anchor (+1) on a judge's 0..1 win probabilities would always choose the reference: said, not run
     with pytest.raises(ConfigError, match="reference_bonus=1 .* always chooses the data's reference"):
         build(QuickstartConfig, {"rank_by": "pair_pm:builtin:tiny-llama"})
+
+
+NO_BONUS = {"align": {"rounds": {"reference_bonus": 0}}}
+RULE_JUDGE = "{type: grm, model: runs/judge/model, principles: from_prompt, read: rule, temperature: 0}"
+
+
+def test_check_ranks_by_the_rm_and_a_checker_beside_it(tmp_path):
+    """`check_by: SPEC`: the align rounds rank by an ensemble of the RM (normalised) and the checker weighted
+    check_weight, the RM alone where the checker abstains; the reference's bonus stays in the RM's units; a pairwise
+    scorer, a judge in rank_by beside it or a weight of 0 are config errors naming the key."""
+    rm_dir = tmp_path / "rm"
+    rm_dir.mkdir()
+    (rm_dir / "reward_stats.json").write_text(json.dumps({"mean": 0.5, "std": 2.0, "n": 10}))
+    cfg = build(QuickstartConfig, {"check_by": RULE_JUDGE})
+    checked = align_reward(cfg, Pipeline(tmp_path, []), {"rm": {"model_dir": str(rm_dir)}})
+    assert checked == [
+        {
+            "type": "ensemble",
+            "name": "rm",
+            "members": [
+                {"type": "scalar", "model": str(rm_dir), "dtype": "auto"},
+                {
+                    "type": "grm",
+                    "model": "runs/judge/model",
+                    "principles": "from_prompt",
+                    "read": "rule",
+                    "temperature": 0,
+                },
+            ],
+            "weights": [1.0, 0.5],
+            "k": 0.0,
+            "normalize": True,
+            "missing": "skip",
+        }
+    ]
+    # +1 in the RM's units: 1 / std 2 / (1 + 0.5) in the ensemble's weighted mean of the normalised RM and the check
+    assert checked_bonus(cfg, str(rm_dir), 1.0) == pytest.approx(1 / 3)
+    for bad, message in [
+        ({"check_by": "pair_pm:builtin:tiny-llama"}, "check_by: a pointwise scorer's spec"),
+        ({"check_by": RULE_JUDGE, "check_weight": 0}, "check_weight: a weight above 0"),
+        (
+            {
+                "check_by": RULE_JUDGE,
+                "rank_by": "pair_pm:builtin:tiny-llama",
+                "align": {"rounds": {"reference_bonus": 0}},
+            },
+            "check_by: composes with the RM's scores",
+        ),
+    ]:
+        with pytest.raises(ConfigError, match=re.escape(message)):
+            build(QuickstartConfig, bad)
+
+
+@pytest.mark.slow
+def test_check_by_ranks_the_align_rounds_on_the_tiny_model(tmp_path, capsys):
+    """`check_by` end to end: the align rounds' reward is the RM and the rule-read judge as one ensemble (the tiny
+    judge writes no work the rule reads, so every candidate is ranked by the RM alone, none dropped), and the
+    reference's bonus is put in the ensemble's units from the trained RM's statistics."""
+    out = tmp_path / "qs"
+    judge = (
+        "{type: grm, model: builtin:tiny-llama, principles: from_prompt, read: rule, temperature: 0, max_new_tokens: 8}"
+    )
+    assert main(["quickstart", "--out", str(out), *TINY, f"check_by={judge}", "stages=[suite,rm,dpo,align]"]) == 0
+    text = capsys.readouterr().out
+    assert "ranked by the RM and the checker x0.5" in text
+    saved = yaml.safe_load((out / "align" / "config.yaml").read_text())
+    [component] = saved["reward"]
+    assert component["type"] == "ensemble" and component["members"][1]["read"] == "rule"
+    summary = json.loads((out / "summary.json").read_text())
+    std = json.loads((Path(summary["rm"]["model_dir"]) / "reward_stats.json").read_text())["std"]
+    assert saved["rounds"]["reference_bonus"] == pytest.approx(1.0 / std / 1.5)
+    [round_] = summary["align"]["rounds"]
+    assert round_["pairs"] == 4 and round_["dropped_nan"] == 0  # the judge abstained everywhere: the RM decided
 
 
 def test_quickstart_runs_only_the_stages_it_is_given(tmp_path, capsys):
