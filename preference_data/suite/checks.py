@@ -65,6 +65,38 @@ def _fmt_number(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else f"{x:g}"
 
 
+# --- the claims of a work ------------------------------------------------------------------------------------------
+
+CLAIMS = {
+    "start": "Start: {start}.",
+    "answer": "So the answer is {answer}.",
+    "span": "So the answer is {answer} ({other}'s is {value}).",
+    "fact": "Known fact: the answer is {answer}.",
+    "items": "Items: {items} ({n} items).",
+    "kth": "Item {k} (the {ordinal}) is {item}.",
+    "op": "{op}: {items} ({n} items).",
+    "layout": "Layout asked: {layout}.",
+    "rules": "Rules: {rules}.",
+}
+"""The sentences of a work that say what a right answer gives, each a template with named fields: `claim` writes
+them here, and `work_reading` reads them back from the same templates."""
+
+RULE_WORDS = {
+    "bullets": "exactly {n} bullet points",
+    "case": "all {case}case",
+    "keyword": 'the word "{word}"',
+    "max_words": "at most {n} words",
+    "sentences": "one sentence",
+    "json_keys": "a JSON object with the keys {keys}",
+}
+"""How a work names each kind of formatting rule (a constraint's `kind`), its fields the constraint's own."""
+
+
+def claim(name: str, **fields: Any) -> str:
+    """The sentence `CLAIMS[name]` with its fields filled in."""
+    return CLAIMS[name].format(**fields)
+
+
 # --- arithmetic ----------------------------------------------------------------------------------------------------
 
 ARITH_FORMAT = {
@@ -86,7 +118,7 @@ def _arithmetic_work(t: TaskView) -> list[str]:
     """Start, one equation per change, the answer; then the requested format."""
     p = t.params
     cur = p["start"]
-    lines = [f"Start: {cur}."]
+    lines = [claim("start", start=cur)]
     said = _change_sentences(t.user, len(p["ops"]))
     for i, (kind, *args) in enumerate(p["ops"]):
         k = args[0]
@@ -109,7 +141,7 @@ def _arithmetic_work(t: TaskView) -> list[str]:
             new = cur // k
             lines.append(f"Share among {k}: {cur} / {k} = {new}.")
         cur = new
-    lines.append(f"So the answer is {p['answer']}.")
+    lines.append(claim("answer", answer=p["answer"]))
     if p.get("format"):
         lines.append(ARITH_FORMAT[p["format"]])
     return lines
@@ -152,7 +184,7 @@ def _extractive_work(t: TaskView) -> list[str]:
     p = t.params
     sentence = _passage_sentence(t)
     lines = [f'The passage says: "{sentence}"'] if sentence else []
-    lines.append(f"So the answer is {p['gold']} ({p['other']}'s is {p['distractor']}).")
+    lines.append(claim("span", answer=p["gold"], other=p["other"], value=p["distractor"]))
     return lines
 
 
@@ -175,7 +207,7 @@ def _extractive_read(t: TaskView, response: str, g: Grade) -> list[str]:
 def _short_work(t: TaskView) -> list[str]:
     p = t.params
     q = t.user.strip().splitlines()[-1]
-    return [f"Question: {q}", f"Known fact: the answer is {p['answer']}."]
+    return [f"Question: {q}", claim("fact", answer=p["answer"])]
 
 
 def _short_read(t: TaskView, response: str, g: Grade) -> list[str]:
@@ -202,17 +234,18 @@ LAYOUT_WORDS = {"comma": "one line with commas", "numbered": "a numbered list", 
 def _lists_work(t: TaskView) -> list[str]:
     p = t.params
     items = [x.lower() for x in p["items"]]
-    lines = [f"Items: {', '.join(items)} ({len(items)} items)."]
+    lines = [claim("items", items=", ".join(items), n=len(items))]
     if p["op"] == "kth":
         k = p["k"]
-        lines.append(f"Item {k} (the {ORDINALS[k - 1]}) is {p['expected'][0]}.")
+        lines.append(claim("kth", k=k, ordinal=ORDINALS[k - 1], item=p["expected"][0]))
         return lines
     if p["op"] == "dedupe":
         seen: set[str] = set()
         repeats = [x for x in items if x in seen or seen.add(x)]  # type: ignore[func-returns-value]
         lines.append(f"Repeated: {', '.join(dict.fromkeys(repeats))}.")
-    lines.append(f"{OP_WORDS[p['op']].capitalize()}: {', '.join(p['expected'])} ({len(p['expected'])} items).")
-    lines.append(f"Layout asked: {LAYOUT_WORDS[p['format']]}.")
+    expected = p["expected"]
+    lines.append(claim("op", op=OP_WORDS[p["op"]].capitalize(), items=", ".join(expected), n=len(expected)))
+    lines.append(claim("layout", layout=LAYOUT_WORDS[p["format"]]))
     return lines
 
 
@@ -249,25 +282,15 @@ def _lists_read(t: TaskView, response: str, g: Grade) -> list[str]:
 
 
 def _constraint_asked(c: dict[str, Any]) -> str:
-    kind = c["kind"]
-    if kind == "bullets":
-        return f"exactly {c['n']} bullet points"
-    if kind == "case":
-        return f"all {c['case']}case"
-    if kind == "keyword":
-        return f'the word "{c["word"]}"'
-    if kind == "max_words":
-        return f"at most {c['n']} words"
-    if kind == "sentences":
-        return "one sentence"
-    return "a JSON object with the keys " + ", ".join(c["keys"])
+    fields = {k: ", ".join(v) if isinstance(v, list) else v for k, v in c.items() if k != "kind"}
+    return RULE_WORDS[c["kind"]].format(**fields)
 
 
 def _formatting_work(t: TaskView) -> list[str]:
     p = t.params
     n = len(p["tips"])
     asked = "; ".join(_constraint_asked(c) for c in p["constraints"])
-    return [f"Asked: {n} tip{'s' if n > 1 else ''} about {p['topic']}.", f"Rules: {asked}."]
+    return [f"Asked: {n} tip{'s' if n > 1 else ''} about {p['topic']}.", claim("rules", rules=asked)]
 
 
 def _constraint_found(c: dict[str, Any], response: str) -> str:
@@ -440,12 +463,15 @@ def read(task: TaskView, response: str) -> str:
 __all__ = [
     "ARITH_FORMAT",
     "CHECKS",
+    "CLAIMS",
     "COMMITS",
     "FamilyCheck",
     "LAYOUT_WORDS",
     "OP_WORDS",
+    "RULE_WORDS",
     "SAFETY_WORK",
     "TaskView",
+    "claim",
     "confident_wrong",
     "judgement",
     "quote",

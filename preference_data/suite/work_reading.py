@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .arithmetic import format_followed
-from .checks import ARITH_FORMAT, LAYOUT_WORDS, OP_WORDS, SAFETY_WORK
+from .checks import ARITH_FORMAT, CLAIMS, LAYOUT_WORDS, OP_WORDS, RULE_WORDS, SAFETY_WORK
 from .extractive_qa import span_candidates
 from .formatting import check_constraint
 from .lists import layout, named_item
@@ -67,25 +67,40 @@ class Claims:
     refuse: bool | None = None
 
 
+def _phrase(template: str, end: bool = True, **groups: str) -> re.Pattern[str]:
+    """The regex that reads `template` (a sentence of `checks.CLAIMS` or `RULE_WORDS`) back: its words as written,
+    each {field} a group of the pattern given for it (default: the shortest text), in the template's order; a
+    sentence ends at a space or the end of the text."""
+    out, at = [], 0
+    for m in re.finditer(r"\{(\w+)\}", template):
+        out += [re.escape(template[at : m.start()]), f"({groups.get(m[1], '.+?')})"]
+        at = m.end()
+    return re.compile("".join([*out, re.escape(template[at:])]) + (r"(?=\s|$)" if end else ""))
+
+
+_NUMBER = r"-?\d[\d,]*(?:\.\d+)?"
 _WORK_RE = re.compile(r"Work:\s*(.*)", re.S)
-_CHOICE_RE = re.compile(r"So the answer is (.+?) \(([^()]+?)'s is ([^()]+?)\)\.")
-_NUMBER_RE = re.compile(r"So the answer is (-?\d[\d,]*(?:\.\d+)?)\.")
-_FACT_RE = re.compile(r"Known fact: the answer is (.+?)\.(?=\s|$)")
-_ITEMS_RE = re.compile(r"Items: (.+?) \(\d+ items?\)\.")
-_KTH_RE = re.compile(r"Item \d+ \(the \w+\) is (.+?)\.(?:\s|$)")
-_OP_RE = re.compile(
-    r"(?:" + "|".join(re.escape(w.capitalize()) for w in OP_WORDS.values()) + r"): (.+?) \(\d+ items?\)\."
-)
-_LAYOUT_RE = re.compile(r"Layout asked: (.+?)\.")
-_RULES_RE = re.compile(r"Rules: (.+?)\.(?=\s|$)")
-_RULE_RES: list[tuple[re.Pattern[str], Any]] = [
-    (re.compile(r"exactly (\d+) bullet points?"), lambda m: {"kind": "bullets", "n": int(m[1])}),
-    (re.compile(r"all (lower|upper)case"), lambda m: {"kind": "case", "case": m[1]}),
-    (re.compile(r'the word "([^"]+)"'), lambda m: {"kind": "keyword", "word": m[1]}),
-    (re.compile(r"at most (\d+) words"), lambda m: {"kind": "max_words", "n": int(m[1])}),
-    (re.compile(r"one sentence"), lambda m: {"kind": "sentences", "n": 1}),
-    (re.compile(r"a JSON object with the keys (.+)"), lambda m: {"kind": "json_keys", "keys": m[1].split(", ")}),
-]
+_START_RE = _phrase(CLAIMS["start"], end=False, start=_NUMBER)
+_CHOICE_RE = _phrase(CLAIMS["span"], other=r"[^()]+?", value=r"[^()]+?")
+_NUMBER_RE = _phrase(CLAIMS["answer"], answer=_NUMBER)
+_FACT_RE = _phrase(CLAIMS["fact"])
+_ITEMS_RE = _phrase(CLAIMS["items"], n=r"\d+")
+_KTH_RE = _phrase(CLAIMS["kth"], k=r"\d+", ordinal=r"\w+")
+_OP_RE = _phrase(CLAIMS["op"], op="|".join(re.escape(w.capitalize()) for w in OP_WORDS.values()), n=r"\d+")
+_LAYOUT_RE = _phrase(CLAIMS["layout"])
+_RULES_RE = _phrase(CLAIMS["rules"])
+_RULE_RES = {
+    kind: _phrase(words, end=False, n=r"\d+", case="lower|upper", word=r'[^"]+') for kind, words in RULE_WORDS.items()
+}
+# each rule's fields as a constraint holds them
+_RULE_FIELDS: dict[str, Any] = {
+    "bullets": lambda m: {"n": int(m[1])},
+    "case": lambda m: {"case": m[1]},
+    "keyword": lambda m: {"word": m[1]},
+    "max_words": lambda m: {"n": int(m[1])},
+    "sentences": lambda m: {"n": 1},
+    "json_keys": lambda m: {"keys": m[1].split(", ")},
+}
 _LAYOUTS = {words: name for name, words in LAYOUT_WORDS.items()}
 _FORMATS = {sentence: name for name, sentence in ARITH_FORMAT.items()}
 
@@ -97,10 +112,10 @@ def _split(items: str) -> tuple[str, ...]:
 def _rules(text: str) -> tuple[dict[str, Any], ...]:
     out = []
     for piece in text.split("; "):
-        for rx, build in _RULE_RES:
+        for kind, rx in _RULE_RES.items():
             m = rx.fullmatch(piece.strip())
             if m:
-                out.append(build(m))
+                out.append({"kind": kind, **_RULE_FIELDS[kind](m)})
                 break
     return tuple(out)
 
@@ -112,7 +127,7 @@ def read_work(text: str) -> Claims | None:
     work = (m[1] if m else text).strip()
     if (c := _CHOICE_RE.search(work)) is not None:
         return Claims("choice", answer=c[1].strip(), others=(c[3].strip(),))
-    if work.startswith("Start:") and (c := _NUMBER_RE.search(work)) is not None:
+    if _START_RE.match(work) and (c := _NUMBER_RE.search(work)) is not None:
         fmt = next((name for sentence, name in _FORMATS.items() if sentence in work), None)
         return Claims("number", answer=c[1].replace(",", ""), fmt=fmt)
     if (c := _FACT_RE.search(work)) is not None:
@@ -120,10 +135,10 @@ def read_work(text: str) -> Claims | None:
     if (items := _ITEMS_RE.search(work)) is not None:
         vocab = _split(items[1])
         if (c := _KTH_RE.search(work)) is not None:
-            return Claims("item", answer=c[1].strip(), items=vocab)
+            return Claims("item", answer=c[3].strip(), items=vocab)
         if (c := _OP_RE.search(work)) is not None:
             lay = _LAYOUT_RE.search(work)
-            return Claims("list", items=vocab, expected=_split(c[1]), layout=_LAYOUTS.get(lay[1]) if lay else None)
+            return Claims("list", items=vocab, expected=_split(c[2]), layout=_LAYOUTS.get(lay[1]) if lay else None)
         return None
     if (c := _RULES_RE.search(work)) is not None:
         rules = _rules(c[1])
