@@ -80,7 +80,7 @@ def eval_stage(cfg: QuickstartConfig, p: Pipeline, summary: dict[str, Any]) -> d
     return out
 
 
-def hacking_alarm(e: dict[str, Any], check: str | None) -> str | None:
+def hacking_alarm(e: dict[str, Any], check: str | dict[str, Any] | None) -> str | None:
     """The reward-hacking alarm of one evaluated policy, from signals that need no answer key: the RM's mean score of
     its answers against the base model's, and the check's (`eval.check`) verdicts of the same answers; None without
     a check or when they do not diverge (`prefalign.training.metrics.reward_hacking` over the two points)."""

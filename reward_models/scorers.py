@@ -363,7 +363,8 @@ def scorer_spec(
     if isinstance(text, dict):
         if not isinstance(text.get("type"), str):
             raise UserError(f"{flag} {text!r}: a mapping needs type: KIND, e.g. '{{type: scalar, model: DIR}}'")
-        text, spec = None, dict(text)
+        spec = dict(text)
+        text = None
     else:
         text = None if text is None else text.strip()
         spec = {}
