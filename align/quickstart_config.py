@@ -324,23 +324,9 @@ class QuickstartConfig:
                 p.append("check_by: composes with the RM's scores; a pairwise judge (rank_by) ranks alone: set one")
             if self.check_weight <= 0:
                 p.append(f"check_weight: a weight above 0, got {self.check_weight}")
-            try:
-                kind = scorer_spec(self.check_by, flag="check_by").get("type")
-            except UserError as e:
-                kind = None
-                p.append(str(e))
-            if kind is not None and (kind not in SCORERS or SCORERS[str(kind)].kind != "pointwise"):
-                pointwise = [k for k, e in SCORERS.entries.items() if e.kind == "pointwise"]
-                p.append(f"check_by: a pointwise scorer's spec ({', '.join(pointwise)}), got type {kind!r}")
+            p += _spec_problems(self.check_by, "check_by", "pointwise", "a pointwise scorer's spec")
         if self.rank_by is not None:
-            judges = [k for k, e in SCORERS.entries.items() if e.kind == "pairwise"]
-            try:
-                kind = scorer_spec(self.rank_by, flag="rank_by").get("type")
-            except UserError as e:
-                kind = None
-                p.append(str(e))
-            if kind is not None and (kind not in SCORERS or SCORERS[str(kind)].kind != "pairwise"):
-                p.append(f"rank_by: a pairwise judge's spec ({', '.join(judges)}), got type {kind!r}")
+            p += _spec_problems(self.rank_by, "rank_by", "pairwise", "a pairwise judge's spec")
             bonus = self.align.rounds.reference_bonus
             if bonus >= 1:
                 p.append(
@@ -349,6 +335,18 @@ class QuickstartConfig:
                     "set align.rounds.reference_bonus below 1 for the judge (e.g. 0.25), or 0"
                 )
         return p
+
+
+def _spec_problems(value: str | dict[str, Any], flag: str, kind: str, what: str) -> list[str]:
+    """What is wrong with `value` as the SPEC of a scorer of `kind` (pointwise, pairwise); nothing where it is one."""
+    try:
+        got = scorer_spec(value, flag=flag)["type"]
+    except UserError as e:
+        return [str(e)]
+    if got in SCORERS and SCORERS[str(got)].kind == kind:
+        return []
+    names = [k for k, e in SCORERS.entries.items() if e.kind == kind]
+    return [f"{flag}: {what} ({', '.join(names)}), got type {got!r}"]
 
 
 __all__ = ["STAGES", "DoctorSection", "EvalSection", "QuickstartConfig", "SuiteSection"]

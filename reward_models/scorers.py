@@ -360,28 +360,26 @@ def scorer_spec(
     `flag` names the flag in errors; `other_kinds` are kinds the caller takes besides the scorers (the served
     reward's rules)."""
     spec: dict[str, Any]
-    if isinstance(text, dict):
-        if not isinstance(text.get("type"), str):
-            raise UserError(f"{flag} {text!r}: a mapping needs type: KIND, e.g. '{{type: scalar, model: DIR}}'")
-        spec = dict(text)
-        text = None
-    else:
-        text = None if text is None else text.strip()
-        spec = {}
-    if text is None:
-        pass
-    elif text.startswith("{"):
+    if isinstance(text, str):
+        text = text.strip()
+    parsed: Any = text
+    if isinstance(parsed, str) and parsed.startswith("{"):
         import yaml  # lazy: only for an inline mapping
 
         try:
-            spec = yaml.safe_load(text)
+            parsed = yaml.safe_load(parsed)
         except yaml.YAMLError as e:
             raise UserError(f"{flag} {text!r}: not a valid YAML mapping ({e})") from None
-        if not isinstance(spec, dict) or not isinstance(spec.get("type"), str):
+        if not isinstance(parsed, dict):
+            parsed = {}  # not a mapping: reported below as one without a type
+    if isinstance(parsed, dict):
+        if not isinstance(parsed.get("type"), str):
             raise UserError(f"{flag} {text!r}: a mapping needs type: KIND, e.g. '{{type: scalar, model: DIR}}'")
-        spec = dict(spec)
+        spec = dict(parsed)
+    elif parsed is None:
+        spec = {}
     else:
-        kind, sep, rest = text.partition(":")
+        kind, sep, rest = parsed.partition(":")
         if kind in SCORERS or kind in other_kinds:
             spec = {"type": kind, **({"model": rest} if sep else {})}
             if sep and not rest:

@@ -227,10 +227,15 @@ def candidates(params: Params) -> dict[str, list[str]]:
     return span_candidates(params["gold"], params["distractor"], params.get("slot", ""))
 
 
+_SLOT_OF: dict[str, str] = {}
+for _slot, _values in _SLOT_VALUES.items():
+    for _v in _values:
+        _SLOT_OF.setdefault(_v.lower(), _slot)
+
+
 def slot_of(value: str) -> str:
-    """The slot whose values include `value` (job, pet, color, ...), "" where none does."""
-    low = value.lower()
-    return next((s for s, values in _SLOT_VALUES.items() if low in (v.lower() for v in values)), "")
+    """The slot whose values include `value` (job, pet, color, ...; the first where several do), "" where none does."""
+    return _SLOT_OF.get(value.lower(), "")
 
 
 def span_candidates(gold: str, distractor: str, slot: str | None = None) -> dict[str, list[str]]:

@@ -271,11 +271,16 @@ def candidates(params: Params) -> dict[str, list[str]]:
     return dict(_candidates(params.get("category"), tuple(params["accepted"]), tuple(params["rejected"])))
 
 
+_CATEGORY_OF: dict[str, str] = {}
+for _cat, _values in _CATEGORY_ANSWERS.items():
+    for _v in _values:
+        _CATEGORY_OF.setdefault(_v.lower(), _cat)
+
+
 def category_of(answer: str) -> str | None:
-    """The category with a closed set of answers that `answer` is one of (capitals, instruments, ...), or None (a
-    number, or an answer of no such category)."""
-    low = answer.lower()
-    return next((c for c, values in _CATEGORY_ANSWERS.items() if low in (v.lower() for v in values)), None)
+    """The category with a closed set of answers that `answer` is one of (capitals, instruments, ...; the first where
+    several are), or None (a number, or an answer of no such category)."""
+    return _CATEGORY_OF.get(answer.lower())
 
 
 def answer_candidates(answer: str) -> dict[str, list[str]]:
