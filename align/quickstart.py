@@ -208,7 +208,7 @@ def align_reward(cfg: QuickstartConfig, p: Pipeline, summary: dict[str, Any]) ->
     reward = rm_reward(p, summary, "align")
     if cfg.check_by is not None:
         reward = [checked_reward(cfg, reward[0])]
-    if cfg.refusal_rule:
+    if cfg.rule_weight:
         reward.append(refusal_rule(cfg, p))
     return reward
 
@@ -246,14 +246,21 @@ def refusal_rule(cfg: QuickstartConfig, p: Pipeline) -> dict[str, Any]:
         f"training prompts deserve a refusal (their chosen answer declines), training accuracy "
         f"{card.train_accuracy:.3f}{refusal_text(cfg)}"
     )
-    return {"type": "refusal_rule", "probe": str(probe), "weight": cfg.refusal_rule, "name": "refusal_rule"}
+    return {"type": "refusal_rule", "probe": str(probe), "weight": cfg.rule_weight, "name": "refusal_rule"}
 
 
 def refusal_text(cfg: QuickstartConfig) -> str:
-    if cfg.refusal_rule_as != "reward":
-        kept = ", the pairs it separates kept first" if cfg.refusal_rule_as == "order_kept" else ""
+    if cfg.rule_as != "reward":
+        kept = ", the pairs it separates kept first" if cfg.rule_as == "order_kept" else ""
         return f", the refusal rule ordering each prompt's candidates before the RM{kept}"
-    return f", the refusal rule x{cfg.refusal_rule:g} beside the RM"
+    return f", the refusal rule x{cfg.rule_weight:g} beside the RM"
+
+
+def spec_text(spec: str | dict[str, Any]) -> str:
+    """A scorer SPEC as the user writes it: the string as given, a mapping inline ({type: grm, model: DIR})."""
+    if isinstance(spec, str):
+        return spec
+    return "{" + ", ".join(f"{k}: {v}" for k, v in spec.items()) + "}"
 
 
 def rm_reward(p: Pipeline, summary: dict[str, Any], stage: str) -> list[dict[str, Any]]:
@@ -279,8 +286,8 @@ def align_stage(cfg: QuickstartConfig, p: Pipeline, summary: dict[str, Any]) -> 
         prompts=dataclasses.replace(cfg.align.prompts, source=p.suite_file("align", "train_prompts.jsonl")),
         reward=align_reward(cfg, p, summary),
     )
-    if cfg.refusal_rule and cfg.refusal_rule_as != "reward":
-        kept = cfg.refusal_rule_as == "order_kept"
+    if cfg.rule_weight and cfg.rule_as != "reward":
+        kept = cfg.rule_as == "order_kept"
         a = dataclasses.replace(a, rounds=dataclasses.replace(a.rounds, order_by=["refusal_rule"], keep_ordered=kept))
     if cfg.check_by is not None and a.rounds.reference_bonus:
         rm_dir = str(p.made_by(summary, "rm", "model_dir"))
@@ -294,16 +301,16 @@ def align_stage(cfg: QuickstartConfig, p: Pipeline, summary: dict[str, Any]) -> 
         + " of "
         f"{r.prompts_per_round} prompts a round, ranked by "
         + (
-            f"the judge {cfg.rank_by} ({r.ranking})"
+            f"the judge {spec_text(cfg.rank_by)} ({r.ranking})"
             if cfg.rank_by
-            else f"the RM and the checker x{cfg.check_weight:g} ({cfg.check_by})"
+            else f"the RM and the checker x{cfg.check_weight:g} ({spec_text(cfg.check_by)})"
             if cfg.check_by
             else "the RM"
         )
         + f" ({r.candidates}), {r.pair_rule} pairs"
-        + (f", the reference's reward +{r.reference_bonus:g}" if r.reference_bonus else "")
+        + (f", the reference's reward +{r.reference_bonus:.3g}" if r.reference_bonus else "")
         + (", rejected from the policy's own samples" if r.rejected_from == "policy" else "")
-        + (refusal_text(cfg) if cfg.refusal_rule else "")
+        + (refusal_text(cfg) if cfg.rule_weight else "")
     )
     report = p.train("align", a, iterative.run, iterative.summary_lines, what)
     return {

@@ -256,22 +256,22 @@ class QuickstartConfig:
         "None = the RM this quickstart trained",
         metavar="SPEC",
     )
-    refusal_rule: float = option(
-        0.0,
-        "weight of the refusal rule beside the RM in the align rounds (0 = off): 1 for a response that declines "
-        "exactly where a probe of the prompt alone (fitted on the suite's training pairs: a request whose chosen "
-        "answer declines deserves a refusal) says so, else 0; scaled by this weight and added to the RM's score "
-        "(`type: refusal_rule`, docs/reward-models.md)",
+    refusal_rule: float | None = option(
+        None,
+        "weight of the refusal rule in the align rounds (0 = off; None = 1 where the RM ranks, off where a pairwise "
+        "judge does (rank_by)): 1 for a response that declines exactly where a probe of the prompt alone (fitted on "
+        "the suite's training pairs: a request whose chosen answer declines deserves a refusal) says so, else 0 "
+        "(`type: refusal_rule`, docs/reward-models.md); how it takes part: refusal_rule_as",
     )
-    refusal_rule_as: Literal["reward", "order", "order_kept"] = option(
-        "reward",
+    refusal_rule_as: Literal["reward", "order", "order_kept"] | None = option(
+        None,
         "how the refusal rule (refusal_rule > 0) takes part in the align rounds: reward = its weighted score added "
         "to the RM's; order = it orders each prompt's candidates before the RM does (`align.rounds.order_by`: an "
         "answer it approves ranks above one it does not, the RM ranks within), out of the margins, so the RM's "
         "margins alone decide which prompts' pairs are kept; order_kept = order, and the pairs whose sides it "
-        "separates are kept before the others (`align.rounds.keep_ordered`). order and order_kept set those two "
-        "align.rounds keys (set them through this option, not directly: the quickstart's align reward is built "
-        "at its stage)",
+        "separates are kept before the others (`align.rounds.keep_ordered`); None = order_kept (chosen on the dev "
+        "splits, docs/results.md). order and order_kept set those two align.rounds keys (set them through this "
+        "option, not directly: the quickstart's align reward is built at its stage)",
     )
     check_by: str | dict[str, Any] | None = option(
         None,
@@ -306,6 +306,19 @@ class QuickstartConfig:
         factory=lambda: ["suite", "doctor", "rm", "dpo", "align", "eval"], doc="stages to run, in order"
     )
 
+    @property
+    def rule_weight(self) -> float:
+        """The refusal rule's weight in the align rounds: refusal_rule, or its default (1 where the RM ranks, 0
+        where a pairwise judge does)."""
+        if self.refusal_rule is not None:
+            return self.refusal_rule
+        return 0.0 if self.rank_by is not None else 1.0
+
+    @property
+    def rule_as(self) -> Literal["reward", "order", "order_kept"]:
+        """How the refusal rule takes part: refusal_rule_as, or its default (order_kept)."""
+        return self.refusal_rule_as or "order_kept"
+
     def check(self) -> list[str]:
         p = [f"fp32_work: must lie in (0, 1], got {self.fp32_work}"] if not 0 < self.fp32_work <= 1 else []
         p += [
@@ -313,12 +326,16 @@ class QuickstartConfig:
             for s in self.stages
             if s not in STAGES
         ]
-        if self.refusal_rule < 0:
+        if self.refusal_rule is not None and self.refusal_rule < 0:
             p.append(f"refusal_rule: a weight of 0 (off) or more, got {self.refusal_rule}")
-        if self.refusal_rule_as != "reward" and not self.refusal_rule:
-            p.append(f"refusal_rule_as: {self.refusal_rule_as} needs the rule on: set refusal_rule to a weight > 0")
+        if self.refusal_rule_as is not None and not self.rule_weight:
+            why = "a pairwise judge (rank_by) ranks alone" if self.rank_by is not None else "refusal_rule is 0"
+            p.append(f"refusal_rule_as: {self.refusal_rule_as} needs the rule on, and {why}")
         if self.refusal_rule and self.rank_by is not None:
-            p.append("refusal_rule: composes with the RM's scores; a pairwise judge (rank_by) ranks alone: set one")
+            p.append(
+                "refusal_rule: composes with the RM's scores; a pairwise judge (rank_by) ranks alone: set one "
+                "(refusal_rule=0 or leave it unset beside rank_by)"
+            )
         if self.check_by is not None:
             if self.rank_by is not None:
                 p.append("check_by: composes with the RM's scores; a pairwise judge (rank_by) ranks alone: set one")

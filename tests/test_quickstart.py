@@ -77,6 +77,12 @@ def test_quickstart_all_stages_on_the_tiny_model(tmp_path, capsys):
     reward = summary["eval"]["aligned"]["reward_after"]  # NaN where the tiny RM scores NaN: then not drawn
     assert ev[1].get("eval_reward", float("nan")) == pytest.approx(reward, nan_ok=True)
     assert summary["align"]["start"] == summary["dpo"]["policy_dir"]  # the warm start
+    # by default the refusal rule (its probe fitted on the suite's training pairs) orders each prompt's candidates
+    # before the RM, the pairs it separates kept first
+    saved = yaml.safe_load((out / "align" / "config.yaml").read_text())
+    assert [c["type"] for c in saved["reward"]] == ["scalar", "refusal_rule"]
+    assert saved["rounds"]["order_by"] == ["refusal_rule"] and saved["rounds"]["keep_ordered"] is True
+    assert (out / "refusal_probe").is_dir() and "the pairs it separates kept first" in text
     assert (out / "rm" / "model" / "reward_stats.json").exists()
     assert (out / "dpo" / "adapter" / "adapter_config.json").exists()
     for f in ("config.yaml", "doctor/doctor.txt", "suite/test_prompts.jsonl", "eval/aligned/generations.jsonl"):
@@ -148,7 +154,8 @@ def test_the_align_stage_is_driven_by_the_rm(tmp_path):
     from reward_models.scorers import load_scorer
 
     out = tmp_path / "qs"
-    assert main(["quickstart", "--out", str(out), *TINY, "stages=[suite,rm,dpo,align]"]) == 0
+    # the RM alone (the refusal rule, on by default, orders the candidates before it: refusal_rule=0 turns it off)
+    assert main(["quickstart", "--out", str(out), *TINY, "refusal_rule=0", "stages=[suite,rm,dpo,align]"]) == 0
     summary = json.loads((out / "summary.json").read_text())
     config = (out / "align" / "config.yaml").read_text()
     assert summary["rm"]["model_dir"] in config
@@ -157,7 +164,7 @@ def test_the_align_stage_is_driven_by_the_rm(tmp_path):
     assert pairs
     rm = load_scorer("scalar", model=summary["rm"]["model_dir"], dtype="float32")
     G = samples["group_size"]
-    bonus = build(QuickstartConfig, {}).align.rounds.reference_bonus
+    bonus = build(QuickstartConfig, {"refusal_rule": 0}).align.rounds.reference_bonus
     assert bonus == 1.0
     by_id = {p["id"]: i for i, p in enumerate(samples["prompts"])}
     for pair in pairs:
@@ -197,7 +204,7 @@ def test_check_ranks_by_the_rm_and_a_checker_beside_it(tmp_path):
     rm_dir = tmp_path / "rm"
     rm_dir.mkdir()
     (rm_dir / "reward_stats.json").write_text(json.dumps({"mean": 0.5, "std": 2.0, "n": 10}))
-    cfg = build(QuickstartConfig, {"check_by": RULE_JUDGE})
+    cfg = build(QuickstartConfig, {"check_by": RULE_JUDGE, "refusal_rule": 0})
     checked = align_reward(cfg, Pipeline(tmp_path, []), {"rm": {"model_dir": str(rm_dir)}})
     assert checked == [
         {
@@ -250,7 +257,8 @@ def test_check_by_ranks_the_align_rounds_on_the_tiny_model(tmp_path, capsys):
     text = capsys.readouterr().out
     assert "ranked by the RM and the checker x0.5" in text
     saved = yaml.safe_load((out / "align" / "config.yaml").read_text())
-    [component] = saved["reward"]
+    component, rule = saved["reward"]  # the refusal rule beside them, as by default
+    assert rule["type"] == "refusal_rule" and saved["rounds"]["order_by"] == ["refusal_rule"]
     assert component["type"] == "ensemble" and component["members"][1]["read"] == "rule"
     summary = json.loads((out / "summary.json").read_text())
     std = json.loads((Path(summary["rm"]["model_dir"]) / "reward_stats.json").read_text())["std"]

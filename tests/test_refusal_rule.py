@@ -8,6 +8,7 @@ import json
 import pytest
 import torch
 
+from align.pipeline import Pipeline
 from prefalign.config import build
 from prefalign.errors import ConfigError, UserError
 from preference_data.records import Message, PreferencePair
@@ -112,15 +113,27 @@ def test_a_missing_probe_and_bad_settings_are_said(tmp_path):
         load_scorer({"type": "refusal_rule", "probe": str(tmp_path)})
 
 
-def test_the_quickstart_puts_the_rule_beside_the_rm_and_refuses_it_beside_a_judge():
+def test_the_quickstart_puts_the_rule_beside_the_rm_and_refuses_it_beside_a_judge(tmp_path):
+    from align.quickstart import align_reward
     from align.quickstart_config import QuickstartConfig
 
-    assert build(QuickstartConfig, {"refusal_rule": 2.0}).refusal_rule == 2.0
+    # by default the rule orders each prompt's candidates beside the RM, its pairs kept first (chosen on dev)
+    default = build(QuickstartConfig, {})
+    assert (default.rule_weight, default.rule_as) == (1.0, "order_kept")
+    assert build(QuickstartConfig, {"refusal_rule": 2.0}).rule_weight == 2.0
+    off = build(QuickstartConfig, {"refusal_rule": 0})
+    assert off.rule_weight == 0 and align_reward(off, Pipeline(tmp_path, []), {"rm": {"model_dir": "RM"}}) == [
+        {"type": "scalar", "model": "RM", "name": "rm", "dtype": "auto"}
+    ]
     with pytest.raises(ConfigError, match="refusal_rule: a weight of 0 \\(off\\) or more"):
         build(QuickstartConfig, {"refusal_rule": -1})
+    # beside a pairwise judge the rule is off unless set, and set it is an error naming the key
     judged = {"rank_by": "pair_pm:builtin:tiny-llama", "align": {"rounds": {"reference_bonus": 0.25}}}
+    assert build(QuickstartConfig, judged).rule_weight == 0.0
     with pytest.raises(ConfigError, match="refusal_rule: composes with the RM's scores"):
         build(QuickstartConfig, {**judged, "refusal_rule": 1.0})
-    assert build(QuickstartConfig, {"refusal_rule": 1.0, "refusal_rule_as": "order"}).refusal_rule_as == "order"
-    with pytest.raises(ConfigError, match="refusal_rule_as: order_kept needs the rule on"):
-        build(QuickstartConfig, {"refusal_rule_as": "order_kept"})
+    with pytest.raises(ConfigError, match="refusal_rule_as: order needs the rule on, and a pairwise judge"):
+        build(QuickstartConfig, {**judged, "refusal_rule_as": "order"})
+    assert build(QuickstartConfig, {"refusal_rule_as": "order"}).rule_as == "order"
+    with pytest.raises(ConfigError, match="refusal_rule_as: order_kept needs the rule on, and refusal_rule is 0"):
+        build(QuickstartConfig, {"refusal_rule": 0, "refusal_rule_as": "order_kept"})
