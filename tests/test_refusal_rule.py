@@ -9,6 +9,8 @@ import pytest
 import torch
 
 from align.pipeline import Pipeline
+from align.quickstart import align_reward
+from align.quickstart_config import QuickstartConfig
 from prefalign.config import build
 from prefalign.errors import ConfigError, UserError
 from preference_data.records import Message, PreferencePair
@@ -114,9 +116,6 @@ def test_a_missing_probe_and_bad_settings_are_said(tmp_path):
 
 
 def test_the_quickstart_puts_the_rule_beside_the_rm_and_refuses_it_beside_a_judge(tmp_path):
-    from align.quickstart import align_reward
-    from align.quickstart_config import QuickstartConfig
-
     # by default the rule orders each prompt's candidates beside the RM, its pairs kept first (chosen on dev)
     default = build(QuickstartConfig, {})
     assert (default.rule_weight, default.rule_as) == (1.0, "order_kept")

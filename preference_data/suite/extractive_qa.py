@@ -28,7 +28,7 @@ from .base import (
     truncate_before,
 )
 from .scoring import conciseness_score
-from .text import committed_choice, word_count
+from .text import committed_choice, group_index, word_count
 
 PEOPLE = [*NAMES, "Felix", "Clara", "Diego", "Hana", "Marco", "Tara"]  # the shared names, then a few more
 CITIES = ["Lisbon", "Denver", "Leeds", "Osaka", "Perth", "Quebec", "Bergen", "Porto", "Austin", "Cork", "Malmo", "Graz"]
@@ -227,10 +227,7 @@ def candidates(params: Params) -> dict[str, list[str]]:
     return span_candidates(params["gold"], params["distractor"], params.get("slot", ""))
 
 
-_SLOT_OF: dict[str, str] = {}
-for _slot, _values in _SLOT_VALUES.items():
-    for _v in _values:
-        _SLOT_OF.setdefault(_v.lower(), _slot)
+_SLOT_OF = group_index(_SLOT_VALUES)
 
 
 def slot_of(value: str) -> str:

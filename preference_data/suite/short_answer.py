@@ -26,7 +26,7 @@ from .base import (
     truncate_before,
 )
 from .scoring import conciseness_score
-from .text import asserted_numbers, committed_choice, number_words, word_count
+from .text import asserted_numbers, committed_choice, group_index, number_words, word_count
 
 # (category, subject, answer, plausible wrong answer)
 _CAPITALS = [
@@ -271,10 +271,7 @@ def candidates(params: Params) -> dict[str, list[str]]:
     return dict(_candidates(params.get("category"), tuple(params["accepted"]), tuple(params["rejected"])))
 
 
-_CATEGORY_OF: dict[str, str] = {}
-for _cat, _values in _CATEGORY_ANSWERS.items():
-    for _v in _values:
-        _CATEGORY_OF.setdefault(_v.lower(), _cat)
+_CATEGORY_OF = group_index(_CATEGORY_ANSWERS)
 
 
 def category_of(answer: str) -> str | None:

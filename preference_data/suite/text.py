@@ -34,6 +34,16 @@ _INVISIBLE_RE = re.compile("[\u00ad\u200b-\u200f\u2060-\u2064\ufeff]")
 _CONFUSABLES = str.maketrans("АВЕКМНОРСТХаеорсухіјѕΑΒΕΖΗΙΚΜΝΟΡΤΥΧον", "ABEKMHOPCTXaeopcyxijsABEZHIKMNOPTYXov")
 
 
+def group_index(groups: Mapping[str, Sequence[str]]) -> dict[str, str]:
+    """Each value of `groups` (lower-cased) to the name of the first group that holds it: a value's slot or
+    category looked up once, not searched for."""
+    index: dict[str, str] = {}
+    for name, values in groups.items():
+        for v in values:
+            index.setdefault(v.lower(), name)
+    return index
+
+
 def normalize(text: str) -> str:
     """One spelling of every character, so patterns need to handle one only: Unicode compatibility
     forms folded (NFKC: full-width "４２" is "42"), Cyrillic and Greek look-alikes of Latin letters
