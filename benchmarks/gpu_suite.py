@@ -20,9 +20,11 @@ out of time is recorded as such and the suite goes on):
   dpo-1.5b       DPO full and LoRA at Qwen2.5-1.5B's shape
   grpo-0.5b      GRPO, LoRA, Qwen2.5-0.5B's shape: TRL GRPOTrainer (no vLLM on either side) vs ours (eager rollouts,
                  and on the static path: the decode step captured once per bucket)
-  decoder-135m   the decoder at batch 1, 16, 64, 256, SmolLM2-135M's shape: the engine (eager and static, compiled)
+  decoder-135m   the decoder at batch 16 and 64, SmolLM2-135M's shape: the engine (eager and static, compiled)
                  vs model.generate (static cache and compiled forward; and as it comes) and the machine's limit
-  cuda-tests     `pytest -m cuda`
+  quickstart     `align quickstart` as `make quickstart` runs it (the embedded model, its default settings), timed by
+                 stage; its summary.json comes back beside the records (the rehearsal: the tiny model, two steps)
+  cuda-tests     `pytest -m cuda` (every test, not stopping at a failure)
 
 Models are `builtin:<shape>-shape` (`prefalign.models.hub.SHAPES`): the architecture and vocabulary at full size,
 random weights, the SmolLM2 tokenizer; built once into the prefalign cache. The data are HH-RLHF helpful-base pairs
@@ -37,6 +39,7 @@ import argparse
 import datetime
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -116,9 +119,29 @@ PARTS: dict[str, tuple[str, list[str], int, list[str]]] = {
     ),
     "decoder-135m": (
         "decoder.py",
-        ["--model", SHAPE["135m"], "--batches", "1,16,64,256", "--new-tokens", "64"],
+        ["--model", SHAPE["135m"], "--batches", "16,64", "--new-tokens", "64"],
         240,
         ["--model", TINY, "--batches", "1,4", "--new-tokens", "8", "--repeats", "1"],
+    ),
+    "quickstart": (
+        "quickstart",
+        [],
+        240,
+        [
+            "model=builtin:tiny-llama",
+            "suite.per_family=30",
+            "rm.train.max_steps=2",
+            "rm.eval.stats_pairs=8",
+            "dpo.train.max_steps=2",
+            "align.rounds.rounds=1",
+            "align.rounds.prompts_per_round=6",
+            "align.rounds.keep_pairs=4",
+            "align.rounds.max_new_tokens=6",
+            "align.train.max_steps=2",
+            "eval.prompts=6",
+            "eval.safety_each=2",
+            "eval.max_new_tokens=4",
+        ],
     ),
     "cuda-tests": ("", [], 420, []),
 }
@@ -225,10 +248,13 @@ def check_part() -> dict:
     return out
 
 
-def run_part(name: str, args, best_compile: str, out_dir: Path) -> dict:
-    """Run one part in its own process within its time limit; returns its record."""
+def run_part(name: str, args, best_compile: str, out_dir: Path, left: float = float("inf")) -> dict:
+    """Run one part in its own process within its time limit (and the `left` seconds of the suite's deadline);
+    returns its record."""
     script, part_args, limit, smoke_args = PARTS[name]
     log = out_dir / f"{name}.log"
+    if name == "quickstart":
+        shutil.rmtree(out_dir / "quickstart", ignore_errors=True)
     json_out = out_dir / f"{name}.json"
     json_out.unlink(missing_ok=True)
     py = sys.executable
@@ -240,18 +266,30 @@ def run_part(name: str, args, best_compile: str, out_dir: Path) -> dict:
             "-m",
             "pytest",
             "-q",
-            "-x",
+            "-rA",
             "-m",
             "cuda",
             "-p",
             "no:cacheprovider",
             str(ROOT / "tests" / "test_cuda.py"),
         ]
+    elif name == "quickstart":
+        a = smoke_args if args.smoke else part_args
+        cmd = [py, "-m", "align.cli.main", "quickstart", "--out", str(out_dir / "quickstart"), *a]
     else:
         a = smoke_args if args.smoke else part_args
         a = [x.replace("{best_compile}", best_compile) for x in a]
         cmd = [py, str(ROOT / "benchmarks" / script), *a, "--device", args.device, "--json-out", str(json_out)]
-    limit = int(limit * args.time_scale)
+    limit = int(min(limit * args.time_scale, left))
+    if limit < 20:
+        print(f"\n=== {name}: not run, {left:.0f}s left before the deadline", flush=True)
+        return {
+            "part": name,
+            "status": "not run: deadline",
+            "seconds": 0.0,
+            "command": " ".join(cmd[1:]),
+            "results": None,
+        }
     print(f"\n=== {name} (limit {limit}s): {' '.join(cmd[1:])}", flush=True)
     t = time.perf_counter()
     status = "ok"
@@ -265,8 +303,11 @@ def run_part(name: str, args, best_compile: str, out_dir: Path) -> dict:
     text = log.read_text(errors="replace")
     head = text.split("\n{\n")[0].splitlines()  # the comparison's printed lines, before its JSON
     summary = [ln for ln in head if ln.startswith(("  ", "[", "machine", "precision", "data", "train.compile"))]
-    print("\n".join(summary[-40:]) if status == "ok" and name != "check" else text[-4000:], flush=True)
+    whole = status != "ok" or name in ("check", "quickstart", "cuda-tests")
+    print(text[-4000:] if whole else "\n".join(summary[-40:]), flush=True)
     print(f"=== {name}: {status} in {seconds:.0f}s", flush=True)
+    if name == "quickstart":  # its own summary, the stages' results and seconds
+        json_out = out_dir / "quickstart" / "summary.json"
     results = json.loads(json_out.read_text()) if json_out.exists() else None
     return {
         "part": name,
@@ -316,7 +357,7 @@ def table(files: list[str]) -> str:
                     continue
                 best = next((r for r in m["trl"] if r.get("setting") == m.get("best_trl")), None)
                 for side in m["trl"] + m["ours"]:
-                    if "error" in side:
+                    if "error" in side or "pairs_per_s" not in side:  # GRPO's sides count prompts, not pairs
                         continue
                     who = f"TRL {side['setting']}" if "setting" in side else f"ours, compile {side['compile']}"
                     mfu = side.get("steady_model_gflops")
@@ -339,6 +380,7 @@ def main() -> None:
     ap.add_argument("--time-scale", type=float, default=1.0, help="multiply every part's time limit")
     ap.add_argument("--out", default="", help="the JSON records are appended here (a list)")
     ap.add_argument("--logs", default="", help="folder for each part's log and JSON (default: beside --out)")
+    ap.add_argument("--deadline", type=float, default=0, help="seconds for the whole suite: a part gets what is left")
     ap.add_argument("--table", nargs="*", default=None, help="print the GPU table from these saved runs and exit")
     ap.add_argument("--check-child", default="", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -367,8 +409,10 @@ def main() -> None:
     if unknown:
         raise SystemExit(f"unknown parts {unknown}; parts: {', '.join(PARTS)}")
     print(f"gpu suite on {device}, {date}: {', '.join(names)}", flush=True)
+    start = time.perf_counter()
     for name in names:
-        rec = {"date": date, "device": device, "smoke": args.smoke, **run_part(name, args, best_compile, logs)}
+        left = args.deadline - (time.perf_counter() - start) if args.deadline else float("inf")
+        rec = {"date": date, "device": device, "smoke": args.smoke, **run_part(name, args, best_compile, logs, left)}
         records.append(rec)
         out.write_text(json.dumps(records, indent=1, default=float))
         if name == "rm-0.5b":

@@ -82,6 +82,7 @@ class RefusalRuleOptions:
     dtype: Literal["auto", "bfloat16", "float32"] = option(
         "float32", "the probe model's precision when reading prompts (float32: as it was fitted)"
     )
+    device: str = option("auto", "torch device; 'auto' is the first CUDA GPU when one is visible, else the CPU")
 
     def check(self) -> list[str]:
         out = []

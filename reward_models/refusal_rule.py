@@ -49,7 +49,7 @@ from preference_data.suite.text import is_refusal
 from preference_data.tokenize import tokenize_prompts
 
 from .base import ScorerKind
-from .options import RefusalRuleOptions
+from .options import RefusalRuleOptions, _device
 
 PROBE_WEIGHTS = "probe.safetensors"
 PROBE_CARD = "probe.json"
@@ -105,9 +105,10 @@ def prompt_states(model: Any, tokenizer: Any, prompts: Sequence[Conversation]) -
             x[row, : len(ids[j])] = torch.tensor(ids[j])
             mask[row, : len(ids[j])] = 1
         # the decoder alone: its last state is the causal LM's final hidden state, without the vocabulary projection
+        x, mask = x.to(model.device), mask.to(model.device)
         h = model.get_decoder()(input_ids=x, attention_mask=mask).last_hidden_state.float()
         m = mask.unsqueeze(-1).float()
-        out[batch] = (h * m).sum(1) / m.sum(1)
+        out[batch] = ((h * m).sum(1) / m.sum(1)).cpu()
         i += len(batch)
     return out
 
@@ -159,11 +160,17 @@ def fit_probe(states: torch.Tensor, labels: torch.Tensor, l2: float) -> tuple[to
 
 
 def fit_refusal_probe(
-    model: str, pairs: Sequence[PreferencePair], l2: float = 0.01, dtype: str = "float32", data: str = ""
+    model: str,
+    pairs: Sequence[PreferencePair],
+    l2: float = 0.01,
+    dtype: str = "float32",
+    data: str = "",
+    device: str = "auto",
 ) -> RefusalProbe:
-    """Fit the request probe on the prompts of `pairs` with `model`'s frozen states (see the module docstring)."""
+    """Fit the request probe on the prompts of `pairs` with `model`'s frozen states (see the module docstring),
+    the model reading them on `device` (auto: the first GPU where one is visible)."""
     prompts, labels, conflicting = refusal_labels(pairs)
-    lm = load_causal_lm(model, dtype)
+    lm = load_causal_lm(model, dtype).to(_device(device))
     states = prompt_states(lm, load_tokenizer(model), prompts)
     mean = states.mean(0)
     std = states.std(0) + 1e-6
@@ -235,7 +242,7 @@ class RefusalRuleScorer:
     def __init__(self, opts: RefusalRuleOptions) -> None:
         self.opts = opts
         self.probe = load_refusal_probe(opts.probe)
-        self.model = load_causal_lm(self.probe.card.model, opts.dtype)
+        self.model = load_causal_lm(self.probe.card.model, opts.dtype).to(_device(opts.device))
         self.tokenizer = load_tokenizer(self.probe.card.model)
         self.failures: Counter[str] = Counter()
         self.cache: dict[str, float] = {}  # P(refuse) per prompt: a round scores each prompt's K answers

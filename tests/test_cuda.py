@@ -20,6 +20,9 @@ import pytest
 import torch
 
 from prefalign.config import build, dump_yaml
+from prefalign.models.hub import load_causal_lm, load_tokenizer
+from preference_data.records import Message
+from reward_models.refusal_rule import prompt_states
 from tests.test_dpo_train import config as dpo_base_config
 from tests.test_rm_train import tiny_cfg
 from tests.test_scorers import rm_dir  # noqa: F401, F811 (a fixture: the tiny RM with a large random head)
@@ -488,3 +491,14 @@ def test_chunked_head_on_the_gpu_equals_the_plain_head_in_less_memory():
         err = (res["chunked"][i] - res["plain"][i]).norm() / res["plain"][i].norm()
         assert err < 1e-2, (i, err)
     assert res["chunked"][3] < res["plain"][3] / 3
+
+
+def test_the_refusal_probe_reads_prompts_on_the_gpu_as_on_the_cpu(tiny_model_ref):
+    """The probe's prompt states (mean of the final layer over the prompt's tokens) come from the model on the GPU
+    where one is visible (`device: auto`), and equal the CPU's in fp32."""
+    prompts = [[Message("user", r["prompt"][0]["content"])] for r in ROWS]
+    tok = load_tokenizer(tiny_model_ref)
+    model = load_causal_lm(tiny_model_ref, "float32")
+    on_cpu = prompt_states(model, tok, prompts)
+    on_gpu = prompt_states(model.to("cuda"), tok, prompts)
+    assert torch.allclose(on_gpu, on_cpu, rtol=1e-4, atol=1e-5)
