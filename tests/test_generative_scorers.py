@@ -251,6 +251,36 @@ def test_grm_read_by_rule_checks_each_response_against_the_judges_own_work(tiny_
             load_scorer("grm", **_opts(**bad))
 
 
+def test_a_given_work_prefix_is_prompted_not_generated_and_read_with_the_work(tiny_model_ref):
+    """work_prefix: the judge's first turn starts with the given text (tokens after the generation prompt, none of
+    them decoded); the work read and kept is the prefix and what follows it. `template` is the warm-up's line."""
+    from reward_models.generative.scorers import WORK_PREFIXES, judge_prompts
+    from reward_models.generative.warmup import WORK_HEADER
+
+    assert WORK_PREFIXES["template"] == WORK_HEADER
+    scorer = load_scorer("grm", **_opts(principles="from_prompt", read="rule", work_prefix="template"))
+    given: list = []
+    inner = scorer._sample
+
+    def sample(messages, n, prefix="", items=None):
+        given.append(prefix)
+        return inner(messages, n, prefix=prefix, items=items)
+
+    scorer._sample = sample
+    scorer.score(PROMPTS[:1], GOOD[:1])
+    assert given == [WORK_HEADER] and scorer.last_texts[0][0].startswith(WORK_HEADER)
+    # the real sampler's prompt ends with the prefix's tokens: the engine decodes only what follows
+    ids = judge_prompts(scorer.tokenizer, [scorer.principles_message(PROMPTS[0])], WORK_HEADER)[0]
+    tail = scorer.tokenizer.encode(WORK_HEADER, add_special_tokens=False)
+    assert ids[-len(tail) :] == tail
+    _script(scorer, lambda m, j: " Start: 2. Add 2: 2 + 2 = 4. So the answer is 4.")
+    assert scorer.score(PROMPTS[:1], [_c("assistant", "4")]) == [1.0]  # the work read after the prefix
+    assert scorer.last_texts[0] == [WORK_HEADER + " Start: 2. Add 2: 2 + 2 = 4. So the answer is 4."]
+    for bad, says in (({"work_prefix": "Work: "}, "ends in a space"), ({"work_prefix": "Work:"}, "from_prompt")):
+        with pytest.raises(Exception, match=says):
+            load_scorer("grm", **_opts(**bad, **({"principles": "from_prompt"} if "space" in says else {})))
+
+
 def test_grm_with_the_calculator_writes_its_values(tiny_model_ref):
     """`tools: calculator`: the judge's samples go through the tool loop (tests/test_generation_tools.py); every
     '=' the judge writes after an expression is followed by its exact value, and the record names the tool."""

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
 
+from align.cli.main import main
 from prefalign.stats import bootstrap_ci
 from reward_models.generative.scaling import group_score, pair_right_share, scaling_curve
+from reward_models.generative.scorers import GRMScorer
 from reward_models.meta_rm import label_critiques, roc_auc
 
 
@@ -78,3 +81,38 @@ def test_roc_auc_hand_computed():
     assert roc_auc([0.1, 0.9], [True, False]) == 0.0
     assert roc_auc([0.5, 0.5, 0.9, 0.1], [True, False, True, False]) == pytest.approx((0.5 + 1 + 1 + 1) / 4)
     assert math.isnan(roc_auc([0.3], [True]))
+
+
+def test_scaling_a_rule_read_judge_writes_each_querys_works_once_for_both_sides(
+    tmp_path, tiny_model_ref, monkeypatch, capsys
+):
+    """`align rm scaling --option ...` reaches the grm scorer's other options; both sides of every pair are scored
+    in one call, so a judge that works from the query alone writes each query's works once; an option that has
+    its own flag is refused through --option."""
+    asked: list[int] = []
+    works = GRMScorer._works
+
+    def counted(self, prompts, responses):
+        asked.append(len(prompts))
+        return works(self, prompts, responses)
+
+    monkeypatch.setattr(GRMScorer, "_works", counted)
+    rows = [
+        {
+            "prompt": [{"role": "user", "content": f"What is {a} plus 2?"}],
+            "chosen": [{"role": "assistant", "content": f"{a + 2}."}],
+            "rejected": [{"role": "assistant", "content": f"{a + 3}."}],
+        }
+        for a in (1, 5, 9)
+    ]
+    data, out = tmp_path / "pairs.jsonl", tmp_path / "curve.json"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    args = ["rm", "scaling", "--model", tiny_model_ref, "--data", str(data), "--split", "all", "--k", "1,2"]
+    args += ["--max-new-tokens", "4", "--dtype", "float32", "--out", str(out)]
+    assert main([*args, "--option", "principles=from_prompt", "--option", "read=rule"]) == 0
+    assert asked == [6]  # the three chosen and three rejected responses, one call
+    result = json.loads(out.read_text())
+    assert [p["k"] for p in result["curve"]] == [1, 2] and result["pairs"] == 3
+    assert result["scorer"]["read"] == "rule" and result["scorer"]["principles"] == "from_prompt"
+    assert main([*args, "--option", "temperature=0"]) == 2
+    assert "--option temperature: set by its own flag" in capsys.readouterr().err

@@ -137,7 +137,8 @@ def cmd_refusal_probe(s: ProbeSettings) -> int:
 
 SCALING_EXAMPLE = (
     "align rm scaling --model runs/judge_grm/model --k 1,2,4,8 --limit 100\n"
-    "  align rm scaling --model runs/judge_grm/model --meta-model runs/meta_rm_grm/model --out runs/grm_scaling.json"
+    "  align rm scaling --model runs/judge_grm/model --meta-model runs/meta_rm_grm/model --out runs/grm_scaling.json\n"
+    "  align rm scaling --model runs/judge_grm_work/model --k 1,8 --option principles=from_prompt --option read=rule"
 )
 
 
@@ -156,6 +157,12 @@ class ScalingSettings:
     max_new_tokens: int = option(160, "longest critique in tokens")
     seed: int = option(0, "sampling seed")
     dtype: str = option("auto", "auto: bfloat16 where the device runs it natively, else float32", choices=DTYPES)
+    options: dict[str, Any] = option(
+        factory=dict,
+        doc="any other option of the grm scorer, e.g. principles=from_prompt, read=rule, tools=calculator, "
+        "work_prefix=template (repeatable; a wrong key lists the scorer's options)",
+        flag="--option",
+    )
     out: str | None = option(None, "write the curve, cost and settings as JSON here")
 
 
@@ -166,6 +173,9 @@ def cmd_scaling(s: ScalingSettings) -> int:
     from reward_models.generative.scaling import measure
 
     ks = sorted(set(s.k))
+    named = {"meta_model", "k_meta", "k", "temperature", "max_new_tokens", "seed", "dtype", "model"} & set(s.options)
+    if named:
+        raise UserError(f"--option {', '.join(sorted(named))}: set by its own flag (--{'/--'.join(sorted(named))})")
     data = dataclasses.replace(DataConfig(), source=s.data, split=s.split, limit=s.limit)
     pairs = load_source(data).pairs
     if not pairs:
@@ -180,6 +190,7 @@ def cmd_scaling(s: ScalingSettings) -> int:
         max_new_tokens=s.max_new_tokens,
         seed=s.seed,
         dtype=s.dtype,
+        **s.options,
     )
     result |= {"data": s.data, "split": s.split, "limit": s.limit}
     print(f"{'k':>3}  {'voting':<6} {'accuracy':>8}  95% interval  {'ties':>5}  ({result['pairs']} pairs, ties wrong)")

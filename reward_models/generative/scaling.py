@@ -137,11 +137,12 @@ def measure(
         raise UserError(f"k: every k must be at least 1 and divide the largest, got {list(ks)} (try 1, 2, 4, 8)")
     scorer: Any = load_scorer("grm", model=model, k=big, **options)
     prompts = [p.prompt for p in pairs]
-    sides = []
-    for responses in ([p.chosen for p in pairs], [p.rejected for p in pairs]):
-        scorer.score(prompts, responses)
-        draws = [[None if s is None else s[0] for s in row] or [None] * big for row in scorer.last_samples]
-        sides.append((draws, list(scorer.last_texts), list(scorer.last_messages)))
+    # both sides in one call: a judge that works from the query alone (principles: from_prompt) writes each query's
+    # k works once for its two responses
+    scorer.score(prompts + prompts, [p.chosen for p in pairs] + [p.rejected for p in pairs])
+    draws = [[None if s is None else s[0] for s in row] or [None] * big for row in scorer.last_samples]
+    texts, messages, n = list(scorer.last_texts), list(scorer.last_messages), len(pairs)
+    sides = [(draws[:n], texts[:n], messages[:n]), (draws[n:], texts[n:], messages[n:])]
     meta_sides: list[list[list[float]]] | None = None
     if meta_model is not None:
         meta = ScalarScorer(ScalarOptions(model=meta_model, dtype=scorer.opts.dtype, normalize=False))

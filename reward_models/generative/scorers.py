@@ -45,6 +45,7 @@ from ..model_scorers import ScalarOptions, ScalarScorer
 from ..options import ModelOptions, _device, _is_empty, _resolve_dtype, _response_text, _turns
 from .parse import box_opened_at, parse_grm_scores, parse_think_answer
 from .vote import meta_vote, vote_scores
+from .warmup import WORK_HEADER
 
 log = logging.getLogger(__name__)
 
@@ -118,6 +119,8 @@ THINK_INSTRUCTIONS = {
     "1 slightly better.",
 }
 THINK_PREFIX = "<think>\n"
+WORK_PREFIXES = {"template": WORK_HEADER}
+"""Named `work_prefix` values: `template`, the line before the work in the suite's warm-up (`warmup.grm_principles`)."""
 
 
 @dataclass
@@ -154,6 +157,14 @@ class GRMOptions(JudgeSamplingOptions):
         "prompt and shared by its responses; the response and the analysis follow in a second turn), so the work "
         "cannot follow the response it grades",
     )
+    work_prefix: str = option(
+        "",
+        "principles: from_prompt: text the judge's first turn starts with, given instead of generated (its tokens "
+        "follow the generation prompt; the work read is the prefix and what the judge writes after it). `template` "
+        "is the line a judge warmed up on the suite's checks writes before every work (its criteria, then "
+        "`Work:`): given, its 34 tokens are not decoded for each query. End a prefix of your own before a space, "
+        "as the tokenizer joins a space to the word after it",
+    )
     read: Literal["model", "rule"] = option(
         "model",
         "principles: from_prompt: who reads a response against the judge's work: the judge, in its second turn "
@@ -177,6 +188,15 @@ class GRMOptions(JudgeSamplingOptions):
             )
         if self.read == "rule" and self.score == "expected":
             problems.append("score: expected is the judge's own score of its reading; read: rule writes none")
+        if self.work_prefix and self.principles != "from_prompt":
+            problems.append(
+                "work_prefix: starts the work a judge writes before the response: needs principles: from_prompt"
+            )
+        if self.work_prefix.endswith((" ", "\t")):
+            problems.append(
+                f"work_prefix: ends in a space ({self.work_prefix[-12:]!r}); end it before the space, which the "
+                "tokenizer joins to the word the judge writes next"
+            )
         if self.meta_model is not None and self.principles == "from_prompt":
             problems.append(
                 "meta_model: a meta-RM is trained on critiques written after the response (align rm train, kind "
@@ -398,7 +418,9 @@ class GRMScorer(_GenerativeJudge):
         (None: its response is missing, or its query's sampling failed)."""
         first = [None if r is None else self.principles_message(p) for p, r in zip(prompts, responses, strict=True)]
         distinct = list(dict.fromkeys(m for m in first if m is not None))
-        sampled = dict(zip(distinct, self._sample(list(distinct), self.opts.k, items=0), strict=True))
+        given = WORK_PREFIXES.get(self.opts.work_prefix, self.opts.work_prefix)
+        drawn = self._sample(list(distinct), self.opts.k, prefix=given, items=0)
+        sampled = {m: None if t is None else [given + x for x in t] for m, t in zip(distinct, drawn, strict=True)}
         return [None if m is None else sampled[m] for m in first]
 
     def _critiques_from_prompt(

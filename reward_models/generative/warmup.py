@@ -74,6 +74,8 @@ def _grades(task: TaskView, chosen: str, rejected: str) -> tuple[dict[str, Any],
 
 CRITERIA = ", ".join(f"{k.replace('_', ' ')} ({w})" for k, w in DIMENSION_WEIGHTS.items())
 """The GRM's specific criteria, as its warm-up writes them."""
+WORK_HEADER = f"Specific Criteria: {CRITERIA}.\nWork:"
+"""What a `principles: from_prompt` GRM's warm-up writes before every work (a scorer's `work_prefix: template`)."""
 
 
 def _reading(task: TaskView, response: str) -> str:
@@ -96,7 +98,7 @@ def grm_critique(task: TaskView, response: str) -> str:
 def grm_principles(task: TaskView) -> str:
     """The first turn of a `principles: from_prompt` GRM (`GRM_PRINCIPLES_TEMPLATE`'s format): the criteria and the
     check of the task, written from its prompt alone."""
-    return f"Specific Criteria: {CRITERIA}.\nWork: " + " ".join(work(task))
+    return f"{WORK_HEADER} " + " ".join(work(task))
 
 
 def grm_reading(task: TaskView, response: str) -> str:
