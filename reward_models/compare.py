@@ -96,7 +96,7 @@ def _pairwise(scorer: Any, chunk: list[PreferencePair]) -> tuple[list[float], li
     return correct, consistent if all(len(s) > 1 for s in orders) else None
 
 
-def score_pairs(scorer: Any, pairs: list[PreferencePair], batch: int = 64) -> Scored:
+def score_pairs(scorer: Any, pairs: list[PreferencePair], batch: int = 256) -> Scored:
     """`Scored` for `scorer` on `pairs`, asked by its kind (see the module docstring)."""
     out = Scored([], [] if callable(getattr(scorer, "compare_orders", None)) else None)
     for s in range(0, len(pairs), batch):
@@ -127,7 +127,7 @@ def score_pairs(scorer: Any, pairs: list[PreferencePair], batch: int = 64) -> Sc
     return out
 
 
-def correct_per_pair(scorer: Any, pairs: list[PreferencePair], batch: int = 64) -> list[float]:
+def correct_per_pair(scorer: Any, pairs: list[PreferencePair], batch: int = 256) -> list[float]:
     """1.0 where the scorer puts chosen strictly above rejected, else 0.0 (ties and NaN wrong)."""
     return score_pairs(scorer, pairs, batch).correct
 

@@ -123,8 +123,17 @@ WORK_PREFIXES = {"template": WORK_HEADER}
 """Named `work_prefix` values: `template`, the line before the work in the suite's warm-up (`warmup.grm_principles`)."""
 
 
+JUDGE_BATCH_TOKENS = 1 << 15
+"""A generative judge's KV-cache slots per generation batch (rows x (prompt + max_new_tokens)): on a CPU a decode step
+costs little more for 80 rows than for 16, so a judge decodes its works in few batches (dev, suite seed 0, the works
+of 150 queries: 8,192 slots in calls of 64 queries 252 s, 65,536 slots in one call 199 s; docs/results.md)."""
+
+
 @dataclass
 class JudgeSamplingOptions(ModelOptions):
+    batch_tokens: int = option(
+        JUDGE_BATCH_TOKENS, "KV-cache slots of one generation batch: rows x (prompt + max_new_tokens) tokens"
+    )
     temperature: float = option(0.7, "sampling temperature of the judge (0 = greedy: every sample is the same)")
     top_p: float = option(0.95, "nucleus sampling mass (1 = off)")
     max_new_tokens: int = option(256, "longest judge output in tokens; a cut-off output usually abstains")
