@@ -132,7 +132,9 @@ of 150 queries: 8,192 slots in calls of 64 queries 252 s, 65,536 slots in one ca
 @dataclass
 class JudgeSamplingOptions(ModelOptions):
     batch_tokens: int = option(
-        JUDGE_BATCH_TOKENS, "KV-cache slots of one generation batch: rows x (prompt + max_new_tokens) tokens"
+        JUDGE_BATCH_TOKENS,
+        "KV-cache slots of one generation batch: rows x (prompt + max_new_tokens) tokens (a 135M judge: 1.4 GiB in "
+        "fp32; lower it for a large judge without grouped-query attention on a small GPU)",
     )
     temperature: float = option(0.7, "sampling temperature of the judge (0 = greedy: every sample is the same)")
     top_p: float = option(0.95, "nucleus sampling mass (1 = off)")
