@@ -113,6 +113,10 @@ def test_scaling_a_rule_read_judge_writes_each_querys_works_once_for_both_sides(
     assert asked == [6]  # the three chosen and three rejected responses, one call
     result = json.loads(out.read_text())
     assert [p["k"] for p in result["curve"]] == [1, 2] and result["pairs"] == 3
+    # the paired difference is the mean of the pairs' differences between the curve's two plain points
+    plain = {p["k"]: p["accuracy"] for p in result["curve"] if p["voting"] == "mean"}
+    assert result["paired"]["difference"] == pytest.approx(plain[2] - plain[1])
+    assert result["paired"]["low"] <= result["paired"]["difference"] <= result["paired"]["high"]
     assert result["scorer"]["read"] == "rule" and result["scorer"]["principles"] == "from_prompt"
     assert main([*args, "--option", "temperature=0"]) == 2
     assert "--option temperature: set by its own flag" in capsys.readouterr().err

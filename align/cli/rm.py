@@ -197,6 +197,11 @@ def cmd_scaling(s: ScalingSettings) -> int:
     for p in result["curve"]:
         voting = p["voting"] + (f"/{p['k_meta']}" if p["k_meta"] else "")
         print(f"{p['k']:>3}  {voting:<6} {p['accuracy']:>8.3f}  {p['low']:.3f}..{p['high']:.3f}  {p['ties']:>5.3f}")
+    d = result["paired"]
+    print(
+        f"k={d['k'][1]} - k={d['k'][0]} (plain voting, paired over pairs): {d['difference']:+.3f} "
+        f"[{d['low']:+.3f}, {d['high']:+.3f}]"
+    )
     c = result["cost"]
     print(
         f"cost: {c['generated_tokens_per_item'] / ks[-1]:.0f} generated tokens and "

@@ -163,12 +163,26 @@ def measure(
         meta_sides[1] if meta_sides else None,
         k_meta,
     )
+    small = min(ks)
+    per_pair = {
+        k: [pair_right_share(c, r, k) for c, r in zip(sides[0][0], sides[1][0], strict=True)] for k in (small, big)
+    }
+    diffs = [b - a for a, b in zip(per_pair[small], per_pair[big], strict=True)]
+    low, high = bootstrap_ci(diffs, 2000, 0)
     return {
         "model": model,
         "meta_model": meta_model,
         "pairs": len(pairs),
         "draws_per_response": big,
         "curve": [p.to_dict() for p in curve],
+        # plain voting at the largest k against the smallest, pair by pair (the same draws): the paired interval
+        "paired": {
+            "k": [small, big],
+            "difference": sum(diffs) / len(diffs) if diffs else math.nan,
+            "low": low,
+            "high": high,
+        },
+        "per_pair": {str(k): v for k, v in per_pair.items()},
         "cost": scorer.cost_per_item(),
         "abstentions": dict(scorer.abstentions),
         "scorer": scorer.describe(),
