@@ -269,6 +269,7 @@ def test_a_given_work_prefix_is_prompted_not_generated_and_read_with_the_work(ti
     scorer._sample = sample
     scorer.score(PROMPTS[:1], GOOD[:1])
     assert given == [WORK_HEADER] and scorer.last_texts[0][0].startswith(WORK_HEADER)
+    assert scorer.describe()["work_prefix"] == WORK_HEADER  # records name what the judge was given
     # the real sampler's prompt ends with the prefix's tokens: the engine decodes only what follows
     ids = judge_prompts(scorer.tokenizer, [scorer.principles_message(PROMPTS[0])], WORK_HEADER)[0]
     tail = scorer.tokenizer.encode(WORK_HEADER, add_special_tokens=False)

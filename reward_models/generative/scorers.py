@@ -557,6 +557,7 @@ class GRMScorer(_GenerativeJudge):
                 "principles": o.principles,
                 "read": o.read,
                 "template": {"principles": GRM_PRINCIPLES_TEMPLATE},
+                "work_prefix": WORK_PREFIXES.get(o.work_prefix, o.work_prefix),
                 "reader": "preference_data.suite.work_reading",
                 "k": o.k,
             }
@@ -567,6 +568,7 @@ class GRMScorer(_GenerativeJudge):
             "template": GRM_TEMPLATE
             if o.principles == "with_response"
             else {"principles": GRM_PRINCIPLES_TEMPLATE, "reading": GRM_READING_TEMPLATE},
+            "work_prefix": WORK_PREFIXES.get(o.work_prefix, o.work_prefix) if o.principles == "from_prompt" else None,
             "k": o.k,
             "meta_model": o.meta_model,
             "meta_weights": weights_fingerprint(o.meta_model) if o.meta_model else None,
