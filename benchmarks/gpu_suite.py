@@ -81,6 +81,25 @@ def _pair_part(
 
 
 RM, DPO, BEST = "rm_train_vs_trl.py", "dpo_vs_trl.py", "{best_compile}"
+# every quickstart stage at its smallest on the tiny model, in fp32: the wiring, not the result (the quickstart
+# part's rehearsal, and tests/test_quickstart.py's runs)
+TINY_QUICKSTART = [
+    "model=builtin:tiny-llama",
+    "suite.per_family=30",
+    "rm.train.max_steps=2",
+    "rm.train.precision=fp32",
+    "rm.eval.stats_pairs=8",
+    "dpo.train.max_steps=2",
+    "align.rounds.rounds=1",
+    "align.rounds.prompts_per_round=6",
+    "align.rounds.keep_pairs=4",
+    "align.rounds.max_new_tokens=6",
+    "align.train.max_steps=2",
+    "align.train.precision=fp32",
+    "eval.prompts=6",
+    "eval.safety_each=2",
+    "eval.max_new_tokens=4",
+]
 PARTS: dict[str, tuple[str, list[str], int, list[str]]] = {
     "check": ("", [], 90, []),
     "rm-0.5b": _pair_part(RM, "0.5b", "full", 10, 32, "eager", "off,on", 90, 210),
@@ -127,21 +146,7 @@ PARTS: dict[str, tuple[str, list[str], int, list[str]]] = {
         "quickstart",
         [],
         240,
-        [
-            "model=builtin:tiny-llama",
-            "suite.per_family=30",
-            "rm.train.max_steps=2",
-            "rm.eval.stats_pairs=8",
-            "dpo.train.max_steps=2",
-            "align.rounds.rounds=1",
-            "align.rounds.prompts_per_round=6",
-            "align.rounds.keep_pairs=4",
-            "align.rounds.max_new_tokens=6",
-            "align.train.max_steps=2",
-            "eval.prompts=6",
-            "eval.safety_each=2",
-            "eval.max_new_tokens=4",
-        ],
+        TINY_QUICKSTART,
     ),
     "cuda-tests": ("", [], 420, []),
 }
@@ -253,8 +258,6 @@ def run_part(name: str, args, best_compile: str, out_dir: Path, left: float = fl
     returns its record."""
     script, part_args, limit, smoke_args = PARTS[name]
     log = out_dir / f"{name}.log"
-    if name == "quickstart":
-        shutil.rmtree(out_dir / "quickstart", ignore_errors=True)
     json_out = out_dir / f"{name}.json"
     json_out.unlink(missing_ok=True)
     py = sys.executable
@@ -273,7 +276,9 @@ def run_part(name: str, args, best_compile: str, out_dir: Path, left: float = fl
             "no:cacheprovider",
             str(ROOT / "tests" / "test_cuda.py"),
         ]
-    elif name == "quickstart":
+    elif name == "quickstart":  # into an empty folder; its record is its summary (the stages' results and seconds)
+        shutil.rmtree(out_dir / "quickstart", ignore_errors=True)
+        json_out = out_dir / "quickstart" / "summary.json"
         a = smoke_args if args.smoke else part_args
         cmd = [py, "-m", "align.cli.main", "quickstart", "--out", str(out_dir / "quickstart"), *a]
     else:
@@ -306,8 +311,6 @@ def run_part(name: str, args, best_compile: str, out_dir: Path, left: float = fl
     whole = status != "ok" or name in ("check", "quickstart", "cuda-tests")
     print(text[-4000:] if whole else "\n".join(summary[-40:]), flush=True)
     print(f"=== {name}: {status} in {seconds:.0f}s", flush=True)
-    if name == "quickstart":  # its own summary, the stages' results and seconds
-        json_out = out_dir / "quickstart" / "summary.json"
     results = json.loads(json_out.read_text()) if json_out.exists() else None
     return {
         "part": name,

@@ -13,26 +13,11 @@ from align.cli.main import main
 from align.pipeline import Pipeline
 from align.quickstart import align_reward, checked_bonus, rm_pairs
 from align.quickstart_config import QuickstartConfig
+from benchmarks.gpu_suite import TINY_QUICKSTART
 from prefalign.config import build
 from prefalign.errors import ConfigError
 
-TINY = [
-    "model=builtin:tiny-llama",
-    "suite.per_family=30",
-    "rm.train.max_steps=2",
-    "rm.train.precision=fp32",
-    "rm.eval.stats_pairs=8",
-    "dpo.train.max_steps=2",
-    "align.rounds.rounds=1",
-    "align.rounds.prompts_per_round=6",
-    "align.rounds.keep_pairs=4",
-    "align.rounds.max_new_tokens=6",
-    "align.train.max_steps=2",
-    "align.train.precision=fp32",
-    "eval.prompts=6",
-    "eval.safety_each=2",
-    "eval.max_new_tokens=4",
-]
+TINY = TINY_QUICKSTART  # every stage at its smallest on the tiny model, in fp32
 
 
 @pytest.mark.slow

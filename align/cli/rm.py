@@ -173,7 +173,7 @@ def cmd_scaling(s: ScalingSettings) -> int:
     from reward_models.generative.scaling import measure
 
     ks = sorted(set(s.k))
-    named = {"meta_model", "k_meta", "k", "temperature", "max_new_tokens", "seed", "dtype", "model"} & set(s.options)
+    named = {f.name for f in dataclasses.fields(ScalingSettings)} & set(s.options)
     if named:
         raise UserError(f"--option {', '.join(sorted(named))}: set by its own flag (--{'/--'.join(sorted(named))})")
     data = dataclasses.replace(DataConfig(), source=s.data, split=s.split, limit=s.limit)

@@ -80,6 +80,7 @@ class ScalingPoint:
     high: float
     pairs: int
     ties: float  # share of (pair, group) outcomes where the two responses score the same (counted wrong)
+    shares: list[float]  # each pair's share of groups it is right in, in pair order (accuracy is their mean)
 
     def to_dict(self) -> dict[str, Any]:
         return self.__dict__.copy()
@@ -118,7 +119,7 @@ def scaling_curve(
             n = len(shares)
             acc = sum(shares) / n if n else math.nan
             ties = sum(o[1] for o in outcomes) / n if n else math.nan
-            points.append(ScalingPoint(k, mode, km, acc, lo, hi, n, ties))
+            points.append(ScalingPoint(k, mode, km, acc, lo, hi, n, ties, shares))
     return points
 
 
@@ -163,11 +164,9 @@ def measure(
         meta_sides[1] if meta_sides else None,
         k_meta,
     )
+    plain = {p.k: p.shares for p in curve if p.voting == "mean"}
     small = min(ks)
-    per_pair = {
-        k: [pair_right_share(c, r, k) for c, r in zip(sides[0][0], sides[1][0], strict=True)] for k in (small, big)
-    }
-    diffs = [b - a for a, b in zip(per_pair[small], per_pair[big], strict=True)]
+    diffs = [b - a for a, b in zip(plain[small], plain[big], strict=True)]
     low, high = bootstrap_ci(diffs, 2000, 0)
     return {
         "model": model,
@@ -182,7 +181,6 @@ def measure(
             "low": low,
             "high": high,
         },
-        "per_pair": {str(k): v for k, v in per_pair.items()},
         "cost": scorer.cost_per_item(),
         "abstentions": dict(scorer.abstentions),
         "scorer": scorer.describe(),

@@ -185,6 +185,11 @@ class GRMOptions(JudgeSamplingOptions):
         "suite's checks makes no claims and the response abstains). No second turn is generated",
     )
 
+    @property
+    def given_work(self) -> str:
+        """The text `work_prefix` gives (a named prefix resolved)."""
+        return WORK_PREFIXES.get(self.work_prefix, self.work_prefix)
+
     def check(self) -> list[str]:
         problems = super().check()
         if self.k < 1:
@@ -429,7 +434,7 @@ class GRMScorer(_GenerativeJudge):
         (None: its response is missing, or its query's sampling failed)."""
         first = [None if r is None else self.principles_message(p) for p, r in zip(prompts, responses, strict=True)]
         distinct = list(dict.fromkeys(m for m in first if m is not None))
-        given = WORK_PREFIXES.get(self.opts.work_prefix, self.opts.work_prefix)
+        given = self.opts.given_work
         drawn = self._sample(list(distinct), self.opts.k, prefix=given, items=0)
         sampled = {m: None if t is None else [given + x for x in t] for m, t in zip(distinct, drawn, strict=True)}
         return [None if m is None else sampled[m] for m in first]
@@ -557,7 +562,7 @@ class GRMScorer(_GenerativeJudge):
                 "principles": o.principles,
                 "read": o.read,
                 "template": {"principles": GRM_PRINCIPLES_TEMPLATE},
-                "work_prefix": WORK_PREFIXES.get(o.work_prefix, o.work_prefix),
+                "work_prefix": o.given_work,
                 "reader": "preference_data.suite.work_reading",
                 "k": o.k,
             }
@@ -568,7 +573,7 @@ class GRMScorer(_GenerativeJudge):
             "template": GRM_TEMPLATE
             if o.principles == "with_response"
             else {"principles": GRM_PRINCIPLES_TEMPLATE, "reading": GRM_READING_TEMPLATE},
-            "work_prefix": WORK_PREFIXES.get(o.work_prefix, o.work_prefix) if o.principles == "from_prompt" else None,
+            "work_prefix": o.given_work if o.principles == "from_prompt" else None,
             "k": o.k,
             "meta_model": o.meta_model,
             "meta_weights": weights_fingerprint(o.meta_model) if o.meta_model else None,
