@@ -11,6 +11,11 @@ carry that label, and a critique that abstains is wrong) -> a scalar RM (score h
 trained on (judge message, critique) with BCE on its logit -> held-out critiques: accuracy at p = 0.5, ROC AUC
 and the share of correct critiques (the base rate a constant guess reaches) -> the RM saved where `GRMScorer`
 reads a meta-RM.
+
+With `critiques.read: rule` the judge is a rule-read GRM (`principles: from_prompt, read: rule`): it writes its works
+from each pair's query alone, and work j is correct where the rule, reading both responses against its claims, scores
+the chosen one strictly higher. The meta-RM learns (judge message, work) -> correct, and a `grm` scorer with `read:
+rule` and `meta_model` votes only the k_meta works of a query it rates highest.
 """
 
 from __future__ import annotations
@@ -42,7 +47,7 @@ from preference_data.sources import load as load_source
 from preference_data.tokenize import tokenize_single
 
 from .checkpoint import RewardStats, save_rm
-from .generative.scorers import GRMScorer
+from .generative.scorers import GRMOptions, GRMScorer
 from .generative.training import SFTCollator, SFTDataset, grm_draw_correct, sample_outputs, sampling_problems
 from .model_scorers import ScalarOptions, ScalarScorer
 
@@ -55,11 +60,21 @@ class CritiqueSection:
     top_p: float = option(0.95, "nucleus sampling mass")
     max_new_tokens: int = option(160, "longest critique")
     seed: int = option(0, "sampling seed")
+    read: Literal["model", "rule"] = option(
+        "model",
+        "what is rated: the judge's critiques of each response (model: the paper's), or the works a rule-read judge "
+        "writes from the query alone (rule: `grm` with principles: from_prompt, read: rule; work j of a query is "
+        "correct where the rule, reading both responses against it, scores the chosen strictly higher)",
+    )
+    tools: Literal["none", "calculator"] = option("none", "read: rule: tools the judge calls as it writes its works")
+    work_prefix: str = option("", "read: rule: the text each work starts with, given (`grm`'s work_prefix)")
 
     def check(self) -> list[str]:
         problems = []
         if not self.judge:
             problems.append("judge: name the GRM whose critiques are rated (e.g. runs/judge_grm/model)")
+        if self.read == "model" and (self.tools != "none" or self.work_prefix):
+            problems.append("tools, work_prefix: options of the works a rule reads: set read: rule, or leave them")
         return problems + sampling_problems(self)
 
 
@@ -105,7 +120,12 @@ def label_critiques(chosen: list[str], rejected: list[str], message_c: str, mess
 
 
 def sample_critiques(pairs: list[Any], cfg: CritiqueSection, dtype: str) -> list[Critique]:
-    """`cfg.samples` critiques of each response of each pair from the GRM, labelled."""
+    """`cfg.samples` critiques (or works, `read: rule`) of each pair from the GRM, labelled."""
+    return SAMPLERS[cfg.read](pairs, cfg, dtype)
+
+
+def _critiques_of_responses(pairs: list[Any], cfg: CritiqueSection, dtype: str) -> list[Critique]:
+    """`cfg.samples` critiques of each response of each pair, labelled by draw (`label_critiques`)."""
     judge = load_model(cfg.judge, dtype, merge=True)
     tokenizer = load_tokenizer(cfg.judge)
     messages = []
@@ -116,6 +136,42 @@ def sample_critiques(pairs: list[Any], cfg: CritiqueSection, dtype: str) -> list
     for i in range(len(pairs)):
         out += label_critiques(texts[2 * i], texts[2 * i + 1], messages[2 * i], messages[2 * i + 1])
     return out
+
+
+def _works_of_queries(pairs: list[Any], cfg: CritiqueSection, dtype: str) -> list[Critique]:
+    """`cfg.samples` works of each pair's query by the rule-read judge, each labelled by whether the rule's reading
+    of the two responses against it scores the chosen strictly higher (a work without a claim is wrong). A query
+    shared by several pairs gives its works once per pair, each with that pair's label."""
+    scorer = GRMScorer(
+        GRMOptions(
+            model=cfg.judge,
+            dtype=dtype,  # type: ignore[arg-type]  # bfloat16 or float32, from the train section
+            principles="from_prompt",
+            read="rule",
+            k=cfg.samples,
+            temperature=cfg.temperature,
+            top_p=cfg.top_p,
+            max_new_tokens=cfg.max_new_tokens,
+            seed=cfg.seed,
+            tools=cfg.tools,
+            work_prefix=cfg.work_prefix,
+        )
+    )
+    prompts, n = [p.prompt for p in pairs], len(pairs)
+    scorer.score(prompts + prompts, [p.chosen for p in pairs] + [p.rejected for p in pairs])
+    out: list[Critique] = []
+    for i, p in enumerate(pairs):
+        chosen, rejected, works = scorer.last_samples[i], scorer.last_samples[n + i], scorer.last_texts[i]
+        if not chosen or not rejected:  # an empty response: nothing was read against the works
+            continue
+        message = scorer.principles_message(p.prompt)
+        for c, r, w in zip(chosen, rejected, works, strict=True):
+            out.append(Critique(message, w, c is not None and r is not None and c[0] > r[0]))
+    return out
+
+
+SAMPLERS = {"model": _critiques_of_responses, "rule": _works_of_queries}
+"""How a meta-RM's training critiques are sampled and labelled, by `critiques.read`."""
 
 
 def roc_auc(scores: list[float], labels: list[bool]) -> float:
@@ -208,7 +264,8 @@ def run(cfg: MetaRMTrainConfig, resume: bool = False) -> dict[str, Any]:
     if not trainer.is_world_process_zero():
         return {}
     stats = RewardStats(mean=0.0, std=1.0, n=0, computed_on="none: a meta-RM's logit is read raw (p = sigmoid)")
-    card = {"base model": cfg.model, "rates critiques of": cfg.critiques.judge, "loss": "binary cross-entropy"}
+    rated = "works (read: rule)" if cfg.critiques.read == "rule" else "critiques"
+    card = {"base model": cfg.model, f"rates {rated} of": cfg.critiques.judge, "loss": "binary cross-entropy"}
     model_dir = save_rm(
         model, tokenizer, run_.dir / "model", stats, card=card, state=whole, dtype=saved_dtype(cfg.train)
     )
@@ -224,6 +281,7 @@ def run(cfg: MetaRMTrainConfig, resume: bool = False) -> dict[str, Any]:
             "model_dir": str(model_dir),
             "base_model": cfg.model,
             "judge": cfg.critiques.judge,
+            "read": cfg.critiques.read,
             "method": cfg.train.method,
             "precision": run_.precision,
             "examples": counts,

@@ -221,6 +221,41 @@ def test_samples_do_not_depend_on_the_batch(model, tok, shared_prefix):
     assert len({tuple(c.token_ids) for c in alone.completions}) == 3
 
 
+JUDGE = "You are a careful judge. Read the query, write what a right answer must give, then check it step by step."
+
+
+@pytest.mark.parametrize("shared_prefix", [True, False], ids=["decode-attention", "model-attention"])
+def test_a_batchs_common_head_is_read_once_and_changes_no_token(model, tok, shared_prefix):
+    """Prompts sharing a long head (a judge's instructions) and prompts of different lengths after it: with the head
+    run once for the batch the greedy tokens equal `model.generate` on each prompt alone, the sampled tokens and
+    log-probs equal the engine's without it, and the head's tokens are counted once."""
+    convs = [[{"role": "system", "content": JUDGE}, c[-1]] for c in CONVS]
+    params = [SamplingParams(temperature=0, max_new_tokens=m) for m in (12, 5, 12, 9)]
+    params += [SamplingParams(n=2, temperature=1.0, top_p=0.9, max_new_tokens=10, seed=s) for s in range(4)]
+    once = make_engine(model, tok, decode_attention=shared_prefix).generate(convs + convs, params)
+    each = make_engine(model, tok, decode_attention=shared_prefix, common_prefix=0).generate(convs + convs, params)
+    head = next(k for k, (a, b) in enumerate(zip(*[o.prompt_ids for o in once.outputs[:2]], strict=False)) if a != b)
+    assert head >= 32  # the default common_prefix: the head is shared
+    assert once.timings.batches == 1  # four distinct prompts, their head read once instead of four times
+    assert each.timings.prompt_tokens - once.timings.prompt_tokens == 3 * head
+    for out, sp in zip(once.outputs[:4], params[:4], strict=True):
+        ref = model.generate(
+            torch.tensor([out.prompt_ids]),
+            max_new_tokens=sp.max_new_tokens,
+            do_sample=False,
+            eos_token_id=tok.eos_token_id,
+            pad_token_id=tok.pad_token_id,
+        )[0, len(out.prompt_ids) :]
+        c = out.completions[0]
+        assert c.token_ids == ref.tolist()[: len(c.token_ids)]
+    for a, b in zip(once.outputs[4:], each.outputs[4:], strict=True):
+        for x, y in zip(a.completions, b.completions, strict=True):
+            assert x.token_ids == y.token_ids
+            assert torch.allclose(torch.tensor(x.logprobs), torch.tensor(y.logprobs), atol=1e-5)
+    with pytest.raises(ConfigError, match="common_prefix=-1"):
+        make_engine(model, tok, common_prefix=-1)
+
+
 def test_wide_batches_sample_like_narrow_ones(model, tok):
     """150 samples decoded as one batch (sampled 128 rows at a time) equal the same samples in batches of 50."""
     params = SamplingParams(n=150, temperature=1.0, top_k=40, max_new_tokens=3, seed=2)

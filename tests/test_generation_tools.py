@@ -4,6 +4,7 @@ tokenizer (fp32)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from fractions import Fraction
 
 import pytest
@@ -93,6 +94,52 @@ def test_the_model_goes_on_after_each_answer_within_its_budget(engine):
     assert text.count(stop + "[ok]") == len(calls) == text.count(stop)
     assert len(tok.encode(text, add_special_tokens=False)) <= greedy.max_new_tokens
     assert 0 < generated <= greedy.max_new_tokens
+
+
+def _whole_word_stop(tok, tokens: list[int]) -> str:
+    """A word the model wrote as one token, after text that re-encodes to the model's own tokens: a stop string
+    whose answer the engine can feed to the row."""
+    for k in range(len(tokens) // 3, len(tokens) - 8):
+        word = tok.decode(tokens[k : k + 1])
+        head = tok.decode(tokens[: k + 1])
+        if word[:1] == " " and word[1:].isalpha() and head.count(word) == 1:
+            if tok.encode(head, add_special_tokens=False) == tokens[: k + 1]:
+                return word
+    raise AssertionError("no whole-word token in the free text")
+
+
+def test_the_engine_feeds_the_answer_to_the_row_as_the_loop_would_write_it(engine):
+    """Greedy: the engine continuing a tool call on the row (its answer's tokens fed, log-prob 0) writes the text the
+    loop writes by re-encoding and generating again, counts the same generated tokens, and calls the tool once per
+    call."""
+    tok = engine.tokenizer
+    ids = render_prompts(tok, CONV)
+    greedy = SamplingParams(temperature=0.0, max_new_tokens=40)
+    free = engine.generate(ids[:1], greedy).outputs[0].completions[0]
+    stop = _whole_word_stop(tok, free.token_ids)
+    calls: list[str] = []
+
+    def answer(text: str) -> str:
+        calls.append(text)
+        return " 42"
+
+    tool = Tool("test", stop, answer)
+    fed = engine.generate(ids[:1], replace(greedy, stop=(stop,)), tools=[tool]).outputs[0].completions[0]
+    head = free.text[: free.text.find(stop)] + stop + " 42"
+    n = len(tok.encode(head, add_special_tokens=False))
+    assert fed.text.startswith(head) and len(fed.token_ids) > n  # it went on after the answer, in one call
+    assert tok.decode(fed.token_ids[:n]) == head and fed.logprobs[:n] == [0.0] * n
+    calls.clear()
+    texts, generated = generate_with_tools(engine, ids, [greedy, greedy], [tool])
+    in_engine = list(calls)
+    calls.clear()
+    engine.continues_tools = False  # the same engine, each call continued by the loop
+    try:
+        loop_texts, loop_generated = generate_with_tools(engine, ids, [greedy, greedy], [tool])
+    finally:
+        engine.continues_tools = True
+    assert texts == loop_texts and generated == loop_generated
+    assert in_engine == calls and len(set(calls)) == len(calls) >= 1
 
 
 def test_samples_continue_with_their_own_seeds_and_rerun_the_same(engine):

@@ -251,6 +251,38 @@ def test_grm_read_by_rule_checks_each_response_against_the_judges_own_work(tiny_
             load_scorer("grm", **_opts(**bad))
 
 
+def test_a_meta_rm_keeps_the_works_it_rates_highest_for_the_rule_to_read(tmp_path, tiny_model_ref):
+    """read: rule with meta_model: the meta-RM rates each of a query's k works once (message, work), and each response
+    is scored by the rule over the k_meta works it rates highest only; a two-turn from_prompt judge is still refused."""
+    from prefalign.models.hub import load_seq_cls, load_tokenizer
+    from reward_models.checkpoint import RewardStats, save_rm
+    from reward_models.generative.scorers import GRMScorer
+
+    meta = load_seq_cls(TINY, dtype="float32")
+    torch.manual_seed(5)
+    torch.nn.init.normal_(meta.score.weight, std=1.0)
+    save_rm(meta, load_tokenizer(TINY), tmp_path / "meta", RewardStats(mean=0.0, std=1.0, n=1, computed_on="test"))
+    opts = _opts(k=4, principles="from_prompt", read="rule", meta_model=str(tmp_path / "meta"), k_meta=1)
+    scorer = load_scorer("grm", **opts)
+    works = [f"Work: Start: 2. Add {v - 2}: 2 + {v - 2} = {v}. So the answer is {v}." for v in (4, 5, 6, 7)]
+    _script(scorer, lambda m, j: works[j])
+    rated = scorer.meta.score(
+        [_c("user", GRMScorer.principles_message(PROMPTS[0]))] * 4, [_c("assistant", w) for w in works]
+    )
+    assert len(set(rated)) == 4
+    top = max(range(4), key=lambda i: rated[i])
+    out = scorer.score([PROMPTS[0]] * 2, [GOOD[0], _c("assistant", "5")])
+    want = [1.0 if top == 0 else -1.0, 1.0 if top == 1 else -1.0]
+    assert out == want  # the one work kept decides both responses
+    plain = load_scorer("grm", **{**opts, "meta_model": None, "k_meta": None})
+    _script(plain, lambda m, j: works[j])
+    assert plain.score([PROMPTS[0]] * 2, [GOOD[0], _c("assistant", "5")]) == [-0.5, -0.5]  # all four voted
+    d = scorer.describe()
+    assert d["k_meta"] == 1 and d["meta_model"] == str(tmp_path / "meta") and d["meta_weights"]
+    with pytest.raises(Exception, match="meta_model"):
+        load_scorer("grm", **{**opts, "read": "model"})
+
+
 def test_a_given_work_prefix_is_prompted_not_generated_and_read_with_the_work(tiny_model_ref):
     """work_prefix: the judge's first turn starts with the given text (tokens after the generation prompt, none of
     them decoded); the work read and kept is the prefix and what follows it. `template` is the warm-up's line."""

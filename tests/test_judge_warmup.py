@@ -259,6 +259,35 @@ def test_meta_rm_trains_with_bce_and_rates_critiques(tmp_path, tiny_model_ref, m
     assert torch.isfinite(torch.tensor([good, bad])).all()
 
 
+def test_a_meta_rm_of_works_labels_each_work_by_the_rules_reading_of_the_pair(tiny_model_ref, monkeypatch):
+    """critiques.read: rule: each pair's query gets `samples` works from the rule-read judge, and work j is correct
+    where the rule scores the chosen response strictly above the rejected one against it (a work without a claim,
+    or one that prefers the rejected response, is wrong); the message is the judge's first turn."""
+    from reward_models.generative.scorers import GRMScorer
+    from reward_models.meta_rm import CritiqueSection, sample_critiques
+
+    works = [
+        "Work: Start: 2. Add 2: 2 + 2 = 4. So the answer is 4.",  # the chosen answer's value: right
+        "Work: I cannot tell.",  # no claim: wrong
+        "Work: Start: 2. Add 3: 2 + 3 = 5. So the answer is 5.",  # the rejected answer's value: wrong
+    ]
+    seen: list = []
+
+    def scripted(self, messages, n, prefix="", items=None):
+        seen.append((len(messages), n, prefix))
+        return [None if m is None else [works[j].removeprefix(prefix) for j in range(n)] for m in messages]
+
+    monkeypatch.setattr(GRMScorer, "_sample", scripted)
+    q = [Message("user", "What is 2 + 2?")]
+    pairs = [PreferencePair(q, [Message("assistant", "4")], [Message("assistant", "5")], id="p0")]
+    cfg = CritiqueSection(judge=TINY, samples=3, read="rule", tools="calculator", work_prefix="Work:")
+    got = sample_critiques(pairs, cfg, "float32")
+    assert [(c.text, c.correct) for c in got] == list(zip(works, [True, False, False], strict=True))
+    assert {c.message for c in got} == {GRMScorer.principles_message(q)}
+    assert seen == [(1, 3, "Work:")]  # the query's works sampled once for both responses, after the given prefix
+    assert CritiqueSection(judge="j", work_prefix="Work:").check()  # work options without read: rule are refused
+
+
 def test_the_meta_rm_learns_from_training_pairs_only(tmp_path, tiny_model_ref, monkeypatch):
     """On the quickstart's suite, every pair a meta-RM sampled critiques of is a training pair (checked by id against
     the suite's dev and test pairs), and a config that points its data at a held-out split is refused."""

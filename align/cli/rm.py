@@ -202,6 +202,12 @@ def cmd_scaling(s: ScalingSettings) -> int:
         f"k={d['k'][1]} - k={d['k'][0]} (plain voting, paired over pairs): {d['difference']:+.3f} "
         f"[{d['low']:+.3f}, {d['high']:+.3f}]"
     )
+    m = result["meta_paired"]
+    if m is not None:
+        print(
+            f"k={m['k']}: meta-RM voting - plain voting (paired over pairs): {m['difference']:+.3f} "
+            f"[{m['low']:+.3f}, {m['high']:+.3f}]"
+        )
     c = result["cost"]
     print(
         f"cost: {c['generated_tokens_per_item'] / ks[-1]:.0f} generated tokens and "

@@ -11,12 +11,14 @@ One interface (`api.GenerationEngine`) for `align eval policy`, generative judge
     engine.sync_weights(trainer_model)                      # after each optimizer step (LoRA merged)
 
 Files, in reading order:
-  api.py                   SamplingParams, Completion / RequestOutput / GenerationResult, Timings, the engine base
+  api.py                   SamplingParams, Completion / RequestOutput / GenerationResult, Timings, Tool, the engine
+                           base
   prompts.py               conversation -> prompt token ids (the chat template, as `tokenize_prompts` does)
   sampling.py              temperature / top-k / top-p / min-p, the log-prob definition, seeded inverse-CDF draws
   cache.py                 the in-place KV slab cache
   schedule.py              which samples decode together: one unit per distinct prompt, token-budget batches
-  transformers_backend.py  the default engine: prefill once per prompt, batches as scheduled, row pruning
+  transformers_backend.py  the default engine: prefill once per prompt (a batch's common head once), batches as
+                           scheduled, row pruning, tool calls continued on the row
   vllm_backend.py          vLLM colocated (gpu extra), imported lazily
   weights.py               trainer -> sampler weight copy, LoRA merged without touching the trainer
   tools.py                 tools a model calls as it writes (the calculator): stop, answer, go on

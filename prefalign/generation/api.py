@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -87,6 +87,17 @@ class SamplingParams:
             raise ConfigError(problems, where)
 
 
+@dataclass(frozen=True)
+class Tool:
+    """A tool a model calls while it writes (`tools.py`: the calculator, the loop that runs any tool)."""
+
+    description: str
+    stop: str
+    """the text the model writes to call the tool (the engine stops right after it)"""
+    call: Callable[[str], str | None]
+    """the text written so far, ending right before `stop` -> what to write right after `stop` (None: nothing)"""
+
+
 @dataclass
 class Completion:
     """One sampled continuation. `token_ids` and `logprobs` have the same length T (the EOS token, when
@@ -96,7 +107,8 @@ class Completion:
     text: str
     token_ids: list[int]
     logprobs: list[float]
-    """log-prob of each sampled token under the processed sampling distribution (0.0 when greedy)"""
+    """log-prob of each sampled token under the processed sampling distribution (0.0 when greedy, and for a tool's
+    answer fed to it: `generate(tools=...)`)"""
     finish_reason: FinishReason
     stop: str | None = None
     """the stop string that ended it, when finish_reason is "stop\""""
@@ -161,6 +173,8 @@ class GenerationEngine:
     backend: str
     weight_version: int
     tokenizer: Any
+    continues_tools: bool = False
+    """whether `generate` takes `tools` (a tool's answer written into the completion as it samples)"""
 
     def generate(
         self,
@@ -168,16 +182,30 @@ class GenerationEngine:
         params: SamplingParams | Sequence[SamplingParams] = SamplingParams(),
         max_prompt_length: int | None = None,
         progress: bool = False,
+        tools: Sequence[Tool] = (),
     ) -> GenerationResult:
         """Sample `params.n` completions for each prompt (a conversation or a list of token ids). `params` is
-        one setting for every prompt or one per prompt. Returns one `RequestOutput` per prompt, in input order."""
+        one setting for every prompt or one per prompt. Returns one `RequestOutput` per prompt, in input order.
+
+        `tools` (where `continues_tools`): where a completion writes a tool's stop string (listed in its
+        `params.stop`), the tool's answer is written after it and the completion goes on (`tools.py`)."""
         t0 = time.perf_counter()
         plist = per_prompt_params(params, len(prompts))
+        if tools and not self.continues_tools:
+            raise ConfigError(
+                [f"the {self.backend} backend does not continue tool calls: use tools.generate_with_tools"], "generate"
+            )
         ids = render_prompts(self.tokenizer, prompts, max_prompt_length)
-        return self._sample(ids, plist, Timings(render_s=time.perf_counter() - t0), t0, progress)
+        return self._sample(ids, plist, Timings(render_s=time.perf_counter() - t0), t0, progress, tools)
 
     def _sample(
-        self, ids: list[list[int]], plist: list[SamplingParams], timings: Timings, t0: float, progress: bool
+        self,
+        ids: list[list[int]],
+        plist: list[SamplingParams],
+        timings: Timings,
+        t0: float,
+        progress: bool,
+        tools: Sequence[Tool] = (),
     ) -> GenerationResult:
         """The backend's part of `generate`: `plist[i].n` completions of the rendered prompt `ids[i]`; `timings`
         holds the rendering time, `t0` is when `generate` began (finish times count from it)."""

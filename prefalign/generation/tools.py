@@ -3,16 +3,20 @@ the model goes on from there.
 
     texts, tokens = generate_with_tools(engine, prompt_ids, params, [TOOLS["calculator"]])
 
-A tool is asked for by a stop string the model writes (`Tool.stop`, e.g. the calculator's `=`). Each round samples
-every open completion until it ends or writes a tool's stop string; the tool reads the text written so far (up to the
-stop string) and returns what to write after it, or None (it has nothing to say: the stop string stays and the model
-goes on). The next round continues every completion that asked from its prompt and its text so far, the tool's
-answer included, re-encoded as one piece (how the model was trained on such text). A completion's budget
-(`max_new_tokens`) counts its own tokens and the tools' answers. This is the loop of tool-integrated judges (a judge
-that computes with a calculator instead of in its weights): a small judge's work is right where it writes the
-operation right, not only where it also adds right.
+A tool is asked for by a stop string the model writes (`Tool.stop`, e.g. the calculator's `=`). Where a completion
+writes one, the tool reads the text written so far (up to the stop string) and returns what to write after it, or
+None (it has nothing to say: the stop string stays and the model goes on). The completion goes on from its prompt and
+its text so far, the tool's answer included, re-encoded as one piece (how the model was trained on such text). A
+completion's budget (`max_new_tokens`) counts its own tokens and the tools' answers. This is the loop of
+tool-integrated judges (a judge that computes with a calculator instead of in its weights): a small judge's work is
+right where it writes the operation right, not only where it also adds right.
 
-Sample j of a prompt continues with seed `params.seed + j`, so samples stay distinct and every run is the same.
+Where the engine continues tool calls (`GenerationEngine.continues_tools`: the transformers engine), the answer's
+tokens are fed to the completion's own row as it decodes, on its cache: nothing is read twice, and a sample goes on
+with its own random stream. A completion whose re-encoded text does not begin with its own tokens (a token that
+spelled the stop string and more), and every completion of an engine without it, ends at the stop string; each
+further round continues those from their re-encoded text, sample j of a prompt with seed `params.seed + j`, so
+samples stay distinct and every run is the same.
 """
 
 from __future__ import annotations
@@ -23,17 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
 
-from .api import GenerationEngine, SamplingParams
-
-
-@dataclass(frozen=True)
-class Tool:
-    description: str
-    stop: str
-    """the text the model writes to call the tool (the engine stops right after it)"""
-    call: Callable[[str], str | None]
-    """the text written so far, ending right before `stop` -> what to write right after `stop` (None: nothing)"""
-
+from .api import GenerationEngine, SamplingParams, Tool
 
 _NUMBER = r"-?\d+(?:\.\d+)?"
 _OPS: dict[str, Callable[[Fraction, Fraction], Fraction]] = {
@@ -117,16 +111,29 @@ class _Open:
     """written so far, the tools' answers included"""
 
 
+def _answering_once(tool: Tool) -> Tool:
+    """`tool`, answering each text once (later asks of the same text get the first answer)."""
+    answers: dict[str, str | None] = {}
+
+    def call(text: str) -> str | None:
+        if text not in answers:
+            answers[text] = tool.call(text)
+        return answers[text]
+
+    return replace(tool, call=call)
+
+
 def generate_with_tools(
     engine: GenerationEngine, prompts: list[list[int]], params: list[SamplingParams], tools: Sequence[Tool]
 ) -> tuple[list[list[str]], int]:
     """`params[i].n` texts for each prompt (token ids), the model calling `tools` as it writes; and the tokens the
     model generated. Without tools this is one `engine.generate` call."""
+    tools = [_answering_once(t) for t in tools]  # a call the engine made is not made again where it stopped there
     stops = {t.stop: t for t in tools}
     texts: list[list[str]] = [[""] * p.n for p in params]
     generated = 0
     params = [replace(p, stop=(*p.stop, *stops)) for p in params]  # every round stops where a tool is asked
-    result = engine.generate(prompts, params)
+    result = engine.generate(prompts, params, tools=tools if engine.continues_tools else ())
     rows = [(_Open(i, j, ""), c) for i, req in enumerate(result.outputs) for j, c in enumerate(req.completions)]
     generated += result.timings.generated_tokens
     while rows:

@@ -8,7 +8,9 @@ How a `generate` call runs:
    whose KV cache, rows x (longest prompt + longest max_new_tokens), fits in `token_budget` slots
    (`schedule.py`).
 3. Per batch: prefill the distinct prompts, left-padded, at most `prefill_tokens` padded tokens per forward
-   (logits of the last position only), and write each prompt's keys and values into the batch cache
+   (logits of the last position only); the leading tokens every prompt of the batch shares (a system prompt, a
+   judge's instructions: at least `common_prefix` of them) are run once and their keys and values given to every
+   prompt (`common_head`); then write each prompt's keys and values into the batch cache
    (`cache.py`): once per unit, shared by its samples, when decoding with `attention.decode_attention`;
    copied into each sample's row otherwise.
 4. Decode: every step samples one token per row (`sampling.py`, each sample with its own pre-drawn
@@ -26,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import torch
@@ -35,7 +38,7 @@ from transformers.cache_utils import CacheLayerMixin, DynamicCache
 from prefalign.cpu import tune_allocator
 from prefalign.errors import ConfigError, UserError, did_you_mean
 
-from .api import Completion, GenerationEngine, GenerationResult, RequestOutput, SamplingParams, Timings
+from .api import Completion, GenerationEngine, GenerationResult, RequestOutput, SamplingParams, Timings, Tool
 from .attention import PLAIN_ATTENTION, supports_decode_attention, using_decode_attention
 from .cache import SharedPrefixCache, SlabCache, cache_kwarg
 from .sampling import RowSettings, sample, sample_uniforms
@@ -54,6 +57,7 @@ def exact_batched(batch_size: int) -> dict[str, Any]:
         "prune_fraction": 1.0,
         "decode_attention": False,
         "batch_order": "shortest_first",
+        "common_prefix": 0,
     }
 
 
@@ -64,6 +68,9 @@ STATIC_MODES = {
     "off": "caches sized to each batch, the step run eagerly (the reference)",
 }
 """`TransformersEngine(static=...)`: how decode steps run (`static.py`)."""
+
+COMMON_PREFIX = 32
+"""`TransformersEngine(common_prefix=...)`'s default: leading tokens a batch's prompts must share to be run once."""
 
 
 def _option_problems(
@@ -125,7 +132,8 @@ class TransformersEngine(GenerationEngine):
     the cache costs about one step; dead rows cost their share of every step). eos_token_ids: tokens that end
     a completion (default: the tokenizer's EOS). decode_attention: attend with `attention.decode_attention`
     while decoding (None: where the model's attention is plain, see `attention.PLAIN_ATTENTION`).
-    batch_order: a key of `BATCH_ORDERS`.
+    batch_order: a key of `BATCH_ORDERS`. common_prefix: where the prompts of a batch share at least this many leading
+    tokens (and the model's attention is plain), they are run once for the batch (0: off; `common_head`).
 
     `exact_batched` (below) gives options that reproduce, bit for bit, the greedy output of transformers' `generate`
     run on prompts sorted by length in left-padded batches: the model's own attention, fixed batches, one prefill
@@ -147,9 +155,12 @@ class TransformersEngine(GenerationEngine):
         decode_attention: bool | None = None,
         batch_order: str = "longest_first",
         static: Literal["auto", "compiled", "eager", "off"] = "off",
+        common_prefix: int = COMMON_PREFIX,
     ) -> None:
         sizes = {"token_budget": token_budget, "max_rows": max_rows, "prefill_tokens": prefill_tokens}
         problems = _option_problems(model, tokenizer, sizes, prune_fraction, batch_order, eos_token_ids, static)
+        if isinstance(common_prefix, bool) or not isinstance(common_prefix, int) or common_prefix < 0:
+            problems.append(f"common_prefix={common_prefix!r}: must be an integer >= 0 (0 = off)")
         if problems:
             raise ConfigError(problems, "TransformersEngine")
         if eos_token_ids is None:
@@ -174,6 +185,7 @@ class TransformersEngine(GenerationEngine):
                 "TransformersEngine",
             )
         self.decode_attention = plain if decode_attention is None else bool(decode_attention)
+        self.common_prefix = common_prefix if plain else 0  # a plain attention's keys depend on position, nothing else
         head_dim = getattr(text_config, "head_dim", None) or text_config.hidden_size // text_config.num_attention_heads
         self.attention_scale = float(head_dim) ** -0.5
         self.max_positions: int | None = getattr(text_config, "max_position_embeddings", None)
@@ -203,9 +215,17 @@ class TransformersEngine(GenerationEngine):
     # ------------------------------------------------------------------------------------------------
     # generation
 
+    continues_tools = True
+
     @torch.inference_mode()
     def _sample(
-        self, ids: list[list[int]], plist: list[SamplingParams], timings: Timings, t0: float, progress: bool
+        self,
+        ids: list[list[int]],
+        plist: list[SamplingParams],
+        timings: Timings,
+        t0: float,
+        progress: bool,
+        tools: Sequence[Tool] = (),
     ) -> GenerationResult:
         if self.max_positions is not None:
             too_long = [(i, len(x)) for i, x in enumerate(ids) if len(x) >= self.max_positions]
@@ -228,7 +248,7 @@ class TransformersEngine(GenerationEngine):
         try:
             for batch in batches(units, plist, self.max_rows, self.token_budget):
                 timings.batches += 1
-                self._run_batch(batch, plist, results, finish_time, timings, t0, bar)
+                self._run_batch(batch, plist, results, finish_time, timings, t0, bar, tools)
         finally:
             self.model.train(was_training)
             if bar is not None:
@@ -238,6 +258,25 @@ class TransformersEngine(GenerationEngine):
             RequestOutput(ids[i], [c for c in results[i] if c is not None], finish_time[i]) for i in range(len(plist))
         ]
         return GenerationResult(outputs, timings, self.weight_version)
+
+    def _answer(
+        self, state: _DecodeState, b: int, step: int, called: str, tool: Tool, params: SamplingParams
+    ) -> _Answer | None:
+        """Batch row `b` wrote `called` (its text so far, ending in `tool`'s stop string) in `step` tokens: the text
+        with the tool's answer, and the answer's tokens queued to be fed to the row (`_DecodeState.forced`), as
+        `tools.generate_with_tools` goes on: from the text re-encoded as one piece. None where that encoding does
+        not begin with the row's own tokens (a token spelled the stop string and more): the row ends at the stop
+        string, and the caller goes on from its text."""
+        text = called + (tool.call(called[: -len(tool.stop)]) or "")
+        ids = self.tokenizer.encode(text, add_special_tokens=False)
+        if len(ids) >= params.max_new_tokens:
+            return _Answer(text, None)
+        if len(ids) < step or ids[:step] != state.out_tokens[b, :step].tolist():
+            return None
+        if len(ids) > step:
+            state.forced[b] = ids[step:]
+            state.answered[b] = state.answered.get(b, 0) + len(ids) - step
+        return _Answer(text, len(ids))
 
     def _device(self) -> torch.device:
         return next(self.model.parameters()).device
@@ -251,6 +290,7 @@ class TransformersEngine(GenerationEngine):
         timings: Timings,
         t0: float,
         bar: Any,
+        tools: Sequence[Tool] = (),
     ) -> None:
         device = self._device()
         samples = [s for u in batch for s in u.samples]  # row -> (request, sample index)
@@ -272,9 +312,10 @@ class TransformersEngine(GenerationEngine):
             cache = SlabCache(self.num_layers, unit_of_row, prompt_lengths, capacity)
 
         t = time.perf_counter()
-        logits = prefill(self.model, batch, cache, self.pad_id, self.prefill_tokens)
+        shared = common_head(batch, self.common_prefix)
+        logits = prefill(self.model, batch, cache, self.pad_id, self.prefill_tokens, shared)
         timings.prefill_s += time.perf_counter() - t
-        timings.prompt_tokens += sum(len(u.ids) for u in batch)
+        timings.prompt_tokens += sum(len(u.ids) - shared for u in batch) + shared
 
         t = time.perf_counter()
         state = (
@@ -283,8 +324,10 @@ class TransformersEngine(GenerationEngine):
             else _DecodeState(self, batch, plist, samples, cache, device)
         )
         lengths, reasons = [0] * R, [""] * R
-        texts: dict[int, tuple[str, str]] = {}  # row -> (text cut right before the stop string, the stop string)
+        texts: dict[int, tuple[str, str | None]] = {}  # row -> (text cut right before the stop string, the stop string)
         stops = {row: plist[i].stop for row, (i, _) in enumerate(samples) if plist[i].stop}
+        tool_of = {t.stop: t for t in tools}
+        told: dict[int, tuple[int, str]] = {}  # row -> (tokens up to a tool's last answer, their text)
         windows = {row: 4 * max(len(x) for x in st) + 8 for row, st in stops.items()}  # tokens that spell any stop
         eos_ids = set(self.eos_token_ids)
         plain = self.decode_attention and self.static is None
@@ -300,11 +343,23 @@ class TransformersEngine(GenerationEngine):
                     lengths[live[c]] = step
                     reasons[live[c]] = "eos" if int(tok[c]) in eos_ids else "length"
                 for c, b in enumerate(live):
-                    if b in stops and b not in texts and not reasons[b]:
-                        hit = stop_hit(self.tokenizer, state.out_tokens[b, :step], stops[b], windows[b])
-                        if hit is not None:
-                            texts[b], lengths[b], reasons[b] = hit, step, "stop"
-                            finished[c] = True
+                    if b in stops and b not in texts and not reasons[b] and b not in state.forced:
+                        after, before = told.get(b, (0, ""))
+                        hit = stop_hit(self.tokenizer, state.out_tokens[b, after:step], stops[b], windows[b])
+                        if hit is None:
+                            continue
+                        text, stop = before + hit[0], hit[1]
+                        answer = None
+                        if stop in tool_of:
+                            answer = self._answer(state, b, step, text + stop, tool_of[stop], plist[samples[b][0]])
+                        if answer is not None and answer.tokens is not None:  # written into the row: it goes on
+                            told[b] = (answer.tokens, answer.text)
+                            continue
+                        if answer is not None:  # the answer fills the row's budget: it ends with it
+                            texts[b], lengths[b], reasons[b] = (answer.text, None), step, "length"
+                        else:
+                            texts[b], lengths[b], reasons[b] = (text, stop), step, "stop"
+                        finished[c] = True
                 n_finished = int(finished.sum())
                 if n_finished:
                     now = time.perf_counter() - t0
@@ -325,30 +380,78 @@ class TransformersEngine(GenerationEngine):
 
         for b, (i, j) in enumerate(samples):
             results[i][j] = completions[b]
-            timings.generated_tokens += lengths[b]
+            timings.generated_tokens += lengths[b] - state.answered.get(b, 0)
+
+
+def common_head(batch: list[Unit], least: int) -> int:
+    """How many leading tokens every prompt of `batch` shares (each keeps at least its last token to prefill), or 0
+    where that is under `least` (or `least` is 0, or the batch holds one prompt)."""
+    if least <= 0 or len(batch) < 2:
+        return 0
+    n = min(len(u.ids) for u in batch) - 1
+    first = batch[0].ids
+    for u in batch[1:]:
+        n = next((k for k in range(n) if u.ids[k] != first[k]), n)
+        if n < least:
+            return 0
+    return n
+
+
+@dataclass(frozen=True)
+class _Answer:
+    text: str
+    """the row's text with the tool's call and answer"""
+    tokens: int | None
+    """the row's tokens once the answer is fed, or None: the answer fills its budget (the row ends)"""
 
 
 def prefill(
-    model: Any, batch: list[Unit], cache: SharedPrefixCache | SlabCache | BucketCache, pad_id: int, prefill_tokens: int
+    model: Any,
+    batch: list[Unit],
+    cache: SharedPrefixCache | SlabCache | BucketCache,
+    pad_id: int,
+    prefill_tokens: int,
+    shared: int = 0,
 ) -> torch.Tensor:
     """Run the batch's distinct prompts (left-padded, at most `prefill_tokens` padded tokens a forward) and
-    write their keys/values into `cache`. Returns the last-position logits of every row (R, V)."""
+    write their keys/values into `cache`. Returns the last-position logits of every row (R, V).
+
+    `shared` > 0: the prompts' first `shared` tokens are the same (`common_head`); they are run once, and each
+    forward runs only the prompts' rest after them (their keys and values given as the past). The keys and values
+    of every prompt are then laid out as a left-padded prefill writes them: [pads | shared | rest]."""
     device = next(model.parameters()).device
+    head: DynamicCache | None = None
+    if shared:
+        head = DynamicCache()
+        model(
+            input_ids=torch.tensor([batch[0].ids[:shared]], device=device),
+            position_ids=torch.arange(shared, device=device).unsqueeze(0),
+            **{cache_kwarg(model): head},
+            use_cache=True,
+            logits_to_keep=torch.tensor([shared - 1], device=device),
+        )
     logits_units: list[torch.Tensor] = []
     start = 0
     while start < len(batch):
-        end, W = start + 1, len(batch[start].ids)
-        while end < len(batch) and (end + 1 - start) * max(W, len(batch[end].ids)) <= prefill_tokens:
-            W = max(W, len(batch[end].ids))
+        end, W = start + 1, len(batch[start].ids) - shared
+        while end < len(batch) and (end + 1 - start) * max(W, len(batch[end].ids) - shared) <= prefill_tokens:
+            W = max(W, len(batch[end].ids) - shared)
             end += 1
         chunk = batch[start:end]
         input_ids = torch.full((len(chunk), W), pad_id, dtype=torch.long)
         mask = torch.zeros((len(chunk), W), dtype=torch.long)
         for r, u in enumerate(chunk):
-            input_ids[r, W - len(u.ids) :] = torch.tensor(u.ids)
-            mask[r, W - len(u.ids) :] = 1
-        positions = (mask.cumsum(-1) - 1).clamp_(min=0)
+            input_ids[r, W - len(u.ids) + shared :] = torch.tensor(u.ids[shared:])
+            mask[r, W - len(u.ids) + shared :] = 1
+        positions = (mask.cumsum(-1) - 1).clamp_(min=0) + shared
         kv = DynamicCache()
+        if head is not None:
+            for layer_idx, layer in enumerate(head.layers):
+                assert isinstance(layer, CacheLayerMixin) and layer.keys is not None and layer.values is not None
+                kv.update(
+                    layer.keys.expand(len(chunk), -1, -1, -1), layer.values.expand(len(chunk), -1, -1, -1), layer_idx
+                )
+            mask = torch.cat([torch.ones((len(chunk), shared), dtype=torch.long), mask], dim=1)
         out = model(
             input_ids=input_ids.to(device),
             attention_mask=mask.to(device),
@@ -361,16 +464,34 @@ def prefill(
             logits_to_keep=torch.tensor([W - 1], device=device),
         )
         logits_units.append(out.logits[:, -1])  # (units, V)
+        order = _left_padded_order(chunk, shared, W, device) if shared else None
         for layer_idx, layer in enumerate(kv.layers):
             # an attention layer, filled by the prefill
             assert isinstance(layer, CacheLayerMixin) and layer.keys is not None and layer.values is not None
-            cache.write_prompts(layer_idx, start, end, layer.keys, layer.values)
+            keys, values = layer.keys, layer.values
+            if order is not None:
+                index = order.view(len(chunk), 1, -1, 1).expand(-1, keys.shape[1], -1, keys.shape[3])
+                keys, values = keys.gather(2, index), values.gather(2, index)
+            cache.write_prompts(layer_idx, start, end, keys, values)
         start = end
     return torch.cat(logits_units).index_select(0, cache.unit_of_row)
 
 
+def _left_padded_order(chunk: list[Unit], shared: int, W: int, device: torch.device) -> torch.Tensor:
+    """(units, shared + W): for each column of a left-padded prompt, the column of [shared | pads | rest] (a forward
+    after the shared keys) that holds it, so that a prompt's pads come first."""
+    cols = torch.arange(shared + W)
+    pads = torch.tensor([W - (len(u.ids) - shared) for u in chunk]).unsqueeze(1)
+    order = torch.where(cols < pads, shared + cols, torch.where(cols < pads + shared, cols - pads, cols))
+    return order.to(device)
+
+
 def _completions(
-    tokenizer: Any, state: _DecodeState, lengths: list[int], reasons: list[str], texts: dict[int, tuple[str, str]]
+    tokenizer: Any,
+    state: _DecodeState,
+    lengths: list[int],
+    reasons: list[str],
+    texts: dict[int, tuple[str, str | None]],
 ) -> list[Completion]:
     """The completion of every batch row: its first `lengths[b]` tokens and log-probs, its text (decoded, or
     `texts[b]`: cut right before the stop string it hit) and finish reason."""
@@ -433,6 +554,10 @@ class _DecodeState:
         self.rows = torch.arange(R, device=device)
         self.alive = torch.ones(R, dtype=torch.bool, device=device)
         self.tok = torch.zeros(R, dtype=torch.long, device=device)
+        self.forced: dict[int, list[int]] = {}
+        """batch row -> the tokens it is fed next instead of sampling (a tool's answer, `TransformersEngine._answer`)"""
+        self.answered: dict[int, int] = {}
+        """batch row -> how many of its tokens were fed, not sampled"""
 
     def sample(self, logits: torch.Tensor, step: int) -> torch.Tensor:
         """Draw every live row's token `step` from logits (R', V); record it and its log-prob. Rows are taken
@@ -447,6 +572,12 @@ class _DecodeState:
                 for i in range(0, logits.shape[0], _SAMPLE_ROWS)
             ]
             self.tok, logp = torch.cat([p.tokens for p in parts]), torch.cat([p.logprobs for p in parts])
+        if self.forced:
+            for c, b in enumerate(self.rows.tolist()):
+                if b in self.forced:
+                    self.tok[c], logp[c] = self.forced[b].pop(0), 0.0
+                    if not self.forced[b]:
+                        del self.forced[b]
         self.out_tokens[self.rows, step] = self.tok
         self.out_logps[self.rows, step] = logp
         return self.tok

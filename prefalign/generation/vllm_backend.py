@@ -18,7 +18,7 @@ from typing import Any
 
 from prefalign.errors import UserError
 
-from .api import Completion, GenerationEngine, GenerationResult, RequestOutput, SamplingParams, Timings
+from .api import Completion, GenerationEngine, GenerationResult, RequestOutput, SamplingParams, Timings, Tool
 from .weights import merged_named_weights
 
 INSTALL_HINT = "pip install -e '.[gpu]'"
@@ -111,7 +111,13 @@ class VLLMEngine(GenerationEngine):
         return self.weight_version
 
     def _sample(
-        self, ids: list[list[int]], plist: list[SamplingParams], timings: Timings, t0: float, progress: bool
+        self,
+        ids: list[list[int]],
+        plist: list[SamplingParams],
+        timings: Timings,
+        t0: float,
+        progress: bool,
+        tools: Sequence[Tool] = (),
     ) -> GenerationResult:
         vllm = import_vllm()
         sp = [

@@ -123,6 +123,14 @@ def scaling_curve(
     return points
 
 
+def paired_difference(before: Sequence[float], after: Sequence[float]) -> dict[str, float]:
+    """The mean of after - before over pairs (each pair's share of groups it is right in) and its percentile
+    bootstrap interval."""
+    diffs = [b - a for a, b in zip(before, after, strict=True)]
+    low, high = bootstrap_ci(diffs, 2000, 0)
+    return {"difference": sum(diffs) / len(diffs) if diffs else math.nan, "low": low, "high": high}
+
+
 def measure(
     model: str,
     pairs: list[Any],
@@ -165,9 +173,8 @@ def measure(
         k_meta,
     )
     plain = {p.k: p.shares for p in curve if p.voting == "mean"}
+    guided = {p.k: p.shares for p in curve if p.voting == "meta"}
     small = min(ks)
-    diffs = [b - a for a, b in zip(plain[small], plain[big], strict=True)]
-    low, high = bootstrap_ci(diffs, 2000, 0)
     return {
         "model": model,
         "meta_model": meta_model,
@@ -175,12 +182,9 @@ def measure(
         "draws_per_response": big,
         "curve": [p.to_dict() for p in curve],
         # plain voting at the largest k against the smallest, pair by pair (the same draws): the paired interval
-        "paired": {
-            "k": [small, big],
-            "difference": sum(diffs) / len(diffs) if diffs else math.nan,
-            "low": low,
-            "high": high,
-        },
+        "paired": {"k": [small, big], **paired_difference(plain[small], plain[big])},
+        # meta-RM voting against plain voting at the largest k (the same draws)
+        "meta_paired": {"k": big, **paired_difference(plain[big], guided[big])} if big in guided else None,
         "cost": scorer.cost_per_item(),
         "abstentions": dict(scorer.abstentions),
         "scorer": scorer.describe(),

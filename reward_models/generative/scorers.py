@@ -150,7 +150,11 @@ class JudgeSamplingOptions(ModelOptions):
 @dataclass
 class GRMOptions(JudgeSamplingOptions):
     k: int = option(1, "sampled critiques per response, voted (DeepSeek-GRM inference-time scaling)")
-    meta_model: str | None = option(None, "a scalar meta-RM that rates critiques; only its top k_meta are voted")
+    meta_model: str | None = option(
+        None,
+        "a scalar meta-RM that rates critiques (with read: rule, works); only its top k_meta are voted "
+        "(align rm train, kind meta_rm_train)",
+    )
     k_meta: int | None = option(None, "critiques the meta-RM keeps (default: half of k, at least 1)")
     out_of_range: Literal["abstain", "clip"] = option(
         "abstain", "a score outside 1..10: the sample abstains, or is clipped into range"
@@ -186,6 +190,11 @@ class GRMOptions(JudgeSamplingOptions):
     )
 
     @property
+    def kept_by_meta(self) -> int:
+        """Critiques (works) the meta-RM keeps: k_meta, or half of k, at least 1."""
+        return self.k_meta or max(1, self.k // 2)
+
+    @property
     def given_work(self) -> str:
         """The text `work_prefix` gives (a named prefix resolved)."""
         return WORK_PREFIXES.get(self.work_prefix, self.work_prefix)
@@ -213,10 +222,11 @@ class GRMOptions(JudgeSamplingOptions):
                 f"work_prefix: ends in a space ({self.work_prefix[-12:]!r}); end it before the space, which the "
                 "tokenizer joins to the word the judge writes next"
             )
-        if self.meta_model is not None and self.principles == "from_prompt":
+        if self.meta_model is not None and self.principles == "from_prompt" and self.read == "model":
             problems.append(
-                "meta_model: a meta-RM is trained on critiques written after the response (align rm train, kind "
-                "meta_rm_train); it does not rate principles: from_prompt critiques"
+                "meta_model: a meta-RM rates critiques written after the response, or the works a rule reads (read: "
+                "rule; align rm train, kind meta_rm_train, critiques.read: rule); it does not rate a from_prompt "
+                "judge's two-turn critiques"
             )
         return problems
 
@@ -468,13 +478,16 @@ class GRMScorer(_GenerativeJudge):
 
     def _score_by_rule(self, prompts: list[Conversation], kept: list[Conversation | None]) -> list[float]:
         """`read: rule`: each response checked against the claims of its query's k works (`work_reading`); the
-        mean agreement of the works that make claims, NaN (abstained) where none does."""
+        mean agreement of the works that make claims, NaN (abstained) where none does. With a meta-RM, only the
+        k_meta works of a query it rates highest (of those that make claims) are voted."""
         out: list[float] = []
         self.last_samples, self.last_messages, self.last_texts = [], [], []
         works_of = self._works(prompts, kept)
         self.cost["items"] += len(prompts)  # the works are counted as no item of their own (`_works`)
+        ratings = self._rate_works(prompts, works_of) if self.meta is not None else {}
         for prompt, response, works in zip(prompts, kept, works_of, strict=True):
-            self.last_messages.append(None if response is None else self.principles_message(prompt))
+            message = self.principles_message(prompt)
+            self.last_messages.append(None if response is None else message)
             self.last_texts.append(list(works or []))
             if response is None or works is None:
                 out.append(math.nan)
@@ -487,12 +500,25 @@ class GRMScorer(_GenerativeJudge):
             ]
             self.abstentions["no_claims"] += sum(x is None for x in samples)
             self.last_samples.append(samples)
-            vote = vote_scores(samples)
+            vote = meta_vote(samples, ratings[message], self.opts.kept_by_meta) if ratings else vote_scores(samples)
             if vote.totals is None:
                 self._fail("abstained", "no work made a claim the rule reads")
                 out.append(math.nan)
             else:
                 out.append(vote.totals[0] / vote.used)
+        return out
+
+    def _rate_works(self, prompts: list[Conversation], works_of: list[list[str] | None]) -> dict[str, list[float]]:
+        """The meta-RM's rating of each work of each distinct query (read once for all the query's responses)."""
+        assert self.meta is not None
+        distinct = {self.principles_message(p): w for p, w in zip(prompts, works_of, strict=True) if w is not None}
+        items = [(m, w) for m, works in distinct.items() for w in works]
+        rated = self.meta.score(
+            [[Message("user", m)] for m, _ in items], [[Message("assistant", w or " ")] for _, w in items]
+        )
+        out: dict[str, list[float]] = {}
+        for (m, _), r in zip(items, rated, strict=True):
+            out.setdefault(m, []).append(r)
         return out
 
     def _score_by_reading(self, prompts: list[Conversation], kept: list[Conversation | None]) -> list[float]:
@@ -523,9 +549,8 @@ class GRMScorer(_GenerativeJudge):
             self.last_samples.append(parsed)
             if self.meta is not None:
                 assert single is not None
-                k_meta = self.opts.k_meta or max(1, self.opts.k // 2)
                 rated = rate_critiques(self.meta, single, [t for _, t in drawn])
-                vote = meta_vote(parsed, rated, k_meta)
+                vote = meta_vote(parsed, rated, self.opts.kept_by_meta)
             else:
                 vote = vote_scores(parsed)
             if vote.totals is None:
@@ -565,6 +590,9 @@ class GRMScorer(_GenerativeJudge):
                 "work_prefix": o.given_work,
                 "reader": "preference_data.suite.work_reading",
                 "k": o.k,
+                "meta_model": o.meta_model,
+                "meta_weights": weights_fingerprint(o.meta_model) if o.meta_model else None,
+                "k_meta": o.kept_by_meta if o.meta_model else None,
             }
         return self._describe() | {
             "score": o.score,
@@ -577,7 +605,7 @@ class GRMScorer(_GenerativeJudge):
             "k": o.k,
             "meta_model": o.meta_model,
             "meta_weights": weights_fingerprint(o.meta_model) if o.meta_model else None,
-            "k_meta": (o.k_meta or max(1, o.k // 2)) if o.meta_model else None,
+            "k_meta": o.kept_by_meta if o.meta_model else None,
             "out_of_range": o.out_of_range,
         }
 
