@@ -176,6 +176,18 @@ def test_logprobs_equal_a_teacher_forced_forward(model, tok, shared_prefix):
             assert torch.allclose(torch.tensor(c.logprobs), ref, atol=1e-4, rtol=0), (c.logprobs, ref.tolist())
 
 
+def _generate_alone(model, tok, prompt_ids: list[int], max_new_tokens: int) -> list[int]:
+    """`model.generate`'s greedy continuation of one prompt, alone (the reference the engine's greedy tokens equal)."""
+    out = model.generate(
+        torch.tensor([prompt_ids]),
+        max_new_tokens=max_new_tokens,
+        do_sample=False,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+    )
+    return out[0, len(prompt_ids) :].tolist()
+
+
 @pytest.mark.parametrize("shared_prefix", [True, False], ids=["decode-attention", "model-attention"])
 def test_greedy_equals_model_generate(model, tok, shared_prefix):
     """Greedy completions (batched, left-padded, rows pruned as they finish) equal `model.generate` run on
@@ -183,15 +195,9 @@ def test_greedy_equals_model_generate(model, tok, shared_prefix):
     params = [SamplingParams(temperature=0, max_new_tokens=m) for m in (16, 5, 16, 9)]  # rows finish apart
     result = make_engine(model, tok, decode_attention=shared_prefix).generate(CONVS, params)
     for out, sp in zip(result.outputs, params, strict=True):
-        ref = model.generate(
-            torch.tensor([out.prompt_ids]),
-            max_new_tokens=sp.max_new_tokens,
-            do_sample=False,
-            eos_token_id=tok.eos_token_id,
-            pad_token_id=tok.pad_token_id,
-        )[0, len(out.prompt_ids) :]
+        ref = _generate_alone(model, tok, out.prompt_ids, sp.max_new_tokens)
         c = out.completions[0]
-        assert c.token_ids == ref.tolist()[: len(c.token_ids)] and c.logprobs == [0.0] * len(c.token_ids)
+        assert c.token_ids == ref[: len(c.token_ids)] and c.logprobs == [0.0] * len(c.token_ids)
         assert c.text == tok.decode(c.token_ids, skip_special_tokens=True)
 
 
@@ -239,15 +245,8 @@ def test_a_batchs_common_head_is_read_once_and_changes_no_token(model, tok, shar
     assert once.timings.batches == 1  # four distinct prompts, their head read once instead of four times
     assert each.timings.prompt_tokens - once.timings.prompt_tokens == 3 * head
     for out, sp in zip(once.outputs[:4], params[:4], strict=True):
-        ref = model.generate(
-            torch.tensor([out.prompt_ids]),
-            max_new_tokens=sp.max_new_tokens,
-            do_sample=False,
-            eos_token_id=tok.eos_token_id,
-            pad_token_id=tok.pad_token_id,
-        )[0, len(out.prompt_ids) :]
         c = out.completions[0]
-        assert c.token_ids == ref.tolist()[: len(c.token_ids)]
+        assert c.token_ids == _generate_alone(model, tok, out.prompt_ids, sp.max_new_tokens)[: len(c.token_ids)]
     for a, b in zip(once.outputs[4:], each.outputs[4:], strict=True):
         for x, y in zip(a.completions, b.completions, strict=True):
             assert x.token_ids == y.token_ids

@@ -185,7 +185,9 @@ class TransformersEngine(GenerationEngine):
                 "TransformersEngine",
             )
         self.decode_attention = plain if decode_attention is None else bool(decode_attention)
-        self.common_prefix = common_prefix if plain else 0  # a plain attention's keys depend on position, nothing else
+        self.common_prefix = (
+            common_prefix if plain else 0
+        )  # its keys rearranged as a plain attention's cache holds them
         head_dim = getattr(text_config, "head_dim", None) or text_config.hidden_size // text_config.num_attention_heads
         self.attention_scale = float(head_dim) ** -0.5
         self.max_positions: int | None = getattr(text_config, "max_position_embeddings", None)

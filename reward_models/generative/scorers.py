@@ -270,9 +270,14 @@ def box_expectation(first: Any, after_one: Any, digit_ids: list[int], close_id: 
 
 
 def rate_critiques(meta: Any, message: str, texts: list[str]) -> list[float]:
-    """A meta-RM's rating of each sampled critique of one judge message (the message as the user turn, the
-    critique as the response; an empty critique is read as one space)."""
-    return meta.score([[Message("user", message)]] * len(texts), [[Message("assistant", t or " ")] for t in texts])
+    """A meta-RM's rating of each sampled critique of one judge message (`rate`)."""
+    return rate(meta, [(message, t) for t in texts])
+
+
+def rate(meta: Any, items: list[tuple[str, str]]) -> list[float]:
+    """A meta-RM's rating of each (judge message, critique or work), in one call: the message as the user turn, the
+    critique as the response (an empty one read as one space)."""
+    return meta.score([[Message("user", m)] for m, _ in items], [[Message("assistant", t or " ")] for _, t in items])
 
 
 def stop_token_ids(model: Any, tokenizer: Any) -> list[int] | None:
@@ -513,9 +518,7 @@ class GRMScorer(_GenerativeJudge):
         assert self.meta is not None
         distinct = {self.principles_message(p): w for p, w in zip(prompts, works_of, strict=True) if w is not None}
         items = [(m, w) for m, works in distinct.items() for w in works]
-        rated = self.meta.score(
-            [[Message("user", m)] for m, _ in items], [[Message("assistant", w or " ")] for _, w in items]
-        )
+        rated = rate(self.meta, items)
         out: dict[str, list[float]] = {}
         for (m, _), r in zip(items, rated, strict=True):
             out.setdefault(m, []).append(r)
