@@ -31,6 +31,7 @@ from prefalign.config import option
 from prefalign.errors import UserError
 from prefalign.models.forward import PackedForward
 from prefalign.models.hub import DEFAULT_MODEL, load_model, load_seq_cls, load_tokenizer, pad_token_id
+from prefalign.stats import roc_auc
 from prefalign.training.config import HeldOutSection, LoraSection, TrainSection
 from prefalign.training.metrics import MetricsMixin
 from prefalign.training.recipe import start_run
@@ -172,16 +173,6 @@ def _works_of_queries(pairs: list[Any], cfg: CritiqueSection, dtype: str) -> lis
 
 SAMPLERS = {"model": _critiques_of_responses, "rule": _works_of_queries}
 """How a meta-RM's training critiques are sampled and labelled, by `critiques.read`."""
-
-
-def roc_auc(scores: list[float], labels: list[bool]) -> float:
-    """P(a correct critique outscores a wrong one), ties half (Mann-Whitney); NaN with one class only."""
-    pos = [s for s, y in zip(scores, labels, strict=True) if y]
-    neg = [s for s, y in zip(scores, labels, strict=True) if not y]
-    if not pos or not neg:
-        return math.nan
-    wins = sum((p > n) + 0.5 * (p == n) for p in pos for n in neg)
-    return wins / (len(pos) * len(neg))
 
 
 class BCETrainer(MetricsMixin, Trainer):

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import json
 import math
+import random
 
 import pytest
 
 from align.cli.main import main
-from prefalign.stats import bootstrap_ci
-from reward_models.generative.scaling import group_score, pair_right_share, scaling_curve
+from prefalign.stats import bootstrap_ci, roc_auc
+from reward_models.generative.scaling import group_score, meta_auc, pair_right_share, scaling_curve
 from reward_models.generative.scorers import GRMScorer
-from reward_models.meta_rm import label_critiques, roc_auc
+from reward_models.meta_rm import label_critiques
 
 
 def test_group_score_is_the_mean_of_valid_draws_or_of_the_meta_top():
@@ -81,6 +82,32 @@ def test_roc_auc_hand_computed():
     assert roc_auc([0.1, 0.9], [True, False]) == 0.0
     assert roc_auc([0.5, 0.5, 0.9, 0.1], [True, False, True, False]) == pytest.approx((0.5 + 1 + 1 + 1) / 4)
     assert math.isnan(roc_auc([0.3], [True]))
+
+
+def test_roc_auc_from_ranks_is_the_pairwise_definition():
+    rng = random.Random(1)
+    for _ in range(200):
+        scores = [rng.choice([0.0, 0.5, 1.0, 2.0]) for _ in range(12)]
+        labels = [rng.random() < 0.5 for _ in range(12)]
+        pos = [s for s, y in zip(scores, labels, strict=True) if y]
+        neg = [s for s, y in zip(scores, labels, strict=True) if not y]
+        if pos and neg:
+            want = sum((p > n) + 0.5 * (p == n) for p in pos for n in neg) / (len(pos) * len(neg))
+            assert roc_auc(scores, labels) == pytest.approx(want)
+
+
+def test_meta_auc_labels_each_draw_as_training_does_and_leaves_unrated_pairs_out():
+    # pair 1: draw 0 right (1 > 0), draw 1 abstained on the chosen side (wrong); pair 2: draw 0 wrong, draw 1 right;
+    # pair 3 was not rated (an empty response)
+    chosen = [[1.0, None], [0.0, 1.0], [1.0, 1.0]]
+    rejected = [[0.0, 0.0], [1.0, 0.0], [0.0, 0.0]]
+    meta_c = [[0.9, 0.1], [0.5, 0.3], None]
+    meta_r = [[0.8, 0.2], [0.5, 0.3], None]
+    got = meta_auc(chosen, rejected, meta_c, meta_r, bootstrap=200)
+    # positives 0.9, 0.8, 0.3, 0.3 against negatives 0.1, 0.2, 0.5, 0.5: 4 + 4 + 2 + 2 wins of 16
+    assert got["auc"] == pytest.approx(12 / 16)
+    assert got["pairs"] == 2 and got["correct_share"] == 0.5
+    assert got["low"] <= got["auc"] <= got["high"]
 
 
 def test_scaling_a_rule_read_judge_writes_each_querys_works_once_for_both_sides(

@@ -208,6 +208,12 @@ def cmd_scaling(s: ScalingSettings) -> int:
             f"k={m['k']}: meta-RM voting - plain voting (paired over pairs): {m['difference']:+.3f} "
             f"[{m['low']:+.3f}, {m['high']:+.3f}]"
         )
+    a = result["meta_auc"]
+    if a is not None:
+        print(
+            f"meta-RM ROC AUC on these draws: {a['auc']:.3f} [{a['low']:.3f}, {a['high']:.3f}] "
+            f"({a['pairs']} pairs; correct share {a['correct_share']:.3f})"
+        )
     c = result["cost"]
     print(
         f"cost: {c['generated_tokens_per_item'] / ks[-1]:.0f} generated tokens and "

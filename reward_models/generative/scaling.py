@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from prefalign.errors import UserError
-from prefalign.stats import bootstrap_ci
+from prefalign.stats import bootstrap_ci, bootstrap_statistic, roc_auc
 
 from ..model_scorers import ScalarOptions, ScalarScorer
 from ..scorers import load_scorer
@@ -123,6 +123,40 @@ def scaling_curve(
     return points
 
 
+def meta_auc(
+    chosen: Sequence[Draws],
+    rejected: Sequence[Draws],
+    meta_chosen: Sequence[Sequence[float] | None],
+    meta_rejected: Sequence[Sequence[float] | None],
+    bootstrap: int = 2000,
+    seed: int = 0,
+) -> dict[str, float]:
+    """The meta-RM's ROC AUC on these pairs' draws, each labelled as its training labels them (`meta_rm`): draw j is
+    correct where the chosen response's score in it is strictly above the rejected one's (a draw without both
+    scores is wrong), and both of its critiques (for a judge that works from the query, its one work, rated on
+    each side alike) carry that label. A pair whose ratings are None (an empty response: nothing was rated) is left
+    out, as the training sampler leaves it out. The interval is the percentile bootstrap over pairs."""
+    rows = []  # one (ratings, labels) per rated pair
+    for c, r, mc, mr in zip(chosen, rejected, meta_chosen, meta_rejected, strict=True):
+        if mc is None or mr is None:
+            continue
+        labels = [a is not None and b is not None and a > b for a, b in zip(c, r, strict=True)]
+        rows.append(([*mc, *mr], labels + labels))
+
+    def auc(idx: Sequence[int]) -> float:
+        return roc_auc([x for i in idx for x in rows[i][0]], [y for i in idx for y in rows[i][1]])
+
+    labels = [y for _, ys in rows for y in ys]
+    low, high = bootstrap_statistic(auc, len(rows), bootstrap, seed)
+    return {
+        "auc": auc(range(len(rows))),
+        "low": low,
+        "high": high,
+        "pairs": len(rows),
+        "correct_share": sum(labels) / len(labels) if labels else math.nan,
+    }
+
+
 def paired_difference(before: Sequence[float], after: Sequence[float]) -> dict[str, float]:
     """The mean of after - before over pairs (each pair's share of groups it is right in) and its percentile
     bootstrap interval."""
@@ -152,18 +186,21 @@ def measure(
     draws = [[None if s is None else s[0] for s in row] or [None] * big for row in scorer.last_samples]
     texts, messages, n = list(scorer.last_texts), list(scorer.last_messages), len(pairs)
     sides = [(draws[:n], texts[:n], messages[:n]), (draws[n:], texts[n:], messages[n:])]
-    meta_sides: list[list[list[float]]] | None = None
+    rated: list[list[list[float] | None]] | None = None  # per side, per pair: the meta-RM's ratings (None: none)
     if meta_model is not None:
         meta = ScalarScorer(ScalarOptions(model=meta_model, dtype=scorer.opts.dtype, normalize=False))
-        meta_sides = []
-        for _, texts, messages in sides:
-            rows = []
-            for msg, row in zip(messages, texts, strict=True):
-                if not row or msg is None:
-                    rows.append([0.0] * big)
-                    continue
-                rows.append(rate_critiques(meta, msg, row))
-            meta_sides.append(rows)
+        memo: dict[tuple[str, tuple[str, ...]], list[float]] = {}  # a query's works, the same on both sides
+
+        def rate(msg: str | None, row: list[str]) -> list[float] | None:
+            if not row or msg is None:
+                return None
+            key = (msg, tuple(row))
+            if key not in memo:
+                memo[key] = rate_critiques(meta, msg, row)
+            return memo[key]
+
+        rated = [[rate(msg, row) for msg, row in zip(m, t, strict=True)] for _, t, m in sides]
+    meta_sides = [[row or [0.0] * big for row in side] for side in rated] if rated else None
     curve = scaling_curve(
         sides[0][0],
         sides[1][0],
@@ -185,6 +222,8 @@ def measure(
         "paired": {"k": [small, big], **paired_difference(plain[small], plain[big])},
         # meta-RM voting against plain voting at the largest k (the same draws)
         "meta_paired": {"k": big, **paired_difference(plain[big], guided[big])} if big in guided else None,
+        # how well the meta-RM's ratings separate these draws' correct critiques (works) from wrong ones
+        "meta_auc": meta_auc(sides[0][0], sides[1][0], rated[0], rated[1]) if rated else None,
         "cost": scorer.cost_per_item(),
         "abstentions": dict(scorer.abstentions),
         "scorer": scorer.describe(),
