@@ -21,6 +21,7 @@ rule` and `meta_model` votes only the k_meta works of a query it rates highest.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -31,7 +32,7 @@ from prefalign.config import option
 from prefalign.errors import UserError
 from prefalign.models.forward import PackedForward
 from prefalign.models.hub import DEFAULT_MODEL, load_model, load_seq_cls, load_tokenizer, pad_token_id
-from prefalign.stats import roc_auc
+from prefalign.stats import bootstrap_statistic, roc_auc
 from prefalign.training.config import HeldOutSection, LoraSection, TrainSection
 from prefalign.training.metrics import MetricsMixin
 from prefalign.training.recipe import start_run
@@ -207,17 +208,39 @@ def _tokenize(critiques: list[Critique], tokenizer: Any, max_length: int) -> tup
 
 
 def held_out_report(scorer: Any, critiques: list[Critique]) -> dict[str, Any]:
-    """Accuracy at p = 0.5 (logit 0; raw, unnormalised rewards), ROC AUC and the base rate."""
+    """Accuracy at p = 0.5 (logit 0; raw, unnormalised rewards), ROC AUC and the base rate, with percentile
+    bootstrap intervals over the held-out queries (a query's critiques, those of one judge message, resampled
+    together: they are not independent)."""
     rated = scorer.score(
         [[Message("user", c.message)] for c in critiques], [[Message("assistant", c.text or " ")] for c in critiques]
     )
     labels = [c.correct for c in critiques]
-    n = len(critiques)
+    right = [float((s > 0) == y) for s, y in zip(rated, labels, strict=True)]
+    groups: dict[str, list[int]] = {}
+    for i, c in enumerate(critiques):
+        groups.setdefault(c.message, []).append(i)
+    units = list(groups.values())
+
+    def items(idx: Sequence[int]) -> list[int]:
+        return [i for u in idx for i in units[u]]
+
+    def accuracy(idx: Sequence[int]) -> float:
+        chosen = items(idx)
+        return sum(right[i] for i in chosen) / len(chosen)
+
+    def auc(idx: Sequence[int]) -> float:
+        chosen = items(idx)
+        return roc_auc([rated[i] for i in chosen], [labels[i] for i in chosen])
+
+    n, everything = len(critiques), range(len(units))
     return {
         "critiques": n,
+        "queries": len(units),
         "correct_share": sum(labels) / n if n else math.nan,
-        "accuracy": sum((s > 0) == y for s, y in zip(rated, labels, strict=True)) / n if n else math.nan,
-        "auc": roc_auc(rated, labels),
+        "accuracy": accuracy(everything) if n else math.nan,
+        "accuracy_ci95": list(bootstrap_statistic(accuracy, len(units))),
+        "auc": auc(everything) if n else math.nan,
+        "auc_ci95": list(bootstrap_statistic(auc, len(units))),
     }
 
 
@@ -297,6 +320,12 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
     if ev:
         lines.append(
             f"held-out: {ev['critiques']} critiques, {ev['correct_share']:.3f} correct; meta-RM accuracy "
-            f"{ev['accuracy']:.3f}, AUC {ev['auc']:.3f}"
+            f"{ev['accuracy']:.3f}{_interval(ev.get('accuracy_ci95'))}, "
+            f"AUC {ev['auc']:.3f}{_interval(ev.get('auc_ci95'))}"
         )
     return lines
+
+
+def _interval(ci: list[float] | None) -> str:
+    """' [low, high]' for a report's interval; nothing for a report written before intervals were."""
+    return f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else ""

@@ -256,6 +256,8 @@ def test_meta_rm_trains_with_bce_and_rates_critiques(tmp_path, tiny_model_ref, m
     bad = scorer.score(msg, [[Message("assistant", "Looks bad. \\boxed{2}")]])[0]
     assert good > bad  # it learned the scripted signal
     assert ev["auc"] == 1.0 and ev["accuracy"] > 0.5
+    assert ev["queries"] == test_pairs  # the intervals resample a query's critiques together
+    assert ev["auc_ci95"] == [1.0, 1.0] and ev["accuracy_ci95"][0] <= ev["accuracy"] <= ev["accuracy_ci95"][1]
     assert torch.isfinite(torch.tensor([good, bad])).all()
 
 
