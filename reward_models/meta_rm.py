@@ -10,7 +10,8 @@ correct when its score for the chosen is strictly above its score for the reject
 carry that label, and a critique that abstains is wrong) -> a scalar RM (score head on `model`, LoRA or full)
 trained on (judge message, critique) with BCE on its logit -> held-out critiques: accuracy at p = 0.5, ROC AUC
 and the share of correct critiques (the base rate a constant guess reaches) -> the RM saved where `GRMScorer`
-reads a meta-RM.
+reads a meta-RM. The labelled critiques are kept in the run's directory (`critiques.jsonl`,
+`held_out_critiques.jsonl`: message, text, correct).
 
 With `critiques.read: rule` the judge is a rule-read GRM (`principles: from_prompt, read: rule`): it writes its works
 from each pair's query alone, and work j is correct where the rule, reading both responses against its claims, scores
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 import torch
@@ -30,6 +31,7 @@ from transformers import Trainer
 
 from prefalign.config import option
 from prefalign.errors import UserError
+from prefalign.files import write_jsonl
 from prefalign.models.forward import PackedForward
 from prefalign.models.hub import DEFAULT_MODEL, load_model, load_seq_cls, load_tokenizer, pad_token_id
 from prefalign.stats import bootstrap_statistic, roc_auc
@@ -250,6 +252,7 @@ def run(cfg: MetaRMTrainConfig, resume: bool = False) -> dict[str, Any]:
     dtype: Literal["bfloat16", "float32"] = "bfloat16" if cfg.train.precision == "bf16" else "float32"
     pairs, data_report = load_pairs(cfg.data)
     critiques = sample_critiques(pairs, cfg.critiques, dtype)
+    write_jsonl(run_.dir / "critiques.jsonl", (asdict(c) for c in critiques))  # what it learns from, kept
     tokenizer = load_tokenizer(cfg.model)
     items, too_long = _tokenize(critiques, tokenizer, cfg.train.max_length)
     positives = sum(c.correct for c in critiques)
@@ -288,6 +291,7 @@ def run(cfg: MetaRMTrainConfig, resume: bool = False) -> dict[str, Any]:
     if cfg.eval.split != "none":
         ecfg = cfg.eval.data_config(cfg.data)
         held = sample_critiques(load_source(ecfg).pairs, cfg.critiques, dtype)
+        write_jsonl(run_.dir / "held_out_critiques.jsonl", (asdict(c) for c in held))
         scorer = ScalarScorer(ScalarOptions(model=str(model_dir), dtype=dtype, normalize=False))
         eval_report = held_out_report(scorer, held)
     return run_.finish(

@@ -145,5 +145,10 @@ def test_scaling_a_rule_read_judge_writes_each_querys_works_once_for_both_sides(
     assert result["paired"]["difference"] == pytest.approx(plain[2] - plain[1])
     assert result["paired"]["low"] <= result["paired"]["difference"] <= result["paired"]["high"]
     assert result["scorer"]["read"] == "rule" and result["scorer"]["principles"] == "from_prompt"
+    draws = result["draws"]  # every draw kept: a pair's shares at k = 1 read back from them
+    assert len(draws["chosen"]) == len(draws["rejected"]) == 3 and all(len(d) == 2 for d in draws["chosen"])
+    assert draws["meta_chosen"] is None
+    ones = [p["shares"] for p in result["curve"] if p["k"] == 1][0]
+    assert ones == [pair_right_share(c, r, 1) for c, r in zip(draws["chosen"], draws["rejected"], strict=True)]
     assert main([*args, "--option", "temperature=0"]) == 2
     assert "--option temperature: set by its own flag" in capsys.readouterr().err

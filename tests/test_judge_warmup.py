@@ -247,6 +247,8 @@ def test_meta_rm_trains_with_bce_and_rates_critiques(tmp_path, tiny_model_ref, m
     assert main(["rm", "train", "--config", str(cfg)]) == 0
     report = json.loads((tmp_path / "meta" / "report.json").read_text())
     assert report["examples"] == {"pairs": 16, "critiques": 32, "correct": 16, "too_long": 0}
+    kept = [json.loads(x) for x in (tmp_path / "meta" / "critiques.jsonl").read_text().splitlines()]
+    assert len(kept) == 32 and sum(c["correct"] for c in kept) == 16 and set(kept[0]) == {"message", "text", "correct"}
     ev = report["eval"]
     test_pairs = min(8, len((tmp_path / "suite" / "test_pairs.jsonl").read_text().splitlines()))
     assert ev["critiques"] == 2 * test_pairs and ev["correct_share"] == 0.5

@@ -224,6 +224,14 @@ def measure(
         "meta_paired": {"k": big, **paired_difference(plain[big], guided[big])} if big in guided else None,
         # how well the meta-RM's ratings separate these draws' correct critiques (works) from wrong ones
         "meta_auc": meta_auc(sides[0][0], sides[1][0], rated[0], rated[1]) if rated else None,
+        # every draw's parsed score per pair and side, and the meta-RM's ratings: another voting rule can be read
+        # from these without drawing again
+        "draws": {
+            "chosen": [list(d) for d in sides[0][0]],
+            "rejected": [list(d) for d in sides[1][0]],
+            "meta_chosen": rated[0] if rated else None,
+            "meta_rejected": rated[1] if rated else None,
+        },
         "cost": scorer.cost_per_item(),
         "abstentions": dict(scorer.abstentions),
         "scorer": scorer.describe(),
