@@ -10,7 +10,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -21,6 +23,21 @@ MODEL = "builtin:smollm2-135m-instruct"
 # the real data folder beside the project (`PREFALIGN_SHARED_DATA` names it where it is elsewhere, e.g. a GPU machine)
 SHARED_DATA = Path(os.environ.get("PREFALIGN_SHARED_DATA") or ROOT.parent / "shared" / "data")
 HH_HELPFUL = SHARED_DATA / "hh-rlhf" / "helpful-base" / "test.decontaminated.jsonl.gz"
+
+
+def record_calls(owner: Any, name: str, take: Callable[[Any], Any]) -> list:
+    """Replace `owner.name` by a wrapper that calls it as before and appends `take(result)` to the returned list:
+    what each call of a measured side did (its timings, its real tokens), read after the run."""
+    seen: list = []
+    original = getattr(owner, name)
+
+    def recorded(*args: Any, **kwargs: Any) -> Any:
+        result = original(*args, **kwargs)
+        seen.append(take(result))
+        return result
+
+    setattr(owner, name, recorded)
+    return seen
 
 
 def first_pairs(n: int):

@@ -28,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import machine_line, resolve_precision  # noqa: E402
+from benchmarks.common import machine_line, record_calls, resolve_precision  # noqa: E402
 
 
 def balanced_pairs(split: str, per_family: int, seed: int) -> list:
@@ -61,15 +61,7 @@ def run_side(judge: str, dtype: str, pairs: list, before: bool) -> dict:
     if before:
         engine.common_prefix = 0
         engine.continues_tools = False
-    calls: list = []
-    generate = engine.generate
-
-    def timed(*args, **kwargs):
-        result = generate(*args, **kwargs)
-        calls.append(result.timings)
-        return result
-
-    engine.generate = timed
+    calls = record_calls(engine, "generate", lambda result: result.timings)
     t0 = time.perf_counter()
     scores = scorer.score([p.prompt for p in pairs] * 2, [p.chosen for p in pairs] + [p.rejected for p in pairs])
     seconds = time.perf_counter() - t0

@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import machine_line  # noqa: E402
+from benchmarks.common import machine_line, record_calls  # noqa: E402
 
 
 def main() -> None:
@@ -49,17 +49,9 @@ def main() -> None:
         records += [p.prompt] * len(group)
         answers += [[Message("assistant", t)] for t in group]
     scorer = load_scorer("scalar", model=args.rm)
-    tokens: list[int] = []
     import preference_data.packing as packing
 
-    original = packing.pack
-
-    def counting(*a, **k):
-        b = original(*a, **k)
-        tokens.append(b.real_tokens)
-        return b
-
-    packing.pack = counting
+    tokens = record_calls(packing, "pack", lambda batch: batch.real_tokens)
     print(machine_line())
     print(f"{len(prompts)} prompts, {len(answers)} answers ({G} samples and the reference each), RM {args.rm}")
     rows = {}

@@ -51,8 +51,9 @@ from preference_data.sources import load as load_source
 from preference_data.tokenize import tokenize_single
 
 from .checkpoint import RewardStats, save_rm
-from .generative.scorers import GRMOptions, GRMScorer
+from .generative.scorers import GRMOptions, GRMScorer, rate
 from .generative.training import SFTCollator, SFTDataset, grm_draw_correct, sample_outputs, sampling_problems
+from .generative.vote import draw_right
 from .model_scorers import ScalarOptions, ScalarScorer
 
 
@@ -170,7 +171,7 @@ def _works_of_queries(pairs: list[Any], cfg: CritiqueSection, dtype: str) -> lis
             continue
         message = scorer.principles_message(p.prompt)
         for c, r, w in zip(chosen, rejected, works, strict=True):
-            out.append(Critique(message, w, c is not None and r is not None and c[0] > r[0]))
+            out.append(Critique(message, w, draw_right(c[0] if c else None, r[0] if r else None)))
     return out
 
 
@@ -213,9 +214,7 @@ def held_out_report(scorer: Any, critiques: list[Critique]) -> dict[str, Any]:
     """Accuracy at p = 0.5 (logit 0; raw, unnormalised rewards), ROC AUC and the base rate, with percentile
     bootstrap intervals over the held-out queries (a query's critiques, those of one judge message, resampled
     together: they are not independent)."""
-    rated = scorer.score(
-        [[Message("user", c.message)] for c in critiques], [[Message("assistant", c.text or " ")] for c in critiques]
-    )
+    rated = rate(scorer, [(c.message, c.text) for c in critiques])
     labels = [c.correct for c in critiques]
     right = [float((s > 0) == y) for s, y in zip(rated, labels, strict=True)]
     groups: dict[str, list[int]] = {}

@@ -10,6 +10,7 @@ import pytest
 from reward_models.generative import (
     aggregate,
     best_index,
+    draw_right,
     grm_sample_correct,
     group_advantage,
     majority,
@@ -21,6 +22,13 @@ from reward_models.generative import (
     step_rewards,
     vote_scores,
 )
+
+
+def test_a_draw_is_right_only_when_both_sides_scored_and_the_chosen_strictly_above():
+    assert draw_right(1.0, 0.0) and draw_right(0.0, -1.0)
+    assert not draw_right(0.0, 0.0)  # a tie
+    assert not draw_right(0.0, 1.0)
+    assert not draw_right(None, 0.0) and not draw_right(1.0, None)  # an abstention
 
 
 def test_voting_sums_valid_samples_and_counts_abstentions():

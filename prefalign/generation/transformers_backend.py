@@ -185,9 +185,8 @@ class TransformersEngine(GenerationEngine):
                 "TransformersEngine",
             )
         self.decode_attention = plain if decode_attention is None else bool(decode_attention)
-        self.common_prefix = (
-            common_prefix if plain else 0
-        )  # its keys rearranged as a plain attention's cache holds them
+        # the common head's keys are laid out as a plain attention's cache holds them: other kinds read none
+        self.common_prefix = common_prefix if plain else 0
         head_dim = getattr(text_config, "head_dim", None) or text_config.hidden_size // text_config.num_attention_heads
         self.attention_scale = float(head_dim) ** -0.5
         self.max_positions: int | None = getattr(text_config, "max_position_embeddings", None)

@@ -15,6 +15,7 @@ from .parse import (
 from .vote import (
     Vote,
     best_index,
+    draw_right,
     grm_sample_correct,
     group_advantage,
     majority,
@@ -31,6 +32,7 @@ __all__ = [
     "Vote",
     "aggregate",
     "best_index",
+    "draw_right",
     "grm_sample_correct",
     "group_advantage",
     "majority",

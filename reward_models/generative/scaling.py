@@ -23,7 +23,7 @@ from prefalign.stats import bootstrap_ci, bootstrap_statistic, roc_auc
 from ..model_scorers import ScalarOptions, ScalarScorer
 from ..scorers import load_scorer
 from .scorers import rate_critiques
-from .vote import meta_vote, vote_scores
+from .vote import draw_right, meta_vote, vote_scores
 
 Draws = Sequence[float | None]  # one parsed score per draw (None: abstained)
 
@@ -140,7 +140,7 @@ def meta_auc(
     for c, r, mc, mr in zip(chosen, rejected, meta_chosen, meta_rejected, strict=True):
         if mc is None or mr is None:
             continue
-        labels = [a is not None and b is not None and a > b for a, b in zip(c, r, strict=True)]
+        labels = [draw_right(a, b) for a, b in zip(c, r, strict=True)]
         rows.append(([*mc, *mr], labels + labels))
 
     def auc(idx: Sequence[int]) -> float:

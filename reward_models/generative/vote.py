@@ -10,6 +10,8 @@ out and counted, never read as a zero or a tie.
 - `best_index(totals)`: the argmax response, or None on a tie for the top (a tie is not a verdict).
 - `grm_sample_correct(scores, rewards)`: the SPCT correctness rule: n >= 2: the ground-truth best response j
   (unique argmax of `rewards`) gets a score strictly above every other; n = 1: S_1 == r_1.
+- `draw_right(chosen, rejected)`: one pointwise draw on a pair is right: both responses scored and the chosen one
+  strictly above (an abstention or a tie is wrong); a meta-RM's labels and its AUC both read draws by it.
 - `rft_select(correct)`: rejective fine-tuning's choice for one query: the indices of correct samples, or none
   when every sample is correct ("too easy") or none is.
 - `majority(labels)`: Think-RM's m-sample vote over A/B; None on a tie or when every sample abstained.
@@ -77,6 +79,11 @@ def grm_sample_correct(scores: Sequence[float] | None, rewards: Sequence[float])
     if j is None:
         raise ValueError(f"the ground-truth best response is not unique: rewards {list(rewards)}")
     return all(scores[j] > s for i, s in enumerate(scores) if i != j)
+
+
+def draw_right(chosen: float | None, rejected: float | None) -> bool:
+    """Whether one pointwise draw on a pair is right: both scored, the chosen strictly above (see the module)."""
+    return chosen is not None and rejected is not None and chosen > rejected
 
 
 def rft_select(correct: Sequence[bool]) -> list[int]:
