@@ -129,6 +129,17 @@ def roc_auc(scores: Sequence[float], labels: Sequence[bool]) -> float:
     return (rank_sum - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg)
 
 
+def within_group_auc(
+    groups: Sequence[tuple[Sequence[float], Sequence[bool]]], reps: int = 2000, seed: int = 0
+) -> dict[str, float]:
+    """The mean over groups holding both labels of the ROC AUC inside each group (how well the scores rank one
+    group's positives above its negatives, whatever the level of each group), with its percentile bootstrap
+    interval over those groups; `groups` counts them (NaN mean when there are none)."""
+    aucs = [roc_auc(s, y) for s, y in groups if any(y) and not all(y)]
+    low, high = bootstrap_ci(aucs, reps, seed)
+    return {"auc": sum(aucs) / len(aucs) if aucs else math.nan, "low": low, "high": high, "groups": len(aucs)}
+
+
 def finite_mean(values: Sequence[float]) -> float:
     """Mean of the finite values; NaN when there are none (a NaN never reads as a zero)."""
     ok = [v for v in values if v is not None and math.isfinite(v)]

@@ -9,7 +9,7 @@ import random
 import pytest
 
 from align.cli.main import main
-from prefalign.stats import bootstrap_ci, roc_auc
+from prefalign.stats import bootstrap_ci, roc_auc, within_group_auc
 from reward_models.generative.scaling import group_score, meta_auc, pair_right_share, scaling_curve
 from reward_models.generative.scorers import GRMScorer
 from reward_models.meta_rm import label_critiques
@@ -108,6 +108,25 @@ def test_meta_auc_labels_each_draw_as_training_does_and_leaves_unrated_pairs_out
     assert got["auc"] == pytest.approx(12 / 16)
     assert got["pairs"] == 2 and got["correct_share"] == 0.5
     assert got["low"] <= got["auc"] <= got["high"]
+    # inside each pair: pair 1 ranks its right draw first (1.0), pair 2 its wrong one (0.0)
+    assert got["within_pair_auc"] == 0.5 and got["within_pair_pairs"] == 2
+
+
+def test_within_group_auc_ranks_inside_each_group_whatever_its_level():
+    """Scores that only tell the groups apart (every score of an all-right group above every score of a mixed one)
+    pool to a high AUC but rank nothing inside a group; groups with one label are left out."""
+    groups = [
+        ([5.0, 5.0], [True, True]),  # one label: left out
+        ([1.0, 1.0, 1.0], [True, False, False]),  # all tied inside: 0.5
+        ([0.2, 0.1], [False, True]),  # wrong first: 0.0
+        ([0.3, 0.4], [False, True]),  # right first: 1.0
+    ]
+    got = within_group_auc(groups, reps=200)
+    assert got["groups"] == 3 and got["auc"] == pytest.approx(0.5)
+    assert got["low"] <= got["auc"] <= got["high"]
+    pooled = roc_auc([x for s, _ in groups for x in s], [y for _, ys in groups for y in ys])
+    assert pooled > 0.6  # the pooled AUC credits the all-right group's level
+    assert math.isnan(within_group_auc([([1.0], [True])])["auc"])
 
 
 def test_scaling_a_rule_read_judge_writes_each_querys_works_once_for_both_sides(

@@ -8,6 +8,7 @@ import re
 
 import pytest
 
+from prefalign.models.hub import load_tokenizer
 from preference_data.records import Message, PreferencePair
 from reward_models.generative.parse import parse_grm_scores, parse_think_answer
 from reward_models.generative.warmup import grm_score, grm_targets, strength, think_target
@@ -246,9 +247,10 @@ def test_meta_rm_trains_with_bce_and_rates_critiques(tmp_path, tiny_model_ref, m
     )
     assert main(["rm", "train", "--config", str(cfg)]) == 0
     report = json.loads((tmp_path / "meta" / "report.json").read_text())
-    assert report["examples"] == {"pairs": 16, "critiques": 32, "correct": 16, "too_long": 0}
+    assert report["examples"] == {"pairs": 16, "critiques": 32, "correct": 16, "too_long": 0, "training_items": 32}
     kept = [json.loads(x) for x in (tmp_path / "meta" / "critiques.jsonl").read_text().splitlines()]
-    assert len(kept) == 32 and sum(c["correct"] for c in kept) == 16 and set(kept[0]) == {"message", "text", "correct"}
+    assert len(kept) == 32 and sum(c["correct"] for c in kept) == 16
+    assert set(kept[0]) == {"message", "text", "correct", "pair"}
     ev = report["eval"]
     test_pairs = min(8, len((tmp_path / "suite" / "test_pairs.jsonl").read_text().splitlines()))
     assert ev["critiques"] == 2 * test_pairs and ev["correct_share"] == 0.5
@@ -261,6 +263,54 @@ def test_meta_rm_trains_with_bce_and_rates_critiques(tmp_path, tiny_model_ref, m
     assert ev["queries"] == test_pairs  # the intervals resample a query's critiques together
     assert ev["auc_ci95"] == [1.0, 1.0] and ev["accuracy_ci95"][0] <= ev["accuracy"] <= ev["accuracy_ci95"][1]
     assert torch.isfinite(torch.tensor([good, bad])).all()
+
+
+def test_a_within_query_meta_rm_learns_to_rank_one_querys_critiques(tmp_path, tiny_model_ref, monkeypatch):
+    """objective: within_query: Bradley-Terry on every (right, wrong) combination inside a group (one pair's
+    critiques of one message); a group with one label teaches nothing. The scripted queries differ in how often
+    their critiques are right (a pooled signal) and, inside each query, right critiques end with 9."""
+    from align.cli.main import main
+    from preference_data.suite import build_suite, write_suite
+    from reward_models.meta_rm import Critique, within_query_items
+
+    tok = load_tokenizer(TINY)
+    group = [Critique("m", "a 9", True, "p0"), Critique("m", "b 2", False, "p0"), Critique("m", "c 9", True, "p0")]
+    other = [Critique("m", "d 2", False, "p1"), Critique("n", "e 9", True, "p1")]  # two groups, one label each
+    items, too_long = within_query_items(group + other, tok, 512)
+    assert too_long == 0 and len(items) == 2  # (a, b) and (c, b): p1's groups hold one label each
+    assert all(len(it) == 4 and it[0] == it[2] for it in items)  # the same message on both sides
+
+    suite = build_suite(n_per_family=4, seed=0)
+    write_suite(suite, tmp_path / "suite")
+
+    def scripted(pairs, cfg, dtype):
+        return [
+            Critique(f"judge message {i % 3}", f"Score {j}: \\boxed{{{9 if right else 2}}}", right, p.id)
+            for i, p in enumerate(pairs)
+            for j in range(cfg.samples)
+            for right in [j < 1 + i % 3]
+        ]
+
+    monkeypatch.setattr("reward_models.meta_rm.sample_critiques", scripted)
+    cfg = tmp_path / "meta.yaml"
+    cfg.write_text(
+        f"kind: meta_rm_train\nmodel: {TINY}\noutput_dir: {tmp_path / 'meta'}\nobjective: within_query\n"
+        "critiques: {judge: some/grm, samples: 4}\n"
+        f"data: {{source: {tmp_path / 'suite' / 'train_pairs.jsonl'}, split: all, limit: 12}}\n"
+        f"eval: {{source: {tmp_path / 'suite' / 'test_pairs.jsonl'}, split: all, limit: 6}}\n"
+        "train: {method: full, lr: 3.0e-3, epochs: 4, batch_size: 8, precision: fp32, compile: false, "
+        "warmup_ratio: 0.0}\n"
+    )
+    assert main(["rm", "train", "--config", str(cfg)]) == 0
+    report = json.loads((tmp_path / "meta" / "report.json").read_text())
+    assert report["objective"] == "within_query"
+    # right critiques per pair cycle 1, 2, 3 of 4: 1*3, 2*2, 3*1 (right, wrong) combinations
+    assert report["examples"]["training_items"] == 4 * (3 + 4 + 3)
+    ev = report["eval"]
+    assert ev["within_query_groups"] == 6 and ev["within_query_auc"] == 1.0  # it ranks inside every query
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(cfg.read_text().replace("within_query", "inside_query"))
+    assert main(["rm", "train", "--config", str(bad)]) == 2
 
 
 def test_a_meta_rm_of_works_labels_each_work_by_the_rules_reading_of_the_pair(tiny_model_ref, monkeypatch):

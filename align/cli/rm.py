@@ -212,7 +212,9 @@ def cmd_scaling(s: ScalingSettings) -> int:
     if a is not None:
         print(
             f"meta-RM ROC AUC on these draws: {a['auc']:.3f} [{a['low']:.3f}, {a['high']:.3f}] "
-            f"({a['pairs']} pairs; correct share {a['correct_share']:.3f})"
+            f"({a['pairs']} pairs; correct share {a['correct_share']:.3f}); within a pair's draws "
+            f"{a['within_pair_auc']:.3f} [{a['within_pair_low']:.3f}, {a['within_pair_high']:.3f}] "
+            f"({a['within_pair_pairs']} pairs with right and wrong draws)"
         )
     c = result["cost"]
     print(

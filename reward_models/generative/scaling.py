@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from prefalign.errors import UserError
-from prefalign.stats import bootstrap_ci, bootstrap_statistic, roc_auc
+from prefalign.stats import bootstrap_ci, bootstrap_statistic, roc_auc, within_group_auc
 
 from ..model_scorers import ScalarOptions, ScalarScorer
 from ..scorers import load_scorer
@@ -135,7 +135,9 @@ def meta_auc(
     correct where the chosen response's score in it is strictly above the rejected one's (a draw without both
     scores is wrong), and both of its critiques (for a judge that works from the query, its one work, rated on
     each side alike) carry that label. A pair whose ratings are None (an empty response: nothing was rated) is left
-    out, as the training sampler leaves it out. The interval is the percentile bootstrap over pairs."""
+    out, as the training sampler leaves it out. The interval is the percentile bootstrap over pairs. Beside it, the
+    within-pair AUC: the mean over pairs with right and wrong draws of the AUC among that pair's draws (what guided
+    voting ranks by; the pooled AUC also credits telling the pairs a judge gets right from those it gets wrong)."""
     rows = []  # one (ratings, labels) per rated pair
     for c, r, mc, mr in zip(chosen, rejected, meta_chosen, meta_rejected, strict=True):
         if mc is None or mr is None:
@@ -148,12 +150,17 @@ def meta_auc(
 
     labels = [y for _, ys in rows for y in ys]
     low, high = bootstrap_statistic(auc, len(rows), bootstrap, seed)
+    within = within_group_auc(rows, bootstrap, seed)  # inside each pair: the ranking guided voting uses
     return {
         "auc": auc(range(len(rows))),
         "low": low,
         "high": high,
         "pairs": len(rows),
         "correct_share": sum(labels) / len(labels) if labels else math.nan,
+        "within_pair_auc": within["auc"],
+        "within_pair_low": within["low"],
+        "within_pair_high": within["high"],
+        "within_pair_pairs": within["groups"],  # pairs with right and wrong draws
     }
 
 
