@@ -246,17 +246,20 @@ def within_query_items(critiques: list[Critique], tokenizer: Any, max_length: in
     return items, too_long
 
 
-def bce_loss(logits: torch.Tensor, inputs: dict[str, Any]) -> tuple[torch.Tensor, dict[str, float]]:
-    """Binary cross-entropy of each critique's logit against its 0/1 label (`targets`)."""
-    targets = inputs["targets"]
+Logs = dict[str, float]
+
+
+def bce_loss(logits: torch.Tensor, targets: torch.Tensor | None) -> tuple[torch.Tensor, Logs]:
+    """Binary cross-entropy of each critique's logit against its 0/1 label."""
+    assert targets is not None, "pointwise items carry their labels (SFTCollator's targets)"
     loss = torch.nn.functional.binary_cross_entropy_with_logits(logits, targets)
     acc = ((logits.detach() > 0).float() == targets).float().mean().item()
     return loss, {"bce": loss.item(), "accuracy": acc, "logit_mean": logits.detach().mean().item()}
 
 
-def within_query_loss(logits: torch.Tensor, inputs: dict[str, Any]) -> tuple[torch.Tensor, dict[str, float]]:
+def within_query_loss(logits: torch.Tensor, targets: torch.Tensor | None) -> tuple[torch.Tensor, Logs]:
     """Bradley-Terry (`RM_LOSSES`' bradley_terry) of each right critique's logit over the wrong one's (the
-    collator packs every item's right critique before every item's wrong one)."""
+    collator packs every item's right critique before every item's wrong one; no labels: the order is the label)."""
     b = logits.shape[0] // 2
     out = compute_rm_loss("bradley_terry", {}, logits[:b], logits[b:])
     loss = out.losses.mean()
@@ -268,7 +271,7 @@ class MetaObjective:
     summary: str
     items: Callable[[list[Critique], Any, int], tuple[list[Item], int]]  # training items, and how many too long
     collator: type[SFTCollator]  # packs a batch of `items`
-    loss: Callable[[torch.Tensor, dict[str, Any]], tuple[torch.Tensor, dict[str, float]]]  # logits -> loss, logs
+    loss: Callable[[torch.Tensor, torch.Tensor | None], tuple[torch.Tensor, Logs]]  # (logits, labels) -> loss, logs
     unit: str  # what one training item is, for the report
 
 
@@ -304,7 +307,7 @@ class MetaRMTrainer(MetricsMixin, Trainer):
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         targets = inputs.pop("targets", None)
         logits = model(**inputs)[:, 0]
-        loss, logs = self.objective.loss(logits, {"targets": targets})
+        loss, logs = self.objective.loss(logits, targets)
         self.stash(logs)
         return (loss, {"rewards": logits}) if return_outputs else loss
 
