@@ -210,7 +210,7 @@ SAMPLERS = {"model": _critiques_of_responses, "rule": _works_of_queries}
 Item = tuple[Any, ...]
 
 
-def _tokenize(critiques: list[Critique], tokenizer: Any, max_length: int) -> tuple[list[Item], int]:
+def pointwise_items(critiques: list[Critique], tokenizer: Any, max_length: int) -> tuple[list[Item], int]:
     """(message ids, critique ids, label) per critique that fits in `max_length`, and how many did not."""
     items, too_long = [], 0
     for c in critiques:
@@ -230,15 +230,11 @@ def groups_of(critiques: Sequence[Critique]) -> list[list[int]]:
     return list(groups.values())
 
 
-def pointwise_items(critiques: list[Critique], tokenizer: Any, max_length: int) -> tuple[list[Item], int]:
-    return _tokenize(critiques, tokenizer, max_length)
-
-
 def within_query_items(critiques: list[Critique], tokenizer: Any, max_length: int) -> tuple[list[Item], int]:
     """(message, right critique, message, wrong critique) ids for every right/wrong combination inside a group."""
     items, too_long = [], 0
     for idx in groups_of(critiques):
-        tokens, long = _tokenize([critiques[i] for i in idx], tokenizer, max_length)
+        tokens, long = pointwise_items([critiques[i] for i in idx], tokenizer, max_length)
         too_long += long
         right = [t for t in tokens if t[2] == 1.0]
         wrong = [t for t in tokens if t[2] == 0.0]
