@@ -64,7 +64,7 @@ from preference_data.tokenize import tokenize_single
 
 from .compare import scorer_report
 from .generative.parse import parse_think_answer
-from .generative.scorers import THINK_PREFIX, GRMScorer, ThinkJudgeScorer
+from .generative.scorers import THINK_PREFIX, GRMScorer, ThinkJudgeScorer, ToolSet
 from .generative.traces import trace_examples
 from .generative.training import (
     OrdersCollator,
@@ -125,11 +125,11 @@ class JudgeSection:
         "work alone, one example per distinct query; preference_data.suite.work_reading checks each response "
         "against it in the held-out evaluation)",
     )
-    tools: Literal["none", "calculator"] = option(
+    tools: ToolSet = option(
         "none",
         "think, grm: tools the judge calls as it writes in its held-out evaluation (the scorer's `tools`; "
-        "calculator: the exact value after each `a op b =` it writes). Training is unchanged: the warm-up's work "
-        "already writes every value right",
+        "calculator: the exact value after each `a op b =` it writes; lists: a list operation's result). Training is "
+        "unchanged: the warm-up's work already writes every value right",
     )
     objective: Literal["nll", "symmetric"] = option(
         "nll",

@@ -59,7 +59,7 @@ from preference_data.sources import load as load_source
 from preference_data.tokenize import tokenize_single
 
 from .checkpoint import RewardStats, save_rm
-from .generative.scorers import GRMOptions, GRMScorer, rate
+from .generative.scorers import GRMOptions, GRMScorer, ToolSet, rate
 from .generative.training import (
     OrdersCollator,
     SFTCollator,
@@ -87,7 +87,7 @@ class CritiqueSection:
         "writes from the query alone (rule: `grm` with principles: from_prompt, read: rule; work j of a query is "
         "correct where the rule, reading both responses against it, scores the chosen strictly higher)",
     )
-    tools: Literal["none", "calculator"] = option("none", "read: rule: tools the judge calls as it writes its works")
+    tools: ToolSet = option("none", "read: rule: tools the judge calls as it writes its works (`grm`'s tools)")
     work_prefix: str = option("", "read: rule: the text each work starts with, given (`grm`'s work_prefix)")
 
     def check(self) -> list[str]:

@@ -139,7 +139,9 @@ _LEADS = {
 }
 
 
-def _expected(op: str, items: list[str], k: int) -> list[str]:
+def apply_op(op: str, items: list[str], k: int = 0) -> list[str]:
+    """The right answer of operation `op` (sort_alpha, sort_asc, sort_desc, reverse, dedupe, kth) on `items`,
+    lowercased; a numeric sort of items that are not integers raises ValueError."""
     low = [x.lower() for x in items]
     if op == "sort_alpha":
         return sorted(low)
@@ -176,7 +178,7 @@ def generate(rng: random.Random) -> Draft:
             items.insert(pos, dup)
     else:
         items = pool[:n]
-        while op.startswith("sort") and _expected(op, items, 0) == [x.lower() for x in items]:
+        while op.startswith("sort") and apply_op(op, items) == [x.lower() for x in items]:
             rng.shuffle(items)
     k = rng.randint(2, n) if op == "kth" else 0
     fmt = None if op == "kth" else rng.choice(sorted(FORMATS))
@@ -189,7 +191,7 @@ def generate(rng: random.Random) -> Draft:
         "items": items,
         "k": k,
         "format": fmt,
-        "expected": _expected(op, items, k),
+        "expected": apply_op(op, items, k),
         "word_budget": 15 if op == "kth" else 12 + 2 * n,
     }
     return Draft(user=user, params=params, system=maybe_system(rng))

@@ -39,6 +39,7 @@ from prefalign.config import option
 from prefalign.models.hub import load_model, load_tokenizer, weights_fingerprint
 from preference_data.records import Conversation, Message
 from preference_data.suite.work_reading import agreement, read_work
+from preference_data.suite.work_tools import list_tools
 
 from ..base import ScorerKind
 from ..model_scorers import ScalarOptions, ScalarScorer
@@ -123,6 +124,30 @@ WORK_PREFIXES = {"template": WORK_HEADER}
 """Named `work_prefix` values: `template`, the line before the work in the suite's warm-up (`warmup.grm_principles`)."""
 
 
+ToolSet = Literal["none", "calculator", "lists", "calculator+lists"]
+"""What a writing judge may call (`tools:`): the calculator, the list operations of a suite work, or both."""
+TOOLS_DOC = (
+    "tools the judge calls as it writes: calculator writes the exact value after each `a op b =` it writes "
+    "(prefalign.generation.tools); lists writes a list operation's result after it names the operation of a suite "
+    "work ('In reverse order:', 'Item 2 (the second) is'), applied to the items it copied "
+    "(preference_data.suite.work_tools); calculator+lists both. Its work is then as right as the operations it chooses"
+)
+LISTS_TOOL = "lists: after an operation's head in a suite work, its result on the items the work copied"
+
+
+def judge_tools(tools: ToolSet) -> list[Any]:
+    """The `Tool`s of a `tools:` setting ('+' joins kits)."""
+    from prefalign.generation.api import Tool  # lazy: the generation package loads torch
+    from prefalign.generation.tools import TOOLS
+
+    kits = {
+        "none": [],
+        "calculator": [TOOLS["calculator"]],
+        "lists": [Tool(LISTS_TOOL, stop, call) for stop, call in list_tools().items()],
+    }
+    return [t for name in tools.split("+") for t in kits[name]]
+
+
 JUDGE_BATCH_TOKENS = 1 << 15
 """A generative judge's KV-cache slots per generation batch (rows x (prompt + max_new_tokens)): on a CPU a decode step
 costs little more for 80 rows than for 16, so a judge decodes its works in few batches (dev, suite seed 0, the works
@@ -140,11 +165,7 @@ class JudgeSamplingOptions(ModelOptions):
     top_p: float = option(0.95, "nucleus sampling mass (1 = off)")
     max_new_tokens: int = option(256, "longest judge output in tokens; a cut-off output usually abstains")
     seed: int = option(0, "sampling seed (each item's samples are seeded from it and the item's prompt)")
-    tools: Literal["none", "calculator"] = option(
-        "none",
-        "tools the judge calls as it writes (prefalign.generation.tools): calculator writes the exact value after "
-        "each `a op b =` the judge writes, so its work is as right as the operations it chooses",
-    )
+    tools: ToolSet = option("none", TOOLS_DOC)
 
 
 @dataclass
@@ -338,7 +359,7 @@ class _GenerativeJudge:
         reference judges), and fails only when the prompt alone fills the context."""
         # lazy: torch, not needed to list the scorers (align ls)
         from prefalign.generation import SamplingParams
-        from prefalign.generation.tools import TOOLS, generate_with_tools
+        from prefalign.generation.tools import generate_with_tools
 
         t0 = time.perf_counter()
         pending = [(i, m) for i, m in enumerate(messages) if m is not None]
@@ -366,8 +387,7 @@ class _GenerativeJudge:
                 )
                 for budget in budgets
             ]
-            tools = [] if self.opts.tools == "none" else [TOOLS[self.opts.tools]]
-            texts, generated = generate_with_tools(self.engine, prompts, params, tools)
+            texts, generated = generate_with_tools(self.engine, prompts, params, judge_tools(self.opts.tools))
             for i, t in zip(rows, texts, strict=True):
                 out[i] = t
             self.cost["generated_tokens"] += generated
