@@ -23,7 +23,7 @@ import re
 from collections.abc import Callable
 
 from .checks import CLAIMS, OP_WORDS, claim
-from .lists import ORDINALS, apply_op
+from .lists import apply_op
 
 _ITEMS_RE = re.compile(
     re.escape(CLAIMS["items"].split("{items}")[0]) + r"(.+?)" + re.escape(CLAIMS["items"].split("{items}")[1][:2])
@@ -32,6 +32,8 @@ _ITEMS_RE = re.compile(
 _KTH_HEAD = CLAIMS["kth"].split("{ordinal}")[0] + "{ordinal}"
 KTH_STOP = CLAIMS["kth"].split("{ordinal}")[1].split("{item}")[0].rstrip()
 """the text that calls the k-th item tool: ") is" of "Item {k} (the {ordinal}) is {item}." """
+_KTH_ANSWER = CLAIMS["kth"].split("{ordinal}")[1][len(KTH_STOP) :]
+"""what it writes: " {item}." """
 _KTH_RE = re.compile(re.escape(_KTH_HEAD).replace(r"\{k\}", r"(\d+)").replace(r"\{ordinal\}", r"\w+") + r"$")
 
 
@@ -63,7 +65,7 @@ def _kth_call(text: str) -> str | None:
     k = int(m[1])
     if not 1 <= k <= len(items):
         return None
-    return claim("kth", k=k, ordinal=ORDINALS[k - 1], item=items[k - 1])[len(m[0]) + len(KTH_STOP) :]
+    return _KTH_ANSWER.format(item=items[k - 1])
 
 
 def list_tools() -> dict[str, Callable[[str], str | None]]:
