@@ -2,9 +2,9 @@
 
 A judge warmed up on `checks.work` copies a list task's items right ("Items: lima, delhi, lima, rome (4 items).") and
 names the right operation ("Without repeats:"), but a 135M model does not sort, reverse or drop repeats in its
-weights: on suite seed 0's dev split its greedy work got the operation's result wrong on most list tasks it was
-inspected on. As the calculator writes the value after `a op b =`, these tools write the operation's result after
-the judge names it, applied to the items the judge itself copied:
+weights: of the first 25 list tasks of suite seed 0's dev split its greedy work got 3 right (docs/reward-models.md).
+As the calculator writes the value after `a op b =`, these tools write the operation's result after the judge names
+it, applied to the items the judge itself copied:
 
     Items: lima, delhi, lima, rome (4 items). Without repeats:| lima, delhi, rome (3 items).
     Items: red, violet, purple (3 items). Item 2 (the second) is| violet.
