@@ -276,8 +276,9 @@ class QuickstartConfig:
     check_by: str | dict[str, Any] | None = option(
         None,
         "a pointwise scorer that checks what the RM cannot (a scorer SPEC, e.g. the rule-read judge '{type: grm, "
-        "model: runs/judge_grm_work/model, principles: from_prompt, read: rule, tools: calculator, temperature: 0}', "
-        "docs/reward-models.md#a-judge-that-works-and-a-rule-that-reads): the align rounds rank their candidates "
+        "model: runs/judge_grm_work/model, principles: from_prompt, read: rule, tools: calculator+lists, "
+        "temperature: 0}', docs/reward-models.md#a-judge-that-works-and-a-rule-that-reads): the align rounds rank "
+        "their candidates "
         "by an ensemble of the RM (normalised by its saved statistics) and this checker weighted check_weight, "
         "where the checker abstains (no claim it can read) the RM alone; align.rounds.reference_bonus stays in the "
         "RM's units (divided by the RM's std and 1 + check_weight). None = the RM alone",
