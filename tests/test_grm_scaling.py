@@ -171,3 +171,15 @@ def test_scaling_a_rule_read_judge_writes_each_querys_works_once_for_both_sides(
     assert ones == [pair_right_share(c, r, 1) for c, r in zip(draws["chosen"], draws["rejected"], strict=True)]
     assert main([*args, "--option", "temperature=0"]) == 2
     assert "--option temperature: set by its own flag" in capsys.readouterr().err
+    # the curve again from the saved draws, nothing drawn: the same points, and a figure of them
+    again, png = tmp_path / "again.json", tmp_path / "curve.png"
+    asked.clear()
+    assert main(["rm", "scaling", "--draws", str(out), "--k", "1,2", "--figure", str(png), "--out", str(again)]) == 0
+    assert asked == [] and png.read_bytes()[:4] == b"\x89PNG"
+    redrawn = json.loads(again.read_text())["curve"]
+    assert [(p["k"], p["accuracy"], p["shares"]) for p in redrawn] == [
+        (p["k"], p["accuracy"], p["shares"]) for p in result["curve"]
+    ]
+    assert main(["rm", "scaling", "--draws", str(out), "--k", "3"]) == 2  # 3 does not divide the 2 draws
+    assert "each k must divide the 2 draws" in capsys.readouterr().err
+    assert main(["rm", "scaling", "--k", "1"]) == 2 and "--model" in capsys.readouterr().err

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -138,7 +139,8 @@ def cmd_refusal_probe(s: ProbeSettings) -> int:
 SCALING_EXAMPLE = (
     "align rm scaling --model runs/judge_grm/model --k 1,2,4,8 --limit 100\n"
     "  align rm scaling --model runs/judge_grm/model --meta-model runs/meta_rm_grm/model --out runs/grm_scaling.json\n"
-    "  align rm scaling --model runs/judge_grm_work/model --k 1,8 --option principles=from_prompt --option read=rule"
+    "  align rm scaling --model runs/judge_grm_work/model --k 1,8 --option principles=from_prompt --option read=rule\n"
+    "  align rm scaling --draws runs/grm_scaling.json --k 1,2,4,8 --figure runs/grm_k_curve.png"
 )
 
 
@@ -146,7 +148,9 @@ SCALING_EXAMPLE = (
 class ScalingSettings:
     """`align rm scaling`: which GRM (and meta-RM), on which pairs, at which numbers of sampled critiques."""
 
-    model: str = option(doc="the GRM (a judge_train run's model/ directory, or any causal LM)")
+    model: str | None = option(
+        None, "the GRM (a judge_train run's model/ directory, or any causal LM); required unless --draws"
+    )
     meta_model: str | None = option(None, "a meta-RM (kind meta_rm_train) for meta-guided voting")
     k_meta: int | None = option(None, "critiques the meta-RM keeps (default: half of k)")
     k: list[int] = option(factory=lambda: [1, 2, 4, 8], doc="sample counts, each dividing the largest, comma-separated")
@@ -164,15 +168,46 @@ class ScalingSettings:
         flag="--option",
     )
     out: str | None = option(None, "write the curve, cost and settings as JSON here")
+    figure: str | None = option(None, "draw the curve (accuracy against k, its interval) as a PNG here")
+    draws: str | None = option(
+        None,
+        "a JSON an earlier run wrote with --out: the curve at --k from its saved draws, nothing drawn again "
+        "(--model and the sampling flags are then unused)",
+    )
+
+
+def _label(model: str) -> str:
+    """A model directory's run name (runs/NAME/model -> NAME), else the id as given."""
+    path = Path(model)
+    return path.parent.name if path.name == "model" and path.parent.name else model
+
+
+def _print_curve(curve: list[dict[str, Any]], pairs: int) -> None:
+    print(f"{'k':>3}  {'voting':<6} {'accuracy':>8}  95% interval  {'ties':>5}  ({pairs} pairs, ties wrong)")
+    for p in curve:
+        voting = p["voting"] + (f"/{p['k_meta']}" if p["k_meta"] else "")
+        print(f"{p['k']:>3}  {voting:<6} {p['accuracy']:>8.3f}  {p['low']:.3f}..{p['high']:.3f}  {p['ties']:>5.3f}")
 
 
 def cmd_scaling(s: ScalingSettings) -> int:
     # what a verb runs is imported when it runs: the data readers and the sampler add ~30 ms to every start
     from preference_data.sources import DataConfig
     from preference_data.sources import load as load_source
-    from reward_models.generative.scaling import measure
+    from reward_models.generative.scaling import curve_from_draws, measure, plot_curve
 
     ks = sorted(set(s.k))
+    if s.draws is not None:
+        saved = json.loads(Path(s.draws).read_text(encoding="utf-8"))
+        curve = [p.to_dict() for p in curve_from_draws(saved, ks, s.k_meta)]
+        _print_curve(curve, saved["pairs"])
+        if s.figure:
+            plot_curve(curve, s.figure, f"{_label(saved['model'])}: {saved['pairs']} pairs ({saved.get('split')})")
+            print(f"figure: {s.figure}")
+        if s.out:
+            write_json(s.out, saved | {"curve": curve}, indent=2)
+        return 0
+    if s.model is None:
+        raise UserError("--model: the GRM to sample (or --draws: a saved run's draws)")
     named = {f.name for f in dataclasses.fields(ScalingSettings)} & set(s.options)
     if named:
         raise UserError(f"--option {', '.join(sorted(named))}: set by its own flag (--{'/--'.join(sorted(named))})")
@@ -193,10 +228,7 @@ def cmd_scaling(s: ScalingSettings) -> int:
         **s.options,
     )
     result |= {"data": s.data, "split": s.split, "limit": s.limit}
-    print(f"{'k':>3}  {'voting':<6} {'accuracy':>8}  95% interval  {'ties':>5}  ({result['pairs']} pairs, ties wrong)")
-    for p in result["curve"]:
-        voting = p["voting"] + (f"/{p['k_meta']}" if p["k_meta"] else "")
-        print(f"{p['k']:>3}  {voting:<6} {p['accuracy']:>8.3f}  {p['low']:.3f}..{p['high']:.3f}  {p['ties']:>5.3f}")
+    _print_curve(result["curve"], result["pairs"])
     d = result["paired"]
     print(
         f"k={d['k'][1]} - k={d['k'][0]} (plain voting, paired over pairs): {d['difference']:+.3f} "
@@ -221,6 +253,9 @@ def cmd_scaling(s: ScalingSettings) -> int:
         f"cost: {c['generated_tokens_per_item'] / ks[-1]:.0f} generated tokens and "
         f"{c['seconds_per_item'] / ks[-1]:.2f}s per critique; abstentions {result['abstentions'] or 'none'}"
     )
+    if s.figure:
+        plot_curve(result["curve"], s.figure, f"{_label(s.model)}: {result['pairs']} pairs ({s.split})")
+        print(f"figure: {s.figure}")
     if s.out:
         write_json(s.out, result, indent=2)
         print(f"wrote {s.out}")

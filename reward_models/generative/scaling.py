@@ -164,6 +164,44 @@ def meta_auc(
     }
 
 
+def curve_from_draws(saved: dict[str, Any], ks: Sequence[int], k_meta: int | None = None) -> list[ScalingPoint]:
+    """The curve at `ks` from the draws a `measure` result saved (`--out`'s `draws`), without drawing again; each k
+    divides the number of draws per response."""
+    draws = saved.get("draws")
+    if not draws:
+        raise UserError("the saved result has no draws (written by `align rm scaling --out` before draws were kept)")
+    per = int(saved["draws_per_response"])
+    if bad := [k for k in ks if k < 1 or per % k]:
+        raise UserError(f"--k {bad}: each k must divide the {per} draws per response the file holds")
+    return scaling_curve(
+        draws["chosen"], draws["rejected"], ks, draws.get("meta_chosen"), draws.get("meta_rejected"), k_meta
+    )
+
+
+def plot_curve(curve: Sequence[dict[str, Any]], path: str, title: str) -> None:
+    """Accuracy against k (log2 axis) with its 95% interval, a line per voting rule, as a PNG at `path`."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # lazy: matplotlib, only when a figure is asked for
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(5.0, 3.6))
+    FigureCanvasAgg(fig)
+    ax = fig.subplots()
+    for i, voting in enumerate(dict.fromkeys(p["voting"] for p in curve)):
+        pts = [p for p in curve if p["voting"] == voting]
+        ks = [p["k"] for p in pts]
+        acc = [p["accuracy"] for p in pts]
+        ax.plot(ks, acc, "o-", color=f"C{i}", label="plain voting" if voting == "mean" else "meta-RM voting")
+        ax.fill_between(ks, [p["low"] for p in pts], [p["high"] for p in pts], color=f"C{i}", alpha=0.2)
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(sorted({p["k"] for p in curve}), [str(k) for k in sorted({p["k"] for p in curve})])
+    ax.set_xlabel("k (sampled works or critiques per response)")
+    ax.set_ylabel("pair accuracy (ties wrong)")
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
 def paired_difference(before: Sequence[float], after: Sequence[float]) -> dict[str, float]:
     """The mean of after - before over pairs (each pair's share of groups it is right in) and its percentile
     bootstrap interval."""
