@@ -182,6 +182,18 @@ def _label(model: str) -> str:
     return path.parent.name if path.name == "model" and path.parent.name else model
 
 
+def _save_curve(s: ScalingSettings, result: dict[str, Any], title: str) -> None:
+    """The curve drawn to --figure and the result written to --out, where asked."""
+    from reward_models.generative.scaling import plot_curve
+
+    if s.figure:
+        plot_curve(result["curve"], s.figure, title)
+        print(f"figure: {s.figure}")
+    if s.out:
+        write_json(s.out, result, indent=2)
+        print(f"wrote {s.out}")
+
+
 def _print_curve(curve: list[dict[str, Any]], pairs: int) -> None:
     print(f"{'k':>3}  {'voting':<6} {'accuracy':>8}  95% interval  {'ties':>5}  ({pairs} pairs, ties wrong)")
     for p in curve:
@@ -193,18 +205,15 @@ def cmd_scaling(s: ScalingSettings) -> int:
     # what a verb runs is imported when it runs: the data readers and the sampler add ~30 ms to every start
     from preference_data.sources import DataConfig
     from preference_data.sources import load as load_source
-    from reward_models.generative.scaling import curve_from_draws, measure, plot_curve
+    from reward_models.generative.scaling import curve_from_draws, measure
 
     ks = sorted(set(s.k))
     if s.draws is not None:
         saved = json.loads(Path(s.draws).read_text(encoding="utf-8"))
         curve = [p.to_dict() for p in curve_from_draws(saved, ks, s.k_meta)]
         _print_curve(curve, saved["pairs"])
-        if s.figure:
-            plot_curve(curve, s.figure, f"{_label(saved['model'])}: {saved['pairs']} pairs ({saved.get('split')})")
-            print(f"figure: {s.figure}")
-        if s.out:
-            write_json(s.out, saved | {"curve": curve}, indent=2)
+        title = f"{_label(saved['model'])}: {saved['pairs']} pairs ({saved.get('split')})"
+        _save_curve(s, saved | {"curve": curve}, title)
         return 0
     if s.model is None:
         raise UserError("--model: the GRM to sample (or --draws: a saved run's draws)")
@@ -253,12 +262,7 @@ def cmd_scaling(s: ScalingSettings) -> int:
         f"cost: {c['generated_tokens_per_item'] / ks[-1]:.0f} generated tokens and "
         f"{c['seconds_per_item'] / ks[-1]:.2f}s per critique; abstentions {result['abstentions'] or 'none'}"
     )
-    if s.figure:
-        plot_curve(result["curve"], s.figure, f"{_label(s.model)}: {result['pairs']} pairs ({s.split})")
-        print(f"figure: {s.figure}")
-    if s.out:
-        write_json(s.out, result, indent=2)
-        print(f"wrote {s.out}")
+    _save_curve(s, result, f"{_label(s.model)}: {result['pairs']} pairs ({s.split})")
     return 0
 
 

@@ -25,9 +25,8 @@ from collections.abc import Callable
 from .checks import CLAIMS, OP_WORDS, claim
 from .lists import apply_op
 
-_ITEMS_RE = re.compile(
-    re.escape(CLAIMS["items"].split("{items}")[0]) + r"(.+?)" + re.escape(CLAIMS["items"].split("{items}")[1][:2])
-)
+_ITEMS_HEAD, _, _ITEMS_TAIL = CLAIMS["items"].partition("{items}")
+_ITEMS_RE = re.compile(re.escape(_ITEMS_HEAD) + r"(.+?)" + re.escape(_ITEMS_TAIL[:2]))
 """the items of the last "Items: a, b, c (" the judge wrote"""
 _KTH_HEAD = CLAIMS["kth"].split("{ordinal}")[0] + "{ordinal}"
 KTH_STOP = CLAIMS["kth"].split("{ordinal}")[1].split("{item}")[0].rstrip()

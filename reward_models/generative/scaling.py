@@ -192,8 +192,9 @@ def plot_curve(curve: Sequence[dict[str, Any]], path: str, title: str) -> None:
         acc = [p["accuracy"] for p in pts]
         ax.plot(ks, acc, "o-", color=f"C{i}", label="plain voting" if voting == "mean" else "meta-RM voting")
         ax.fill_between(ks, [p["low"] for p in pts], [p["high"] for p in pts], color=f"C{i}", alpha=0.2)
+    ticks = sorted({p["k"] for p in curve})
     ax.set_xscale("log", base=2)
-    ax.set_xticks(sorted({p["k"] for p in curve}), [str(k) for k in sorted({p["k"] for p in curve})])
+    ax.set_xticks(ticks, [str(k) for k in ticks])
     ax.set_xlabel("k (sampled works or critiques per response)")
     ax.set_ylabel("pair accuracy (ties wrong)")
     ax.set_title(title, fontsize=9)
