@@ -13,6 +13,8 @@ Round t (1..rounds), reading top to bottom:
              answer too (`meta.rejected`): the reward ranks the prompt's whole preference pair with the samples, so
              a mistake the data shows (a needless refusal of a harmless request) stays in reach of every round
              whether or not the policy samples it.
+  reach      how many of the K samples the gold graders call right, per family (suite prompts; a report line,
+             `align.rounds.reach`): what any ranker of the round can choose among, nothing ranked by it.
   score      the reward phase (`align.online.reward`: the `reward:` components, e.g. a BT RM or a judge, Σ w_k r_k),
              or one pairwise preference oracle (the pairwise preference model, a judge) ranking the K samples with
              `reward_models.ranking.rank` (round robin or knockout).
@@ -76,6 +78,7 @@ from .rounds.pairs import (
     select_pairs,
     verify_round,
 )
+from .rounds.reach import FamilyReach, reach_json, reach_lines, rollout_reach
 from .rounds.sample import Pool, RoundEngine, candidate_pool, round_prompts, sample_key, sample_round
 from .rounds.train import eval_policy, reference_pass, round_train_config
 
@@ -156,6 +159,7 @@ def run_round(
         "policy": trained,
         "sample_reward": row["reward"],
         "eval": ev["overall"] if ev else None,
+        "reach": reach_json(rollout_reach(rollout)),
     }
     print(
         f"round {t}: {counts['pairs']} pairs ({dropped_text(counts)}){data_text(cfg, counts)}; "
@@ -251,6 +255,9 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
             f"{r['steps']} steps, sample reward {r['sample_reward']:.4f}"
             + (f", held-out gold {r['eval']:.4f}" if r["eval"] is not None else "")
         )
+    lines += reach_lines(
+        {r["round"]: {f: FamilyReach(**x) for f, x in r.get("reach", {}).items()} for r in report["rounds"]}
+    )
     lines += eval_lines(report.get("eval") or {})
     lines.append(f"saved to {report['policy_dir']}")
     return lines

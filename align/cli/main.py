@@ -76,7 +76,9 @@ EXAMPLES = {
     "ls": "align ls\n  align ls losses\n  align ls models",
     "report": (
         "align report runs/rm                  (a finished, running or interrupted run)\n"
-        "  align report runs/quickstart/dpo"
+        "  align report runs/quickstart/dpo\n"
+        "  align report runs/quickstart/align      (an iterative run: also each round's policy samples that the gold "
+        "graders call right, per family)"
     ),
 }
 
@@ -199,8 +201,12 @@ def cmd_suite(s: SuiteSettings) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     from prefalign.training.report import write_report  # ~20 ms at start (matplotlib on use): only when run
 
+    from ..rounds.reach import reach_lines, run_reach  # an iterative run's rounds: their samples graded
+
     files = write_report(args.run_dir)
     print(files.status)
+    for line in reach_lines(run_reach(args.run_dir)):
+        print(line)
     print(f"report    {files.html}")
     print(f"figure    {files.figure if files.figure else 'none (no steps logged yet)'}")
     print(f"open      {files.html.resolve().as_uri()}")
@@ -274,7 +280,8 @@ def build_parser() -> argparse.ArgumentParser:
         sub,
         "report",
         cmd_report,
-        "write the run report of a training run (config, data report, curves, alerts, final numbers)",
+        "write the run report of a training run (config, data report, curves, alerts, final numbers; for iterative "
+        "rounds on suite prompts, each round's policy samples the gold graders call right, per family)",
         "report",
     )
     p.add_argument("run_dir", metavar="RUN_DIR", help="the output_dir of an rm train / train run")
