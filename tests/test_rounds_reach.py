@@ -47,6 +47,10 @@ def test_prompts_without_a_grader_are_not_counted_and_a_rollouts_reference_row_i
     prompts = load_prompts("suite", 6)
     user = PromptOnly([Message("user", "Tell me a joke.")])
     assert reach([(user, ["Why did the chicken cross the road?"])]) == {}
+    # a prompt that names a grader but has no params to grade with is counted as ungraded, not graded as wrong
+    bare = PromptOnly([Message("user", "What is 2 + 2?")], grader="arithmetic")
+    assert reach([(bare, ["4"])]) == {"arithmetic": FamilyReach(ungraded=1)}
+    assert FamilyReach(ungraded=1).text() == "0/0 (prompts 0/0, 1 prompts ungraded)"
     right = [[p.meta["reference"], p.meta["reference"]] for p in prompts]
     # the last row of each group is the data's reference (an online rollout with candidates: policy_and_reference):
     # only the first is the policy's sample

@@ -30,9 +30,12 @@ class FamilyReach:
     samples: int = 0
     reached: int = 0
     prompts: int = 0
+    ungraded: int = 0
+    """prompts of the family whose samples the grader could not grade (no params, a grader error): not counted above"""
 
     def text(self) -> str:
-        return f"{self.right}/{self.samples} (prompts {self.reached}/{self.prompts})"
+        failed = f", {self.ungraded} prompts ungraded" if self.ungraded else ""
+        return f"{self.right}/{self.samples} (prompts {self.reached}/{self.prompts}{failed})"
 
 
 def is_right(prompt: PromptOnly, response: str) -> bool:
@@ -48,7 +51,11 @@ def reach(groups: Iterable[tuple[PromptOnly, list[str]]]) -> dict[str, FamilyRea
         if not prompt.grader or not samples:
             continue
         r = out.setdefault(prompt.grader, FamilyReach())
-        right = sum(is_right(prompt, s) for s in samples)
+        try:
+            right = sum(is_right(prompt, s) for s in samples)
+        except Exception:  # a diagnostic: a prompt it cannot grade is counted, never the end of a run
+            r.ungraded += 1
+            continue
         r.right, r.samples = r.right + right, r.samples + len(samples)
         r.reached, r.prompts = r.reached + (right > 0), r.prompts + 1
     return dict(sorted(out.items()))
