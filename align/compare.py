@@ -10,7 +10,9 @@ The two are matched prompt by prompt through their prompt ids (recorded with eve
 before ids were recorded gets them from its run's config.yaml, `eval.prompts` and `eval.limit`, as the run drew
 them). The result: each side's mean gold score and safety rates as saved, the paired difference of the means with a
 paired bootstrap 95% interval over the prompts, and the win rate of the first over the second (the same statistics
-`align eval policy --baseline` computes, here from the saved scores).
+`align eval policy --baseline` computes, here from the saved scores); and, where a side saved its answers with their
+task family (`align eval policy --out`'s generations.jsonl, the quickstart's eval/<policy>), the same difference per
+family, with its interval over that family's prompts.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import Any
 
 from prefalign.config import option
 from prefalign.errors import UserError
-from prefalign.stats import paired_bootstrap, win_rate
+from prefalign.stats import paired_bootstrap, paired_by_group, win_rate
 
 
 @dataclass(kw_only=True)
@@ -47,6 +49,8 @@ class SavedEval:
     per_prompt: list[float]
     prompt_ids: list[str]
     safety_rates: dict[str, Any]
+    families: dict[str, str] | None = None
+    """prompt id -> task family, where the evaluation saved its answers with them (generations.jsonl)"""
 
 
 def _read(path: Path) -> Any:
@@ -116,8 +120,12 @@ def load_saved(ref: str) -> SavedEval:
     run = path.parent
     if isinstance(data, dict) and isinstance(data.get("policy"), dict) and "per_prompt" in data:  # eval policy
         ev, model, what = data["policy"], data.get("model"), str(path)
-        ids = data.get("prompt_ids") or _ids_from_generations(path.parent / "generations.jsonl", str(path))
-        return SavedEval(what, model, ev["overall"], data["per_prompt"], ids, ev.get("safety_rates") or {})
+        rows = _generations(path.parent / "generations.jsonl")
+        if not data.get("prompt_ids") and rows is None:
+            raise UserError(f"{path}: saved without prompt ids and without generations.jsonl beside it")
+        ids = data.get("prompt_ids") or [r["id"] for r in rows or []]
+        families = {r["id"]: r["family"] for r in rows} if rows and all("family" in r for r in rows) else None
+        return SavedEval(what, model, ev["overall"], data["per_prompt"], ids, ev.get("safety_rates") or {}, families)
     if isinstance(data, dict) and "per_prompt" in data:  # one evaluation (an iterative round's)
         ev, what = data, str(path)
         run = run.parent if path.name == "eval.json" else run  # round_N/eval.json: the run is one level up
@@ -132,10 +140,11 @@ def load_saved(ref: str) -> SavedEval:
     return SavedEval(what, ev.get("policy"), ev["overall"], ev["per_prompt"], ids, ev.get("safety_rates") or {})
 
 
-def _ids_from_generations(path: Path, what: str) -> list[str]:
+def _generations(path: Path) -> list[dict[str, Any]] | None:
+    """The answers an `eval policy --out` saved (id, family, ...), or None where there are none."""
     if not path.exists():
-        raise UserError(f"{what}: saved without prompt ids and without {path.name} beside it")
-    return [json.loads(line)["id"] for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        return None
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 def compare(a: SavedEval, b: SavedEval, seed: int = 0) -> dict[str, Any]:
@@ -154,6 +163,8 @@ def compare(a: SavedEval, b: SavedEval, seed: int = 0) -> dict[str, Any]:
     pb = [b.per_prompt[index[pid]] for pid in a.prompt_ids]
     lo, hi = paired_bootstrap(pa, pb, seed=seed)
     mean_a, mean_b = sum(pa) / len(pa), sum(pb) / len(pb)
+    families = a.families or b.families
+    by_family = paired_by_group([families[pid] for pid in a.prompt_ids], pa, pb, seed) if families else None
     return {
         "policy": {"source": a.source, "model": a.model, "overall": mean_a, "safety_rates": a.safety_rates},
         "baseline": {"source": b.source, "model": b.model, "overall": mean_b, "safety_rates": b.safety_rates},
@@ -161,6 +172,7 @@ def compare(a: SavedEval, b: SavedEval, seed: int = 0) -> dict[str, Any]:
         "difference": mean_a - mean_b,
         "difference_ci95": [lo, hi],
         "win_rate": win_rate(pa, pb),
+        **({"by_family": by_family} if by_family else {}),
     }
 
 
@@ -179,6 +191,12 @@ def compare_lines(c: dict[str, Any]) -> list[str]:
         f"difference {c['difference']:+.3f} (paired bootstrap 95% CI {lo:+.3f} .. {hi:+.3f}, {c['prompts']} prompts); "
         f"win rate {c['win_rate']:.3f}"
     )
+    for fam, f in (c.get("by_family") or {}).items():
+        flo, fhi = f["ci95"]
+        lines.append(
+            f"  {fam or '(no family)'}: {f['before']:.3f} -> {f['after']:.3f}, {f['change']:+.3f} "
+            f"[{flo:+.3f}, {fhi:+.3f}] ({f['n']} prompts)"
+        )
     return lines
 
 

@@ -29,7 +29,7 @@ from prefalign.errors import UserError
 from prefalign.files import write_json
 from prefalign.models.hub import load_tokenizer, weights_fingerprint
 from prefalign.models.precision import decide_dtype
-from prefalign.stats import bootstrap_ci, finite_mean, paired_bootstrap, win_rate
+from prefalign.stats import bootstrap_ci, finite_mean, paired_bootstrap, paired_by_group, win_rate
 from preference_data.records import Message, PromptOnly
 from preference_data.sources import read_records
 from preference_data.suite.heldout import (
@@ -318,18 +318,7 @@ def family_change(
 ) -> dict[str, Any]:
     """Per task family: the baseline's and the policy's mean gold overall and the paired bootstrap 95% interval of
     the change (over that family's prompts)."""
-    out: dict[str, Any] = {}
-    for fam in sorted({p.grader or "" for p in prompts}):
-        idx = [i for i, p in enumerate(prompts) if (p.grader or "") == fam]
-        a, b = [policy[i] for i in idx], [baseline[i] for i in idx]
-        out[fam] = {
-            "n": len(idx),
-            "before": sum(b) / len(b),
-            "after": sum(a) / len(a),
-            "change": (sum(a) - sum(b)) / len(idx),
-            "ci95": list(paired_bootstrap(a, b, seed=seed)),
-        }
-    return out
+    return paired_by_group([p.grader or "" for p in prompts], policy, baseline, seed)
 
 
 def _mean_score(scorer: ScalarScorer, prompts: list[PromptOnly], texts: list[str]) -> float:

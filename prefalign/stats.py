@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable, Iterator, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
 SEED_STRIDE = 1_000_003  # a prime larger than any stream count: seed s, stream k -> s * SEED_STRIDE + k
 
@@ -104,6 +104,25 @@ def paired_bootstrap(
     return bootstrap_ci([x - y for x, y in zip(a, b, strict=True)], reps, seed, level)
 
 
+def paired_by_group(
+    groups: Sequence[str], a: Sequence[float], b: Sequence[float], seed: int = 0
+) -> dict[str, dict[str, Any]]:
+    """Per group (e.g. a task family), over its paired items: n, b's mean (`before`), a's (`after`), the change and
+    its paired bootstrap 95% interval."""
+    out: dict[str, dict[str, Any]] = {}
+    for g in sorted(set(groups)):
+        idx = [i for i, x in enumerate(groups) if x == g]
+        ga, gb = [a[i] for i in idx], [b[i] for i in idx]
+        out[g] = {
+            "n": len(idx),
+            "before": sum(gb) / len(gb),
+            "after": sum(ga) / len(ga),
+            "change": (sum(ga) - sum(gb)) / len(idx),
+            "ci95": list(paired_bootstrap(ga, gb, seed=seed)),
+        }
+    return out
+
+
 def win_rate(policy: Sequence[float], baseline: Sequence[float]) -> float:
     """The share of items on which `policy` scores above `baseline` (a tie counts half): win 1, tie 0.5, loss 0."""
     return sum(1.0 if a > b else 0.5 if a == b else 0.0 for a, b in zip(policy, baseline, strict=True)) / len(policy)
@@ -152,6 +171,7 @@ __all__ = [
     "bootstrap_statistic",
     "finite_mean",
     "paired_bootstrap",
+    "paired_by_group",
     "percentile_interval",
     "roc_auc",
     "stratified_resamples",

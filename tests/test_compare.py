@@ -52,6 +52,21 @@ def test_an_eval_policy_report_against_an_online_run_in_another_order(tmp_path, 
     text = capsys.readouterr().out
     assert "step 0" in text and f"{0 - sum(other) / 24:+.3f}" in text
     assert json.loads((tmp_path / "c.json").read_text())["prompts"] == 24
+    # the eval policy side saved its answers with their families: the difference per family, paired within it
+    by_family = c["by_family"]
+    assert set(by_family) == {p.grader for p in prompts} and sum(f["n"] for f in by_family.values()) == 24
+    for fam, f in by_family.items():
+        idx = [i for i, p in enumerate(prompts) if p.grader == fam]
+        a, b = [mine[i] for i in idx], [other[i] for i in idx]
+        assert f["change"] == pytest.approx(sum(a) / len(a) - sum(b) / len(b))
+        assert f["ci95"] == list(paired_bootstrap(a, b))
+    assert main(["eval", "compare", "--policy", str(tmp_path / "eval"), "--baseline", str(run)]) == 0
+    safety = by_family["safety"]
+    assert (
+        f"  safety: {safety['before']:.3f} -> {safety['after']:.3f}, {safety['change']:+.3f}" in capsys.readouterr().out
+    )
+    # two run evaluations (no answers saved): no family split, nothing invented
+    assert "by_family" not in compare(load_saved(f"{run}@0"), load_saved(str(run)))
 
 
 def test_different_prompts_are_an_error_that_counts_them(tmp_path):

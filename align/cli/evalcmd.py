@@ -137,7 +137,8 @@ def register(sub: argparse._SubParsersAction, add) -> None:
         cmd_compare,
         "two saved gold evaluations of the same held-out prompts (align eval policy --out, an online run's "
         "evals.json at its last or any step, an iterative run's rounds): each side's gold and safety rates, the "
-        "paired difference with a bootstrap 95% interval and the win rate, without generating again",
+        "paired difference with a bootstrap 95% interval and the win rate (per task family too where a side saved its "
+        "answers: eval policy --out), without generating again",
         COMPARE_EXAMPLE,
         settings=CompareSettings,
     )
