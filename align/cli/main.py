@@ -201,7 +201,7 @@ def cmd_suite(s: SuiteSettings) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     from prefalign.training.report import write_report  # ~20 ms at start (matplotlib on use): only when run
 
-    from ..rounds.reach import reach_lines, run_reach  # an iterative run's rounds: their samples graded
+    from ..rounds.reach import reach_lines, run_reach  # the suite's graders and the rollout type: only for this verb
 
     files = write_report(args.run_dir)
     print(files.status)
